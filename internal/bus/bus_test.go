@@ -1,0 +1,204 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+func testJS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	srv, stop, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+func TestProvisionConcurrentAndIdempotent(t *testing.T) {
+	_, js := testJS(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- Provision(ctx, js, Topology{})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent provision: %v", err)
+		}
+	}
+	// Once more, with a changed setting: an update, not an error.
+	if err := Provision(ctx, js, Topology{OutputMaxAge: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range (Topology{}).Streams() {
+		s, err := js.Stream(ctx, cfg.Name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", cfg.Name, err)
+		}
+		info, _ := s.Info(ctx)
+		if cfg.Name == messages.StreamOutput && info.Config.MaxAge != time.Hour {
+			t.Errorf("output max age %v after update, want 1h", info.Config.MaxAge)
+		}
+		if cfg.Name == messages.StreamCalls && info.Config.Retention != jetstream.WorkQueuePolicy {
+			t.Errorf("calls stream is not a work queue")
+		}
+	}
+	for stream, cc := range (Topology{}).Consumers() {
+		if _, err := js.Consumer(ctx, stream, cc.Durable); err != nil {
+			t.Errorf("consumer %s: %v", cc.Durable, err)
+		}
+	}
+	for _, b := range (Topology{}).Buckets() {
+		if _, err := js.KeyValue(ctx, b.Bucket); err != nil {
+			t.Errorf("bucket %s: %v", b.Bucket, err)
+		}
+	}
+}
+
+func TestConsumeAckContract(t *testing.T) {
+	_, js := testJS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Provision(ctx, js, Topology{MaxDeliver: 3}); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(body string) {
+		if _, err := js.Publish(ctx, messages.CallSubject("c"), []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("ok")
+	publish("retry-once")
+	publish("term")
+	publish("panic-once")
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var done atomic.Int32
+	h := func(ctx context.Context, msg jetstream.Msg) error {
+		body := string(msg.Data())
+		mu.Lock()
+		seen[body]++
+		n := seen[body]
+		mu.Unlock()
+		switch {
+		case body == "retry-once" && n == 1:
+			return Retry(errors.New("transient"), 10*time.Millisecond)
+		case body == "panic-once" && n == 1:
+			panic("bad input")
+		case body == "term":
+			done.Add(1)
+			return errors.New("cannot answer")
+		}
+		done.Add(1)
+		return nil
+	}
+	c, err := js.Consumer(ctx, messages.StreamCalls, messages.ConsumerExecutor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- Consume(cctx, c, h, ConsumeOptions{Concurrency: 2}) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for done.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // a wrongly redelivered message would show up now
+	stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]int{"ok": 1, "retry-once": 2, "term": 1, "panic-once": 2}
+	for k, v := range want {
+		if seen[k] != v {
+			t.Errorf("%s handled %d times, want %d (all: %v)", k, seen[k], v, seen)
+		}
+	}
+	// Acked and terminated messages leave the work queue.
+	s, _ := js.Stream(ctx, messages.StreamCalls)
+	info, _ := s.Info(ctx)
+	if info.State.Msgs != 0 {
+		t.Errorf("%d messages left in the work queue", info.State.Msgs)
+	}
+}
+
+func TestUpdateJSONConcurrent(t *testing.T) {
+	_, js := testJS(t)
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := UpdateJSON(ctx, kv, "n", func(n *int) (bool, error) { *n++; return true, nil }); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	n, _, err := GetJSON[int](ctx, kv, "n")
+	if err != nil || n != 20 {
+		t.Fatalf("counter = %d (%v), want 20: an update was lost", n, err)
+	}
+}
+
+func TestKey(t *testing.T) {
+	tests := []struct {
+		name, id string
+		same     bool
+	}{
+		{"plain", "conv-1_a=b", true},
+		{"call id", "resp/3", true},
+		{"dots", "a.b", false},
+		{"space", "a b", false},
+		{"unicode", "gespräch", false},
+		{"empty", "", false},
+		{"leading slash", "/x", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := Key(tt.id)
+			if (k == tt.id) != tt.same {
+				t.Errorf("Key(%q) = %q", tt.id, k)
+			}
+			if Key(tt.id) != k {
+				t.Error("not deterministic")
+			}
+		})
+	}
+	if Key("a.b") == Key("a b") {
+		t.Error("different ids share a key")
+	}
+}

@@ -1,0 +1,158 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Handler handles one message. Its return decides the message's fate:
+//
+//   - nil: the message is acknowledged.
+//   - an error wrapping a [*RetryError]: the message is handed back with the error's
+//     delay, for this or another replica to try again.
+//   - any other error: the message is terminated (never redelivered) and the error logged.
+//     Handlers return it only for a message no answer can be written for.
+//
+// The context is cancelled when the drain timeout after shutdown has passed.
+type Handler func(ctx context.Context, msg jetstream.Msg) error
+
+// RetryError asks for redelivery after Delay.
+type RetryError struct {
+	Delay time.Duration
+	Err   error
+}
+
+func (e *RetryError) Error() string { return fmt.Sprintf("retry in %v: %v", e.Delay, e.Err) }
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// Retry wraps err so that [Consume] hands the message back after delay.
+func Retry(err error, delay time.Duration) error { return &RetryError{Delay: delay, Err: err} }
+
+// ConsumeOptions tunes [Consume]. The zero value handles one message at a time.
+type ConsumeOptions struct {
+	// Concurrency is the number of messages handled at once. Default 1.
+	Concurrency int
+	// Heartbeat, when set, marks a message in progress at this interval while its handler
+	// runs, so a long handler does not see the message redelivered. Use about a third of
+	// the consumer's AckWait.
+	Heartbeat time.Duration
+	// DrainTimeout bounds how long in-flight handlers may run after ctx is done. Default 10s.
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Consume feeds the messages of c to h until ctx is done, then stops fetching, waits for
+// in-flight handlers up to the drain timeout and returns. Messages not acknowledged by
+// then are redelivered by JetStream after AckWait.
+func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOptions) error {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// Buffer no more than can be handled: buffered messages count as delivered and would
+	// starve other replicas.
+	it, err := c.Messages(jetstream.PullMaxMessages(o.Concurrency))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+		}
+		it.Stop()
+	}()
+	defer close(stopped)
+
+	sem := make(chan struct{}, o.Concurrency)
+	var wg sync.WaitGroup
+	var loopErr error
+	for {
+		sem <- struct{}{}
+		msg, err := it.Next()
+		if err != nil {
+			<-sem
+			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				loopErr = fmt.Errorf("consume: %w", err)
+			}
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			handleOne(handlerCtx, msg, h, o.Heartbeat, log)
+		}()
+	}
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(o.DrainTimeout):
+		cancelHandlers()
+		<-done
+	}
+	if loopErr != nil && ctx.Err() == nil {
+		return loopErr
+	}
+	return nil
+}
+
+func handleOne(ctx context.Context, msg jetstream.Msg, h Handler, heartbeat time.Duration, log *slog.Logger) {
+	if heartbeat > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(heartbeat)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					_ = msg.InProgress()
+				}
+			}
+		}()
+	}
+	err := safeHandle(ctx, msg, h)
+	var retry *RetryError
+	switch {
+	case err == nil:
+		if aerr := msg.Ack(); aerr != nil {
+			log.Warn("ack failed; the message will be redelivered", "subject", msg.Subject(), "err", aerr)
+		}
+	case errors.As(err, &retry):
+		log.Info("handing message back", "subject", msg.Subject(), "delay", retry.Delay, "err", retry.Err)
+		_ = msg.NakWithDelay(retry.Delay)
+	default:
+		log.Error("dropping message that cannot be answered", "subject", msg.Subject(), "err", err)
+		_ = msg.TermWithReason(err.Error())
+	}
+}
+
+// safeHandle turns a handler panic into a retry, so one bad message cannot crash a service.
+func safeHandle(ctx context.Context, msg jetstream.Msg, h Handler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = Retry(fmt.Errorf("handler panic: %v", r), time.Second)
+		}
+	}()
+	return h(ctx, msg)
+}

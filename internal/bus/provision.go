@@ -1,0 +1,180 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Topology is the shape of toolbus's streams, consumers and buckets. The zero value is
+// filled with [Topology.withDefaults]: one replica, file storage.
+type Topology struct {
+	// Replicas of every stream and bucket: 1 embedded, 3 on a cluster.
+	Replicas int
+	// Memory keeps streams in memory instead of files (tests, benchmarks).
+	Memory bool
+	// OutputMaxAge is how long outputs are kept for orchestrators to read. Default 24h.
+	OutputMaxAge time.Duration
+	// DeadMaxAge is how long dead calls are kept. Default 7 days.
+	DeadMaxAge time.Duration
+	// DuplicateWindow is JetStream's de-duplication window on Nats-Msg-Id. Default 10m.
+	DuplicateWindow time.Duration
+	// AckWait before an unacknowledged message is redelivered. Default 30s.
+	AckWait time.Duration
+	// MaxDeliver bounds the deliveries of one message. Default 5.
+	MaxDeliver int
+	// MaxAckPending bounds the messages in flight per consumer. Default 1024.
+	MaxAckPending int
+	// GatherTTL is how long the formatter keeps partial results. Default 1h.
+	GatherTTL time.Duration
+}
+
+func (t Topology) withDefaults() Topology {
+	if t.Replicas <= 0 {
+		t.Replicas = 1
+	}
+	if t.OutputMaxAge <= 0 {
+		t.OutputMaxAge = 24 * time.Hour
+	}
+	if t.DeadMaxAge <= 0 {
+		t.DeadMaxAge = 7 * 24 * time.Hour
+	}
+	if t.DuplicateWindow <= 0 {
+		t.DuplicateWindow = 10 * time.Minute
+	}
+	if t.AckWait <= 0 {
+		t.AckWait = 30 * time.Second
+	}
+	if t.MaxDeliver <= 0 {
+		t.MaxDeliver = 5
+	}
+	if t.MaxAckPending <= 0 {
+		t.MaxAckPending = 1024
+	}
+	if t.GatherTTL <= 0 {
+		t.GatherTTL = time.Hour
+	}
+	return t
+}
+
+// Streams returns the configuration of every toolbus stream.
+func (t Topology) Streams() []jetstream.StreamConfig {
+	t = t.withDefaults()
+	storage := jetstream.FileStorage
+	if t.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	work := func(name, subject, desc string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name: name, Description: desc, Subjects: []string{subject},
+			Retention: jetstream.WorkQueuePolicy, Storage: storage, Replicas: t.Replicas,
+			Duplicates: t.DuplicateWindow, Discard: jetstream.DiscardOld,
+		}
+	}
+	output := work(messages.StreamOutput, messages.AllOutputs, "toolbus outputs, one per response")
+	output.Retention, output.MaxAge = jetstream.LimitsPolicy, t.OutputMaxAge
+	dead := work(messages.StreamDead, messages.AllDead, "toolbus calls that exhausted their deliveries")
+	dead.Retention, dead.MaxAge = jetstream.LimitsPolicy, t.DeadMaxAge
+	return []jetstream.StreamConfig{
+		work(messages.StreamResponses, messages.AllResponses, "toolbus: LLM responses to parse"),
+		work(messages.StreamCalls, messages.AllCalls, "toolbus: tool calls to execute"),
+		work(messages.StreamResults, messages.AllResults, "toolbus: tool results to format"),
+		output,
+		dead,
+	}
+}
+
+// Consumers returns the shared durable consumer of each stage, by stream.
+func (t Topology) Consumers() map[string]jetstream.ConsumerConfig {
+	t = t.withDefaults()
+	c := func(name, desc string) jetstream.ConsumerConfig {
+		return jetstream.ConsumerConfig{
+			Durable: name, Description: desc, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: t.AckWait, MaxDeliver: t.MaxDeliver, MaxAckPending: t.MaxAckPending,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		}
+	}
+	return map[string]jetstream.ConsumerConfig{
+		messages.StreamResponses: c(messages.ConsumerParser, "toolbus parser replicas"),
+		messages.StreamCalls:     c(messages.ConsumerExecutor, "toolbus executor replicas"),
+		messages.StreamResults:   c(messages.ConsumerFormatter, "toolbus formatter replicas"),
+	}
+}
+
+// Buckets returns the configuration of every key-value bucket.
+func (t Topology) Buckets() []jetstream.KeyValueConfig {
+	t = t.withDefaults()
+	storage := jetstream.FileStorage
+	if t.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	kv := func(name, desc string, ttl time.Duration) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{
+			Bucket: name, Description: desc, TTL: ttl, Storage: storage, Replicas: t.Replicas, History: 1,
+		}
+	}
+	return []jetstream.KeyValueConfig{
+		kv(messages.BucketSessions, "conversation → engineering session", 0),
+		kv(messages.BucketCalls, "call id → claim and result", t.DuplicateWindow*6),
+		kv(messages.BucketHealth, "server → last probe", 0),
+		kv(messages.BucketCatalog, "server → tools", 0),
+		kv(messages.BucketGather, "response id → results gathered so far", t.GatherTTL),
+	}
+}
+
+// Provision creates or updates every stream, consumer and bucket of t. It is safe to run
+// from every replica of every service at the same time.
+func Provision(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	for _, cfg := range t.Streams() {
+		if err := retryRace(ctx, func() error {
+			_, err := js.CreateOrUpdateStream(ctx, cfg)
+			return err
+		}); err != nil {
+			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+		}
+	}
+	for stream, cfg := range t.Consumers() {
+		if err := retryRace(ctx, func() error {
+			_, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
+			return err
+		}); err != nil {
+			return fmt.Errorf("provision consumer %s on %s: %w", cfg.Durable, stream, err)
+		}
+	}
+	for _, cfg := range t.Buckets() {
+		if err := retryRace(ctx, func() error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+			return err
+		}); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// retryRace retries f when a concurrent replica created the same object between f's
+// update and create steps.
+func retryRace(ctx context.Context, f func() error) error {
+	var err error
+	for range 5 {
+		if err = f(); err == nil || !raced(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func raced(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) ||
+		errors.Is(err, jetstream.ErrConsumerExists) ||
+		errors.Is(err, jetstream.ErrBucketExists)
+}

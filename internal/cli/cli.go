@@ -1,0 +1,124 @@
+// Package cli implements the toolbus command: run, serve, send, tools, health, parse and
+// repair. [Main] takes its arguments and streams, so every command is testable in process.
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// Env is what a command reads and writes.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+func (e Env) getenv(k string) string {
+	if e.Getenv != nil {
+		return e.Getenv(k)
+	}
+	return os.Getenv(k)
+}
+
+type command struct {
+	name, usage string
+	run         func(ctx context.Context, env Env, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"run", "answer the responses in FILEs (or stdin) on an embedded NATS, then exit", runCmd},
+		{"serve", "run every service until stopped, on an embedded NATS or --nats URL", serveCmd},
+		{"send", "submit one response to a running toolbus and print its output", sendCmd},
+		{"tools", "list the tools a model can call", toolsCmd},
+		{"health", "print the status of every tool server", healthCmd},
+		{"parse", "print the tool calls found in a response (stdin or FILE)", parseCmd},
+		{"repair", "repair the JSON on stdin and print it", repairCmd},
+	}
+}
+
+// Main runs the toolbus command with args (without the program name) and returns the
+// exit code.
+func Main(ctx context.Context, args []string, env Env) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(env.Stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, env, args[1:])
+		switch {
+		case err == nil:
+			return 0
+		case err == flag.ErrHelp:
+			return 0
+		case isUsage(err):
+			fmt.Fprintf(env.Stderr, "toolbus %s: %v\n", c.name, err)
+			return 2
+		default:
+			fmt.Fprintf(env.Stderr, "toolbus %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(env.Stderr, "toolbus: unknown command %q\n", args[0])
+	usage(env.Stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: toolbus <command> [flags] [args]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.usage)
+	}
+	fmt.Fprintln(w, "\nRun 'toolbus <command> -h' for a command's flags.")
+}
+
+type usageError struct{ error }
+
+func isUsage(err error) bool { _, ok := err.(usageError); return ok }
+
+func newFlags(name string, env Env) *flag.FlagSet {
+	fs := flag.NewFlagSet("toolbus "+name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+// logger writes text logs to stderr: warnings by default, everything with verbose.
+func logger(env Env, verbose bool) *slog.Logger {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// envDefault returns the value of the TOOLBUS_ variable for a flag, or def.
+func envDefault(env Env, name, def string) string {
+	if v := env.getenv("TOOLBUS_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+func runCmd(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("run", env)
+	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file (mcpServers and toolbus sections)")
+	conv := fs.String("conversation", "cli", "conversation id shared by all the responses")
+	asJSON := fs.Bool("json", false, "print one JSON object per response")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for each response's output")
+	executors := fs.Int("executors", 2, "executor replicas in the process")
+	verbose := fs.Bool("v", false, "log everything to stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(env.Stderr, "usage: toolbus run [flags] [FILE...]\n\nEach FILE (or stdin) is one LLM response; they are answered in order in one conversation.")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := messages.ValidateConversation(*conv); err != nil {
+		return usageError{err}
+	}
+	inputs, err := readInputs(env, fs.Args())
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	log := logger(env, *verbose)
+
+	srv, stopServer, err := bus.StartEmbedded(bus.EmbeddedOptions{})
+	if err != nil {
+		return err
+	}
+	defer stopServer()
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	svcCtx, stopServices := context.WithCancel(ctx)
+	n, err := node.Start(svcCtx, nc, node.Options{Config: cfg, Replicas: *executors, Logger: log})
+	if err != nil {
+		stopServices()
+		return err
+	}
+	defer func() { stopServices(); n.Wait() }()
+
+	c, err := client.New(nc)
+	if err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		actx, cancel := context.WithTimeout(ctx, *timeout)
+		out, err := c.Ask(actx, *conv, in.text, nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.name, err)
+		}
+		if err := printOutput(env, in.name, out, *asJSON); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type input struct{ name, text string }
+
+func readInputs(env Env, files []string) ([]input, error) {
+	if len(files) == 0 {
+		b, err := io.ReadAll(env.Stdin)
+		if err != nil {
+			return nil, fmt.Errorf("stdin: %w", err)
+		}
+		return []input{{"stdin", string(b)}}, nil
+	}
+	var out []input
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, input{f, string(b)})
+	}
+	return out, nil
+}
+
+// printOutput prints an output as the model should see it, or as one JSON line.
+func printOutput(env Env, name string, out *messages.Output, asJSON bool) error {
+	if asJSON {
+		b, err := json.Marshal(out)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
+		return err
+	}
+	if out.Kind == messages.KindNoToolCall {
+		fmt.Fprintf(env.Stderr, "toolbus: %s: no tool call\n", name)
+		return nil
+	}
+	_, err := fmt.Fprintln(env.Stdout, out.Text)
+	return err
+}
+
+// connectFlags are the flags of commands that talk to a running bus.
+type connectFlags struct{ url *string }
+
+func addConnectFlags(fs interface {
+	String(string, string, string) *string
+}, env Env) connectFlags {
+	return connectFlags{url: fs.String("nats", envDefault(env, "nats-url", nats.DefaultURL), "NATS server URL (TOOLBUS_NATS_URL)")}
+}
+
+func (f connectFlags) connect(name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(*f.url, nats.Name(name))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", *f.url, err)
+	}
+	return nc, nil
+}
+
+func serveCmd(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("serve", env)
+	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
+	url := fs.String("nats", envDefault(env, "nats-url", ""), "NATS server URL; empty runs an embedded server")
+	port := fs.Int("port", 4222, "client port of the embedded server")
+	storeDir := fs.String("store-dir", envDefault(env, "store-dir", ""), "JetStream directory of the embedded server (default: a temporary one)")
+	replicas := fs.Int("replicas", 1, "replicas of each stage in this process")
+	streamReplicas := fs.Int("stream-replicas", 1, "JetStream replicas of streams and buckets (3 on a cluster)")
+	services := fs.String("services", "", "comma-separated services to run (default all: parser,executor,formatter,healthd)")
+	verbose := fs.Bool("v", false, "log everything to stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	log := logger(env, *verbose)
+	var nc *nats.Conn
+	if *url == "" {
+		_, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *port, StoreDir: *storeDir})
+		if err != nil {
+			return err
+		}
+		defer stop()
+		*url = "nats://127.0.0.1:" + strconv.Itoa(*port)
+		fmt.Fprintf(env.Stderr, "toolbus: embedded NATS with JetStream on %s\n", *url)
+	}
+	nc, err = nats.Connect(*url, nats.Name("toolbus serve"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", *url, err)
+	}
+	defer nc.Close()
+	n, err := node.Start(ctx, nc, node.Options{
+		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log,
+		Topology: bus.Topology{Replicas: *streamReplicas},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stderr, "toolbus: serving; stop with Ctrl-C")
+	return n.Wait()
+}
+
+func sendCmd(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("send", env)
+	cf := addConnectFlags(fs, env)
+	conv := fs.String("conversation", "cli", "conversation id")
+	asJSON := fs.Bool("json", false, "print the output as JSON")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the output")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	inputs, err := readInputs(env, fs.Args())
+	if err != nil {
+		return err
+	}
+	nc, err := cf.connect("toolbus send")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	c, err := client.New(nc)
+	if err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		actx, cancel := context.WithTimeout(ctx, *timeout)
+		out, err := c.Ask(actx, *conv, in.text, nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.name, err)
+		}
+		if err := printOutput(env, in.name, out, *asJSON); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range splitComma(s) {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

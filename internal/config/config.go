@@ -1,0 +1,161 @@
+// Package config loads toolbus's configuration: one JSON file holding "mcpServers"
+// exactly as MCP clients write it, plus toolbus's own sections. Strings may use ${VAR}
+// and ${VAR:-default}, expanded from the environment. Flags and TOOLBUS_* variables are
+// applied on top by the commands.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+// Config is the whole configuration. The zero value is valid: engineering and the clock
+// on, no remote servers.
+type Config struct {
+	MCPServers map[string]mcpwire.ServerConfig `json:"mcpServers,omitempty"`
+	// Routes map a tool name to a server; null routes to the local tools.
+	Routes      map[string]*string `json:"routes,omitempty"`
+	Engineering Engineering        `json:"engineering,omitzero"`
+	Local       Local              `json:"local,omitzero"`
+	Executor    Executor           `json:"executor,omitzero"`
+	Health      Health             `json:"health,omitzero"`
+
+	// Source is the file the configuration came from, for error messages.
+	Source string `json:"-"`
+}
+
+// Engineering configures the built-in engineering suite.
+type Engineering struct {
+	Enabled *bool `json:"enabled,omitempty"`
+	// Expose is "hierarchical" (default) or "flat".
+	Expose string `json:"expose,omitempty"`
+}
+
+// Local configures the built-in local tools.
+type Local struct {
+	Clock *bool `json:"clock,omitempty"`
+}
+
+// Executor configures the executor stage.
+type Executor struct {
+	Concurrency int              `json:"concurrency,omitempty"`
+	Timeout     mcpwire.Duration `json:"timeout,omitzero"`
+}
+
+// Health configures healthd.
+type Health struct {
+	Interval mcpwire.Duration `json:"interval,omitzero"`
+}
+
+// On reports whether an optional switch is on; nil means on.
+func On(b *bool) bool { return b == nil || *b }
+
+// HealthInterval is the probe interval, default 15s.
+func (c *Config) HealthInterval() time.Duration {
+	if c.Health.Interval > 0 {
+		return time.Duration(c.Health.Interval)
+	}
+	return 15 * time.Second
+}
+
+// ServerNames returns the enabled servers, sorted.
+func (c *Config) ServerNames() []string {
+	var names []string
+	for n, s := range c.MCPServers {
+		if s.IsEnabled() {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Load reads the configuration at path; an empty path gives the defaults.
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return &Config{}, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, path, os.LookupEnv)
+}
+
+// Parse decodes a configuration, expanding ${VAR} with lookup, and validates it. Errors
+// name the source, the key and the reason.
+func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Config, error) {
+	var raw any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("%s: not valid JSON: %w", source, err)
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return nil, fmt.Errorf("%s: the configuration must be a JSON object", source)
+	}
+	raw = expand(raw, lookup)
+	data, _ = json.Marshal(raw)
+	var c Config
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	c.Source = source
+	for _, name := range sortedKeys(c.MCPServers) {
+		if err := c.MCPServers[name].Validate(); err != nil {
+			return nil, fmt.Errorf("%s: mcpServers.%s.%w", source, name, err)
+		}
+	}
+	for tool, server := range c.Routes {
+		if server == nil {
+			continue
+		}
+		if _, ok := c.MCPServers[*server]; !ok {
+			return nil, fmt.Errorf("%s: routes.%s: no server called %q in mcpServers", source, tool, *server)
+		}
+	}
+	switch c.Engineering.Expose {
+	case "", "hierarchical", "flat":
+	default:
+		return nil, fmt.Errorf("%s: engineering.expose: %q is not \"hierarchical\" or \"flat\"", source, c.Engineering.Expose)
+	}
+	return &c, nil
+}
+
+var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
+
+// expand replaces ${VAR} and ${VAR:-default} in every string of v.
+func expand(v any, lookup func(string) (string, bool)) any {
+	switch v := v.(type) {
+	case string:
+		return varRef.ReplaceAllStringFunc(v, func(ref string) string {
+			m := varRef.FindStringSubmatch(ref)
+			if val, ok := lookup(m[1]); ok && (val != "" || m[2] == "") {
+				return val
+			}
+			return m[2]
+		})
+	case []any:
+		for i := range v {
+			v[i] = expand(v[i], lookup)
+		}
+	case map[string]any:
+		for k := range v {
+			v[k] = expand(v[k], lookup)
+		}
+	}
+	return v
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

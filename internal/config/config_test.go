@@ -1,0 +1,83 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+func TestParse(t *testing.T) {
+	env := map[string]string{"TOKEN": "s3cret", "EMPTY": ""}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	tests := []struct {
+		name    string
+		json    string
+		wantErr string
+		check   func(t *testing.T, c *Config)
+	}{
+		{name: "empty object", json: `{}`, check: func(t *testing.T, c *Config) {
+			if !On(c.Engineering.Enabled) || !On(c.Local.Clock) || c.HealthInterval() != 15*time.Second {
+				t.Errorf("defaults: %+v", c)
+			}
+		}},
+		{name: "claude desktop file with other keys", json: `{"globalShortcut":"Ctrl+Space","mcpServers":{"fs":{"command":"npx","args":["-y","@modelcontextprotocol/server-filesystem","/tmp"]}}}`,
+			check: func(t *testing.T, c *Config) {
+				if c.MCPServers["fs"].Transport() != mcpwire.TransportStdio || len(c.MCPServers["fs"].Args) != 3 {
+					t.Errorf("fs: %+v", c.MCPServers["fs"])
+				}
+			}},
+		{name: "env expansion", json: `{"mcpServers":{"t":{"type":"http","url":"https://${HOST:-tickets.example}/mcp","headers":{"Authorization":"Bearer ${TOKEN}","X":"${EMPTY:-dflt}","Y":"${MISSING}"}}}}`,
+			check: func(t *testing.T, c *Config) {
+				s := c.MCPServers["t"]
+				if s.URL != "https://tickets.example/mcp" || s.Headers["Authorization"] != "Bearer s3cret" || s.Headers["X"] != "dflt" || s.Headers["Y"] != "" {
+					t.Errorf("expanded: %+v", s)
+				}
+			}},
+		{name: "value with quotes expands safely", json: `{"mcpServers":{"q":{"command":"${TOKEN}\"x"}}}`,
+			check: func(t *testing.T, c *Config) {
+				if c.MCPServers["q"].Command != `s3cret"x` {
+					t.Errorf("command %q", c.MCPServers["q"].Command)
+				}
+			}},
+		{name: "durations", json: `{"executor":{"timeout":"90s"},"health":{"interval":5},"mcpServers":{"a":{"command":"x","timeout":"2m"}}}`,
+			check: func(t *testing.T, c *Config) {
+				if time.Duration(c.Executor.Timeout) != 90*time.Second || c.HealthInterval() != 5*time.Second || time.Duration(c.MCPServers["a"].Timeout) != 2*time.Minute {
+					t.Errorf("durations: %+v", c)
+				}
+			}},
+		{name: "disabled server is not listed", json: `{"mcpServers":{"a":{"command":"x","enabled":false},"b":{"command":"y"}}}`,
+			check: func(t *testing.T, c *Config) {
+				if got := strings.Join(c.ServerNames(), ","); got != "b" {
+					t.Errorf("servers %q", got)
+				}
+			}},
+		{name: "not json", json: `{"mcpServers":`, wantErr: "test.json: not valid JSON"},
+		{name: "not an object", json: `[1]`, wantErr: "must be a JSON object"},
+		{name: "unknown transport", json: `{"mcpServers":{"x":{"type":"websocket","url":"ws://a"}}}`, wantErr: `mcpServers.x.type: unknown transport "websocket"`},
+		{name: "stdio without command", json: `{"mcpServers":{"x":{"type":"stdio"}}}`, wantErr: "mcpServers.x.command: a stdio server needs a command"},
+		{name: "bad url", json: `{"mcpServers":{"x":{"type":"sse","url":"localhost:3000"}}}`, wantErr: `mcpServers.x.url: "localhost:3000" is not an http(s) URL`},
+		{name: "route to missing server", json: `{"routes":{"create_ticket":"tickets"}}`, wantErr: `routes.create_ticket: no server called "tickets"`},
+		{name: "bad duration", json: `{"executor":{"timeout":"soon"}}`, wantErr: `duration "soon"`},
+		{name: "bad expose", json: `{"engineering":{"expose":"all"}}`, wantErr: "engineering.expose"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.json), "test.json", lookup)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want it to contain %q", err, tt.wantErr)
+				}
+				if !strings.HasPrefix(err.Error(), "test.json") {
+					t.Errorf("error %q does not name the file", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}

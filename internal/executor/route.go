@@ -1,0 +1,88 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Backend runs the tools of one kind.
+type Backend interface {
+	// Name is what results report as their backend: "local", "engineering", "mcp:<server>".
+	Name() string
+	// Tools lists the tools a model may call.
+	Tools() []messages.ToolInfo
+	// Has reports whether the backend runs the tool called name.
+	Has(name string) bool
+	// Call runs the tool. A failure is a *messages.ToolError.
+	Call(ctx context.Context, conversation, name string, args json.RawMessage) (json.RawMessage, error)
+}
+
+// Router picks the backend of a tool: the first backend that has it, in the order given.
+type Router struct{ backends []Backend }
+
+// NewRouter returns a router over backends, in priority order.
+func NewRouter(backends ...Backend) *Router { return &Router{backends: backends} }
+
+// Route returns the backend of the tool called name.
+func (r *Router) Route(name string) (Backend, error) {
+	for _, b := range r.backends {
+		if b.Has(name) {
+			return b, nil
+		}
+	}
+	return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q; available tools: %s", name, strings.Join(r.names(), ", "))
+}
+
+// Tools lists every tool of every backend.
+func (r *Router) Tools() []messages.ToolInfo {
+	var out []messages.ToolInfo
+	seen := map[string]bool{}
+	for _, b := range r.backends {
+		for _, t := range b.Tools() {
+			if !seen[t.Name] {
+				seen[t.Name] = true
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+func (r *Router) names() []string {
+	var names []string
+	for _, t := range r.Tools() {
+		names = append(names, t.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LocalBackend runs the tools of a [localtools.Registry].
+type LocalBackend struct{ Registry *localtools.Registry }
+
+func (LocalBackend) Name() string                 { return "local" }
+func (b LocalBackend) Tools() []messages.ToolInfo { return b.Registry.Tools() }
+func (b LocalBackend) Has(name string) bool       { _, ok := b.Registry.Lookup(name); return ok }
+func (b LocalBackend) Call(ctx context.Context, _ string, name string, args json.RawMessage) (json.RawMessage, error) {
+	t, ok := b.Registry.Lookup(name)
+	if !ok {
+		return nil, messages.Errorf(messages.CodeUnknownTool, "there is no local tool called %q", name)
+	}
+	return t.Run(ctx, args)
+}
+
+// EngineeringBackend runs the engineering suite's visible tools.
+type EngineeringBackend struct{ Suite *engineering.Suite }
+
+func (EngineeringBackend) Name() string                 { return "engineering" }
+func (b EngineeringBackend) Tools() []messages.ToolInfo { return b.Suite.Tools() }
+func (b EngineeringBackend) Has(name string) bool       { return b.Suite.Has(name) }
+func (b EngineeringBackend) Call(ctx context.Context, conversation, name string, args json.RawMessage) (json.RawMessage, error) {
+	return b.Suite.Call(ctx, conversation, name, args)
+}

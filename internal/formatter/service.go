@@ -1,0 +1,86 @@
+package formatter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Options configures a [Service].
+type Options struct {
+	// Concurrency is the number of results handled at once. Default 16.
+	Concurrency int
+	Logger      *slog.Logger
+}
+
+// Service runs the formatter stage on a JetStream connection.
+type Service struct {
+	js     jetstream.JetStream
+	store  gatherStore
+	opts   Options
+	logger *slog.Logger
+}
+
+// New returns a formatter on js. The streams and buckets must be provisioned.
+func New(ctx context.Context, js jetstream.JetStream, opts *Options) (*Service, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 16
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	kv, err := js.KeyValue(ctx, messages.BucketGather)
+	if err != nil {
+		return nil, fmt.Errorf("formatter: gather bucket: %w", err)
+	}
+	return &Service{js: js, store: gatherStore{kv: kv}, opts: o, logger: o.Logger}, nil
+}
+
+// Run consumes results until ctx is done.
+func (s *Service) Run(ctx context.Context) error {
+	c, err := s.js.Consumer(ctx, messages.StreamResults, messages.ConsumerFormatter)
+	if err != nil {
+		return fmt.Errorf("formatter: %w", err)
+	}
+	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Logger: s.logger})
+}
+
+func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
+	var r messages.ToolResult
+	if err := json.Unmarshal(msg.Data(), &r); err != nil || r.ResponseID == "" || r.Count <= 0 {
+		// A result nobody can place: it cannot complete any output.
+		return fmt.Errorf("undecodable result on %s: %v", msg.Subject(), err)
+	}
+	g, err := s.store.Add(ctx, r)
+	if err != nil {
+		return bus.Retry(err, time.Second)
+	}
+	if !g.complete() {
+		return nil
+	}
+	out := Render(r.ResponseID, r.Conversation, g.Results)
+	body, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	meta := bus.MetaOf(msg)
+	meta.MsgID, meta.Index, meta.Count = r.ResponseID, 0, 0
+	if err := bus.Publish(ctx, s.js, messages.OutputSubject(r.Conversation), meta, body); err != nil {
+		return bus.Retry(err, time.Second)
+	}
+	if err := s.store.MarkDone(ctx, r.ResponseID); err != nil {
+		// The output is out; a redelivery would only publish it again, de-duplicated.
+		s.logger.Warn("gather mark done failed", "response", r.ResponseID, "err", err)
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+// Package node assembles toolbus's services from a configuration and runs any subset of
+// them on one NATS connection: all of them for `toolbus run` and `toolbus serve`, one for
+// each per-service binary.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/executor"
+	"github.com/toolbus/toolbus/internal/formatter"
+	"github.com/toolbus/toolbus/internal/healthd"
+	"github.com/toolbus/toolbus/internal/parser"
+	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Service names.
+const (
+	Parser    = "parser"
+	Executor  = "executor"
+	Formatter = "formatter"
+	Healthd   = "healthd"
+)
+
+// All is every service.
+var All = []string{Parser, Executor, Formatter, Healthd}
+
+// Options configures a [Node].
+type Options struct {
+	Config *config.Config
+	// Topology of streams and buckets, provisioned at start.
+	Topology bus.Topology
+	// Services to run; empty means [All].
+	Services []string
+	// Replicas of each stage in this process (executors, parsers, formatters). Default 1.
+	Replicas int
+	// Local tools, in addition to the built-ins the configuration turns on.
+	Local  *localtools.Registry
+	Logger *slog.Logger
+}
+
+// Node is a set of running services.
+type Node struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
+}
+
+// Start provisions the streams and buckets and starts the services. They stop when ctx
+// is done; [Node.Wait] waits for them.
+func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
+	if o.Config == nil {
+		o.Config = &config.Config{}
+	}
+	if len(o.Services) == 0 {
+		o.Services = All
+	}
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := bus.Provision(pctx, js, o.Topology); err != nil {
+		return nil, err
+	}
+	n := &Node{}
+	for _, name := range o.Services {
+		runs, err := build(ctx, nc, js, name, o)
+		if err != nil {
+			return nil, err
+		}
+		for _, run := range runs {
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				if err := run(ctx); err != nil {
+					o.Logger.Error("service stopped", "service", name, "err", err)
+					n.mu.Lock()
+					n.errs = append(n.errs, fmt.Errorf("%s: %w", name, err))
+					n.mu.Unlock()
+				}
+			}()
+		}
+	}
+	return n, nil
+}
+
+// Wait blocks until every service has stopped and returns their errors.
+func (n *Node) Wait() error {
+	n.wg.Wait()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return errors.Join(n.errs...)
+}
+
+type runFunc func(context.Context) error
+
+func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name string, o Options) ([]runFunc, error) {
+	log := o.Logger.With("service", name)
+	var runs []runFunc
+	switch name {
+	case Parser:
+		for range o.Replicas {
+			runs = append(runs, parser.New(js, &parser.Options{Logger: log}).Run)
+		}
+	case Executor:
+		kv, err := js.KeyValue(ctx, messages.BucketSessions)
+		if err != nil {
+			return nil, fmt.Errorf("executor: sessions bucket: %w", err)
+		}
+		exec, err := NewExecutor(o.Config, o.Local, executor.KVSessions{KV: kv})
+		if err != nil {
+			return nil, err
+		}
+		for range o.Replicas {
+			runs = append(runs, executor.New(js, exec, &executor.Options{
+				Concurrency: o.Config.Executor.Concurrency, Logger: log,
+			}).Run)
+		}
+	case Formatter:
+		for range o.Replicas {
+			f, err := formatter.New(ctx, js, &formatter.Options{Logger: log})
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, f.Run)
+		}
+	case Healthd:
+		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, h.Run)
+	default:
+		return nil, fmt.Errorf("unknown service %q (want %v)", name, All)
+	}
+	return runs, nil
+}
+
+// NewExecutor builds the executor of a configuration: local tools first, then the
+// engineering suite keeping its sessions in sessions.
+func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engineering.SessionStore) (*executor.Executor, error) {
+	if local == nil {
+		local = localtools.New()
+	}
+	if config.On(cfg.Local.Clock) {
+		if _, ok := local.Lookup("clock"); !ok {
+			if err := local.Add(localtools.Clock(nil)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	backends := []executor.Backend{executor.LocalBackend{Registry: local}}
+	if config.On(cfg.Engineering.Enabled) {
+		suite := engineering.New(&engineering.Options{Sessions: sessions, Expose: cfg.Engineering.Expose})
+		backends = append(backends, executor.EngineeringBackend{Suite: suite})
+	}
+	return &executor.Executor{
+		Router:  executor.NewRouter(backends...),
+		Timeout: time.Duration(cfg.Executor.Timeout),
+	}, nil
+}

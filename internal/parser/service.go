@@ -1,0 +1,113 @@
+package parser
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
+)
+
+// Options configures a [Service].
+type Options struct {
+	// Concurrency is the number of responses parsed at once. Default 8.
+	Concurrency int
+	// Extract configures extraction and repair.
+	Extract *toolcall.Options
+	Logger  *slog.Logger
+}
+
+// Service runs the parser stage on a JetStream connection.
+type Service struct {
+	js   jetstream.JetStream
+	opts Options
+}
+
+// New returns a parser on js. The streams must be provisioned.
+func New(js jetstream.JetStream, opts *Options) *Service {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{js: js, opts: o}
+}
+
+// Run consumes responses until ctx is done.
+func (s *Service) Run(ctx context.Context) error {
+	c, err := s.js.Consumer(ctx, messages.StreamResponses, messages.ConsumerParser)
+	if err != nil {
+		return fmt.Errorf("parser: %w", err)
+	}
+	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Logger: s.opts.Logger})
+}
+
+// ResponseID returns the id of a response message: the response id header, else its
+// Nats-Msg-Id, else one derived from its stream sequence (stable across redeliveries).
+func ResponseID(msg jetstream.Msg) string {
+	m := bus.MetaOf(msg)
+	if m.ResponseID != "" {
+		return m.ResponseID
+	}
+	if m.MsgID != "" {
+		return m.MsgID
+	}
+	if md, err := msg.Metadata(); err == nil {
+		return m.Conversation + "-" + strconv.FormatUint(md.Sequence.Stream, 10)
+	}
+	return m.Conversation + "-unknown"
+}
+
+func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
+	meta := bus.MetaOf(msg)
+	meta.ResponseID = ResponseID(msg)
+	var deadline time.Time
+	if d := msg.Headers().Get(messages.HeaderDeadline); d != "" {
+		deadline, _ = time.Parse(time.RFC3339Nano, d)
+	}
+	w := Plan(meta.ResponseID, meta.Conversation, string(msg.Data()), deadline, s.opts.Extract)
+
+	if w.Output != nil {
+		meta.MsgID = meta.ResponseID
+		return s.publish(ctx, messages.OutputSubject(meta.Conversation), meta, w.Output)
+	}
+	for _, r := range w.Failed {
+		m := meta
+		m.MsgID, m.Index, m.Count = r.CallID, r.Index, r.Count
+		if err := s.publish(ctx, messages.ResultSubject(meta.Conversation), m, r); err != nil {
+			return err
+		}
+	}
+	for _, c := range w.Calls {
+		m := meta
+		m.MsgID, m.Index, m.Count = c.ID, c.Index, c.Count
+		if err := s.publish(ctx, messages.CallSubject(meta.Conversation), m, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publish sends v; a failure hands the response back, and the message ids make the
+// repeated publishes of a retry no-ops.
+func (s *Service) publish(ctx context.Context, subject string, m bus.Meta, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := bus.Publish(ctx, s.js, subject, m, body); err != nil {
+		return bus.Retry(err, time.Second)
+	}
+	return nil
+}

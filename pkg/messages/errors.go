@@ -1,0 +1,76 @@
+package messages
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrorCode is the stable code of a failed call. Models and orchestrators branch on it.
+type ErrorCode string
+
+// The error codes of a failed call.
+const (
+	// CodeParseError: the model wrote a call that could not be understood.
+	CodeParseError ErrorCode = "parse_error"
+	// CodeUnknownTool: no backend offers a tool of that name.
+	CodeUnknownTool ErrorCode = "unknown_tool"
+	// CodeInvalidArguments: the arguments do not fit the tool's input schema.
+	CodeInvalidArguments ErrorCode = "invalid_arguments"
+	// CodeNotAllowed: configuration forbids the tool.
+	CodeNotAllowed ErrorCode = "not_allowed"
+	// CodeDomainNotActive: an engineering calculator was called before its domain was
+	// activated in the conversation.
+	CodeDomainNotActive ErrorCode = "domain_not_active"
+	// CodeServerUnavailable: the tool's server could not be reached within the retry budget.
+	CodeServerUnavailable ErrorCode = "server_unavailable"
+	// CodeTimeout: the call did not finish before its deadline.
+	CodeTimeout ErrorCode = "timeout"
+	// CodeToolError: the tool ran and reported a failure of its own.
+	CodeToolError ErrorCode = "tool_error"
+	// CodeOutcomeUnknown: a call with side effects may or may not have run; it is not
+	// repeated.
+	CodeOutcomeUnknown ErrorCode = "outcome_unknown"
+	// CodeInternal: toolbus itself failed.
+	CodeInternal ErrorCode = "internal"
+)
+
+// Codes lists every error code, in the order of DESIGN.md.
+func Codes() []ErrorCode {
+	return []ErrorCode{
+		CodeParseError, CodeUnknownTool, CodeInvalidArguments, CodeNotAllowed,
+		CodeDomainNotActive, CodeServerUnavailable, CodeTimeout, CodeToolError,
+		CodeOutcomeUnknown, CodeInternal,
+	}
+}
+
+// Retryable reports whether a failure with this code may succeed when tried again
+// without any change by the model.
+func (c ErrorCode) Retryable() bool {
+	return c == CodeServerUnavailable || c == CodeTimeout
+}
+
+// ToolError is a failed call: a code and a message written for the model.
+type ToolError struct {
+	Code    ErrorCode
+	Message string
+	// Err is the underlying cause, kept for logs; it is not shown to the model.
+	Err error
+}
+
+// Errorf returns a *ToolError with a formatted message.
+func Errorf(code ErrorCode, format string, args ...any) *ToolError {
+	return &ToolError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func (e *ToolError) Error() string { return string(e.Code) + ": " + e.Message }
+
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// AsToolError returns the *ToolError in err's chain, or wraps err as CodeInternal.
+func AsToolError(err error) *ToolError {
+	var te *ToolError
+	if errors.As(err, &te) {
+		return te
+	}
+	return &ToolError{Code: CodeInternal, Message: err.Error(), Err: err}
+}

@@ -1,0 +1,140 @@
+package messages
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// A response is not a JSON message: its body is the model's raw text, so any NATS client
+// can publish one. Its id and conversation come from headers and the subject.
+
+// ToolCall is one call the parser found in a response. It travels on [CallSubject] with
+// Nats-Msg-Id set to its ID.
+type ToolCall struct {
+	// ID is "<response id>/<index>", unique per call.
+	ID           string `json:"id"`
+	ResponseID   string `json:"response_id"`
+	Conversation string `json:"conversation"`
+	Index        int    `json:"index"`
+	Count        int    `json:"count"`
+	Tool         string `json:"tool"`
+	// Arguments is a JSON object.
+	Arguments json.RawMessage `json:"arguments"`
+	// Repairs lists what the parser changed to make the call's JSON valid.
+	Repairs []string `json:"repairs,omitempty"`
+	// Deadline, when set, is when the call is answered with timeout.
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// CallID is the id of the call at index within a response.
+func CallID(responseID string, index int) string {
+	return responseID + "/" + strconv.Itoa(index)
+}
+
+// ToolResult answers one call. It travels on [ResultSubject] with Nats-Msg-Id set to the
+// call id.
+type ToolResult struct {
+	CallID       string `json:"call_id"`
+	ResponseID   string `json:"response_id"`
+	Conversation string `json:"conversation"`
+	Index        int    `json:"index"`
+	Count        int    `json:"count"`
+	Tool         string `json:"tool"`
+	Success      bool   `json:"success"`
+	// Result is the tool's JSON result when Success.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error says why when not Success.
+	Error *ResultError `json:"error,omitempty"`
+	// Attempts counts the times the call was tried.
+	Attempts int `json:"attempts,omitempty"`
+	// Backend names what ran the call: "local", "engineering" or "mcp:<server>".
+	Backend    string  `json:"backend,omitempty"`
+	DurationMS float64 `json:"duration_ms,omitempty"`
+}
+
+// ResultError is the failure of one call, as the model sees it.
+type ResultError struct {
+	Code    ErrorCode `json:"code"`
+	Message string    `json:"message"`
+}
+
+// Fail returns r marked failed with err's code and message.
+func (r ToolResult) Fail(err error) ToolResult {
+	te := AsToolError(err)
+	r.Success = false
+	r.Result = nil
+	r.Error = &ResultError{Code: te.Code, Message: te.Message}
+	return r
+}
+
+// ResultFor returns an unfilled result addressed like call.
+func ResultFor(c ToolCall) ToolResult {
+	return ToolResult{
+		CallID: c.ID, ResponseID: c.ResponseID, Conversation: c.Conversation,
+		Index: c.Index, Count: c.Count, Tool: c.Tool,
+	}
+}
+
+// OutputKind says what an [Output] holds.
+type OutputKind string
+
+const (
+	// KindToolResults: the response had calls; Results answers each, in order.
+	KindToolResults OutputKind = "tool_results"
+	// KindNoToolCall: the response had no call.
+	KindNoToolCall OutputKind = "no_tool_call"
+)
+
+// Output is the one answer to a response. It travels on [OutputSubject] with Nats-Msg-Id
+// set to the response id.
+type Output struct {
+	ResponseID   string     `json:"response_id"`
+	Conversation string     `json:"conversation"`
+	Kind         OutputKind `json:"kind"`
+	// Text is the <tool_result> blocks to feed back to the model.
+	Text    string         `json:"text"`
+	Results []OutputResult `json:"results"`
+}
+
+// OutputResult is one call's result inside an [Output].
+type OutputResult struct {
+	Tool    string          `json:"tool"`
+	Success bool            `json:"success"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *ResultError    `json:"error,omitempty"`
+}
+
+// HealthState is a server's state as healthd last saw it.
+type HealthState string
+
+const (
+	HealthUnknown HealthState = "unknown"
+	HealthUp      HealthState = "up"
+	HealthDown    HealthState = "down"
+)
+
+// HealthStatus is one server's last probe. It travels on [HealthSubject] and is stored in
+// the health bucket under the server's name.
+type HealthStatus struct {
+	Server    string      `json:"server"`
+	Transport string      `json:"transport"`
+	State     HealthState `json:"state"`
+	LatencyMS float64     `json:"latency_ms,omitempty"`
+	Tools     int         `json:"tools,omitempty"`
+	Error     string      `json:"error,omitempty"`
+	CheckedAt time.Time   `json:"checked_at"`
+	ChangedAt time.Time   `json:"changed_at,omitzero"`
+}
+
+// ToolInfo describes a tool as backends list it.
+type ToolInfo struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	// ReadOnly and Idempotent come from the tool's annotations; they decide whether a
+	// call whose outcome is unknown may be repeated.
+	ReadOnly   bool `json:"readOnly,omitempty"`
+	Idempotent bool `json:"idempotent,omitempty"`
+}

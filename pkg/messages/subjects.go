@@ -1,0 +1,81 @@
+package messages
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Subject roots. A subject is the root followed by one token: the conversation for the
+// pipeline subjects, the server name for health.
+const (
+	responsesRoot = "toolbus.responses"
+	callsRoot     = "toolbus.calls"
+	resultsRoot   = "toolbus.results"
+	outputRoot    = "toolbus.output"
+	healthRoot    = "toolbus.health"
+	deadRoot      = "toolbus.dead"
+)
+
+// Wildcards that match every subject of one kind; streams and consumers filter on them.
+const (
+	AllResponses = responsesRoot + ".>"
+	AllCalls     = callsRoot + ".>"
+	AllResults   = resultsRoot + ".>"
+	AllOutputs   = outputRoot + ".>"
+	AllHealth    = healthRoot + ".>"
+	AllDead      = deadRoot + ".>"
+)
+
+// ResponseSubject is where an orchestrator publishes a model's answer.
+func ResponseSubject(conversation string) string { return responsesRoot + "." + conversation }
+
+// CallSubject carries the tool calls the parser found.
+func CallSubject(conversation string) string { return callsRoot + "." + conversation }
+
+// ResultSubject carries the executor's answer to one call.
+func ResultSubject(conversation string) string { return resultsRoot + "." + conversation }
+
+// OutputSubject carries the one output of each response, for the orchestrator.
+func OutputSubject(conversation string) string { return outputRoot + "." + conversation }
+
+// HealthSubject carries the status of one tool server.
+func HealthSubject(server string) string { return healthRoot + "." + server }
+
+// DeadSubject keeps calls that exhausted their deliveries.
+func DeadSubject(conversation string) string { return deadRoot + "." + conversation }
+
+// ConversationFromSubject returns the conversation token of a pipeline subject, or "" when
+// the subject is not one of toolbus's.
+func ConversationFromSubject(subject string) string {
+	for _, root := range [...]string{responsesRoot, callsRoot, resultsRoot, outputRoot, deadRoot} {
+		if rest, ok := strings.CutPrefix(subject, root+"."); ok {
+			return rest
+		}
+	}
+	return ""
+}
+
+// MaxConversationLen bounds a conversation id; it becomes a subject token and a key.
+const MaxConversationLen = 128
+
+// ValidateConversation reports whether id can be used as a conversation: one subject
+// token made of letters, digits, '-', '_' and '='. The same alphabet is valid in a
+// JetStream key-value key, so the id can key session state unchanged.
+func ValidateConversation(id string) error {
+	if id == "" {
+		return fmt.Errorf("conversation id is empty")
+	}
+	if len(id) > MaxConversationLen {
+		return fmt.Errorf("conversation id is %d bytes, the limit is %d", len(id), MaxConversationLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if !keyByte(id[i]) {
+			return fmt.Errorf("conversation id %q: byte %d (%q) is not a letter, digit, '-', '_' or '='", id, i, id[i])
+		}
+	}
+	return nil
+}
+
+func keyByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '='
+}
