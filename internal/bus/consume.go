@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -44,12 +45,18 @@ type ConsumeOptions struct {
 	Heartbeat time.Duration
 	// DrainTimeout bounds how long in-flight handlers may run after ctx is done. Default 10s.
 	DrainTimeout time.Duration
-	Logger       *slog.Logger
+	// FetchWait is how long one pull request waits for messages. Default 5s.
+	FetchWait time.Duration
+	Logger    *slog.Logger
 }
 
 // Consume feeds the messages of c to h until ctx is done, then stops fetching, waits for
 // in-flight handlers up to the drain timeout and returns. Messages not acknowledged by
 // then are redelivered by JetStream after AckWait.
+//
+// It pulls only as many messages as it has free handlers: a message buffered in the
+// client would have its ack timer running while nobody works on it, and would count
+// against the consumer's MaxAckPending, starving other replicas.
 func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOptions) error {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
@@ -57,47 +64,64 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 10 * time.Second
 	}
+	if o.FetchWait <= 0 {
+		o.FetchWait = 5 * time.Second
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// Buffer no more than can be handled: buffered messages count as delivered and would
-	// starve other replicas.
-	it, err := c.Messages(jetstream.PullMaxMessages(o.Concurrency))
-	if err != nil {
-		return fmt.Errorf("consume: %w", err)
-	}
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
-	stopped := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-stopped:
-		}
-		it.Stop()
-	}()
-	defer close(stopped)
-
 	sem := make(chan struct{}, o.Concurrency)
 	var wg sync.WaitGroup
-	var loopErr error
-	for {
-		sem <- struct{}{}
-		msg, err := it.Next()
-		if err != nil {
-			<-sem
-			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				loopErr = fmt.Errorf("consume: %w", err)
+	failures := 0
+	for ctx.Err() == nil {
+		// Wait for one free handler, then take every other free one.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		free := 1
+		for free < o.Concurrency {
+			select {
+			case sem <- struct{}{}:
+				free++
+				continue
+			default:
 			}
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			handleOne(handlerCtx, msg, h, o.Heartbeat, log)
-		}()
+		fctx, cancel := context.WithTimeout(ctx, o.FetchWait)
+		batch, err := c.Fetch(free, jetstream.FetchContext(fctx))
+		if err == nil {
+			for msg := range batch.Messages() {
+				free--
+				wg.Add(1)
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					handleOne(handlerCtx, msg, h, o.Heartbeat, log)
+				}()
+			}
+			err = batch.Error()
+		}
+		cancel()
+		for ; free > 0; free-- {
+			<-sem
+		}
+		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			// The server is away (restart, leader change): back off, keep trying.
+			failures++
+			log.Warn("fetch failed", "err", err, "failures", failures)
+			select {
+			case <-ctx.Done():
+			case <-time.After(min(time.Duration(failures)*100*time.Millisecond, 2*time.Second)):
+			}
+			continue
+		}
+		failures = 0
 	}
 
 	done := make(chan struct{})
@@ -107,9 +131,6 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 	case <-time.After(o.DrainTimeout):
 		cancelHandlers()
 		<-done
-	}
-	if loopErr != nil && ctx.Err() == nil {
-		return loopErr
 	}
 	return nil
 }

@@ -7,39 +7,116 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
+
+// RetryPolicy bounds the in-process retries of one delivery of a call. Only transient
+// failures are retried, and only when repeating cannot repeat a side effect: the tool is
+// read-only or idempotent, or the request provably never left.
+type RetryPolicy struct {
+	// MaxAttempts per delivery, the first included. Default 3.
+	MaxAttempts int
+	// InitialInterval of the exponential backoff (with jitter). Default 100ms.
+	InitialInterval time.Duration
+	// MaxInterval between two attempts. Default 2s.
+	MaxInterval time.Duration
+	// MaxElapsed is the budget of one delivery's attempts. Default 10s.
+	MaxElapsed time.Duration
+}
+
+func (p RetryPolicy) backoff(ctx context.Context) backoff.BackOff {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 3
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = cmp(p.InitialInterval, 100*time.Millisecond)
+	b.MaxInterval = cmp(p.MaxInterval, 2*time.Second)
+	b.MaxElapsedTime = cmp(p.MaxElapsed, 10*time.Second)
+	return backoff.WithContext(backoff.WithMaxRetries(b, uint64(p.MaxAttempts-1)), ctx)
+}
+
+func cmp(v, def time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return def
+}
 
 // Executor runs calls on their backends. It knows nothing of NATS.
 type Executor struct {
 	Router *Router
 	// Timeout bounds one call when the call carries no earlier deadline. Default 60s.
 	Timeout time.Duration
+	Retry   RetryPolicy
 }
 
-// Execute runs one call and returns its result; it never fails and never panics.
+// Execute runs one call, with in-process retries of safe transient failures, and returns
+// its result; it never fails and never panics. The result's error keeps the Unsent mark
+// of the last failure in [Outcome].
 func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) messages.ToolResult {
-	start := time.Now()
-	res := messages.ResultFor(call)
-	res.Attempts = 1
-	out, backend, err := e.run(ctx, call)
-	res.Backend = backend
-	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-	if err != nil {
-		return res.Fail(err)
-	}
-	if len(out) == 0 || !json.Valid(out) {
-		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", call.Tool))
-	}
-	res.Success, res.Result = true, out
+	res, _ := e.ExecuteOutcome(ctx, call)
 	return res
 }
 
-func (e *Executor) run(ctx context.Context, call messages.ToolCall) (out json.RawMessage, backend string, err error) {
+// Outcome says how a failed call may be handled further.
+type Outcome struct {
+	// Retryable: the failure is transient and repeating the call is safe.
+	Retryable bool
+	// MaybeRan: the tool may have run although the call failed.
+	MaybeRan bool
+}
+
+// ExecuteOutcome is [Executor.Execute] that also says whether a failure may be retried
+// later (by another delivery) and whether the tool may have run.
+func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (messages.ToolResult, Outcome) {
+	start := time.Now()
+	res := messages.ResultFor(call)
 	b, err := e.Router.Route(call.Tool)
 	if err != nil {
-		return nil, "", err
+		return res.Fail(err), Outcome{}
 	}
+	res.Backend = b.Name()
+	info, _ := e.Router.Info(call.Tool)
+	safe := info.ReadOnly || info.Idempotent
+
+	var out json.RawMessage
+	var last *messages.ToolError
+	op := func() error {
+		res.Attempts++
+		out, err = e.attempt(ctx, b, call)
+		if err == nil {
+			return nil
+		}
+		last = messages.AsToolError(err)
+		if last.Code.Retryable() && (safe || last.Unsent) && !deadlinePassed(call) {
+			return err
+		}
+		return backoff.Permanent(err)
+	}
+	err = backoff.Retry(op, e.Retry.backoff(ctx))
+	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		oc := Outcome{
+			Retryable: last.Code.Retryable() && (safe || last.Unsent) && !deadlinePassed(call),
+			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
+		}
+		return res.Fail(last), oc
+	}
+	if len(out) == 0 || !json.Valid(out) {
+		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", call.Tool)), Outcome{MaybeRan: true}
+	}
+	res.Success, res.Result = true, out
+	return res, Outcome{}
+}
+
+func deadlinePassed(call messages.ToolCall) bool {
+	return !call.Deadline.IsZero() && !time.Now().Before(call.Deadline)
+}
+
+// attempt runs the call once under its timeout, turning panics and plain errors into
+// *messages.ToolError.
+func (e *Executor) attempt(ctx context.Context, b Backend, call messages.ToolCall) (out json.RawMessage, err error) {
 	timeout := e.Timeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
@@ -71,5 +148,5 @@ func (e *Executor) run(ctx context.Context, call messages.ToolCall) (out json.Ra
 			err = &messages.ToolError{Code: messages.CodeToolError, Message: err.Error(), Err: err}
 		}
 	}
-	return out, b.Name(), err
+	return out, err
 }

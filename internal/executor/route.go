@@ -39,6 +39,28 @@ func (r *Router) Route(name string) (Backend, error) {
 	return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q; available tools: %s", name, strings.Join(r.names(), ", "))
 }
 
+// Describer is implemented by backends that can describe one tool without listing all.
+type Describer interface {
+	Info(name string) (messages.ToolInfo, bool)
+}
+
+// Info describes the tool called name.
+func (r *Router) Info(name string) (messages.ToolInfo, bool) {
+	b, err := r.Route(name)
+	if err != nil {
+		return messages.ToolInfo{}, false
+	}
+	if d, ok := b.(Describer); ok {
+		return d.Info(name)
+	}
+	for _, t := range b.Tools() {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return messages.ToolInfo{Name: name}, true
+}
+
 // Tools lists every tool of every backend.
 func (r *Router) Tools() []messages.ToolInfo {
 	var out []messages.ToolInfo
@@ -69,6 +91,10 @@ type LocalBackend struct{ Registry *localtools.Registry }
 func (LocalBackend) Name() string                 { return "local" }
 func (b LocalBackend) Tools() []messages.ToolInfo { return b.Registry.Tools() }
 func (b LocalBackend) Has(name string) bool       { _, ok := b.Registry.Lookup(name); return ok }
+func (b LocalBackend) Info(name string) (messages.ToolInfo, bool) {
+	t, ok := b.Registry.Lookup(name)
+	return t.Info, ok
+}
 func (b LocalBackend) Call(ctx context.Context, _ string, name string, args json.RawMessage) (json.RawMessage, error) {
 	t, ok := b.Registry.Lookup(name)
 	if !ok {

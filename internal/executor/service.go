@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -18,18 +19,30 @@ type Options struct {
 	Concurrency int
 	// Heartbeat marks long calls in progress so they are not redelivered. Default 10s.
 	Heartbeat time.Duration
-	Logger    *slog.Logger
+	// RedeliveryDelay is how long a call handed back after a transient failure waits
+	// before another delivery. Default 2s.
+	RedeliveryDelay time.Duration
+	// Owner names this replica in call claims. Default: a unique id.
+	Owner  string
+	Logger *slog.Logger
 }
 
 // Service runs the executor stage on a JetStream connection.
+//
+// Per call: claim its id in the calls bucket, run it (or answer from the stored result
+// when a redelivery finds one), store the result, publish it with Nats-Msg-Id = call id,
+// acknowledge. A transient failure that is safe to repeat is handed back to JetStream
+// with a delay until the consumer's MaxDeliver; the last delivery publishes the error
+// and copies the call to the dead-letter stream.
 type Service struct {
-	js   jetstream.JetStream
-	exec *Executor
-	opts Options
+	js     jetstream.JetStream
+	exec   *Executor
+	claims Claims
+	opts   Options
 }
 
 // New returns an executor service running calls with exec.
-func New(js jetstream.JetStream, exec *Executor, opts *Options) *Service {
+func New(ctx context.Context, js jetstream.JetStream, exec *Executor, opts *Options) (*Service, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -40,10 +53,20 @@ func New(js jetstream.JetStream, exec *Executor, opts *Options) *Service {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 10 * time.Second
 	}
+	if o.RedeliveryDelay <= 0 {
+		o.RedeliveryDelay = 2 * time.Second
+	}
+	if o.Owner == "" {
+		o.Owner = "executor-" + nuid.Next()
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{js: js, exec: exec, opts: o}
+	kv, err := js.KeyValue(ctx, messages.BucketCalls)
+	if err != nil {
+		return nil, fmt.Errorf("executor: calls bucket: %w", err)
+	}
+	return &Service{js: js, exec: exec, claims: Claims{KV: kv, Owner: o.Owner}, opts: o}, nil
 }
 
 // Run consumes calls until ctx is done.
@@ -52,15 +75,21 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("executor: %w", err)
 	}
-	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{
-		Concurrency: s.opts.Concurrency, Heartbeat: s.opts.Heartbeat, Logger: s.opts.Logger,
-	})
+	maxDeliver := c.CachedInfo().Config.MaxDeliver
+	return bus.Consume(ctx, c, func(ctx context.Context, msg jetstream.Msg) error {
+		return s.handle(ctx, msg, maxDeliver)
+	}, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Heartbeat: s.opts.Heartbeat, Logger: s.opts.Logger})
 }
 
-func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
+func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int) error {
 	meta := bus.MetaOf(msg)
+	delivered := 1
+	if md, err := msg.Metadata(); err == nil {
+		delivered = int(md.NumDelivered)
+	}
+	lastDelivery := maxDeliver > 0 && delivered >= maxDeliver
+
 	var call messages.ToolCall
-	var res messages.ToolResult
 	if err := json.Unmarshal(msg.Data(), &call); err != nil || call.ID == "" {
 		// Answer from the headers, so the response is not left waiting.
 		if meta.ResponseID == "" || meta.Count <= 0 {
@@ -70,13 +99,67 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 			ID: messages.CallID(meta.ResponseID, meta.Index), ResponseID: meta.ResponseID,
 			Conversation: meta.Conversation, Index: meta.Index, Count: meta.Count,
 		}
-		res = messages.ResultFor(call).Fail(messages.Errorf(messages.CodeInternal, "the call message could not be decoded: %v", err))
-	} else {
-		res = s.exec.Execute(ctx, call)
+		return s.finish(ctx, meta, call, messages.ResultFor(call).Fail(
+			messages.Errorf(messages.CodeInternal, "the call message could not be decoded: %v", err)), false)
 	}
-	if md, err := msg.Metadata(); err == nil {
-		res.Attempts = int(md.NumDelivered)
+
+	claim, err := s.claims.Begin(ctx, call.ID)
+	if err != nil {
+		return bus.Retry(err, s.opts.RedeliveryDelay)
 	}
+	switch {
+	case claim.Result != nil:
+		// Done before (the ack or the publish was lost): answer again, de-duplicated.
+		return s.publish(ctx, meta, call, *claim.Result)
+	case claim.Abandoned != nil:
+		info, _ := s.exec.Router.Info(call.Tool)
+		if !info.ReadOnly && !info.Idempotent {
+			res := messages.ResultFor(call).Fail(messages.Errorf(messages.CodeOutcomeUnknown,
+				"the call to %q was started by an executor that stopped before it finished (%s, started %s); "+
+					"the tool may or may not have run, and it is not idempotent, so it was not run again: check its effect before calling it again",
+				call.Tool, claim.Abandoned.Owner, claim.Abandoned.Started.Format(time.RFC3339)))
+			res.Attempts = delivered
+			return s.finish(ctx, meta, call, res, false)
+		}
+		if err := s.claims.TakeOver(ctx, call.ID, &claim); err != nil {
+			// Another replica took it over; let JetStream sort out who answers.
+			return bus.Retry(err, s.opts.RedeliveryDelay)
+		}
+	}
+
+	res, oc := s.exec.ExecuteOutcome(ctx, call)
+	res.Attempts += claim.PriorAttempts
+	if !res.Success && oc.Retryable && !lastDelivery {
+		if err := s.claims.Release(ctx, call.ID, res.Attempts); err != nil {
+			s.opts.Logger.Warn("release claim", "call", call.ID, "err", err)
+		}
+		return bus.Retry(fmt.Errorf("call %s: %s", call.ID, res.Error.Message), s.opts.RedeliveryDelay)
+	}
+	return s.finish(ctx, meta, call, res, !res.Success && oc.Retryable)
+}
+
+// finish stores the result, copies exhausted calls to the dead-letter stream and
+// publishes the result.
+func (s *Service) finish(ctx context.Context, meta bus.Meta, call messages.ToolCall, res messages.ToolResult, exhausted bool) error {
+	if err := s.claims.Finish(ctx, call.ID, res); err != nil {
+		return bus.Retry(err, s.opts.RedeliveryDelay)
+	}
+	if exhausted {
+		dead := struct {
+			Call   messages.ToolCall   `json:"call"`
+			Result messages.ToolResult `json:"result"`
+		}{call, res}
+		body, _ := json.Marshal(dead)
+		m := meta
+		m.MsgID = call.ID
+		if err := bus.Publish(ctx, s.js, messages.DeadSubject(call.Conversation), m, body); err != nil {
+			s.opts.Logger.Warn("dead-letter copy failed", "call", call.ID, "err", err)
+		}
+	}
+	return s.publish(ctx, meta, call, res)
+}
+
+func (s *Service) publish(ctx context.Context, meta bus.Meta, call messages.ToolCall, res messages.ToolResult) error {
 	body, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -84,7 +167,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	meta.ResponseID, meta.Conversation, meta.MsgID = call.ResponseID, call.Conversation, call.ID
 	meta.Index, meta.Count = call.Index, call.Count
 	if err := bus.Publish(ctx, s.js, messages.ResultSubject(call.Conversation), meta, body); err != nil {
-		return bus.Retry(err, time.Second)
+		return bus.Retry(err, s.opts.RedeliveryDelay)
 	}
 	return nil
 }

@@ -130,9 +130,13 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			return nil, err
 		}
 		for range o.Replicas {
-			runs = append(runs, executor.New(js, exec, &executor.Options{
+			svc, err := executor.New(ctx, js, exec, &executor.Options{
 				Concurrency: o.Config.Executor.Concurrency, Logger: log,
-			}).Run)
+			})
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, svc.Run)
 		}
 	case Formatter:
 		for range o.Replicas {

@@ -55,6 +55,9 @@ type ToolError struct {
 	Message string
 	// Err is the underlying cause, kept for logs; it is not shown to the model.
 	Err error
+	// Unsent is set when the request provably never reached the tool (the connection was
+	// refused), so repeating it cannot repeat a side effect.
+	Unsent bool
 }
 
 // Errorf returns a *ToolError with a formatted message.

@@ -1,0 +1,118 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// flaky fails its first n calls with err, then answers {"n": calls}.
+func flaky(name string, n int32, err error, idempotent bool, calls *atomic.Int32) localtools.Tool {
+	return localtools.Tool{
+		Info: messages.ToolInfo{Name: name, Idempotent: idempotent},
+		Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			c := calls.Add(1)
+			if c <= n {
+				return nil, err
+			}
+			return json.RawMessage(`{"ok":true}`), nil
+		},
+	}
+}
+
+func TestExecute(t *testing.T) {
+	unavailable := &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "502 from upstream"}
+	refused := &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "connection refused", Unsent: true}
+	fast := RetryPolicy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
+	tests := []struct {
+		name          string
+		tool          func(calls *atomic.Int32) localtools.Tool
+		call          string
+		timeout       time.Duration
+		wantCode      messages.ErrorCode // "" = success
+		wantCalls     int32
+		wantRetryable bool
+		wantMaybeRan  bool
+	}{
+		{name: "success", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 0, nil, false, c) }, wantCalls: 1},
+		{name: "unknown tool", call: "nope", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 0, nil, false, c) }, wantCode: messages.CodeUnknownTool},
+		{name: "idempotent transient retried to success", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 2, unavailable, true, c) }, wantCalls: 3},
+		{name: "idempotent transient exhausted", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 9, unavailable, true, c) },
+			wantCode: messages.CodeServerUnavailable, wantCalls: 3, wantRetryable: true, wantMaybeRan: true},
+		{name: "side effect after send not retried", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 1, unavailable, false, c) },
+			wantCode: messages.CodeServerUnavailable, wantCalls: 1, wantMaybeRan: true},
+		{name: "side effect unsent retried", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 2, refused, false, c) }, wantCalls: 3},
+		{name: "tool error never retried", tool: func(c *atomic.Int32) localtools.Tool {
+			return flaky("t", 9, messages.Errorf(messages.CodeToolError, "no such ticket"), true, c)
+		}, wantCode: messages.CodeToolError, wantCalls: 1, wantMaybeRan: true},
+		{name: "plain error is a tool error", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 9, errors.New("disk full"), false, c) },
+			wantCode: messages.CodeToolError, wantCalls: 1, wantMaybeRan: true},
+		{name: "panic is internal", tool: func(c *atomic.Int32) localtools.Tool {
+			return localtools.Tool{Info: messages.ToolInfo{Name: "t"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { c.Add(1); panic("boom") }}
+		}, wantCode: messages.CodeInternal, wantCalls: 1, wantMaybeRan: true},
+		{name: "invalid JSON result", tool: func(c *atomic.Int32) localtools.Tool {
+			return localtools.Tool{Info: messages.ToolInfo{Name: "t"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { c.Add(1); return json.RawMessage(`{oops`), nil }}
+		}, wantCode: messages.CodeToolError, wantCalls: 1, wantMaybeRan: true},
+		{name: "timeout", timeout: 20 * time.Millisecond, tool: func(c *atomic.Int32) localtools.Tool {
+			return localtools.Tool{Info: messages.ToolInfo{Name: "t"}, Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+				c.Add(1)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}}
+		}, wantCode: messages.CodeTimeout, wantCalls: 1, wantMaybeRan: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			reg := localtools.New()
+			if err := reg.Add(tt.tool(&calls)); err != nil {
+				t.Fatal(err)
+			}
+			e := &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Timeout: tt.timeout, Retry: fast}
+			name := "t"
+			if tt.call != "" {
+				name = tt.call
+			}
+			res, oc := e.ExecuteOutcome(context.Background(), messages.ToolCall{ID: "r/0", ResponseID: "r", Tool: name, Count: 1})
+			if tt.wantCode == "" {
+				if !res.Success || string(res.Result) != `{"ok":true}` {
+					t.Fatalf("want success, got %+v", res)
+				}
+			} else if res.Success || res.Error == nil || res.Error.Code != tt.wantCode {
+				t.Fatalf("want %s, got %+v (%+v)", tt.wantCode, res, res.Error)
+			}
+			if calls.Load() != tt.wantCalls {
+				t.Errorf("tool ran %d times, want %d", calls.Load(), tt.wantCalls)
+			}
+			if tt.wantCalls > 0 && res.Attempts != int(tt.wantCalls) {
+				t.Errorf("attempts %d, want %d", res.Attempts, tt.wantCalls)
+			}
+			if oc.Retryable != tt.wantRetryable || oc.MaybeRan != tt.wantMaybeRan {
+				t.Errorf("outcome %+v, want retryable=%v maybeRan=%v", oc, tt.wantRetryable, tt.wantMaybeRan)
+			}
+			if res.CallID != "r/0" || res.Tool != name {
+				t.Errorf("result not addressed to its call: %+v", res)
+			}
+		})
+	}
+}
+
+func TestExecuteHonoursCallDeadline(t *testing.T) {
+	var calls atomic.Int32
+	reg := localtools.New()
+	reg.Add(flaky("t", 99, &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "down", Unsent: true}, true, &calls))
+	e := &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, MaxElapsed: time.Minute}}
+	res, oc := e.ExecuteOutcome(context.Background(), messages.ToolCall{Tool: "t", Deadline: time.Now().Add(30 * time.Millisecond)})
+	if res.Success || oc.Retryable {
+		t.Fatalf("a call past its deadline must fail for good: %+v %+v", res, oc)
+	}
+	if calls.Load() >= 1000 {
+		t.Errorf("retried %d times, ignoring the deadline", calls.Load())
+	}
+}
