@@ -41,6 +41,7 @@ func commands() []command {
 		{"health", "print the status of every tool server", healthCmd},
 		{"parse", "print the tool calls found in a response (stdin or FILE)", parseCmd},
 		{"repair", "repair the JSON on stdin and print it", repairCmd},
+		{"bench", "measure throughput and latency against the bus ceiling", benchCmd},
 	}
 }
 

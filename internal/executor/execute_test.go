@@ -57,7 +57,10 @@ func TestExecute(t *testing.T) {
 			return localtools.Tool{Info: messages.ToolInfo{Name: "t"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { c.Add(1); panic("boom") }}
 		}, wantCode: messages.CodeInternal, wantCalls: 1, wantMaybeRan: true},
 		{name: "invalid JSON result", tool: func(c *atomic.Int32) localtools.Tool {
-			return localtools.Tool{Info: messages.ToolInfo{Name: "t"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { c.Add(1); return json.RawMessage(`{oops`), nil }}
+			return localtools.Tool{Info: messages.ToolInfo{Name: "t"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				c.Add(1)
+				return json.RawMessage(`{oops`), nil
+			}}
 		}, wantCode: messages.CodeToolError, wantCalls: 1, wantMaybeRan: true},
 		{name: "timeout", timeout: 20 * time.Millisecond, tool: func(c *atomic.Int32) localtools.Tool {
 			return localtools.Tool{Info: messages.ToolInfo{Name: "t"}, Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {

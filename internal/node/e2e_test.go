@@ -85,7 +85,7 @@ func circleCall(r float64) call {
 var (
 	clockCall = call{block: `<tool_call>{"tool": "clock", "parameters": {}}</tool_call>`, tool: "clock", ok: true, isClock: true}
 	infoCall  = call{block: `<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "info"}}</tool_call>`, tool: "dispatch_engineering", ok: true}
-	badCall   = call{block: `<tool_call>{"name": "clock", "arguments": </tool_call>`, ok: false, code: messages.CodeParseError}
+	badCall   = call{block: `<tool_call>{"name": "clock" "arguments" {{{ ]]] nonsense</tool_call>`, ok: false, code: messages.CodeParseError}
 )
 
 func TestPipelineEndToEnd(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,10 +19,16 @@ import (
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// Client submits responses and receives outputs over one NATS connection.
+// Client submits responses and receives outputs over one NATS connection. It is safe
+// for concurrent use; concurrent Asks in one conversation share one subscription.
 type Client struct {
 	nc *nats.Conn
 	js jetstream.JetStream
+
+	mu      sync.Mutex
+	subs    map[string]*nats.Subscription // conversation → output subscription
+	waiters map[string]chan []byte        // response id → its output
+	users   map[string]int                // conversation → Asks in flight
 }
 
 // New returns a client on nc.
@@ -30,7 +37,7 @@ func New(nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{nc: nc, js: js}, nil
+	return &Client{nc: nc, js: js, subs: map[string]*nats.Subscription{}, waiters: map[string]chan []byte{}, users: map[string]int{}}, nil
 }
 
 // SubmitOptions tunes one submission.
@@ -79,17 +86,70 @@ func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOp
 	if err := messages.ValidateConversation(conversation); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	// Subscribe before publishing so the output cannot slip past.
-	sub, err := c.nc.SubscribeSync(messages.OutputSubject(conversation))
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+	var opts SubmitOptions
+	if o != nil {
+		opts = *o
 	}
-	defer sub.Unsubscribe()
-	id, err := c.Submit(ctx, conversation, text, o)
+	if opts.ResponseID == "" {
+		opts.ResponseID = nuid.Next()
+	}
+	// Listen before publishing so the output cannot slip past.
+	ch, err := c.listen(conversation, opts.ResponseID)
 	if err != nil {
 		return nil, err
 	}
-	return c.wait(ctx, sub, id)
+	defer c.unlisten(conversation, opts.ResponseID)
+	if _, err := c.Submit(ctx, conversation, text, &opts); err != nil {
+		return nil, err
+	}
+	select {
+	case data := <-ch:
+		return decode(data)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("client: waiting for the output of %s: %w", opts.ResponseID, ctx.Err())
+	}
+}
+
+func (c *Client) listen(conversation, id string) (chan []byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.subs[conversation]; !ok {
+		sub, err := c.nc.Subscribe(messages.OutputSubject(conversation), c.deliver)
+		if err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		// Outputs are small and awaited: never drop them as a slow consumer.
+		_ = sub.SetPendingLimits(-1, -1)
+		c.subs[conversation] = sub
+	}
+	c.users[conversation]++
+	ch := make(chan []byte, 1)
+	c.waiters[id] = ch
+	return ch, nil
+}
+
+func (c *Client) unlisten(conversation, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.waiters, id)
+	if c.users[conversation]--; c.users[conversation] <= 0 {
+		delete(c.users, conversation)
+		if sub := c.subs[conversation]; sub != nil {
+			_ = sub.Unsubscribe()
+			delete(c.subs, conversation)
+		}
+	}
+}
+
+func (c *Client) deliver(m *nats.Msg) {
+	id := m.Header.Get(messages.HeaderMsgID)
+	c.mu.Lock()
+	ch := c.waiters[id]
+	delete(c.waiters, id)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- m.Data
+	}
 }
 
 // Wait returns the output of a response submitted earlier, reading the output stream
@@ -113,18 +173,6 @@ func (c *Client) Wait(ctx context.Context, conversation, responseID string) (*me
 		}
 		if err := batch.Error(); err != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("client: waiting for %s: %w", responseID, ctx.Err())
-		}
-	}
-}
-
-func (c *Client) wait(ctx context.Context, sub *nats.Subscription, id string) (*messages.Output, error) {
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("client: waiting for the output of %s: %w", id, err)
-		}
-		if m.Header.Get(messages.HeaderMsgID) == id {
-			return decode(m.Data)
 		}
 	}
 }

@@ -1,0 +1,437 @@
+// Package bench measures toolbus end to end, and the bus beneath it in the same run:
+// N responses are driven through the whole pipeline on an embedded, file-backed NATS
+// with C in flight; then the same number of messages of the same sizes go through the
+// same number of JetStream hops with no toolbus logic (the ceiling). The ratio of the
+// two says what toolbus's own work costs.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/formatter"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/parser"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Options configures a run. Zero values take the defaults.
+type Options struct {
+	Responses        int // default 2000
+	CallsPerResponse int // default 1
+	Concurrency      int // responses in flight, default 16
+	Executors        int // executor replicas, default 2
+	// Tool is called by every call: "execute_tool" (an engineering calculator, the
+	// default), "clock", or any tool of the configuration called with {}.
+	Tool   string
+	Config *config.Config
+	Logger *slog.Logger
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Responses        int     `json:"responses"`
+	Calls            int     `json:"calls"`
+	CallsPerResponse int     `json:"calls_per_response"`
+	Concurrency      int     `json:"concurrency"`
+	Executors        int     `json:"executors"`
+	Tool             string  `json:"tool"`
+	Seconds          float64 `json:"seconds"`
+	CallsPerSec      float64 `json:"calls_per_sec"`
+	ResponsesPerSec  float64 `json:"responses_per_sec"`
+	P50ms            float64 `json:"p50_ms"`
+	P90ms            float64 `json:"p90_ms"`
+	P99ms            float64 `json:"p99_ms"`
+	MaxMs            float64 `json:"max_ms"`
+	// CPUSecondsPer1000Calls counts the whole process: services and the embedded server.
+	CPUSecondsPer1000Calls float64 `json:"cpu_seconds_per_1000_calls"`
+
+	CeilingCallsPerSec float64 `json:"ceiling_calls_per_sec"`
+	CeilingP50ms       float64 `json:"ceiling_p50_ms"`
+	CeilingP99ms       float64 `json:"ceiling_p99_ms"`
+	// Ratio is CallsPerSec / CeilingCallsPerSec.
+	Ratio float64 `json:"ratio"`
+
+	NumCPU   int    `json:"nproc"`
+	CPUModel string `json:"cpu_model,omitempty"`
+}
+
+func (o *Options) defaults() {
+	if o.Responses <= 0 {
+		o.Responses = 2000
+	}
+	if o.CallsPerResponse <= 0 {
+		o.CallsPerResponse = 1
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 16
+	}
+	if o.Executors <= 0 {
+		o.Executors = 2
+	}
+	if o.Tool == "" {
+		o.Tool = engineering.ToolExecute
+	}
+	if o.Config == nil {
+		o.Config = &config.Config{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+const conversation = "bench"
+
+// responseText is one model response with k calls of tool.
+func responseText(tool string, k int) string {
+	var b strings.Builder
+	b.WriteString("I will use the tools now.\n")
+	for i := range k {
+		switch tool {
+		case engineering.ToolExecute:
+			fmt.Fprintf(&b, `<tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": %d}}}</tool_call>`+"\n", i+1)
+		default:
+			fmt.Fprintf(&b, `<tool_call>{"name": %q, "arguments": {}}</tool_call>`+"\n", tool)
+		}
+	}
+	return b.String()
+}
+
+// Run measures toolbus and then the ceiling, each on a fresh embedded server.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.defaults()
+	r := &Report{
+		Responses: o.Responses, Calls: o.Responses * o.CallsPerResponse, CallsPerResponse: o.CallsPerResponse,
+		Concurrency: o.Concurrency, Executors: o.Executors, Tool: o.Tool,
+		NumCPU: runtime.NumCPU(), CPUModel: cpuModel(),
+	}
+	text := responseText(o.Tool, o.CallsPerResponse)
+	sizes, err := messageSizes(ctx, text, o.Config)
+	if err != nil {
+		return nil, err
+	}
+
+	lat, secs, cpu, err := runPipeline(ctx, o, text)
+	if err != nil {
+		return nil, err
+	}
+	r.Seconds = secs
+	r.CallsPerSec = float64(r.Calls) / secs
+	r.ResponsesPerSec = float64(r.Responses) / secs
+	r.P50ms, r.P90ms, r.P99ms, r.MaxMs = pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100)
+	r.CPUSecondsPer1000Calls = cpu / float64(r.Calls) * 1000
+
+	clat, csecs, err := runCeiling(ctx, o, sizes)
+	if err != nil {
+		return nil, err
+	}
+	r.CeilingCallsPerSec = float64(r.Calls) / csecs
+	r.CeilingP50ms, r.CeilingP99ms = pct(clat, 50), pct(clat, 99)
+	r.Ratio = r.CallsPerSec / r.CeilingCallsPerSec
+	return r, nil
+}
+
+func startServer() (*nats.Conn, func(), error) {
+	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return nc, func() { nc.Close(); stop() }, nil
+}
+
+func runPipeline(ctx context.Context, o Options, text string) (lat []time.Duration, secs, cpu float64, err error) {
+	nc, stop, err := startServer()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer stop()
+	sctx, cancel := context.WithCancel(ctx)
+	n, err := node.Start(sctx, nc, node.Options{
+		Config: o.Config, Replicas: o.Executors, Logger: o.Logger,
+		Services: []string{node.Parser, node.Executor, node.Formatter},
+	})
+	if err != nil {
+		cancel()
+		return nil, 0, 0, err
+	}
+	defer func() { cancel(); n.Wait() }()
+	c, err := client.New(nc)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if o.Tool == engineering.ToolExecute {
+		act := `<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "activate"}}</tool_call>`
+		if _, err := c.Ask(ctx, conversation, act, nil); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	// Warm up: connections, consumers, caches.
+	for range 20 {
+		if _, err := c.Ask(ctx, conversation, text, nil); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	ask := func(ctx context.Context) error {
+		out, err := c.Ask(ctx, conversation, text, nil)
+		if err != nil {
+			return err
+		}
+		for _, r := range out.Results {
+			if !r.Success {
+				return fmt.Errorf("call failed: %+v", r.Error)
+			}
+		}
+		return nil
+	}
+	cpu0 := cpuSeconds()
+	lat, secs, err = drive(ctx, o.Responses, o.Concurrency, ask)
+	return lat, secs, cpuSeconds() - cpu0, err
+}
+
+// drive runs n requests with c in flight and returns their latencies and the wall time.
+func drive(ctx context.Context, n, c int, do func(context.Context) error) ([]time.Duration, float64, error) {
+	lat := make([]time.Duration, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || firstErr.Load() != nil {
+					return
+				}
+				rctx, cancel := context.WithTimeout(ctx, time.Minute)
+				t0 := time.Now()
+				err := do(rctx)
+				lat[i] = time.Since(t0)
+				cancel()
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return nil, 0, err
+	}
+	return lat, secs, nil
+}
+
+// sizes are the body sizes of the pipeline's messages for one response.
+type sizes struct{ response, call, result, output int }
+
+// messageSizes builds one response's messages with the stages' own pure functions.
+func messageSizes(ctx context.Context, text string, cfg *config.Config) (sizes, error) {
+	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions())
+	if err != nil {
+		return sizes{}, err
+	}
+	w := parser.Plan("0123456789abcdefghij", conversation, text, time.Time{}, nil)
+	sz := sizes{response: len(text)}
+	var results []messages.ToolResult
+	for _, c := range w.Calls {
+		b, _ := json.Marshal(c)
+		sz.call = max(sz.call, len(b))
+		r := exec.Execute(ctx, c)
+		results = append(results, r)
+		b, _ = json.Marshal(r)
+		sz.result = max(sz.result, len(b))
+	}
+	b, _ := json.Marshal(formatter.Render("0123456789abcdefghij", conversation, results))
+	sz.output = len(b)
+	return sz, nil
+}
+
+// runCeiling relays messages of the pipeline's sizes through the same hops with the
+// same consume loop and publishes, and nothing else.
+func runCeiling(ctx context.Context, o Options, sz sizes) ([]time.Duration, float64, error) {
+	nc, stop, err := startServer()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer stop()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, 0, err
+	}
+	hops := []struct{ stream, subject string }{
+		{"CEIL_RESPONSES", "ceil.responses"},
+		{"CEIL_CALLS", "ceil.calls"},
+		{"CEIL_RESULTS", "ceil.results"},
+	}
+	for _, h := range hops {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: h.stream, Subjects: []string{h.subject + ".>"}, Retention: jetstream.WorkQueuePolicy,
+			Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute,
+		}); err != nil {
+			return nil, 0, err
+		}
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "CEIL_OUTPUT", Subjects: []string{"ceil.output.>"}, Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute,
+	}); err != nil {
+		return nil, 0, err
+	}
+	payload := func(n int) []byte { return []byte(strings.Repeat("x", n)) }
+	bodies := [][]byte{payload(sz.call), payload(sz.result), payload(sz.output)}
+	next := []string{"ceil.calls", "ceil.results", "ceil.output"}
+
+	// The last hop gathers the fan-out of calls back into one output, as the formatter does.
+	var gatherMu sync.Mutex
+	gathered := map[string]int{}
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for i, h := range hops {
+		cons, err := js.CreateOrUpdateConsumer(ctx, h.stream, jetstream.ConsumerConfig{
+			Durable: "relay", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1024,
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		for range replicas(i, o.Executors) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				bus.Consume(sctx, cons, func(ctx context.Context, msg jetstream.Msg) error {
+					id, idx := msg.Headers().Get("Id"), msg.Headers().Get("Idx")
+					fan := 1
+					switch i {
+					case 0: // a response becomes its calls
+						fan = o.CallsPerResponse
+					case 2: // the results of a response become one output
+						if o.CallsPerResponse > 1 {
+							gatherMu.Lock()
+							gathered[id]++
+							done := gathered[id] == o.CallsPerResponse
+							gatherMu.Unlock()
+							if !done {
+								return nil
+							}
+						}
+						idx = ""
+					}
+					for k := range fan {
+						if i == 0 {
+							idx = fmt.Sprint(k)
+						}
+						m := &nats.Msg{Subject: next[i] + "." + conversation, Data: bodies[i], Header: nats.Header{}}
+						m.Header.Set("Id", id)
+						m.Header.Set("Idx", idx)
+						m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s/%d/%s", id, i, idx))
+						if _, err := js.PublishMsg(ctx, m); err != nil {
+							return bus.Retry(err, 100*time.Millisecond)
+						}
+					}
+					return nil
+				}, bus.ConsumeOptions{Concurrency: 16})
+			}()
+		}
+	}
+
+	var waitMu sync.Mutex
+	waiters := map[string]chan struct{}{}
+	sub, err := nc.Subscribe("ceil.output."+conversation, func(m *nats.Msg) {
+		waitMu.Lock()
+		ch := waiters[m.Header.Get("Id")]
+		waitMu.Unlock()
+		if ch != nil {
+			close(ch)
+		}
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	sub.SetPendingLimits(-1, -1)
+	defer sub.Unsubscribe()
+	var seq atomic.Int64
+	body := payload(sz.response)
+	return drive(ctx, o.Responses, o.Concurrency, func(ctx context.Context) error {
+		id := fmt.Sprintf("r%d", seq.Add(1))
+		ch := make(chan struct{})
+		waitMu.Lock()
+		waiters[id] = ch
+		waitMu.Unlock()
+		defer func() { waitMu.Lock(); delete(waiters, id); waitMu.Unlock() }()
+		m := &nats.Msg{Subject: "ceil.responses." + conversation, Data: body, Header: nats.Header{}}
+		m.Header.Set("Id", id)
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// replicas of hop i: the executor hop runs as many as the pipeline's executors.
+func replicas(i, executors int) int {
+	if i == 1 {
+		return executors
+	}
+	return 1
+}
+
+func pct(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(float64(len(s)-1) * p / 100)
+	return float64(s[i].Microseconds()) / 1000
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

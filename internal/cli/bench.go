@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/toolbus/toolbus/internal/bench"
+	"github.com/toolbus/toolbus/internal/config"
+)
+
+func benchCmd(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("bench", env)
+	var o bench.Options
+	fs.IntVar(&o.Responses, "responses", 2000, "responses to drive through the pipeline")
+	fs.IntVar(&o.CallsPerResponse, "calls-per-response", 1, "tool calls in each response")
+	fs.IntVar(&o.Concurrency, "concurrency", 16, "responses in flight")
+	fs.IntVar(&o.Executors, "executors", 2, "executor replicas")
+	fs.StringVar(&o.Tool, "tool", "execute_tool", "tool every call runs: execute_tool (an engineering calculator), clock, or a configured tool")
+	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
+	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	o.Config = cfg
+	r, err := bench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	w := env.Stdout
+	fmt.Fprintf(w, "machine: %d CPUs, %s\n", r.NumCPU, r.CPUModel)
+	fmt.Fprintf(w, "run: %d responses × %d calls of %s, %d in flight, %d executors\n", r.Responses, r.CallsPerResponse, r.Tool, r.Concurrency, r.Executors)
+	fmt.Fprintf(w, "toolbus: %.0f calls/s, %.0f responses/s; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; %.3f CPU s per 1000 calls\n",
+		r.CallsPerSec, r.ResponsesPerSec, r.P50ms, r.P90ms, r.P99ms, r.MaxMs, r.CPUSecondsPer1000Calls)
+	fmt.Fprintf(w, "ceiling (same hops and sizes, no toolbus logic): %.0f calls/s; p50 %.2f ms, p99 %.2f ms\n", r.CeilingCallsPerSec, r.CeilingP50ms, r.CeilingP99ms)
+	fmt.Fprintf(w, "ratio toolbus / ceiling: %.2f\n", r.Ratio)
+	if *asJSON {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n", b)
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+func runMain(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code = Main(ctx, args, Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }})
+	return out.String(), errOut.String(), code
+}
+
+// The README's first command: activate the pressure domain, then solve the Kesselformel.
+func TestRunKesselformelExample(t *testing.T) {
+	stdout, stderr, code := runMain(t, "", "run", "--json",
+		"../../examples/kesselformel/1-activate.txt", "../../examples/kesselformel/2-solve.txt")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 outputs, got %d:\n%s", len(lines), stdout)
+	}
+	var outs [2]messages.Output
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &outs[i]); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if outs[i].Kind != messages.KindToolResults || len(outs[i].Results) != 1 || !outs[i].Results[0].Success {
+			t.Fatalf("output %d: %+v", i, outs[i])
+		}
+		if outs[i].Conversation != "cli" || outs[i].ResponseID == "" || !strings.Contains(outs[i].Text, "<tool_result>") {
+			t.Errorf("output %d fields: %+v", i, outs[i])
+		}
+	}
+	var solved struct {
+		SolvedFor string  `json:"solved_for"`
+		Value     float64 `json:"value"`
+		Unit      string  `json:"unit"`
+	}
+	if err := json.Unmarshal(outs[1].Results[0].Result, &solved); err != nil {
+		t.Fatal(err)
+	}
+	// s = p·d/(20·σ) = 10·100/(20·160) = 1000/3200 = 0.3125 mm.
+	if solved.SolvedFor != "s" || solved.Value != 0.3125 || solved.Unit != "mm" {
+		t.Errorf("solved %+v, want s = 0.3125 mm", solved)
+	}
+	if !strings.Contains(outs[1].Text, "1 bar = 0.1 N/mm²") {
+		t.Errorf("the result does not state the bar conversion:\n%s", outs[1].Text)
+	}
+}
+
+func TestRunTextAndNoCall(t *testing.T) {
+	stdout, stderr, code := runMain(t, "Nothing to call here.", "run")
+	if code != 0 || stdout != "" || !strings.Contains(stderr, "no tool call") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	stdout, stderr, code = runMain(t, `<tool_call>{"tool": "clock", "parameters": {}}</tool_call>`, "run")
+	if code != 0 || !strings.HasPrefix(stdout, "<tool_result>\n{\n  \"tool\": \"clock\",\n  \"success\": true,") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"no command", nil, 2, "usage"},
+		{"unknown command", []string{"fly"}, 2, `unknown command "fly"`},
+		{"bad flag", []string{"run", "--nope"}, 2, "flag provided but not defined"},
+		{"bad conversation", []string{"run", "--conversation", "a.b"}, 2, "conversation id"},
+		{"missing file", []string{"run", "does-not-exist.txt"}, 1, "no such file"},
+		{"bad config", []string{"run", "--config", "../../go.mod"}, 1, "not valid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := runMain(t, "", tt.args...)
+			if code != tt.wantCode || !strings.Contains(stderr, tt.wantErr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tt.wantCode, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestToolsListsTheVisibleTools(t *testing.T) {
+	stdout, stderr, code := runMain(t, "", "tools", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var tools []messages.ToolInfo
+	if err := json.Unmarshal([]byte(stdout), &tools); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools {
+		names = append(names, tl.Name)
+	}
+	if got := strings.Join(names, ","); got != "clock,dispatch_engineering,execute_tool" {
+		t.Errorf("tools %s; the calculators must stay hidden", got)
+	}
+}

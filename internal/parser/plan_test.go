@@ -1,0 +1,62 @@
+package parser
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+func TestPlan(t *testing.T) {
+	deadline := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		text       string
+		wantOutput bool
+		wantCalls  []string // tool names of the calls to execute, in order
+		wantFailed []int    // indexes answered at once with parse_error
+		wantCount  int
+	}{
+		{name: "no call", text: "The capital of France is Paris.", wantOutput: true},
+		{name: "seed format", text: `Sure.<tool_call>{"tool": "create_ticket", "parameters": {"title": "VPN"}}</tool_call>`,
+			wantCalls: []string{"create_ticket"}, wantCount: 1},
+		{name: "hermes format, several, text between", text: "A <tool_call>{\"name\": \"clock\", \"arguments\": {}}</tool_call> B\n<tool_call>\n{\"name\": \"execute_tool\", \"arguments\": {\"tool_name\": \"x\"}}\n</tool_call> C",
+			wantCalls: []string{"clock", "execute_tool"}, wantCount: 2},
+		{name: "malformed block among good ones", text: `<tool_call>{"name": "clock", "arguments": {}}</tool_call><tool_call>{"name": </tool_call><tool_call>{"tool": "clock", "parameters": {}}</tool_call>`,
+			wantCalls: []string{"clock", "clock"}, wantFailed: []int{1}, wantCount: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := Plan("r1", "c1", tt.text, deadline, nil)
+			if (w.Output != nil) != tt.wantOutput {
+				t.Fatalf("output %+v, want output=%v", w.Output, tt.wantOutput)
+			}
+			if tt.wantOutput {
+				if w.Output.Kind != messages.KindNoToolCall || w.Output.ResponseID != "r1" || len(w.Calls)+len(w.Failed) != 0 {
+					t.Errorf("no-call output: %+v", w)
+				}
+				return
+			}
+			if len(w.Calls) != len(tt.wantCalls) || len(w.Failed) != len(tt.wantFailed) {
+				t.Fatalf("calls %d failed %d, want %d and %d", len(w.Calls), len(w.Failed), len(tt.wantCalls), len(tt.wantFailed))
+			}
+			for i, c := range w.Calls {
+				if c.Tool != tt.wantCalls[i] || c.Count != tt.wantCount || c.ResponseID != "r1" || c.Conversation != "c1" || !c.Deadline.Equal(deadline) {
+					t.Errorf("call %d: %+v", i, c)
+				}
+				if c.ID != messages.CallID("r1", c.Index) {
+					t.Errorf("call id %q for index %d", c.ID, c.Index)
+				}
+				if !json.Valid(c.Arguments) || c.Arguments[0] != '{' {
+					t.Errorf("arguments %s are not an object", c.Arguments)
+				}
+			}
+			for i, r := range w.Failed {
+				if r.Index != tt.wantFailed[i] || r.Success || r.Error == nil || r.Error.Code != messages.CodeParseError || r.Error.Message == "" || r.Count != tt.wantCount {
+					t.Errorf("failed %d: %+v %+v", i, r, r.Error)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,143 @@
+package toolcall
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Pythonic calls: get_weather(city='Paris', days=3), alone, in a list, or one per line.
+
+// pythonNative are the "repairs" that are plain Python syntax in a pythonic call.
+const pythonNative = fixSet(1<<fixSingleQuotes | 1<<fixPythonLiterals | 1<<fixTrailingComma)
+
+// pyCall reads NAME(key=value, …) at s[i]. ok is false when s[i] does not start a call
+// at all; a call that starts but cannot be read has p.err set, and end is where the
+// problem is.
+func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
+	j := i
+	for j < len(s) && (isWordByte(s[j]) || s[j] == '.' || s[j] == '-') {
+		j++
+	}
+	if j == i || isDigit(s[i]) || s[i] == '$' {
+		return parsed{}, i, false
+	}
+	name := strings.TrimSuffix(s[i:j], ".call") // Llama's built-ins: brave_search.call(query="…")
+	for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+		j++
+	}
+	if j >= len(s) || s[j] != '(' {
+		return parsed{}, i, false
+	}
+	r := newRepairer(s, x.o.MaxDepth)
+	r.inCall = true
+	r.pos = j + 1
+	r.out = append(r.out, '{')
+	for n := 0; ; {
+		r.space()
+		if r.eof() {
+			r.fixes.add(fixUnclosedObject)
+			break
+		}
+		c := s[r.pos]
+		if c == ')' {
+			r.pos++
+			break
+		}
+		if c == ',' {
+			r.pos++
+			continue
+		}
+		ks := r.pos
+		for r.pos < len(s) && isWordByte(s[r.pos]) {
+			r.pos++
+		}
+		key := s[ks:r.pos]
+		r.space()
+		if key == "" || isDigit(key[0]) || r.eof() || s[r.pos] != '=' && s[r.pos] != ':' {
+			at := ks
+			if key != "" {
+				at = r.pos
+			}
+			se := newSyntaxError(s, at, nil, "expected a keyword argument name=value or ')', found %s", describeAt(s, at))
+			return parsed{name: name, err: fmt.Sprintf("in %s(…) at line %d, column %d: %s", name, se.Line, se.Column, se.Msg), cause: se}, at, true
+		}
+		r.pos++
+		r.space()
+		if n > 0 {
+			r.out = append(r.out, ',')
+		}
+		r.out = appendString(r.out, key)
+		r.out = append(r.out, ':')
+		if r.eof() || s[r.pos] == ',' || s[r.pos] == ')' {
+			r.fixes.add(fixMissingValue)
+			r.out = append(r.out, "null"...)
+		} else if !r.value() {
+			return parsed{name: name, err: fmt.Sprintf("in %s(…): %s", name, syntaxMessage(r.err)), cause: r.err}, r.err.Offset, true
+		}
+		n++
+	}
+	r.out = append(r.out, '}')
+	args, fixes, err := r.finish()
+	if err != nil {
+		return parsed{name: name, err: syntaxMessage(err), cause: err}, r.pos, true
+	}
+	return parsed{name: name, args: args, fixes: fixes &^ pythonNative}, r.pos, true
+}
+
+// pyList reads [call, call, …] at s[i]. ok is false when it is not a list of calls.
+func (x *extractor) pyList(s string, i int) (calls []parsed, end int, ok bool) {
+	pos := i + 1
+	for {
+		for pos < len(s) && (s[pos] <= ' ' || s[pos] == ',') {
+			pos++
+		}
+		if pos >= len(s) {
+			return calls, pos, len(calls) > 0
+		}
+		if s[pos] == ']' {
+			return calls, pos + 1, len(calls) > 0
+		}
+		p, e, ok := x.pyCall(s, pos)
+		if !ok {
+			return nil, pos, false
+		}
+		calls = append(calls, p)
+		if p.err != "" {
+			return calls, len(s), true
+		}
+		pos = e
+	}
+}
+
+// pyCalls reads the pythonic calls in text[from:to] as calls of block b: a list, or
+// calls one per line.
+func (x *extractor) pyCalls(b blk, from, to int) {
+	s := x.text[:to]
+	if s[from] == '[' {
+		calls, _, ok := x.pyList(s, from)
+		if !ok {
+			x.fail(b, "", nil, "expected a list of calls [TOOL_NAME(name=value, ...)], found %s", describeAt(s, from+1))
+			return
+		}
+		for _, p := range calls {
+			x.add(b, p)
+		}
+		return
+	}
+	pos := from
+	for pos < to && x.overflow == 0 {
+		p, e, ok := x.pyCall(s, pos)
+		if !ok {
+			x.fail(b, "", nil, "expected a call TOOL_NAME(name=value, ...), found %s", describeAt(s, pos))
+			return
+		}
+		x.add(b, p)
+		if p.err != "" {
+			return
+		}
+		pos = e
+		for pos < to && (s[pos] <= ' ' || s[pos] == ';' || s[pos] == ',') {
+			pos++
+		}
+	}
+}

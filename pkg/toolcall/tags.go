@@ -1,0 +1,358 @@
+package toolcall
+
+import (
+	"strings"
+)
+
+// The tag formats: <tool_call> (JSON, Qwen3-Coder XML, GLM), <tool_calls> and
+// <function_calls>.
+
+// blockEnd finds where a block whose body starts at from ends: at its closer, else
+// where the next block of its kind opens, else at limit.
+func (x *extractor) blockEnd(from, limit int, open, close lit) (bodyEnd, end int, closed bool) {
+	c := x.findBefore(close, from, limit)
+	o := x.findBefore(open, from, limit)
+	switch {
+	case c >= 0 && (o < 0 || c < o):
+		return c, c + len(litText[close]), true
+	case o >= 0:
+		return o, o, false
+	}
+	return limit, limit, false
+}
+
+// trimSpan returns text[from:to] without surrounding whitespace, as offsets.
+func trimSpan(text string, from, to int) (int, int) {
+	for from < to && text[from] <= ' ' {
+		from++
+	}
+	for to > from && text[to-1] <= ' ' {
+		to--
+	}
+	return from, to
+}
+
+// endCallsAt makes the calls added since call n end at end: the block of a missing
+// closing tag ends with the last value read from it.
+func (x *extractor) endCallsAt(n, end int) {
+	for i := n; i < len(x.calls); i++ {
+		x.calls[i].End = end
+		x.calls[i].Raw = x.text[x.calls[i].Start:end]
+	}
+}
+
+func (x *extractor) toolCallTag(at, limit int) (int, bool) {
+	from := at + len(litText[litToolCall])
+	if at > 0 && x.text[at-1] == '`' {
+		return from, false // `<tool_call>` named in prose
+	}
+	bodyEnd, end, closed := x.blockEnd(from, limit, litToolCall, litToolCallEnd)
+	b := blk{format: FormatToolCallTag, start: at, end: end}
+	if !closed {
+		b.fixes.add(fixUnclosedTag)
+	}
+	return x.toolCallBody(b, from, bodyEnd, closed), true
+}
+
+// toolCallBody reads what a <tool_call> holds and returns where the block ends.
+func (x *extractor) toolCallBody(b blk, from, to int, closed bool) int {
+	ts, te := trimSpan(x.text, from, to)
+	if ts == te {
+		x.fail(b, "", nil, "the block is empty")
+		return b.end
+	}
+	t := x.text[ts:te]
+	n := len(x.calls)
+	switch {
+	case t[0] == '{' || t[0] == '[' || strings.HasPrefix(t, "```"):
+		if fs, fe, ok := fenceBody(t); ok {
+			b.fixes.add(fixCodeFence)
+			x.jsonCalls(b, ts+fs, ts+fe)
+			return b.end
+		}
+		end := x.jsonCalls(b, ts, te)
+		if !closed {
+			x.endCallsAt(n, end)
+			return end
+		}
+	case strings.HasPrefix(t, "<function="):
+		b.format = FormatQwen3Coder
+		x.qwenFunctions(b, ts, te)
+	case strings.Contains(t, "<arg_key>"):
+		b.format = FormatGLM
+		x.glmCall(b, ts, te)
+	default:
+		x.namedCall(b, ts, te)
+	}
+	return b.end
+}
+
+// namedCall reads a block that starts with a tool name: GLM's NAME alone or NAME
+// followed by a JSON object, or a pythonic NAME(…).
+func (x *extractor) namedCall(b blk, from, to int) {
+	s := x.text[:to]
+	i := from
+	for i < to && (isWordByte(s[i]) || s[i] == '-' || s[i] == '.') {
+		i++
+	}
+	name := s[from:i]
+	rest, _ := trimSpan(s, i, to)
+	switch {
+	case name != "" && rest < to && s[rest] == '(':
+		if p, _, ok := x.pyCall(s, from); ok {
+			x.add(b, p)
+		} else {
+			x.fail(b, "", nil, "expected a tool name before '(', found %s", describeAt(s, from))
+		}
+	case name != "" && rest == to:
+		b.format = FormatGLM
+		x.add(b, parsed{name: name})
+	case name != "" && s[rest] == '{':
+		v, _, fixes, err := repairValue(s, rest, x.o.MaxDepth)
+		if err != nil {
+			x.fail(b, name, err, "%s", syntaxMessage(err))
+			return
+		}
+		if p := x.callFromObject(v); p.err == "" {
+			// JSON that names its own tool, after a stray word.
+			p.fixes |= fixes | 1<<fixLeadingText
+			x.add(b, p)
+			return
+		}
+		b.format = FormatGLM
+		x.add(b, parsed{name: name, args: []byte(v), fixes: fixes})
+	default:
+		x.fail(b, "", nil, `expected a JSON object {"name": …, "arguments": {…}}, found %s`, describeAt(s, from))
+	}
+}
+
+// An xmlStyle says how an XML-style call writes its parameters: each key follows
+// keyOpen and ends at keyClose; its value follows valOpen, if any, and ends at
+// valClose (or where the next key starts).
+type xmlStyle struct{ keyOpen, keyClose, valOpen, valClose string }
+
+var (
+	qwenStyle   = xmlStyle{"<parameter=", ">", "", "</parameter>"}
+	glmStyle    = xmlStyle{"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}
+	invokeStyle = xmlStyle{"<parameter name=", ">", "", "</parameter>"}
+)
+
+// xmlArgs reads the parameters in text[from:to] into a JSON object, typing each value
+// by the tool's input schema.
+func (x *extractor) xmlArgs(tool string, from, to int, st xmlStyle) (args []byte, fixes fixSet, msg string) {
+	s := x.text[:to]
+	out := append(make([]byte, 0, to-from+8), '{')
+	pos := from
+	for n := 0; ; n++ {
+		k := strings.Index(s[pos:], st.keyOpen)
+		if k < 0 {
+			break
+		}
+		ks := pos + k + len(st.keyOpen)
+		kc := strings.Index(s[ks:], st.keyClose)
+		if kc < 0 {
+			return nil, 0, "the parameter name after " + st.keyOpen + " is not closed with " + st.keyClose
+		}
+		key := xmlKey(s[ks : ks+kc])
+		if key == "" {
+			return nil, 0, "a parameter has an empty name"
+		}
+		vs := ks + kc + len(st.keyClose)
+		if st.valOpen != "" {
+			if i, _ := trimSpan(s, vs, to); strings.HasPrefix(s[i:], st.valOpen) {
+				vs = i + len(st.valOpen)
+			}
+		}
+		next := to
+		if i := strings.Index(s[vs:], st.keyOpen); i >= 0 {
+			next = vs + i
+		}
+		ve, after := next, next
+		if i := strings.Index(s[vs:next], st.valClose); i >= 0 {
+			ve, after = vs+i, vs+i+len(st.valClose)
+		} else {
+			fixes.add(fixUnclosedTag)
+		}
+		val := s[vs:ve]
+		val = strings.TrimPrefix(val, "\n")
+		val = strings.TrimSuffix(val, "\n")
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = appendString(out, key)
+		out = append(out, ':')
+		out = x.typedValue(out, tool, key, val)
+		pos = after
+	}
+	return append(out, '}'), fixes, ""
+}
+
+// xmlKey reads a parameter name: city, "city", or "city" string="true".
+func xmlKey(s string) string {
+	s = strings.TrimSpace(s)
+	if s != "" && (s[0] == '"' || s[0] == '\'') {
+		if i := strings.IndexByte(s[1:], s[0]); i >= 0 {
+			return s[1 : 1+i]
+		}
+		return s[1:]
+	}
+	return s
+}
+
+// qwenFunctions reads <function=NAME>…</function> calls in text[from:to].
+func (x *extractor) qwenFunctions(b blk, from, to int) {
+	const open, close = "<function=", "</function>"
+	s := x.text[:to]
+	pos := from
+	for x.overflow == 0 {
+		i := strings.Index(s[pos:], open)
+		if i < 0 {
+			return
+		}
+		ns := pos + i + len(open)
+		gt := strings.IndexByte(s[ns:], '>')
+		if gt < 0 {
+			x.fail(b, "", nil, "the function name after <function= is not closed with '>'")
+			return
+		}
+		name := strings.TrimSpace(s[ns : ns+gt])
+		body := ns + gt + 1
+		next := to
+		if j := strings.Index(s[body:], open); j >= 0 {
+			next = body + j
+		}
+		fe, after := next, next
+		p := parsed{name: name}
+		if j := strings.Index(s[body:next], close); j >= 0 {
+			fe, after = body+j, body+j+len(close)
+		} else {
+			p.fixes.add(fixUnclosedTag)
+		}
+		var fixes fixSet
+		p.args, fixes, p.err = x.xmlArgs(name, body, fe, qwenStyle)
+		p.fixes |= fixes
+		if name == "" {
+			p.err = "the function name after <function= is empty"
+		}
+		x.add(b, p)
+		pos = after
+	}
+}
+
+// glmCall reads NAME<arg_key>…</arg_key><arg_value>…</arg_value>… in text[from:to].
+func (x *extractor) glmCall(b blk, from, to int) {
+	k := strings.Index(x.text[from:to], glmStyle.keyOpen)
+	name := strings.TrimSpace(x.text[from : from+k])
+	p := parsed{name: name}
+	p.args, p.fixes, p.err = x.xmlArgs(name, from+k, to, glmStyle)
+	if name == "" {
+		p.err = "the tool name is missing before the first <arg_key>"
+	}
+	x.add(b, p)
+}
+
+// bareQwenFunction reads a Qwen3-Coder <function=…> written without <tool_call>.
+func (x *extractor) bareQwenFunction(at, limit int) (int, bool) {
+	// Without </function> the call runs to the next one or to the end.
+	_, end, _ := x.blockEnd(at+1, limit, litFunctionEq, litFunctionEnd)
+	b := blk{format: FormatQwen3Coder, start: at, end: end}
+	x.qwenFunctions(b, at, end)
+	return end, true
+}
+
+func (x *extractor) toolCallsTag(at, limit int) (int, bool) {
+	from := at + len(litText[litToolCalls])
+	bodyEnd, end, closed := x.blockEnd(from, limit, litToolCalls, litToolCallsEnd)
+	b := blk{format: FormatToolCallsTag, start: at, end: end}
+	if !closed {
+		b.fixes.add(fixUnclosedTag)
+	}
+	ts, te := trimSpan(x.text, from, bodyEnd)
+	if ts == te {
+		x.fail(b, "", nil, "the block is empty")
+		return end, true
+	}
+	n := len(x.calls)
+	if e := x.jsonCalls(b, ts, te); !closed {
+		x.endCallsAt(n, e)
+		return e, true
+	}
+	return end, true
+}
+
+func (x *extractor) functionCallsTag(at, limit int) (int, bool) {
+	from := at + len(litText[litFunctionCalls])
+	bodyEnd, end, closed := x.blockEnd(from, limit, litFunctionCalls, litFunctionCallsEnd)
+	b := blk{format: FormatFunctionCalls, start: at, end: end}
+	if !closed {
+		b.fixes.add(fixUnclosedTag)
+	}
+	ts, te := trimSpan(x.text, from, bodyEnd)
+	switch {
+	case ts == te:
+		x.fail(b, "", nil, "the block is empty")
+	case strings.Contains(x.text[ts:te], "<invoke"):
+		x.invokes(b, ts, te)
+	default:
+		x.pyCalls(b, ts, te)
+	}
+	return end, true
+}
+
+// invokes reads <invoke name="NAME"><parameter name="KEY">value</parameter></invoke>
+// calls in text[from:to].
+func (x *extractor) invokes(b blk, from, to int) {
+	const open, close = "<invoke", "</invoke>"
+	s := x.text[:to]
+	pos := from
+	for x.overflow == 0 {
+		i := strings.Index(s[pos:], open)
+		if i < 0 {
+			return
+		}
+		as := pos + i + len(open)
+		gt := strings.IndexByte(s[as:], '>')
+		if gt < 0 {
+			x.fail(b, "", nil, "<invoke is not closed with '>'")
+			return
+		}
+		name := xmlAttr(s[as:as+gt], "name")
+		body := as + gt + 1
+		next := to
+		if j := strings.Index(s[body:], open); j >= 0 {
+			next = body + j
+		}
+		ie, after := next, next
+		p := parsed{name: name}
+		if j := strings.Index(s[body:next], close); j >= 0 {
+			ie, after = body+j, body+j+len(close)
+		} else {
+			p.fixes.add(fixUnclosedTag)
+		}
+		var fixes fixSet
+		p.args, fixes, p.err = x.xmlArgs(name, body, ie, invokeStyle)
+		p.fixes |= fixes
+		if name == "" {
+			p.err = `<invoke> has no name="TOOL_NAME"`
+		}
+		x.add(b, p)
+		pos = after
+	}
+}
+
+// xmlAttr returns the value of attribute key in attrs (` name="x" other='y'`).
+func xmlAttr(attrs, key string) string {
+	for attrs != "" {
+		i := strings.Index(attrs, key)
+		if i < 0 {
+			return ""
+		}
+		rest := strings.TrimLeft(attrs[i+len(key):], " ")
+		if i > 0 && attrs[i-1] > ' ' || !strings.HasPrefix(rest, "=") {
+			attrs = attrs[i+len(key):]
+			continue
+		}
+		return xmlKey(strings.TrimLeft(rest[1:], " "))
+	}
+	return ""
+}

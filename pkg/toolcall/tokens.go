@@ -1,0 +1,255 @@
+package toolcall
+
+import (
+	"strings"
+)
+
+// The special-token formats: Llama's <|python_tag|> and <|python_start|>, Mistral's
+// [TOOL_CALLS], DeepSeek's and Kimi K2's call sections.
+
+// argsAt reads the JSON object of a call's arguments in text[from:to], which may be
+// fenced; empty text means no arguments.
+func (x *extractor) argsAt(from, to int) (parsed, int) {
+	from, to = trimSpan(x.text, from, to)
+	if from == to {
+		return parsed{args: []byte("{}")}, to
+	}
+	var p parsed
+	if fs, fe, ok := fenceBody(x.text[from:to]); ok {
+		from, to = trimSpan(x.text, from+fs, from+fe)
+		p.fixes.add(fixCodeFence)
+		if from == to {
+			return parsed{args: []byte("{}")}, to
+		}
+	}
+	v, end, fixes, err := repairValue(x.text[:to], from, x.o.MaxDepth)
+	if err != nil {
+		p.err, p.cause = syntaxMessage(err), err
+		return p, to
+	}
+	if v[0] != '{' {
+		p.err = "the arguments must be a JSON object, found " + jsonKind(v)
+		return p, end
+	}
+	p.args, p.fixes = []byte(v), p.fixes|fixes
+	return p, end
+}
+
+func (x *extractor) pythonTag(at, limit int) (int, bool) {
+	from := at + len(litText[litPythonTag])
+	// The calls run to <|eom_id|> or <|eot_id|>, else as far as they parse.
+	stop, end := limit, -1
+	for _, l := range [...]lit{litEomID, litEotID} {
+		if i := x.findBefore(l, from, limit); i >= 0 && i < stop {
+			stop, end = i, i+len(litText[l])
+		}
+	}
+	b := blk{format: FormatLlamaJSON, start: at, end: stop}
+	if end >= 0 {
+		b.end = end
+	}
+	s := x.text[:stop]
+	n := len(x.calls)
+	pos := from
+	for pos < stop && x.overflow == 0 {
+		for pos < stop && (s[pos] <= ' ' || s[pos] == ';') {
+			pos++
+		}
+		if pos >= stop {
+			break
+		}
+		if s[pos] == '{' || s[pos] == '[' {
+			pos = x.jsonCalls(b, pos, stop)
+			continue
+		}
+		p, e, ok := x.pyCall(s, pos)
+		if !ok {
+			break
+		}
+		x.add(b, p)
+		if p.err != "" {
+			pos = stop
+			break
+		}
+		pos = e
+	}
+	if len(x.calls) == n && x.overflow == 0 {
+		x.fail(b, "", nil, `expected {"name": "TOOL_NAME", "parameters": {...}} after <|python_tag|>, found %s`, describeAt(s, pos))
+	}
+	if end < 0 {
+		x.endCallsAt(n, pos)
+		return pos, true
+	}
+	return end, true
+}
+
+func (x *extractor) pythonStart(at, limit int) (int, bool) {
+	from := at + len(litText[litPythonStart])
+	bodyEnd, end := limit, limit
+	if i := x.findBefore(litPythonEnd, from, limit); i >= 0 {
+		bodyEnd, end = i, i+len(litText[litPythonEnd])
+	}
+	b := blk{format: FormatPythonic, start: at, end: end}
+	if ts, te := trimSpan(x.text, from, bodyEnd); ts == te {
+		x.fail(b, "", nil, "the block is empty")
+	} else {
+		x.pyCalls(b, ts, te)
+	}
+	return end, true
+}
+
+func (x *extractor) mistral(at, limit int) (int, bool) {
+	s := x.text[:limit]
+	pos, _ := trimSpan(s, at+len(litText[litMistral]), limit)
+	b := blk{format: FormatMistral, start: at, end: limit}
+	if pos >= limit {
+		x.fail(b, "", nil, "nothing follows [TOOL_CALLS]")
+		return limit, true
+	}
+	if s[pos] == '[' || s[pos] == '{' {
+		// Before v11: a JSON array of calls.
+		v, end, fixes, err := repairValue(s, pos, x.o.MaxDepth)
+		if err != nil {
+			x.fail(b, salvageName(s[pos:]), err, "%s", syntaxMessage(err))
+			return limit, true
+		}
+		b.end = end
+		x.callsFromValue(b, v, fixes)
+		return end, true
+	}
+	// v11 and later: NAME{…}, NAME[ARGS]{…}, NAME[CALL_ID]id[ARGS]{…}.
+	i := pos
+	for i < limit && (isWordByte(s[i]) || s[i] == '-' || s[i] == '.') {
+		i++
+	}
+	name := s[pos:i]
+	for name != "" {
+		if strings.HasPrefix(s[i:], "[ARGS]") {
+			i += len("[ARGS]")
+		} else if strings.HasPrefix(s[i:], "[CALL_ID]") {
+			i += len("[CALL_ID]")
+			for i < limit && isWordByte(s[i]) {
+				i++
+			}
+		} else {
+			break
+		}
+	}
+	if i, _ = trimSpan(s, i, limit); name == "" || i >= limit || s[i] != '{' {
+		b.end = lineEnd(s, pos)
+		if !x.known(name) {
+			name = ""
+		}
+		x.fail(b, name, nil, "expected a JSON array of calls or TOOL_NAME{arguments} after [TOOL_CALLS], found %s", describeAt(s, pos))
+		return b.end, true
+	}
+	p, end := x.argsAt(i, limit)
+	p.name = name
+	b.end = end
+	x.add(b, p)
+	return end, true
+}
+
+func lineEnd(s string, i int) int {
+	if j := strings.IndexByte(s[i:], '\n'); j >= 0 {
+		return i + j
+	}
+	return len(s)
+}
+
+// A callSection describes DeepSeek's and Kimi's formats: a section of calls, each
+// between callBegin and callEnd, its name and its arguments parted by sep.
+type callSection struct {
+	open, end, call, callEnd lit
+	sep                      string
+}
+
+var (
+	deepSeekSection = callSection{litDeepSeek, litDeepSeekEnd, litDeepSeekCall, litDeepSeekCallEnd, "<｜tool▁sep｜>"}
+	kimiSection     = callSection{litKimi, litKimiEnd, litKimiCall, litKimiCallEnd, "<|tool_call_argument_begin|>"}
+)
+
+func (x *extractor) deepSeek(m lit, at, limit int) (int, bool) {
+	return x.section(deepSeekSection, m, at, limit)
+}
+
+func (x *extractor) kimi(m lit, at, limit int) (int, bool) {
+	return x.section(kimiSection, m, at, limit)
+}
+
+// section reads a call section that starts at text[at] with marker m: the section's
+// opening token, or a call's when the model left out the section.
+func (x *extractor) section(cs callSection, m lit, at, limit int) (int, bool) {
+	var bodyEnd, end int
+	if m == cs.open {
+		bodyEnd, end, _ = x.blockEnd(at+len(litText[cs.open]), limit, cs.open, cs.end)
+	} else {
+		// One call on its own: it ends with its end token, else at the next call.
+		_, end, _ = x.blockEnd(at+len(litText[cs.call]), limit, cs.call, cs.callEnd)
+		bodyEnd = end
+	}
+	callBegin, callEnd := litText[cs.call], litText[cs.callEnd]
+	s := x.text[:bodyEnd]
+	pos := at
+	for x.overflow == 0 {
+		i := strings.Index(s[pos:], callBegin)
+		if i < 0 {
+			break
+		}
+		start := pos + i
+		body := start + len(callBegin)
+		next := bodyEnd
+		if j := strings.Index(s[body:], callBegin); j >= 0 {
+			next = body + j
+		}
+		b := blk{start: start, end: next}
+		ce := next
+		if j := strings.Index(s[body:next], callEnd); j >= 0 {
+			ce, b.end = body+j, body+j+len(callEnd)
+		} else {
+			b.fixes.add(fixUnclosedTag)
+		}
+		x.sectionCall(cs, b, body, ce)
+		pos = b.end
+	}
+	return end, true
+}
+
+// sectionCall reads NAME sep ARGS in text[from:to].
+func (x *extractor) sectionCall(cs callSection, b blk, from, to int) {
+	s := x.text[:to]
+	sep := strings.Index(s[from:], cs.sep)
+	if cs == kimiSection {
+		b.format = FormatKimiK2
+	} else {
+		b.format = FormatDeepSeekV31
+	}
+	if sep < 0 {
+		x.fail(b, "", nil, "expected %s between the tool name and its arguments", cs.sep)
+		return
+	}
+	name := strings.TrimSpace(s[from : from+sep])
+	argsFrom := from + sep + len(cs.sep)
+	if cs == kimiSection {
+		// functions.get_weather:0
+		name = strings.TrimPrefix(name, "functions.")
+		if c := strings.LastIndexByte(name, ':'); c >= 0 && c+1 < len(name) && strings.Trim(name[c+1:], "0123456789") == "" {
+			name = name[:c]
+		}
+	} else if as, ae := trimSpan(s, argsFrom, to); as < ae && s[as] != '{' && s[as] != '[' {
+		// DeepSeek V3: function<｜tool▁sep｜>NAME\n```json\n{…}\n```
+		b.format = FormatDeepSeekV3
+		nl := strings.IndexByte(s[as:ae], '\n')
+		if nl < 0 {
+			nl = ae - as
+		}
+		name = strings.TrimSpace(s[as : as+nl])
+		argsFrom = as + nl
+	}
+	p, _ := x.argsAt(argsFrom, to)
+	p.name = name
+	if name == "" && p.err == "" {
+		p.err = "the tool name is missing"
+	}
+	x.add(b, p)
+}
