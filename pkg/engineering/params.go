@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 func invalidArguments(format string, args ...any) error {
@@ -14,8 +15,9 @@ func invalidArguments(format string, args ...any) error {
 }
 
 // decodeParameters reads execute_tool's parameters: a JSON object, or a string holding
-// one (models often quote the object). It returns the repairs it applied. This is the
-// one place to swap in pkg/toolcall's repairer for sloppier strings.
+// one in any of the sloppy forms models write (quoted, single quotes, trailing commas,
+// Python literals, ...), read with pkg/toolcall's repairer. It returns the repairs it
+// applied.
 func decodeParameters(raw json.RawMessage) (map[string]json.RawMessage, []string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -27,8 +29,18 @@ func decodeParameters(raw json.RawMessage) (map[string]json.RawMessage, []string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, nil, invalidArguments("parameters: %v", err)
 		}
-		raw = bytes.TrimSpace([]byte(s))
+		if strings.TrimSpace(s) == "" {
+			return map[string]json.RawMessage{}, nil, nil
+		}
+		fixed, fixes, err := toolcall.RepairJSON(s)
+		if err != nil {
+			return nil, nil, invalidArguments(`parameters were a string that is not a JSON object (%v); pass an object, like {"p": 10, "d": 100, "sigma": 160}`, err)
+		}
+		raw = bytes.TrimSpace(fixed)
 		repairs = append(repairs, "parameters were a JSON string; decoded it as an object")
+		for _, f := range fixes {
+			repairs = append(repairs, "repaired the parameters' JSON: "+f)
+		}
 	}
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, nil, invalidArguments(`parameters must be a JSON object, like {"p": 10, "d": 100, "sigma": 160}`)

@@ -255,6 +255,15 @@ func TestExecute(t *testing.T) {
 			wantText: []string{`"value":0.3125`, `"repairs":["parameters were a JSON string; decoded it as an object"]`},
 		},
 		{
+			name:     "sloppy string parameters are repaired and reported",
+			args:     `{"tool_name": "pressure.solve_kesselformel", "parameters": "{'p': 10, d: 100, 'sigma': 160,}"}`,
+			wantText: []string{`"value":0.3125`, "parameters were a JSON string", "repaired the parameters' JSON: single_quotes"},
+		},
+		{
+			name: "hopeless string parameters", args: `{"tool_name": "pressure.solve_kesselformel", "parameters": "p is ten bar"}`,
+			wantCode: messages.CodeInvalidArguments, wantErr: "parameters were a string that is not a JSON object",
+		},
+		{
 			name:     "parameters beside tool_name",
 			args:     `{"tool_name": "pressure.solve_kesselformel", "p": 10, "d": 100, "sigma": 160}`,
 			wantText: []string{`"value":0.3125`, "parameters were given beside tool_name"},
