@@ -2,15 +2,16 @@
 // server: three visible tools (clock, dispatch_engineering, execute_tool) in front of
 // the hidden calculators of package engineering.
 //
-// It serves stdio by default, or streamable HTTP with --http (or when PORT is set),
-// with GET /health. Logs go to stderr.
+// It serves streamable HTTP on :$PORT (default 8080) with GET /health, or stdio with
+// --stdio. Logs go to stderr.
 //
-//	engineering                          # stdio, for Claude Desktop, Cursor, ...
-//	engineering --http :8080             # streamable HTTP at / and /mcp
-//	engineering --http :8080 --stateless # no MCP sessions (2026-07-28 clients)
+//	engineering --stdio                  # stdio, for Claude Desktop, Cursor, ...
+//	engineering                          # streamable HTTP on :8080 at / and /mcp
+//	engineering --http 127.0.0.1:9000    # another address
+//	engineering --stateless              # no MCP sessions (2026-07-28 clients)
 //
-// Environment: SERVER_NAME (default EngineersCalc), PORT (HTTP port when --http and
-// --stdio are not given).
+// Environment: SERVER_NAME (default EngineersCalc), PORT (HTTP port when --http is
+// not given; default 8080).
 package main
 
 import (
@@ -40,14 +41,14 @@ type config struct {
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.httpAddr, "http", "", "serve streamable HTTP on this address, e.g. :8080 (default: stdio, or :$PORT when PORT is set)")
-	flag.BoolVar(&cfg.stdio, "stdio", false, "serve over stdin/stdout even when PORT is set")
+	flag.StringVar(&cfg.httpAddr, "http", "", "serve streamable HTTP on this address (default :$PORT, or :8080)")
+	flag.BoolVar(&cfg.stdio, "stdio", false, "serve over stdin/stdout instead of HTTP")
 	flag.BoolVar(&cfg.stateless, "stateless", false, "serve HTTP without MCP sessions; activation is kept per conversation id in _meta, else per request")
 	flag.StringVar(&cfg.expose, "expose", engineering.ExposeHierarchical, "hierarchical (three tools) or flat (every calculator a tool)")
 	flag.StringVar(&cfg.name, "name", envOr("SERVER_NAME", engineering.DefaultServerName), "MCP server name ($SERVER_NAME)")
 	flag.Parse()
-	if cfg.httpAddr == "" && !cfg.stdio && os.Getenv("PORT") != "" {
-		cfg.httpAddr = ":" + os.Getenv("PORT")
+	if cfg.httpAddr == "" && !cfg.stdio {
+		cfg.httpAddr = ":" + envOr("PORT", "8080")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -64,7 +65,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return errors.New("--stdio and --http exclude each other")
 	}
 	if cfg.stateless && cfg.httpAddr == "" {
-		return errors.New("--stateless needs --http")
+		return errors.New("--stateless needs HTTP: drop --stdio")
 	}
 	opts := &engineering.Options{Expose: cfg.expose, Logger: logger}
 	if err := opts.Validate(); err != nil {

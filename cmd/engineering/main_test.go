@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,8 +39,8 @@ func TestMain(m *testing.M) {
 }
 
 func TestStdio(t *testing.T) {
-	cmd := exec.Command(binary)
-	cmd.Env = append(os.Environ(), "SERVER_NAME=TestCalc", "PORT=")
+	cmd := exec.Command(binary, "--stdio")
+	cmd.Env = append(os.Environ(), "SERVER_NAME=TestCalc")
 	cs := connectClient(t, &mcp.CommandTransport{Command: cmd})
 	if got := cs.InitializeResult().ServerInfo.Name; got != "TestCalc" {
 		t.Errorf("server name %q, want SERVER_NAME", got)
@@ -84,7 +85,7 @@ func TestFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{name: "stateless without http", args: []string{"--stateless"}, want: "--stateless needs --http"},
+		{name: "stateless over stdio", args: []string{"--stdio", "--stateless"}, want: "--stateless needs HTTP"},
 		{name: "stdio and http", args: []string{"--stdio", "--http", ":0"}, want: "--stdio and --http exclude each other"},
 		{name: "bad expose", args: []string{"--expose", "wide"}, want: `want \"hierarchical\" or \"flat\"`},
 	}
@@ -101,7 +102,23 @@ func TestFlagErrors(t *testing.T) {
 // startHTTP runs the binary on a free port and returns its address once it listens.
 func startHTTP(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"--http", "127.0.0.1:0"}, args...)...)
+	return startServer(t, nil, append([]string{"--http", "127.0.0.1:0"}, args...)...)
+}
+
+// HTTP is the default, on $PORT.
+func TestHTTPOnPortByDefault(t *testing.T) {
+	_, port, err := net.SplitHostPort(startServer(t, []string{"PORT=0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + port
+	workflow(t, connectClient(t, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}), nil)
+}
+
+func startServer(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
