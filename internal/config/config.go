@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 )
 
@@ -22,7 +23,7 @@ type Config struct {
 	// Routes map a tool name to a server; null routes to the local tools.
 	Routes      map[string]*string `json:"routes,omitempty"`
 	Engineering Engineering        `json:"engineering,omitzero"`
-	Local       Local              `json:"local,omitzero"`
+	Local       localtools.Config  `json:"local,omitzero"`
 	Executor    Executor           `json:"executor,omitzero"`
 	Health      Health             `json:"health,omitzero"`
 
@@ -35,11 +36,6 @@ type Engineering struct {
 	Enabled *bool `json:"enabled,omitempty"`
 	// Expose is "hierarchical" (default) or "flat".
 	Expose string `json:"expose,omitempty"`
-}
-
-// Local configures the built-in local tools.
-type Local struct {
-	Clock *bool `json:"clock,omitempty"`
 }
 
 // Executor configures the executor stage.
@@ -117,6 +113,9 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 		if _, ok := c.MCPServers[*server]; !ok {
 			return nil, fmt.Errorf("%s: routes.%s: no server called %q in mcpServers", source, tool, *server)
 		}
+	}
+	if err := c.Local.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	switch c.Engineering.Expose {
 	case "", "hierarchical", "flat":

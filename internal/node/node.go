@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -164,12 +165,12 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 	if local == nil {
 		local = localtools.New()
 	}
-	if config.On(cfg.Local.Clock) {
-		if _, ok := local.Lookup("clock"); !ok {
-			if err := local.Add(localtools.Clock(nil)); err != nil {
-				return nil, err
-			}
-		}
+	base := ""
+	if cfg.Source != "" {
+		base = filepath.Dir(cfg.Source)
+	}
+	if err := localtools.Configure(local, cfg.Local, &localtools.Options{BaseDir: base}); err != nil {
+		return nil, err
 	}
 	backends := []executor.Backend{executor.LocalBackend{Registry: local}}
 	if config.On(cfg.Engineering.Enabled) {

@@ -1,0 +1,46 @@
+// Package localtools owns the tools that run inside the executor process, with no
+// server to deploy and no network hop. A [Registry] is a value: build one, add tools,
+// hand it to the executor, which lists them in the catalog and routes calls to them
+// before any remote server's tool of the same name.
+//
+// # Go functions
+//
+// [AddFunc] registers a typed function. Its input schema is inferred from the argument
+// struct, as the go-sdk's mcp.AddTool does, and every call's arguments are checked
+// against it before the function runs:
+//
+//	type weatherIn struct {
+//		City string `json:"city" jsonschema:"the city, in English"`
+//	}
+//	type weatherOut struct {
+//		TempC float64 `json:"temp_c"`
+//	}
+//	reg := localtools.New()
+//	err := localtools.AddFunc(reg, messages.ToolInfo{Name: "weather", Description: "Current weather.", ReadOnly: true},
+//		func(ctx context.Context, in weatherIn) (weatherOut, error) { return lookUp(ctx, in.City) })
+//
+// A function's error reaches the model as tool_error unless it is a
+// *messages.ToolError with its own code. [Registry.Add] takes a [Tool] with a raw
+// [Func] for tools that handle JSON themselves.
+//
+// # A tools folder
+//
+// A [Folder] holds tools in any language: an executable NAME beside NAME.mcp.json,
+//
+//	{"name": "word_count", "description": "Counts words.",
+//	 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+//	 "annotations": {"readOnlyHint": true}, "timeout": "5s"}
+//
+// The executable reads the arguments as JSON on stdin and prints one JSON value on
+// stdout; a non-zero exit is a failure whose message is the last lines of stderr. It
+// gets only the environment the configuration allows, and is killed with every process
+// it started when its timeout passes. Tools added, changed or removed in the folder are
+// picked up without a restart.
+//
+// # Built-in tools
+//
+// [Clock] tells the time; [KnowledgeBase] is search_knowledge_base, BM25 full-text search
+// over a folder of Markdown and text files in any language; [FileWriter] is file_writer,
+// atomic writes confined to one folder. [Configure] turns them and a tools folder on
+// from the "local" section of the configuration, [Config].
+package localtools

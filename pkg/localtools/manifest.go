@@ -1,0 +1,101 @@
+package localtools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// ManifestSuffix ends the name of a tool's metadata file in a tools folder: the
+// executable NAME is described by NAME.mcp.json.
+const ManifestSuffix = ".mcp.json"
+
+// maxManifestBytes bounds a NAME.mcp.json file.
+const maxManifestBytes = 1 << 20
+
+// toolName is what MCP allows as a tool name.
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// manifest is the JSON form of NAME.mcp.json: an MCP tool definition plus a timeout.
+type manifest struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema"`
+	Annotations  *struct {
+		ReadOnlyHint   bool `json:"readOnlyHint"`
+		IdempotentHint bool `json:"idempotentHint"`
+	} `json:"annotations"`
+	Timeout Duration `json:"timeout"`
+}
+
+// toolSpec is a checked manifest.
+type toolSpec struct {
+	info    messages.ToolInfo
+	in, out *jsonschema.Resolved
+	timeout time.Duration // 0: the folder's default
+}
+
+// parseManifest decodes and checks the manifest of the executable called stem. Fields
+// it does not know (title, icons, _meta, ...) are ignored, as MCP clients do.
+func parseManifest(data []byte, stem string) (toolSpec, error) {
+	var m manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&m); err != nil {
+		return toolSpec{}, fmt.Errorf("not a valid tool manifest: %w", err)
+	}
+	if dec.More() {
+		return toolSpec{}, errors.New("not a valid tool manifest: more than one JSON value")
+	}
+	if m.Name == "" {
+		m.Name = stem
+	}
+	if m.Name != stem {
+		return toolSpec{}, fmt.Errorf("name %q differs from the file name %q", m.Name, stem)
+	}
+	if !toolName.MatchString(m.Name) {
+		return toolSpec{}, fmt.Errorf("name %q: use 1 to 128 letters, digits, '_', '-' or '.'", m.Name)
+	}
+	if m.Timeout < 0 {
+		return toolSpec{}, errors.New("timeout must not be negative")
+	}
+	if len(m.InputSchema) == 0 || string(m.InputSchema) == "null" {
+		m.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	spec := toolSpec{
+		info: messages.ToolInfo{
+			Name:        m.Name,
+			Description: m.Description,
+			InputSchema: compact(m.InputSchema),
+		},
+		timeout: time.Duration(m.Timeout),
+	}
+	var err error
+	if spec.in, err = resolveSchema(m.InputSchema); err != nil {
+		return toolSpec{}, fmt.Errorf("inputSchema: %w", err)
+	}
+	if len(m.OutputSchema) > 0 && string(m.OutputSchema) != "null" {
+		spec.info.OutputSchema = compact(m.OutputSchema)
+		if spec.out, err = resolveSchema(m.OutputSchema); err != nil {
+			return toolSpec{}, fmt.Errorf("outputSchema: %w", err)
+		}
+	}
+	if a := m.Annotations; a != nil {
+		spec.info.ReadOnly, spec.info.Idempotent = a.ReadOnlyHint, a.IdempotentHint
+	}
+	return spec, nil
+}
+
+func compact(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
