@@ -10,6 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/telemetry"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Handler handles one message. Its return decides the message's fate:
@@ -47,7 +50,13 @@ type ConsumeOptions struct {
 	DrainTimeout time.Duration
 	// FetchWait is how long one pull request waits for messages. Default 5s.
 	FetchWait time.Duration
-	Logger    *slog.Logger
+	// SpanName names the span of each message's handling, e.g. "parse"; it continues the
+	// trace the message carries. Tracer nil means the global tracer provider.
+	SpanName string
+	Tracer   trace.Tracer
+	Logger   *slog.Logger
+
+	consumer string
 }
 
 // Consume feeds the messages of c to h until ctx is done, then stops fetching, waits for
@@ -71,6 +80,14 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if o.Tracer == nil {
+		o.Tracer = telemetry.Tracer(nil)
+	}
+	if o.SpanName == "" {
+		o.SpanName = "process"
+	}
+	consumer := c.CachedInfo().Name
+	o.consumer = consumer
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
@@ -102,7 +119,7 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 				wg.Add(1)
 				go func() {
 					defer func() { <-sem; wg.Done() }()
-					handleOne(handlerCtx, msg, h, o.Heartbeat, log)
+					handleOne(handlerCtx, msg, h, o, log)
 				}()
 			}
 			err = batch.Error()
@@ -135,8 +152,10 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 	return nil
 }
 
-func handleOne(ctx context.Context, msg jetstream.Msg, h Handler, heartbeat time.Duration, log *slog.Logger) {
-	if heartbeat > 0 {
+func handleOne(ctx context.Context, msg jetstream.Msg, h Handler, o ConsumeOptions, log *slog.Logger) {
+	ctx, span := startConsumeSpan(ctx, o.Tracer, o.SpanName, o.consumer, msg)
+	defer span.End()
+	if heartbeat := o.Heartbeat; heartbeat > 0 {
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() {
@@ -154,16 +173,20 @@ func handleOne(ctx context.Context, msg jetstream.Msg, h Handler, heartbeat time
 	}
 	err := safeHandle(ctx, msg, h)
 	var retry *RetryError
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
 	switch {
 	case err == nil:
 		if aerr := msg.Ack(); aerr != nil {
-			log.Warn("ack failed; the message will be redelivered", "subject", msg.Subject(), "err", aerr)
+			log.WarnContext(ctx, "ack failed; the message will be redelivered", "subject", msg.Subject(), "err", aerr)
 		}
 	case errors.As(err, &retry):
-		log.Info("handing message back", "subject", msg.Subject(), "delay", retry.Delay, "err", retry.Err)
+		span.SetAttributes(telemetry.RetryReason.String(retry.Err.Error()))
+		log.InfoContext(ctx, "handing message back", "subject", msg.Subject(), "delay", retry.Delay, "err", retry.Err)
 		_ = msg.NakWithDelay(retry.Delay)
 	default:
-		log.Error("dropping message that cannot be answered", "subject", msg.Subject(), "err", err)
+		log.ErrorContext(ctx, "dropping message that cannot be answered", "subject", msg.Subject(), "err", err)
 		_ = msg.TermWithReason(err.Error())
 	}
 }

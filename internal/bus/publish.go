@@ -20,8 +20,6 @@ type Meta struct {
 	Index, Count int
 	// MsgID is JetStream's de-duplication id.
 	MsgID string
-	// Trace headers are copied from hop to hop.
-	Traceparent, Tracestate string
 }
 
 // Header returns the NATS headers of m.
@@ -35,8 +33,6 @@ func (m Meta) Header() nats.Header {
 	set(messages.HeaderResponseID, m.ResponseID)
 	set(messages.HeaderConversation, m.Conversation)
 	set(messages.HeaderMsgID, m.MsgID)
-	set(messages.HeaderTraceparent, m.Traceparent)
-	set(messages.HeaderTracestate, m.Tracestate)
 	if m.Count > 0 {
 		h.Set(messages.HeaderCallIndex, strconv.Itoa(m.Index))
 		h.Set(messages.HeaderCallCount, strconv.Itoa(m.Count))
@@ -51,8 +47,6 @@ func MetaOf(msg jetstream.Msg) Meta {
 		ResponseID:   h.Get(messages.HeaderResponseID),
 		Conversation: h.Get(messages.HeaderConversation),
 		MsgID:        h.Get(messages.HeaderMsgID),
-		Traceparent:  h.Get(messages.HeaderTraceparent),
-		Tracestate:   h.Get(messages.HeaderTracestate),
 	}
 	if m.Conversation == "" {
 		m.Conversation = messages.ConversationFromSubject(msg.Subject())
@@ -62,10 +56,12 @@ func MetaOf(msg jetstream.Msg) Meta {
 	return m
 }
 
-// Publish publishes body to subject with m's headers and waits for the stream's ack, so
-// a message is never lost between stages. m.MsgID makes a repeated publish a no-op.
+// Publish publishes body to subject with m's headers and the trace context of ctx, and
+// waits for the stream's ack, so a message is never lost between stages. m.MsgID makes
+// a repeated publish a no-op.
 func Publish(ctx context.Context, js jetstream.Publisher, subject string, m Meta, body []byte) error {
 	msg := &nats.Msg{Subject: subject, Header: m.Header(), Data: body}
+	InjectTrace(ctx, msg.Header)
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("publish %s: %w", subject, err)
 	}

@@ -10,6 +10,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/toolbus/toolbus/internal/telemetry"
 )
 
 // Env is what a command reads and writes.
@@ -107,13 +110,31 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// logger writes text logs to stderr: warnings by default, everything with verbose.
-func logger(env Env, verbose bool) *slog.Logger {
-	level := slog.LevelWarn
+// logger writes logs to stderr, with trace and span ids: text for people, JSON for
+// services; warnings by default, everything with verbose.
+func logger(env Env, verbose, asJSON bool) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelWarn}
 	if verbose {
-		level = slog.LevelDebug
+		opts.Level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	var h slog.Handler = slog.NewTextHandler(env.Stderr, opts)
+	if asJSON {
+		h = slog.NewJSONHandler(env.Stderr, opts)
+	}
+	return slog.New(telemetry.LogHandler{Handler: h})
+}
+
+// startTelemetry sets tracing up from OTEL_* and returns its shutdown, bounded in time.
+func startTelemetry(ctx context.Context, service string) (func(), error) {
+	shutdown, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(ctx)
+	}, nil
 }
 
 // envDefault returns the value of the TOOLBUS_ variable for a flag, or def.

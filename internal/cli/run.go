@@ -43,7 +43,12 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := logger(env, *verbose)
+	log := logger(env, *verbose, false)
+	stopTelemetry, err := startTelemetry(ctx, "toolbus")
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 
 	srv, stopServer, err := bus.StartEmbedded(bus.EmbeddedOptions{})
 	if err != nil {
@@ -148,6 +153,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	streamReplicas := fs.Int("stream-replicas", 1, "JetStream replicas of streams and buckets (3 on a cluster)")
 	services := fs.String("services", "", "comma-separated services to run (default all: parser,executor,formatter,healthd)")
 	verbose := fs.Bool("v", false, "log everything to stderr")
+	jsonLogs := fs.Bool("json-logs", false, "log JSON lines")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -155,7 +161,12 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := logger(env, *verbose)
+	log := logger(env, *verbose, *jsonLogs)
+	stopTelemetry, err := startTelemetry(ctx, "toolbus")
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	var nc *nats.Conn
 	if *url == "" {
 		_, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *port, StoreDir: *storeDir})

@@ -24,12 +24,17 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 	if err := parseFlags(fs, args); err != nil {
 		return 2
 	}
-	log := logger(env, *verbose).With("service", name)
+	log := logger(env, *verbose, true).With("service", name)
 	err := func() error {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
 			return err
 		}
+		stopTelemetry, err := startTelemetry(ctx, "toolbus-"+name)
+		if err != nil {
+			return err
+		}
+		defer stopTelemetry()
 		nc, err := nats.Connect(*cf.url, nats.Name("toolbus "+name), nats.MaxReconnects(-1))
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", *cf.url, err)

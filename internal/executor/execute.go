@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RetryPolicy bounds the in-process retries of one delivery of a call. Only transient
@@ -49,6 +53,8 @@ type Executor struct {
 	// Timeout bounds one call when the call carries no earlier deadline. Default 60s.
 	Timeout time.Duration
 	Retry   RetryPolicy
+	// Tracer records one span per attempt; nil means the global tracer provider.
+	Tracer trace.Tracer
 }
 
 // Execute runs one call, with in-process retries of safe transient failures, and returns
@@ -82,14 +88,24 @@ func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (
 
 	var out json.RawMessage
 	var last *messages.ToolError
+	tracer := e.Tracer
+	if tracer == nil {
+		tracer = telemetry.Tracer(nil)
+	}
 	op := func() error {
 		res.Attempts++
-		out, err = e.attempt(ctx, b, call)
+		actx, span := tracer.Start(ctx, "attempt "+strconv.Itoa(res.Attempts), trace.WithAttributes(
+			telemetry.Tool.String(call.Tool), telemetry.Server.String(b.Name()), telemetry.Attempt.Int(res.Attempts)))
+		defer span.End()
+		out, err = e.attempt(actx, b, call)
 		if err == nil {
 			return nil
 		}
 		last = messages.AsToolError(err)
+		span.SetStatus(codes.Error, last.Message)
+		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
 		if last.Code.Retryable() && (safe || last.Unsent) && !deadlinePassed(call) {
+			span.SetAttributes(telemetry.RetryReason.String(last.Message))
 			return err
 		}
 		return backoff.Permanent(err)

@@ -10,7 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures a [Service].
@@ -24,6 +26,7 @@ type Options struct {
 	RedeliveryDelay time.Duration
 	// Owner names this replica in call claims. Default: a unique id.
 	Owner  string
+	Tracer trace.Tracer
 	Logger *slog.Logger
 }
 
@@ -78,7 +81,7 @@ func (s *Service) Run(ctx context.Context) error {
 	maxDeliver := c.CachedInfo().Config.MaxDeliver
 	return bus.Consume(ctx, c, func(ctx context.Context, msg jetstream.Msg) error {
 		return s.handle(ctx, msg, maxDeliver)
-	}, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Heartbeat: s.opts.Heartbeat, Logger: s.opts.Logger})
+	}, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Heartbeat: s.opts.Heartbeat, SpanName: "execute", Tracer: s.opts.Tracer, Logger: s.opts.Logger})
 }
 
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int) error {
@@ -102,6 +105,10 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 		return s.finish(ctx, meta, call, messages.ResultFor(call).Fail(
 			messages.Errorf(messages.CodeInternal, "the call message could not be decoded: %v", err)), false)
 	}
+
+	span := trace.SpanFromContext(ctx)
+	span.SetName("execute " + call.Tool)
+	span.SetAttributes(telemetry.Tool.String(call.Tool))
 
 	claim, err := s.claims.Begin(ctx, call.ID)
 	if err != nil {
@@ -129,6 +136,10 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 
 	res, oc := s.exec.ExecuteOutcome(ctx, call)
 	res.Attempts += claim.PriorAttempts
+	span.SetAttributes(telemetry.Server.String(res.Backend), telemetry.Attempt.Int(res.Attempts))
+	if res.Error != nil {
+		span.SetAttributes(telemetry.ErrorCode.String(string(res.Error.Code)))
+	}
 	if !res.Success && oc.Retryable && !lastDelivery {
 		if err := s.claims.Release(ctx, call.ID, res.Attempts); err != nil {
 			s.opts.Logger.Warn("release claim", "call", call.ID, "err", err)

@@ -10,12 +10,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures a [Service].
 type Options struct {
 	// Concurrency is the number of results handled at once. Default 16.
 	Concurrency int
+	Tracer      trace.Tracer
 	Logger      *slog.Logger
 }
 
@@ -52,7 +54,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("formatter: %w", err)
 	}
-	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Logger: s.logger})
+	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "format", Tracer: s.opts.Tracer, Logger: s.logger})
 }
 
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {

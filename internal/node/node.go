@@ -20,9 +20,11 @@ import (
 	"github.com/toolbus/toolbus/internal/formatter"
 	"github.com/toolbus/toolbus/internal/healthd"
 	"github.com/toolbus/toolbus/internal/parser"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Service names.
@@ -46,8 +48,10 @@ type Options struct {
 	// Replicas of each stage in this process (executors, parsers, formatters). Default 1.
 	Replicas int
 	// Local tools, in addition to the built-ins the configuration turns on.
-	Local  *localtools.Registry
-	Logger *slog.Logger
+	Local *localtools.Registry
+	// TracerProvider records spans; nil means the global provider (see internal/telemetry).
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
 }
 
 // Node is a set of running services.
@@ -115,11 +119,12 @@ type runFunc func(context.Context) error
 
 func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name string, o Options) ([]runFunc, error) {
 	log := o.Logger.With("service", name)
+	tracer := telemetry.Tracer(o.TracerProvider)
 	var runs []runFunc
 	switch name {
 	case Parser:
 		for range o.Replicas {
-			runs = append(runs, parser.New(js, &parser.Options{Logger: log}).Run)
+			runs = append(runs, parser.New(js, &parser.Options{Tracer: tracer, Logger: log}).Run)
 		}
 	case Executor:
 		kv, err := js.KeyValue(ctx, messages.BucketSessions)
@@ -130,9 +135,10 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, err
 		}
+		exec.Tracer = tracer
 		for range o.Replicas {
 			svc, err := executor.New(ctx, js, exec, &executor.Options{
-				Concurrency: o.Config.Executor.Concurrency, Logger: log,
+				Concurrency: o.Config.Executor.Concurrency, Tracer: tracer, Logger: log,
 			})
 			if err != nil {
 				return nil, err
@@ -141,7 +147,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		}
 	case Formatter:
 		for range o.Replicas {
-			f, err := formatter.New(ctx, js, &formatter.Options{Logger: log})
+			f, err := formatter.New(ctx, js, &formatter.Options{Tracer: tracer, Logger: log})
 			if err != nil {
 				return nil, err
 			}

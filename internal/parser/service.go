@@ -10,8 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures a [Service].
@@ -20,6 +23,7 @@ type Options struct {
 	Concurrency int
 	// Extract configures extraction and repair.
 	Extract *toolcall.Options
+	Tracer  trace.Tracer
 	Logger  *slog.Logger
 }
 
@@ -50,7 +54,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("parser: %w", err)
 	}
-	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Logger: s.opts.Logger})
+	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "parse", Tracer: s.opts.Tracer, Logger: s.opts.Logger})
 }
 
 // ResponseID returns the id of a response message: the response id header, else its
@@ -77,6 +81,8 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		deadline, _ = time.Parse(time.RFC3339Nano, d)
 	}
 	w := Plan(meta.ResponseID, meta.Conversation, string(msg.Data()), deadline, s.opts.Extract)
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.ResponseID.String(meta.ResponseID),
+		attribute.Int("toolbus.calls", len(w.Calls)+len(w.Failed)), attribute.Int("toolbus.parse_errors", len(w.Failed)))
 
 	if w.Output != nil {
 		meta.MsgID = meta.ResponseID

@@ -16,7 +16,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Client submits responses and receives outputs over one NATS connection. It is safe
@@ -40,14 +44,13 @@ func New(nc *nats.Conn) (*Client, error) {
 	return &Client{nc: nc, js: js, subs: map[string]*nats.Subscription{}, waiters: map[string]chan []byte{}, users: map[string]int{}}, nil
 }
 
-// SubmitOptions tunes one submission.
+// SubmitOptions tunes one submission. The response continues the trace of the span in
+// the context given to Submit or Ask (W3C traceparent header), or starts a new one.
 type SubmitOptions struct {
 	// ResponseID identifies the response; empty means a new unique id.
 	ResponseID string
 	// Deadline, when set, is when unfinished calls are answered with timeout.
 	Deadline time.Time
-	// Traceparent continues the caller's trace.
-	Traceparent string
 }
 
 // Submit publishes text as a response of conversation and returns its id once JetStream
@@ -72,10 +75,15 @@ func (c *Client) Submit(ctx context.Context, conversation, text string, o *Submi
 	if !opts.Deadline.IsZero() {
 		msg.Header.Set(messages.HeaderDeadline, opts.Deadline.UTC().Format(time.RFC3339Nano))
 	}
-	if opts.Traceparent != "" {
-		msg.Header.Set(messages.HeaderTraceparent, opts.Traceparent)
-	}
+	// The response's trace: a child of the caller's span in ctx, or a new root.
+	ctx, span := telemetry.TracerFor(ctx).Start(ctx, "send toolbus.responses", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(telemetry.NATS, telemetry.MessagingOperation.String("send"),
+			telemetry.MessagingDestination.String(msg.Subject), telemetry.MessagingMessageID.String(id),
+			telemetry.Conversation.String(conversation), telemetry.ResponseID.String(id)))
+	defer span.End()
+	bus.InjectTrace(ctx, msg.Header)
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return "", fmt.Errorf("client: submit: %w", err)
 	}
 	return id, nil

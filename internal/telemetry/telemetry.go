@@ -1,0 +1,113 @@
+// Package telemetry sets up OpenTelemetry tracing from the standard OTEL_* environment
+// variables and defines the span attributes toolbus uses. With no exporter configured,
+// tracing stays off: the global no-op provider is kept and spans cost next to nothing,
+// while trace context still travels from hop to hop in NATS headers.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Instrumentation scope of toolbus's spans.
+const Scope = "github.com/toolbus/toolbus"
+
+// Attribute keys: OpenTelemetry's messaging conventions plus toolbus's own.
+const (
+	MessagingSystem      = attribute.Key("messaging.system")
+	MessagingDestination = attribute.Key("messaging.destination.name")
+	MessagingOperation   = attribute.Key("messaging.operation.type")
+	MessagingMessageID   = attribute.Key("messaging.message.id")
+	MessagingConsumer    = attribute.Key("messaging.consumer.group.name")
+	Conversation         = attribute.Key("toolbus.conversation")
+	ResponseID           = attribute.Key("toolbus.response_id")
+	Tool                 = attribute.Key("toolbus.tool")
+	Server               = attribute.Key("toolbus.server")
+	Attempt              = attribute.Key("toolbus.attempt")
+	Delivery             = attribute.Key("toolbus.delivery")
+	ErrorCode            = attribute.Key("toolbus.error_code")
+	RetryReason          = attribute.Key("toolbus.retry_reason")
+)
+
+// NATS is the messaging.system attribute.
+var NATS = MessagingSystem.String("nats")
+
+// Propagator carries W3C trace context and baggage.
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// Enabled reports whether the environment asks for traces to be exported.
+func Enabled(getenv func(string) string) bool {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if getenv("OTEL_SDK_DISABLED") == "true" || getenv("OTEL_TRACES_EXPORTER") == "none" {
+		return false
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" ||
+		getenv("OTEL_TRACES_EXPORTER") == "otlp"
+}
+
+// Setup installs a global tracer provider exporting over OTLP when the environment asks
+// for it (OTEL_EXPORTER_OTLP_ENDPOINT and friends; OTEL_EXPORTER_OTLP_PROTOCOL
+// "grpc" or "http/protobuf", the default). service is the default of OTEL_SERVICE_NAME.
+// The returned function flushes and stops it; it is a no-op when tracing is off.
+func Setup(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
+	otel.SetTextMapPropagator(Propagator)
+	if !Enabled(nil) {
+		return func(context.Context) error { return nil }, nil
+	}
+	if os.Getenv("OTEL_SERVICE_NAME") == "" {
+		os.Setenv("OTEL_SERVICE_NAME", service)
+	}
+	var exp sdktrace.SpanExporter
+	proto := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if proto == "" {
+		proto = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	switch strings.TrimSpace(proto) {
+	case "grpc":
+		exp, err = otlptracegrpc.New(ctx)
+	case "", "http/protobuf":
+		exp, err = otlptracehttp.New(ctx)
+	default:
+		return nil, fmt.Errorf("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL %q is not grpc or http/protobuf", proto)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost())
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return tp.Shutdown, nil
+}
+
+// Tracer returns toolbus's tracer from tp, or from the global provider when tp is nil.
+func Tracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(Scope)
+}
+
+// TracerFor returns the tracer of the recording span in ctx, so that a caller's own
+// provider records toolbus's spans too, or else the global tracer.
+func TracerFor(ctx context.Context) trace.Tracer {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		return span.TracerProvider().Tracer(Scope)
+	}
+	return Tracer(nil)
+}

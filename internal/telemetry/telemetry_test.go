@@ -1,0 +1,53 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+func TestLogHandlerAddsTraceIDs(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(LogHandler{slog.NewJSONHandler(&buf, nil)}).With("service", "executor")
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("t").Start(context.Background(), "op")
+	log.InfoContext(ctx, "hello")
+	span.End()
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["trace_id"] != span.SpanContext().TraceID().String() || rec["span_id"] != span.SpanContext().SpanID().String() || rec["service"] != "executor" {
+		t.Errorf("record %v", rec)
+	}
+	buf.Reset()
+	log.Info("no span")
+	if bytes.Contains(buf.Bytes(), []byte("trace_id")) {
+		t.Errorf("trace id without a span: %s", buf.Bytes())
+	}
+}
+
+func TestEnabled(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want bool
+	}{
+		{"nothing set", nil, false},
+		{"endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://jaeger:4318"}, true},
+		{"traces endpoint", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://jaeger:4318/v1/traces"}, true},
+		{"disabled", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "true"}, false},
+		{"exporter none", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_TRACES_EXPORTER": "none"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Enabled(func(k string) string { return tt.env[k] }); got != tt.want {
+				t.Errorf("Enabled = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
