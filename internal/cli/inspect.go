@@ -60,7 +60,7 @@ func healthCmd(ctx context.Context, env Env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	nc, err := cf.connect("toolbus health")
+	nc, err := cf.connect("toolbus health", nil, false)
 	if err != nil {
 		return err
 	}

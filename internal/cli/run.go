@@ -132,13 +132,31 @@ type connectFlags struct{ url *string }
 func addConnectFlags(fs interface {
 	String(string, string, string) *string
 }, env Env) connectFlags {
-	return connectFlags{url: fs.String("nats", envDefault(env, "nats-url", nats.DefaultURL), "NATS server URL (TOOLBUS_NATS_URL)")}
+	return connectFlags{url: fs.String("nats", envDefault(env, "nats-url", ""), "NATS server URLs, comma-separated (TOOLBUS_NATS_URL; default: the config's nats.url, else "+nats.DefaultURL+")")}
 }
 
-func (f connectFlags) connect(name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(*f.url, nats.Name(name))
+// URL is the flag's value, else the configuration's, else NATS's default.
+func (f connectFlags) URL(cfg *config.Config) string {
+	switch {
+	case *f.url != "":
+		return *f.url
+	case cfg != nil && cfg.NATS.URL != "":
+		return cfg.NATS.URL
+	}
+	return nats.DefaultURL
+}
+
+// connect connects for a long-running service or a one-shot command; services keep
+// reconnecting for ever.
+func (f connectFlags) connect(name string, cfg *config.Config, forever bool) (*nats.Conn, error) {
+	url := f.URL(cfg)
+	opts := []nats.Option{nats.Name(name)}
+	if forever {
+		opts = append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", *f.url, err)
+		return nil, fmt.Errorf("connect to %s: %w", url, err)
 	}
 	return nc, nil
 }
@@ -150,7 +168,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	port := fs.Int("port", 4222, "client port of the embedded server")
 	storeDir := fs.String("store-dir", envDefault(env, "store-dir", ""), "JetStream directory of the embedded server (default: a temporary one)")
 	replicas := fs.Int("replicas", 1, "replicas of each stage in this process")
-	streamReplicas := fs.Int("stream-replicas", 1, "JetStream replicas of streams and buckets (3 on a cluster)")
+	streamReplicas := fs.Int("stream-replicas", 0, "JetStream replicas of streams and buckets, 3 on a cluster (default: the config's nats.stream_replicas, else 1)")
 	services := fs.String("services", "", "comma-separated services to run (default all: parser,executor,formatter,healthd)")
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	jsonLogs := fs.Bool("json-logs", false, "log JSON lines")
@@ -184,7 +202,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	defer nc.Close()
 	n, err := node.Start(ctx, nc, node.Options{
 		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log,
-		Topology: bus.Topology{Replicas: *streamReplicas},
+		Topology: topology(cfg, *streamReplicas),
 	})
 	if err != nil {
 		return err
@@ -206,7 +224,7 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	nc, err := cf.connect("toolbus send")
+	nc, err := cf.connect("toolbus send", nil, false)
 	if err != nil {
 		return err
 	}

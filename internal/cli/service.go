@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
@@ -19,7 +18,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 	cf := addConnectFlags(fs, env)
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file (TOOLBUS_CONFIG)")
 	replicas := fs.Int("replicas", 1, "replicas of the service in this process")
-	streamReplicas := fs.Int("stream-replicas", 1, "JetStream replicas of streams and buckets (3 on a cluster)")
+	streamReplicas := fs.Int("stream-replicas", 0, "JetStream replicas of streams and buckets, 3 on a cluster (default: the config's nats.stream_replicas, else 1)")
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return 2
@@ -35,14 +34,14 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 			return err
 		}
 		defer stopTelemetry()
-		nc, err := nats.Connect(*cf.url, nats.Name("toolbus "+name), nats.MaxReconnects(-1))
+		nc, err := cf.connect("toolbus "+name, cfg, true)
 		if err != nil {
-			return fmt.Errorf("connect to %s: %w", *cf.url, err)
+			return err
 		}
 		defer nc.Drain()
 		n, err := node.Start(ctx, nc, node.Options{
 			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log,
-			Topology: bus.Topology{Replicas: *streamReplicas},
+			Topology: topology(cfg, *streamReplicas),
 		})
 		if err != nil {
 			return err
@@ -54,4 +53,13 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 		return 1
 	}
 	return 0
+}
+
+// topology is the configuration's stream shape with the --stream-replicas flag on top.
+func topology(cfg *config.Config, replicas int) bus.Topology {
+	t := cfg.Topology()
+	if replicas > 0 {
+		t.Replicas = replicas
+	}
+	return t
 }

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 )
@@ -26,6 +27,7 @@ type Config struct {
 	Local       localtools.Config  `json:"local,omitzero"`
 	Executor    Executor           `json:"executor,omitzero"`
 	Health      Health             `json:"health,omitzero"`
+	NATS        NATS               `json:"nats,omitzero"`
 
 	// Source is the file the configuration came from, for error messages.
 	Source string `json:"-"`
@@ -47,6 +49,30 @@ type Executor struct {
 // Health configures healthd.
 type Health struct {
 	Interval mcpwire.Duration `json:"interval,omitzero"`
+}
+
+// NATS configures the connection and the shape of the streams. Every service provisions
+// the streams at start, so all services of one deployment must share these values.
+type NATS struct {
+	// URL of the NATS servers; flags and TOOLBUS_NATS_URL win.
+	URL string `json:"url,omitempty"`
+	// StreamReplicas: 1 for a single server, 3 on a cluster.
+	StreamReplicas  int              `json:"stream_replicas,omitempty"`
+	AckWait         mcpwire.Duration `json:"ack_wait,omitzero"`
+	MaxDeliver      int              `json:"max_deliver,omitempty"`
+	MaxAckPending   int              `json:"max_ack_pending,omitempty"`
+	OutputMaxAge    mcpwire.Duration `json:"output_max_age,omitzero"`
+	DuplicateWindow mcpwire.Duration `json:"duplicate_window,omitzero"`
+}
+
+// Topology is the stream shape the configuration asks for.
+func (c *Config) Topology() bus.Topology {
+	n := c.NATS
+	return bus.Topology{
+		Replicas: n.StreamReplicas, AckWait: time.Duration(n.AckWait), MaxDeliver: n.MaxDeliver,
+		MaxAckPending: n.MaxAckPending, OutputMaxAge: time.Duration(n.OutputMaxAge),
+		DuplicateWindow: time.Duration(n.DuplicateWindow),
+	}
 }
 
 // On reports whether an optional switch is on; nil means on.

@@ -137,6 +137,9 @@ func TestMCPBackendErrors(t *testing.T) {
 			if !errors.As(err, &te) || te.Code != tt.wantErr {
 				t.Fatalf("Call: err = %v, want %s", err, tt.wantErr)
 			}
+			if ctx.Err() != nil {
+				t.Fatal("the call ended with the test's deadline, not by itself")
+			}
 			if te.Message == "" {
 				t.Error("no message for the model")
 			}

@@ -41,7 +41,8 @@ var All = []string{Parser, Executor, Formatter, Healthd}
 // Options configures a [Node].
 type Options struct {
 	Config *config.Config
-	// Topology of streams and buckets, provisioned at start.
+	// Topology of streams and buckets, provisioned at start; the zero value means the
+	// configuration's.
 	Topology bus.Topology
 	// Services to run; empty means [All].
 	Services []string
@@ -82,6 +83,9 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if o.Topology == (bus.Topology{}) {
+		o.Topology = o.Config.Topology()
+	}
 	if err := bus.Provision(pctx, js, o.Topology); err != nil {
 		return nil, err
 	}

@@ -107,14 +107,56 @@ func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOp
 		return nil, err
 	}
 	defer c.unlisten(conversation, opts.ResponseID)
+	submitted := time.Now()
 	if _, err := c.Submit(ctx, conversation, text, &opts); err != nil {
 		return nil, err
 	}
-	select {
-	case data := <-ch:
-		return decode(data)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("client: waiting for the output of %s: %w", opts.ResponseID, ctx.Err())
+	// The subscription is the fast path. An output published while the connection was
+	// down (a server restart) never reaches it, so the output stream is checked too, at
+	// growing intervals.
+	recheck := time.NewTimer(2 * time.Second)
+	defer recheck.Stop()
+	since, interval := submitted.Add(-time.Second), 2*time.Second
+	for {
+		select {
+		case data := <-ch:
+			return decode(data)
+		case <-recheck.C:
+			if out, err := c.find(ctx, conversation, opts.ResponseID, since); err == nil && out != nil {
+				return out, nil
+			}
+			interval = min(interval*2, 30*time.Second)
+			recheck.Reset(interval)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: waiting for the output of %s: %w", opts.ResponseID, ctx.Err())
+		}
+	}
+}
+
+// find looks for the output of response id in the output stream, from since on.
+func (c *Client) find(ctx context.Context, conversation, id string, since time.Time) (*messages.Output, error) {
+	cons, err := c.js.OrderedConsumer(ctx, messages.StreamOutput, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{messages.OutputSubject(conversation)},
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy, OptStartTime: &since,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		batch, err := cons.FetchNoWait(256)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			if m.Headers().Get(messages.HeaderMsgID) == id {
+				return decode(m.Data())
+			}
+		}
+		if n == 0 || batch.Error() != nil {
+			return nil, batch.Error()
+		}
 	}
 }
 

@@ -70,11 +70,9 @@ func (x *extractor) acceptName(name string) bool {
 // candidateCalls reads the JSON value at text[from] and returns its calls when it is
 // shaped like calls of accepted tools, else ok false with end past the value.
 func (x *extractor) candidateCalls(from, to int) (calls []parsed, end int, ok bool) {
-	v, end, fixes, err := repairValue(x.text[:to], from, x.o.MaxDepth)
-	if err != nil {
-		if se, isSyntax := err.(*SyntaxError); isSyntax {
-			x.budget -= se.Offset - from
-		}
+	v, end, fixes, failed := readValue(x.text[:to], from, x.o.MaxDepth)
+	if failed != nil {
+		x.budget -= max(failed.errAt, failed.pos) - from
 		return nil, from, false
 	}
 	x.budget -= end - from
@@ -145,6 +143,8 @@ func looksLikeSchema(obj string) bool {
 // calls one per line.
 func (x *extractor) candidatePyCalls(from, to int) (calls []parsed, end int, ok bool) {
 	s := x.text[:to]
+	x.quiet = true
+	defer func() { x.quiet = false }()
 	if s[from] == '[' {
 		calls, end, ok = x.pyList(s, from)
 	} else {
@@ -233,15 +233,9 @@ func (x *extractor) wholeResponse(pos int) bool {
 			return false
 		}
 		calls, end, ok := x.pyList(x.text[:te], ts)
-		if !ok || end != te {
+		failed := ok && calls[len(calls)-1].err != ""
+		if !ok || !failed && end != te || failed && x.o.Format == FormatAuto {
 			return false
-		}
-		if x.o.Format == FormatAuto {
-			for _, p := range calls {
-				if p.err != "" {
-					return false
-				}
-			}
 		}
 		x.addAll(blk{format: FormatPythonic, start: ts, end: te}, calls)
 		return true

@@ -18,7 +18,7 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 	for j < len(s) && (isWordByte(s[j]) || s[j] == '.' || s[j] == '-') {
 		j++
 	}
-	if j == i || isDigit(s[i]) || s[i] == '$' {
+	if j == i || !isLetter(s[i]) && s[i] != '_' {
 		return parsed{}, i, false
 	}
 	name := strings.TrimSuffix(s[i:j], ".call") // Llama's built-ins: brave_search.call(query="…")
@@ -28,9 +28,8 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 	if j >= len(s) || s[j] != '(' {
 		return parsed{}, i, false
 	}
-	r := newRepairer(s, x.o.MaxDepth)
+	r := newRepairer(s, j+1, x.o.MaxDepth)
 	r.inCall = true
-	r.pos = j + 1
 	r.out = append(r.out, '{')
 	for n := 0; ; {
 		r.space()
@@ -58,6 +57,9 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 			if key != "" {
 				at = r.pos
 			}
+			if x.quiet {
+				return parsed{name: name, err: "not a call"}, at, true
+			}
 			se := newSyntaxError(s, at, nil, "expected a keyword argument name=value or ')', found %s", describeAt(s, at))
 			return parsed{name: name, err: fmt.Sprintf("in %s(…) at line %d, column %d: %s", name, se.Line, se.Column, se.Msg), cause: se}, at, true
 		}
@@ -72,7 +74,11 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 			r.fixes.add(fixMissingValue)
 			r.out = append(r.out, "null"...)
 		} else if !r.value() {
-			return parsed{name: name, err: fmt.Sprintf("in %s(…): %s", name, syntaxMessage(r.err)), cause: r.err}, r.err.Offset, true
+			if x.quiet {
+				return parsed{name: name, err: "not a call"}, max(r.errAt, r.pos), true
+			}
+			se := r.syntaxError()
+			return parsed{name: name, err: fmt.Sprintf("in %s(…): %s", name, syntaxMessage(se)), cause: se}, se.Offset, true
 		}
 		n++
 	}
@@ -103,7 +109,7 @@ func (x *extractor) pyList(s string, i int) (calls []parsed, end int, ok bool) {
 		}
 		calls = append(calls, p)
 		if p.err != "" {
-			return calls, len(s), true
+			return calls, e, true
 		}
 		pos = e
 	}

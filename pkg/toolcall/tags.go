@@ -1,8 +1,6 @@
 package toolcall
 
-import (
-	"strings"
-)
+import "strings"
 
 // The tag formats: <tool_call> (JSON, Qwen3-Coder XML, GLM), <tool_calls> and
 // <function_calls>.
@@ -47,11 +45,33 @@ func (x *extractor) toolCallTag(at, limit int) (int, bool) {
 		return from, false // `<tool_call>` named in prose
 	}
 	bodyEnd, end, closed := x.blockEnd(from, limit, litToolCall, litToolCallEnd)
+	if closed {
+		bodyEnd, end = x.spanningJSON(from, bodyEnd, end, limit, litToolCallEnd)
+	}
 	b := blk{format: FormatToolCallTag, start: at, end: end}
 	if !closed {
 		b.fixes.add(fixUnclosedTag)
 	}
 	return x.toolCallBody(b, from, bodyEnd, closed), true
+}
+
+// spanningJSON handles a closing tag that the model wrote inside a JSON string of the
+// call, as a file's content may: when the body is JSON cut off at the tag, and valid
+// JSON that goes on past it ends right before another closing tag, the block ends there.
+func (x *extractor) spanningJSON(from, bodyEnd, end, limit int, close lit) (int, int) {
+	ts, te := trimSpan(x.text, from, bodyEnd)
+	if ts == te || x.text[ts] != '{' || x.text[te-1] == '}' || x.budget <= 0 {
+		return bodyEnd, end
+	}
+	e, res := scanStrictValue(x.text[:limit], ts, x.o.MaxDepth)
+	x.budget -= e - ts
+	if res != strictOK || e <= bodyEnd {
+		return bodyEnd, end
+	}
+	if i := skipJSONSpace(x.text[:limit], e); strings.HasPrefix(x.text[i:limit], litText[close]) {
+		return i, i + len(litText[close])
+	}
+	return bodyEnd, end
 }
 
 // toolCallBody reads what a <tool_call> holds and returns where the block ends.

@@ -1,8 +1,6 @@
 package toolcall
 
-import (
-	"strings"
-)
+import "strings"
 
 // The special-token formats: Llama's <|python_tag|> and <|python_start|>, Mistral's
 // [TOOL_CALLS], DeepSeek's and Kimi K2's call sections.

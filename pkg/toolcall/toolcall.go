@@ -114,7 +114,8 @@ type Options struct {
 	// Format pins the syntax when not FormatAuto: only that format's markers are looked
 	// for (the <tool_call> tag serves FormatToolCallTag, FormatQwen3Coder and FormatGLM
 	// alike), and a whole response of bare JSON or of a pythonic list counts as calls
-	// without naming a known tool.
+	// without naming a known tool. A value that is not a Format counts as FormatAuto;
+	// ParseFormat checks configuration.
 	Format Format
 	// MaxInputSize bounds the response in bytes (default DefaultMaxInputSize).
 	MaxInputSize int

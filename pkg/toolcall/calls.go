@@ -1,0 +1,310 @@
+package toolcall
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Turning what a block holds into calls.
+
+// blk is the block a call was found in.
+type blk struct {
+	format     Format
+	start, end int
+	fixes      fixSet // repairs that apply to every call of the block
+}
+
+// parsed is a call read from a block, before it is numbered and checked.
+type parsed struct {
+	name  string
+	args  []byte // a JSON object
+	fixes fixSet
+	err   string // why the call cannot be read; a sentence without final period
+	cause error
+}
+
+// add appends a call read from block b.
+func (x *extractor) add(b blk, p parsed) {
+	if len(x.calls) >= x.o.MaxCalls {
+		x.overflow++
+		return
+	}
+	c := Call{
+		Index:  len(x.calls),
+		Name:   p.name,
+		Format: b.format,
+		Raw:    x.text[b.start:b.end],
+		Start:  b.start,
+		End:    b.end,
+	}
+	fixes := p.fixes | b.fixes
+	if p.err == "" {
+		args := p.args
+		if len(args) == 0 {
+			args = []byte("{}")
+		} else if x.o.Schemas != nil {
+			if coerced, ok := x.coerce(p.name, args); ok {
+				args = coerced
+				fixes.add(fixSchemaCoercion)
+			}
+		}
+		c.Arguments = json.RawMessage(args)
+	} else {
+		c.Arguments = json.RawMessage("{}")
+		c.Err = &messages.ToolError{
+			Code: messages.CodeParseError,
+			Message: fmt.Sprintf("the %s at line %d could not be read: %s. %s",
+				blockNoun(b.format), x.lineOf(b.start), p.err, formatHint(b.format)),
+			Err: p.cause,
+		}
+	}
+	c.Repairs = fixes.names()
+	x.calls = append(x.calls, c)
+}
+
+// fail adds a failed call for block b.
+func (x *extractor) fail(b blk, name string, cause error, format string, args ...any) {
+	x.add(b, parsed{name: name, err: fmt.Sprintf(format, args...), cause: cause})
+}
+
+func blockNoun(f Format) string {
+	switch f {
+	case FormatToolCallTag, FormatQwen3Coder, FormatGLM:
+		return "<tool_call> block"
+	case FormatToolCallsTag:
+		return "<tool_calls> block"
+	case FormatFunctionCalls:
+		return "<function_calls> block"
+	case FormatMistral:
+		return "[TOOL_CALLS] call"
+	case FormatLlamaJSON:
+		return "<|python_tag|> call"
+	case FormatPythonic:
+		return "pythonic call"
+	case FormatDeepSeekV3, FormatDeepSeekV31, FormatKimiK2:
+		return "tool call"
+	}
+	return "tool call"
+}
+
+func formatHint(f Format) string {
+	switch f {
+	case FormatQwen3Coder:
+		return "Write each call as <tool_call><function=TOOL_NAME><parameter=NAME>value</parameter></function></tool_call>."
+	case FormatGLM:
+		return "Write each call as <tool_call>TOOL_NAME<arg_key>NAME</arg_key><arg_value>value</arg_value></tool_call>."
+	case FormatPythonic, FormatFunctionCalls:
+		return "Write each call as TOOL_NAME(name=value, ...) with Python literals as values."
+	case FormatMistral:
+		return `Write the calls as [TOOL_CALLS][{"name": "TOOL_NAME", "arguments": {...}}].`
+	case FormatLlamaJSON:
+		return `Write each call as {"name": "TOOL_NAME", "parameters": {...}}.`
+	case FormatToolCallsTag:
+		return `Write the calls as <tool_calls>[{"name": "TOOL_NAME", "arguments": {...}}]</tool_calls>.`
+	case FormatDeepSeekV3, FormatDeepSeekV31:
+		return "Write each call as <｜tool▁call▁begin｜>TOOL_NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>."
+	case FormatKimiK2:
+		return "Write each call as <|tool_call_begin|>functions.TOOL_NAME:0<|tool_call_argument_begin|>{...}<|tool_call_end|>."
+	}
+	return `Write each call as <tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call> with valid JSON.`
+}
+
+func (x *extractor) known(name string) bool {
+	return slices.Contains(x.o.KnownTools, name)
+}
+
+// jsonCalls reads the JSON values in text[from:to] as calls of block b: an object per
+// call, or arrays of them, separated by whitespace, ',' or ';'. It returns where the
+// last value ended; what follows it is not part of any call.
+func (x *extractor) jsonCalls(b blk, from, to int) int {
+	s := x.text[:to]
+	pos := from
+	for n := 0; ; n++ {
+		for pos < to && (s[pos] <= ' ' || s[pos] == ';' || s[pos] == ',' && n > 0) {
+			pos++
+		}
+		if pos >= to || n > 0 && s[pos] != '{' && s[pos] != '[' {
+			return pos
+		}
+		v, end, fixes, err := repairValue(s, pos, x.o.MaxDepth)
+		if err != nil {
+			x.fail(b, salvageName(s[pos:to]), err, "%s", syntaxMessage(err))
+			return to
+		}
+		x.callsFromValue(b, v, fixes)
+		pos = end
+	}
+}
+
+// syntaxMessage words a RepairJSON error for a call's message.
+func syntaxMessage(err error) string {
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		if se.Err != nil {
+			return fmt.Sprintf("at line %d, column %d: %s", se.Line, se.Column, se.Msg)
+		}
+		return fmt.Sprintf("invalid JSON at line %d, column %d: %s", se.Line, se.Column, se.Msg)
+	}
+	return "invalid JSON: " + err.Error()
+}
+
+// callsFromValue adds the calls of a valid JSON value: an object or an array of them.
+func (x *extractor) callsFromValue(b blk, v string, fixes fixSet) {
+	switch v[0] {
+	case '{':
+		p := x.callFromObject(v)
+		p.fixes |= fixes
+		x.add(b, p)
+	case '[':
+		for it := arrayElements(v); x.overflow == 0; {
+			e, ok := it.next()
+			if !ok {
+				break
+			}
+			if e[0] != '{' {
+				x.fail(b, "", nil, "expected each element of the array to be a call object {\"name\": …, \"arguments\": {…}}, found %s", jsonKind(e))
+				continue
+			}
+			p := x.callFromObject(e)
+			p.fixes |= fixes
+			x.add(b, p)
+		}
+	default:
+		x.fail(b, "", nil, `expected a JSON object {"name": …, "arguments": {…}}, found %s`, jsonKind(v))
+	}
+}
+
+// The keys a call object may name its tool and its arguments with, best first.
+var (
+	nameKeys = []string{`"name"`, `"tool"`, `"tool_name"`, `"function_name"`, `"function"`}
+	argsKeys = []string{`"arguments"`, `"parameters"`, `"args"`, `"params"`, `"input"`}
+)
+
+// callFromObject reads one call from a valid JSON object.
+func (x *extractor) callFromObject(obj string) parsed {
+	var name, args, fn string
+	nameRank, argsRank := len(nameKeys), len(argsKeys)
+	n := 0
+	var onlyKey, onlyValue string
+	for it := objectMembers(obj); ; n++ {
+		k, vs, ve, ok := it.next()
+		if !ok {
+			break
+		}
+		v := obj[vs:ve]
+		onlyKey, onlyValue = k, v
+		if k == `"function"` && v[0] == '{' {
+			fn = v
+			continue
+		}
+		if i := slices.Index(nameKeys, k); i >= 0 && i < nameRank {
+			name, nameRank = v, i
+		}
+		if i := slices.Index(argsKeys, k); i >= 0 && i < argsRank {
+			args, argsRank = v, i
+		}
+	}
+	if name == "" && fn != "" {
+		// OpenAI style: {"type": "function", "function": {"name": …, "arguments": "…"}}
+		return x.callFromObject(fn)
+	}
+	if name == "" {
+		// {"get_weather": {"city": "Paris"}}: the tool's name as the only key.
+		if n == 1 && onlyValue[0] == '{' {
+			if k := decodeString(onlyKey); x.known(k) {
+				return parsed{name: k, args: []byte(onlyValue)}
+			}
+		}
+		return parsed{err: `the call has no "name"`}
+	}
+	if name[0] != '"' {
+		return parsed{err: fmt.Sprintf(`"name" must be a string, found %s`, jsonKind(name))}
+	}
+	p := parsed{name: strings.TrimSpace(decodeString(name))}
+	if p.name == "" {
+		p.err = `"name" is empty`
+		return p
+	}
+	p.args, p.fixes, p.err, p.cause = x.arguments(args)
+	return p
+}
+
+// arguments turns the raw value of a call's arguments into a JSON object.
+func (x *extractor) arguments(raw string) (args []byte, fixes fixSet, msg string, cause error) {
+	switch {
+	case raw == "" || raw == "null":
+		return []byte("{}"), 0, "", nil
+	case raw[0] == '{':
+		return []byte(raw), 0, "", nil
+	case raw[0] == '"':
+		// A JSON string holding the arguments, as OpenAI's API writes them.
+		v, fixes, err := repairArguments(decodeString(raw), x.o.MaxDepth, x.o.MaxInputSize)
+		if err != nil {
+			msg := err.Error()
+			var se *SyntaxError
+			if errors.As(err, &se) {
+				msg = se.Msg
+			}
+			return nil, 0, `the "arguments" string does not hold a JSON object: ` + msg, err
+		}
+		fixes.add(fixStringArguments)
+		return v, fixes, "", nil
+	}
+	return nil, 0, fmt.Sprintf(`"arguments" must be a JSON object, found %s`, jsonKind(raw)), nil
+}
+
+// decodeString decodes a valid JSON string.
+func decodeString(raw string) string {
+	if !strings.Contains(raw, `\`) {
+		return raw[1 : len(raw)-1]
+	}
+	var s string
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func jsonKind(v string) string {
+	switch v[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// salvageName finds the tool name in a call that cannot be parsed, so that its error
+// result can still name the tool.
+func salvageName(s string) string {
+	for _, key := range []string{`"name"`, `"tool"`, `'name'`, `'tool'`} {
+		i := strings.Index(s, key)
+		if i < 0 {
+			continue
+		}
+		rest := strings.TrimLeft(s[i+len(key):], " \t\r\n")
+		if !strings.HasPrefix(rest, ":") {
+			continue
+		}
+		rest = strings.TrimLeft(rest[1:], " \t\r\n")
+		if rest == "" || rest[0] != '"' && rest[0] != '\'' {
+			continue
+		}
+		if j := strings.IndexByte(rest[1:], rest[0]); j > 0 && j < 128 {
+			return rest[1 : 1+j]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,59 @@
+// Package toolcall finds the tool calls in the text of a model's response and repairs
+// the JSON models write. It owns one idea, from raw text to calls: it does not know
+// NATS, tool catalogs or schemas beyond what [Options] hands it.
+//
+// # Extraction
+//
+// [Extract] returns every call in the order the model wrote it, the text around the
+// calls as content, and the text inside <think>…</think> as reasoning; a call inside
+// reasoning is never extracted. It never fails as a whole: a block that was meant as a
+// call but cannot be read becomes a [Call] whose Err (code messages.CodeParseError) says
+// where and why, in words a model can act on, next to the calls that could be read.
+//
+// # Formats
+//
+// The format is detected per block, or pinned with [Options].Format:
+//
+//   - <tool_call>{"name": …, "arguments": {…}}</tool_call> and {"tool": …, "parameters": …}
+//     (Hermes, Qwen 2.5/3, QwQ), "arguments" also as a JSON string; a final block whose
+//     closing tag is missing ([FormatToolCallTag]).
+//   - Qwen3-Coder's <function=NAME><parameter=KEY>…</parameter></function> and GLM's
+//     NAME<arg_key>…</arg_key><arg_value>…</arg_value> inside <tool_call> ([FormatQwen3Coder],
+//     [FormatGLM]); their values are typed by the tool's input schema in [Options].Schemas.
+//   - Llama 3/4 JSON after <|python_tag|>, several separated by ';' ([FormatLlamaJSON]).
+//   - Pythonic [get_weather(city='Paris'), clock()], as the whole response or inside
+//     <|python_start|>…<|python_end|> ([FormatPythonic]).
+//   - Mistral's [TOOL_CALLS][{…}] and [TOOL_CALLS]NAME{…} / NAME[ARGS]{…} ([FormatMistral]).
+//   - DeepSeek V3 and V3.1 and Kimi K2 special tokens ([FormatDeepSeekV3],
+//     [FormatDeepSeekV31], [FormatKimiK2]).
+//   - <tool_calls>[…]</tool_calls> (Jamba, [FormatToolCallsTag]) and <function_calls>
+//     holding pythonic calls (OLMo 3) or <invoke name="…"> XML ([FormatFunctionCalls]).
+//   - A bare or ```json-fenced JSON object or array shaped like a call, or a pythonic
+//     list, only when it names one of [Options].KnownTools, so that ordinary JSON in an
+//     answer is never run ([FormatJSON]). A code fence is otherwise content: a call
+//     written there as an example is not run, unless the fence holds nothing but calls.
+//
+// # Repair
+//
+// [RepairJSON] has three layers. Valid JSON is returned unchanged after one validation
+// pass that is faster than encoding/json's. Anything else goes through a tolerant
+// single-pass parser that records what it fixed (the Repair… constants): code fences,
+// prose around the JSON, comments, single and curly quotes, unquoted keys and values,
+// Python literals and dicts ({p=10}), missing and extra commas and colons, missing
+// values, string concatenation, ellipses, unescaped quotes and control characters in
+// strings, invalid escapes, and output cut off in the middle (unclosed strings, objects
+// and arrays). What even that parser cannot read gives a [*SyntaxError] with the line,
+// the column and what was expected. [RepairArguments] does the same for the arguments
+// of a call, which must be an object, also when they arrive as a JSON string.
+//
+// Where a tool's input schema is known, arguments are converted to the types it names
+// ("10" to 10, "true" to true, "[1, 2]" to an array); a value that does not convert is
+// left for schema validation to report, and a missing value is never invented.
+//
+// # Limits
+//
+// Every pass is linear in its input, and [Options] bounds the response size, the
+// nesting depth of arguments and the calls per response (defaults
+// [DefaultMaxInputSize], [DefaultMaxDepth], [DefaultMaxCalls]). Over a limit, the
+// response or the call fails with a parse error; nothing panics.
+package toolcall

@@ -1,0 +1,111 @@
+//go:build jsonrepairbench
+
+// The side-by-side benchmark with github.com/kaptinlin/jsonrepair. It needs that module
+// as a test dependency, so it builds only with -tags jsonrepairbench:
+//
+//	go get github.com/kaptinlin/jsonrepair
+//	go test -tags jsonrepairbench -run Kaptinlin -bench SideBySide -benchmem ./pkg/toolcall/
+
+package toolcall
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kaptinlin/jsonrepair"
+)
+
+// repairInputs are the inputs of the repair corpus, which both libraries are run on.
+func repairInputs(tb testing.TB) []string {
+	files, _ := filepath.Glob(filepath.Join("testdata", "repair", "*.txtar"))
+	var in []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		_, secs := parseTxtar(string(data))
+		for _, s := range secs {
+			if strings.HasSuffix(s.name, ".in") {
+				in = append(in, strings.TrimSuffix(s.data, "\n"))
+			}
+		}
+	}
+	return in
+}
+
+func BenchmarkSideBySide(b *testing.B) {
+	corpus := repairInputs(b)
+	size := 0
+	for _, s := range corpus {
+		size += len(s)
+	}
+	sets := []struct {
+		name   string
+		inputs []string
+		bytes  int
+	}{
+		{"valid", []string{validArgs}, len(validArgs)},
+		{"broken", []string{brokenArgs}, len(brokenArgs)},
+		{"corpus", corpus, size},
+	}
+	for _, set := range sets {
+		b.Run(set.name+"/toolbus", func(b *testing.B) {
+			b.SetBytes(int64(set.bytes))
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, s := range set.inputs {
+					_, _, _ = RepairJSON(s)
+				}
+			}
+		})
+		b.Run(set.name+"/kaptinlin", func(b *testing.B) {
+			b.SetBytes(int64(set.bytes))
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, s := range set.inputs {
+					_, _ = jsonrepair.Repair(s)
+				}
+			}
+		})
+	}
+}
+
+// TestKaptinlinAgreement reports where the two libraries read the corpus differently.
+func TestKaptinlinAgreement(t *testing.T) {
+	same, differ, onlyUs, onlyThem := 0, 0, 0, 0
+	for _, in := range repairInputs(t) {
+		ours, _, err1 := RepairJSON(in)
+		theirs, err2 := jsonrepair.Repair(in)
+		switch {
+		case err1 != nil && err2 != nil:
+			same++
+		case err1 != nil:
+			onlyThem++
+			t.Logf("only kaptinlin repairs %q: %s (ours: %v)", in, theirs, err1)
+		case err2 != nil:
+			onlyUs++
+			t.Logf("only toolbus repairs %q: %s (theirs: %v)", in, ours, err2)
+		case equalJSON(ours, []byte(theirs)):
+			same++
+		default:
+			differ++
+			t.Logf("differ on %q:\n  toolbus   %s\n  kaptinlin %s", in, ours, theirs)
+		}
+	}
+	t.Logf("same %d, different %d, only toolbus repairs %d, only kaptinlin repairs %d", same, differ, onlyUs, onlyThem)
+}
+
+func equalJSON(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}

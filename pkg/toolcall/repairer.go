@@ -1,0 +1,666 @@
+package toolcall
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// repairer is the tolerant parser: recursive descent over src from pos, writing compact
+// JSON to out. Every method consumes input, so a pass is linear in the input.
+type repairer struct {
+	src   string
+	pos   int
+	out   []byte
+	fixes fixSet
+	// The open containers, '{' or '[', innermost last: the first in small, the rest
+	// in deep (a slice into small would make every repairer escape to the heap).
+	depth    int
+	small    [32]byte
+	deep     []byte
+	maxDepth int
+	// inCall is set while reading a pythonic call's arguments: ')' then ends values and
+	// closes whatever is open.
+	inCall bool
+	// The first failure: where, why, and the limit that caused it, if any.
+	failed   bool
+	errAt    int
+	errMsg   string
+	errLimit error
+}
+
+// newRepairer returns a repairer of src that starts at from.
+func newRepairer(src string, from, maxDepth int) *repairer {
+	r := new(repairer)
+	r.init(src, from, maxDepth)
+	return r
+}
+
+func (r *repairer) init(src string, from, maxDepth int) {
+	// Size the output for the text ahead, but not for all of a long response that a
+	// short value starts.
+	size := min(len(src)-from, 1<<10) + 16
+	*r = repairer{src: src, pos: from, maxDepth: maxDepth, out: make([]byte, 0, size)}
+}
+
+// finish checks the output. It is valid by construction; the check turns a bug into an
+// error instead of a call with broken arguments.
+func (r *repairer) finish() (json.RawMessage, fixSet, error) {
+	if len(r.out) == 0 || checkStrict(unsafe.String(&r.out[0], len(r.out)), r.maxDepth+1) != strictOK {
+		return nil, 0, &SyntaxError{Line: 1, Column: 1, Msg: "the JSON could not be repaired"}
+	}
+	return r.out, r.fixes, nil
+}
+
+func (r *repairer) fail(at int, format string, args ...any) bool {
+	if !r.failed {
+		r.failed, r.errAt, r.errMsg = true, at, fmt.Sprintf(format, args...)
+	}
+	return false
+}
+
+func (r *repairer) tooDeep(at int) bool {
+	r.fail(at, "objects and arrays are nested more than %d levels deep", r.maxDepth)
+	r.errLimit = ErrTooDeep
+	return false
+}
+
+// syntaxError locates the failure in lines and columns.
+func (r *repairer) syntaxError() *SyntaxError {
+	return newSyntaxError(r.src, r.errAt, r.errLimit, "%s", r.errMsg)
+}
+
+func (r *repairer) eof() bool { return r.pos >= len(r.src) }
+
+// space skips whitespace and comments.
+func (r *repairer) space() {
+	s := r.src
+	for r.pos < len(s) {
+		c := s[r.pos]
+		switch {
+		case c <= ' ':
+			if !isJSONSpace(c) {
+				r.fixes.add(fixWhitespace)
+			}
+			r.pos++
+		case c == '/' && r.pos+1 < len(s) && s[r.pos+1] == '/',
+			c == '#' && (r.pos+1 == len(s) || s[r.pos+1] <= ' ' || s[r.pos+1] == '#'):
+			r.fixes.add(fixComments)
+			if nl := strings.IndexByte(s[r.pos:], '\n'); nl >= 0 {
+				r.pos += nl + 1
+			} else {
+				r.pos = len(s)
+			}
+		case c == '/' && r.pos+1 < len(s) && s[r.pos+1] == '*':
+			r.fixes.add(fixComments)
+			if e := strings.Index(s[r.pos+2:], "*/"); e >= 0 {
+				r.pos += e + 4
+			} else {
+				r.pos = len(s)
+			}
+		case c >= utf8.RuneSelf:
+			ru, size := utf8.DecodeRuneInString(s[r.pos:])
+			if !isOtherSpace(ru) {
+				return
+			}
+			r.fixes.add(fixWhitespace)
+			r.pos += size
+		default:
+			return
+		}
+	}
+}
+
+// isOtherSpace reports the non-ASCII spaces models put between tokens.
+func isOtherSpace(r rune) bool {
+	switch r {
+	case 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200B
+}
+
+func (r *repairer) push(kind byte) bool {
+	if r.depth >= r.maxDepth {
+		return r.tooDeep(r.pos)
+	}
+	if r.depth < len(r.small) {
+		r.small[r.depth] = kind
+	} else {
+		r.deep = append(r.deep[:r.depth-len(r.small)], kind)
+	}
+	r.depth++
+	return true
+}
+
+func (r *repairer) pop() { r.depth-- }
+
+// encloses reports whether a container of kind is open outside the innermost one.
+func (r *repairer) encloses(kind byte) bool {
+	for i := r.depth - 2; i >= 0; i-- {
+		k := byte(0)
+		if i < len(r.small) {
+			k = r.small[i]
+		} else {
+			k = r.deep[i-len(r.small)]
+		}
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// scalarAhead reports whether the text at pos starts with a string, a number or a
+// literal, rather than prose.
+func (r *repairer) scalarAhead() bool {
+	s := r.src
+	c := s[r.pos]
+	if c == '-' || isDigit(c) {
+		return true
+	}
+	if q, _ := openQuote(s, r.pos); q != quoteNone {
+		return true
+	}
+	i := r.pos
+	for i < len(s) && isWordByte(s[i]) {
+		i++
+	}
+	if _, ok := literals[s[r.pos:i]]; ok {
+		return skipJSONSpace(s, i) == len(s)
+	}
+	return false
+}
+
+// value reads one value; the caller has checked that one starts at pos.
+func (r *repairer) value() bool {
+	s := r.src
+	c := s[r.pos]
+	switch {
+	case c == '{':
+		return r.object()
+	case c == '[':
+		return r.array()
+	case c == '-' || c == '+' || c == '.' || isDigit(c):
+		return r.number()
+	case isWordByte(c):
+		return r.word()
+	}
+	if q, _ := openQuote(s, r.pos); q != quoteNone {
+		r.stringValue()
+		return true
+	}
+	if c >= utf8.RuneSelf || c > ' ' && !structural[c] {
+		return r.unquoted(r.pos) // #fff, /tmp/x, <b>, @user
+	}
+	return r.fail(r.pos, "expected a value, found %s", describeAt(s, r.pos))
+}
+
+// structural marks the ASCII punctuation that cannot start an unquoted string.
+var structural = func() (t [256]bool) {
+	for _, c := range []byte("{}[]():;,=") {
+		t[c] = true
+	}
+	return t
+}()
+
+// startsValue reports whether a value can start at s[i].
+func (r *repairer) startsValue(i int) bool {
+	c := r.src[i]
+	switch {
+	case c == '{' || c == '[' || c == '-' || c == '+' || c == '.' || isDigit(c) || isWordByte(c) || c >= utf8.RuneSelf:
+		return true
+	}
+	q, _ := openQuote(r.src, i)
+	return q != quoteNone
+}
+
+// closes reports whether c ends the current container when it is not its own bracket.
+func (r *repairer) closes(c byte) bool {
+	return c == '}' || c == ']' || c == ')' && r.inCall
+}
+
+func (r *repairer) object() bool {
+	r.pos++
+	if !r.push('{') {
+		return false
+	}
+	r.out = append(r.out, '{')
+	s := r.src
+	members := 0
+	comma := false           // a comma was read since the last member
+	elided := false          // a "..." stood for members
+	var keyStart, keyEnd int // the last key, in out
+	for {
+		r.space()
+		if r.eof() {
+			r.fixes.add(fixUnclosedObject)
+			break
+		}
+		c := s[r.pos]
+		if r.closes(c) {
+			if comma && members > 0 {
+				r.fixes.add(fixTrailingComma)
+			}
+			if c == '}' {
+				r.pos++
+			} else if c == ']' && !r.encloses('[') {
+				r.fixes.add(fixMismatchedBracket)
+				r.pos++
+			} else {
+				r.fixes.add(fixUnclosedObject) // leave c to the container it closes
+			}
+			break
+		}
+		if c == ',' || c == ';' {
+			if members == 0 && !elided || comma {
+				r.fixes.add(fixExtraComma)
+			}
+			comma = true
+			r.pos++
+			continue
+		}
+		if r.ellipsis() {
+			comma, elided = false, true
+			continue
+		}
+		if members > 0 && !comma {
+			if !r.startsKey(r.pos) {
+				return r.fail(r.pos, "expected ',' or '}' after the value of %s, found %s", r.out[keyStart:keyEnd], describeAt(s, r.pos))
+			}
+			r.fixes.add(fixMissingComma)
+		}
+		if members > 0 {
+			r.out = append(r.out, ',')
+		}
+		keyStart = len(r.out)
+		if !r.key() {
+			return false
+		}
+		keyEnd = len(r.out)
+		r.space()
+		if !r.eof() {
+			switch c := s[r.pos]; {
+			case c == ':':
+				r.pos++
+			case c == '=':
+				r.fixes.add(fixEqualsAsColon)
+				r.pos++
+			case c == ',' || r.closes(c):
+			case r.startsValue(r.pos):
+				r.fixes.add(fixMissingColon)
+			default:
+				return r.fail(r.pos, "expected ':' after the key %s, found %s", r.out[keyStart:keyEnd], describeAt(s, r.pos))
+			}
+		}
+		r.out = append(r.out, ':')
+		r.space()
+		if r.eof() || s[r.pos] == ',' || r.closes(s[r.pos]) {
+			r.fixes.add(fixMissingValue)
+			r.out = append(r.out, "null"...)
+		} else if !r.value() {
+			return false
+		}
+		members++
+		comma = false
+	}
+	r.out = append(r.out, '}')
+	r.pop()
+	return true
+}
+
+// startsKey reports whether an object key can start at s[i].
+func (r *repairer) startsKey(i int) bool {
+	if q, _ := openQuote(r.src, i); q != quoteNone {
+		return true
+	}
+	c := r.src[i]
+	return isWordByte(c) || isDigit(c) || c == '-' || c >= utf8.RuneSelf
+}
+
+// key reads an object key: a quoted string or a bare word.
+func (r *repairer) key() bool {
+	s := r.src
+	if q, _ := openQuote(s, r.pos); q != quoteNone {
+		r.str(true, true)
+		return true
+	}
+	if !r.startsKey(r.pos) {
+		return r.fail(r.pos, "expected a quoted key or '}', found %s", describeAt(s, r.pos))
+	}
+	start := r.pos
+	for r.pos < len(s) && !bareKeyStop[s[r.pos]] {
+		r.pos++
+	}
+	r.fixes.add(fixUnquotedKeys)
+	r.appendQuoted(s[start:r.pos])
+	return true
+}
+
+// bareKeyStop marks the bytes that end an unquoted key.
+var bareKeyStop = func() (t [256]bool) {
+	for c := 0; c <= ' '; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte(`:=,;{}[]()"'`) {
+		t[c] = true
+	}
+	return t
+}()
+
+func (r *repairer) array() bool {
+	r.pos++
+	if !r.push('[') {
+		return false
+	}
+	r.out = append(r.out, '[')
+	s := r.src
+	n := 0
+	comma := false
+	elided := false
+	for {
+		r.space()
+		if r.eof() {
+			r.fixes.add(fixUnclosedArray)
+			break
+		}
+		c := s[r.pos]
+		if r.closes(c) {
+			if comma && n > 0 {
+				r.fixes.add(fixTrailingComma)
+			}
+			if c == ']' {
+				r.pos++
+			} else if c == '}' && !r.encloses('{') {
+				r.fixes.add(fixMismatchedBracket)
+				r.pos++
+			} else {
+				r.fixes.add(fixUnclosedArray)
+			}
+			break
+		}
+		if c == ',' {
+			if n == 0 && !elided || comma {
+				r.fixes.add(fixExtraComma)
+			}
+			comma = true
+			r.pos++
+			continue
+		}
+		if r.ellipsis() {
+			comma, elided = false, true
+			continue
+		}
+		if n > 0 && !comma {
+			if !r.startsValue(r.pos) {
+				return r.fail(r.pos, "expected ',' or ']' after an array element, found %s", describeAt(s, r.pos))
+			}
+			r.fixes.add(fixMissingComma)
+		}
+		if n > 0 {
+			r.out = append(r.out, ',')
+		}
+		if !r.startsValue(r.pos) {
+			return r.fail(r.pos, "expected a value or ']', found %s", describeAt(s, r.pos))
+		}
+		if !r.value() {
+			return false
+		}
+		n++
+		comma = false
+	}
+	r.out = append(r.out, ']')
+	r.pop()
+	return true
+}
+
+// ellipsis skips a "..." or "…" standing for elided elements.
+func (r *repairer) ellipsis() bool {
+	rest := r.src[r.pos:]
+	switch {
+	case strings.HasPrefix(rest, "..."):
+		r.pos += 3
+	case strings.HasPrefix(rest, "…"):
+		r.pos += len("…")
+	default:
+		return false
+	}
+	for r.pos < len(r.src) && r.src[r.pos] == '.' {
+		r.pos++
+	}
+	r.fixes.add(fixEllipsis)
+	return true
+}
+
+// delimits reports whether s[i] can follow a number or a literal.
+func (r *repairer) delimits(i int) bool {
+	s := r.src
+	if i >= len(s) {
+		return true
+	}
+	switch c := s[i]; c {
+	case ',', '}', ']', ':', ';', '"', '\'':
+		return true
+	case ')':
+		return r.inCall
+	case '/':
+		return i+1 < len(s) && (s[i+1] == '/' || s[i+1] == '*')
+	default:
+		if c <= ' ' {
+			return true
+		}
+		if c >= utf8.RuneSelf {
+			ru, _ := utf8.DecodeRuneInString(s[i:])
+			return isOtherSpace(ru)
+		}
+		return false
+	}
+}
+
+func (r *repairer) number() bool {
+	s := r.src
+	start := r.pos
+	i := start
+	sign := byte(0)
+	if s[i] == '+' || s[i] == '-' {
+		sign = s[i]
+		i++
+	}
+	if i < len(s) && isWordByte(s[i]) && !isDigit(s[i]) {
+		// -Infinity, +Infinity, or a word with a dash.
+		j := i
+		for j < len(s) && isWordByte(s[j]) {
+			j++
+		}
+		if s[i:j] == "Infinity" && r.delimits(j) {
+			r.fixes.add(fixNonStandardLiteral)
+			r.out = append(r.out, "null"...)
+			r.pos = j
+			return true
+		}
+		return r.unquoted(start)
+	}
+	intStart := i
+	i = skipDigits(s, i)
+	intEnd := i
+	frac := -1 // index of '.', if any
+	if i < len(s) && s[i] == '.' {
+		frac = i
+		i = skipDigits(s, i+1)
+	}
+	fracEnd := i
+	exp := -1
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') && (intEnd > intStart || fracEnd > frac+1) {
+		exp = i
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		i = skipDigits(s, i)
+	}
+	if !r.delimits(i) || intEnd == intStart && (frac < 0 || fracEnd == frac+1) ||
+		intEnd-intStart > 1 && s[intStart] == '0' {
+		// 10mm, 2024-01-01, 0x1F, 007, a lone "-": a word, not a number.
+		return r.unquoted(start)
+	}
+	r.pos = i
+	if end := scanNumber(s, start); end == i {
+		r.out = append(r.out, s[start:i]...)
+		return true
+	}
+	r.fixes.add(fixNumberFormat)
+	if sign == '-' {
+		r.out = append(r.out, '-')
+	}
+	if intEnd == intStart {
+		r.out = append(r.out, '0')
+	}
+	r.out = append(r.out, s[intStart:intEnd]...)
+	if frac >= 0 {
+		r.out = append(r.out, '.')
+		if fracEnd == frac+1 {
+			r.out = append(r.out, '0')
+		} else {
+			r.out = append(r.out, s[frac+1:fracEnd]...)
+		}
+	}
+	if exp >= 0 {
+		r.out = append(r.out, s[exp:i]...)
+		if !isDigit(s[i-1]) {
+			r.out = append(r.out, '0')
+		}
+	}
+	return true
+}
+
+// literals maps the words that stand for JSON literals to them and to the repair, if any.
+var literals = map[string]struct {
+	json string
+	fix  fix
+	ok   bool // the word is already JSON
+}{
+	"true": {"true", 0, true}, "false": {"false", 0, true}, "null": {"null", 0, true},
+	"True": {"true", fixPythonLiterals, false}, "False": {"false", fixPythonLiterals, false},
+	"None": {"null", fixPythonLiterals, false},
+	"TRUE": {"true", fixPythonLiterals, false}, "FALSE": {"false", fixPythonLiterals, false},
+	"NULL": {"null", fixPythonLiterals, false}, "Null": {"null", fixPythonLiterals, false},
+	"NaN": {"null", fixNonStandardLiteral, false}, "Infinity": {"null", fixNonStandardLiteral, false},
+	"undefined": {"null", fixNonStandardLiteral, false},
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$'
+}
+
+// word reads a literal, or else an unquoted string.
+func (r *repairer) word() bool {
+	s := r.src
+	start := r.pos
+	i := start
+	for i < len(s) && isWordByte(s[i]) {
+		i++
+	}
+	w := s[start:i]
+	if r.delimits(i) {
+		if lit, ok := literals[w]; ok {
+			if !lit.ok {
+				r.fixes.add(lit.fix)
+			}
+			r.out = append(r.out, lit.json...)
+			r.pos = i
+			return true
+		}
+		if i == len(s) {
+			for _, full := range [...]string{"true", "false", "null"} {
+				if strings.HasPrefix(full, w) {
+					r.fixes.add(fixTruncatedLiteral)
+					r.out = append(r.out, full...)
+					r.pos = i
+					return true
+				}
+			}
+		}
+	}
+	return r.unquoted(start)
+}
+
+// unquoted reads a string written without quotes: up to the end of the line or the
+// next ',', '}' or ']'.
+func (r *repairer) unquoted(start int) bool {
+	s := r.src
+	i := start
+	for i < len(s) {
+		c := s[i]
+		if c == ',' || c == '}' || c == ']' || c == '\n' || c == '\r' || c == ')' && r.inCall {
+			break
+		}
+		i++
+	}
+	tok := strings.TrimRight(s[start:i], " \t")
+	if tok == "" {
+		return r.fail(start, "expected a value, found %s", describeAt(s, start))
+	}
+	r.pos = start + len(tok)
+	r.fixes.add(fixUnquotedString)
+	r.appendQuoted(tok)
+	return true
+}
+
+// appendQuoted writes tok as a JSON string.
+func (r *repairer) appendQuoted(tok string) {
+	r.out = append(r.out, '"')
+	for i := 0; i < len(tok); {
+		start := i
+		for i < len(tok) && plainStringByte[tok[i]] {
+			i++
+		}
+		r.out = append(r.out, tok[start:i]...)
+		if i >= len(tok) {
+			break
+		}
+		switch c := tok[i]; {
+		case c == '"' || c == '\\':
+			r.out = append(r.out, '\\', c)
+			i++
+		case c < ' ':
+			r.control(c)
+			i++
+		default:
+			i += r.rune(tok[i:])
+		}
+	}
+	r.out = append(r.out, '"')
+}
+
+// rune copies the UTF-8 sequence at the start of s, or U+FFFD for an invalid byte, and
+// returns the bytes consumed.
+func (r *repairer) rune(s string) int {
+	ru, size := utf8.DecodeRuneInString(s)
+	if ru == utf8.RuneError && size == 1 {
+		r.fixes.add(fixInvalidUTF8)
+		r.out = append(r.out, "\uFFFD"...)
+		return 1
+	}
+	r.out = append(r.out, s[:size]...)
+	return size
+}
+
+// control writes a control character as a JSON escape.
+func (r *repairer) control(c byte) {
+	r.fixes.add(fixControlCharacter)
+	switch c {
+	case '\n':
+		r.out = append(r.out, `\n`...)
+	case '\r':
+		r.out = append(r.out, `\r`...)
+	case '\t':
+		r.out = append(r.out, `\t`...)
+	default:
+		const hex = "0123456789abcdef"
+		r.out = append(r.out, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+	}
+}
