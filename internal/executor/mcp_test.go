@@ -167,3 +167,60 @@ func TestMCPBackendTools(t *testing.T) {
 		t.Errorf("result = %+v", res)
 	}
 }
+
+// localOK is a backend of its own that also has a tool called "ok".
+type localOK struct{}
+
+func (localOK) Name() string               { return "local" }
+func (localOK) Tools() []messages.ToolInfo { return []messages.ToolInfo{{Name: "ok"}} }
+func (localOK) Has(name string) bool       { return name == "ok" }
+func (localOK) Call(context.Context, string, string, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`"local"`), nil
+}
+
+func TestMCPRoutesWin(t *testing.T) {
+	b := "b"
+	srv := mcpTestServer(func(*mcp.ServerSession) {})
+	p, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{"a": {Command: "in-memory"}, "b": {Command: "in-memory"}},
+		&mcpwire.Options{
+			Routes: map[string]*string{"ok": &b, "fail": nil},
+			Dial: func(ctx context.Context, _ string) (mcp.Transport, error) {
+				ct, st := mcp.NewInMemoryTransports()
+				_, err := srv.Connect(ctx, st, nil)
+				return ct, err
+			},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	var backends []executor.Backend
+	backends = append(backends, executor.MCPRoutedBackends(p)...)
+	backends = append(backends, localOK{})
+	backends = append(backends, executor.MCPBackends(p)...)
+	router := executor.NewRouter(backends...)
+
+	tests := []struct {
+		name, tool, wantBackend string
+		wantErr                 bool
+	}{
+		{name: "route wins over a local tool of the same name", tool: "ok", wantBackend: "mcp:b"},
+		{name: "qualified names still reach the other server", tool: "a__ok", wantBackend: "mcp:a"},
+		{name: "routed to local, which has none", tool: "fail", wantErr: true},
+		{name: "unrouted names go by the catalog", tool: "a__fail", wantBackend: "mcp:a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := router.Route(tt.tool)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("routed to %s, want no backend", got.Name())
+				}
+				return
+			}
+			if err != nil || got.Name() != tt.wantBackend {
+				t.Fatalf("Route = %v, %v; want %s", got, err, tt.wantBackend)
+			}
+		})
+	}
+}

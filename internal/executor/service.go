@@ -19,7 +19,8 @@ import (
 type Options struct {
 	// Concurrency is the number of calls run at once by this replica. Default 16.
 	Concurrency int
-	// Heartbeat marks long calls in progress so they are not redelivered. Default 10s.
+	// Heartbeat marks long calls in progress so they are not redelivered. Default: a
+	// third of the consumer's AckWait.
 	Heartbeat time.Duration
 	// RedeliveryDelay is how long a call handed back after a transient failure waits
 	// before another delivery. Default 2s.
@@ -53,9 +54,6 @@ func New(ctx context.Context, js jetstream.JetStream, exec *Executor, opts *Opti
 	if o.Concurrency <= 0 {
 		o.Concurrency = 16
 	}
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = 10 * time.Second
-	}
 	if o.RedeliveryDelay <= 0 {
 		o.RedeliveryDelay = 2 * time.Second
 	}
@@ -78,10 +76,14 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("executor: %w", err)
 	}
-	maxDeliver := c.CachedInfo().Config.MaxDeliver
+	cfg := c.CachedInfo().Config
+	heartbeat := s.opts.Heartbeat
+	if heartbeat <= 0 {
+		heartbeat = max(cfg.AckWait/3, 100*time.Millisecond)
+	}
 	return bus.Consume(ctx, c, func(ctx context.Context, msg jetstream.Msg) error {
-		return s.handle(ctx, msg, maxDeliver)
-	}, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Heartbeat: s.opts.Heartbeat, SpanName: "execute", Tracer: s.opts.Tracer, Logger: s.opts.Logger})
+		return s.handle(ctx, msg, cfg.MaxDeliver)
+	}, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Heartbeat: heartbeat, SpanName: "execute", Tracer: s.opts.Tracer, Logger: s.opts.Logger})
 }
 
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int) error {

@@ -1,0 +1,154 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// The file-backed server is stopped and started again (same store) in the middle of a
+// run: every response still gets exactly one output.
+func TestNATSRestartLosesNothing(t *testing.T) {
+	dir, port := t.TempDir(), freePort(t)
+	start := func() func() {
+		_, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir, Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stop
+	}
+	stop := start()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	connect := func(name string) *nats.Conn {
+		nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sctx, stopServices := context.WithCancel(ctx)
+	var nodes []*node.Node
+	for _, svc := range []string{node.Parser, node.Executor, node.Executor, node.Formatter} {
+		// A short AckWait: acks lost with the connection come back as redeliveries soon.
+		n, err := node.Start(sctx, connect(svc), node.Options{Services: []string{svc}, Topology: bus.Topology{AckWait: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const total = 300
+	var done atomic.Int32
+	counts := map[string]int{}
+	var mu sync.Mutex
+	watch := connect("watcher")
+	if _, err := watch.Subscribe(messages.AllOutputs, func(m *nats.Msg) {
+		mu.Lock()
+		counts[m.Header.Get(messages.HeaderMsgID)]++
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, total)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range total {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			id := fmt.Sprintf("restart-%d", i)
+			text := `<tool_call>{"name": "clock", "arguments": {}}</tool_call><tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "info"}}</tool_call>`
+			// An orchestrator retries a failed submit with the same id; de-duplication
+			// makes that safe.
+			for {
+				actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+				out, err := c.Ask(actx, "restart", text, &client.SubmitOptions{ResponseID: id})
+				acancel()
+				if err == nil {
+					if len(out.Results) != 2 || !out.Results[0].Success || !out.Results[1].Success {
+						errs <- fmt.Errorf("%s: %+v", id, out)
+					}
+					done.Add(1)
+					return
+				}
+				if ctx.Err() != nil {
+					errs <- fmt.Errorf("%s: %w", id, err)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	for done.Load() < total/3 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	time.Sleep(500 * time.Millisecond)
+	stop = start()
+	restarted := time.Now()
+	defer func() { stop() }()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if done.Load() != total {
+		t.Fatalf("%d of %d responses answered", done.Load(), total)
+	}
+	t.Logf("all answered %v after the restart", time.Since(restarted))
+	// No response got two outputs: the output stream holds exactly one per response.
+	js, err := jetstream.New(watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, messages.StreamOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != total {
+		t.Errorf("output stream holds %d outputs for %d responses", info.State.Msgs, total)
+	}
+	stopServices()
+	for _, n := range nodes {
+		n.Wait()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(counts) < total {
+		t.Errorf("outputs seen for %d responses, want %d", len(counts), total)
+	}
+}
