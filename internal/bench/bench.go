@@ -250,7 +250,7 @@ type sizes struct{ response, call, result, output int }
 
 // messageSizes builds one response's messages with the stages' own pure functions.
 func messageSizes(ctx context.Context, text string, cfg *config.Config) (sizes, error) {
-	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions())
+	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions(), nil)
 	if err != nil {
 		return sizes{}, err
 	}

@@ -79,7 +79,10 @@ func (t Topology) Streams() []jetstream.StreamConfig {
 	output.Retention, output.MaxAge = jetstream.LimitsPolicy, t.OutputMaxAge
 	dead := work(messages.StreamDead, messages.AllDead, "toolbus calls that exhausted their deliveries")
 	dead.Retention, dead.MaxAge = jetstream.LimitsPolicy, t.DeadMaxAge
+	advisories := work(messages.StreamAdvisories, "", "toolbus: advisories of messages that ran out of deliveries")
+	advisories.Subjects = messages.AdvisorySubjects()
 	return []jetstream.StreamConfig{
+		advisories,
 		work(messages.StreamResponses, messages.AllResponses, "toolbus: LLM responses to parse"),
 		work(messages.StreamCalls, messages.AllCalls, "toolbus: tool calls to execute"),
 		work(messages.StreamResults, messages.AllResults, "toolbus: tool results to format"),
@@ -99,9 +102,10 @@ func (t Topology) Consumers() map[string]jetstream.ConsumerConfig {
 		}
 	}
 	return map[string]jetstream.ConsumerConfig{
-		messages.StreamResponses: c(messages.ConsumerParser, "toolbus parser replicas"),
-		messages.StreamCalls:     c(messages.ConsumerExecutor, "toolbus executor replicas"),
-		messages.StreamResults:   c(messages.ConsumerFormatter, "toolbus formatter replicas"),
+		messages.StreamResponses:  c(messages.ConsumerParser, "toolbus parser replicas"),
+		messages.StreamCalls:      c(messages.ConsumerExecutor, "toolbus executor replicas"),
+		messages.StreamResults:    c(messages.ConsumerFormatter, "toolbus formatter replicas"),
+		messages.StreamAdvisories: c(messages.ConsumerDeadLetter, "toolbus dead-letter handlers (in the executors)"),
 	}
 }
 

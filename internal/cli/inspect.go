@@ -36,7 +36,12 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions())
+	pool, err := node.NewPool(cfg, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
 	if err != nil {
 		return err
 	}

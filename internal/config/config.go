@@ -22,12 +22,15 @@ import (
 type Config struct {
 	MCPServers map[string]mcpwire.ServerConfig `json:"mcpServers,omitempty"`
 	// Routes map a tool name to a server; null routes to the local tools.
-	Routes      map[string]*string `json:"routes,omitempty"`
-	Engineering Engineering        `json:"engineering,omitzero"`
-	Local       localtools.Config  `json:"local,omitzero"`
-	Executor    Executor           `json:"executor,omitzero"`
-	Health      Health             `json:"health,omitzero"`
-	NATS        NATS               `json:"nats,omitzero"`
+	Routes map[string]*string `json:"routes,omitempty"`
+	// AllowedTools, when not empty, allows only these tools of remote servers: names,
+	// "server__tool", "mcp__server__tool", with globs.
+	AllowedTools []string          `json:"allowedTools,omitempty"`
+	Engineering  Engineering       `json:"engineering,omitzero"`
+	Local        localtools.Config `json:"local,omitzero"`
+	Executor     Executor          `json:"executor,omitzero"`
+	Health       Health            `json:"health,omitzero"`
+	NATS         NATS              `json:"nats,omitzero"`
 
 	// Source is the file the configuration came from, for error messages.
 	Source string `json:"-"`

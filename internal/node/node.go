@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -135,11 +137,27 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, fmt.Errorf("executor: sessions bucket: %w", err)
 		}
-		exec, err := NewExecutor(o.Config, o.Local, executor.KVSessions{KV: kv})
+		catalog, err := js.KeyValue(ctx, messages.BucketCatalog)
+		if err != nil {
+			return nil, fmt.Errorf("executor: catalog bucket: %w", err)
+		}
+		pool, err := NewPool(o.Config, log, func(server string, tools []mcpwire.Tool) {
+			mirrorCatalog(catalog, server, tools, log)
+		})
 		if err != nil {
 			return nil, err
 		}
+		exec, err := NewExecutor(o.Config, o.Local, executor.KVSessions{KV: kv}, pool)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
 		exec.Tracer = tracer
+		// The pool's servers (child processes among them) live as long as the service.
+		runs = append(runs, func(ctx context.Context) error {
+			<-ctx.Done()
+			return pool.Close()
+		})
 		for range o.Replicas {
 			svc, err := executor.New(ctx, js, exec, &executor.Options{
 				Concurrency: o.Config.Executor.Concurrency, Tracer: tracer, Logger: log,
@@ -169,9 +187,38 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 	return runs, nil
 }
 
-// NewExecutor builds the executor of a configuration: local tools first, then the
-// engineering suite keeping its sessions in sessions.
-func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engineering.SessionStore) (*executor.Executor, error) {
+// NewPool returns the pool of the configuration's MCP servers; onCatalog, when set, is
+// told each server's tools whenever they are listed.
+func NewPool(cfg *config.Config, log *slog.Logger, onCatalog func(string, []mcpwire.Tool)) (*mcpwire.Pool, error) {
+	return mcpwire.NewPool(cfg.MCPServers, &mcpwire.Options{
+		Routes: cfg.Routes, AllowedTools: cfg.AllowedTools, OnCatalog: onCatalog, Logger: log,
+	})
+}
+
+// mirrorCatalog keeps a server's tools in the catalog bucket for the parser, healthd and
+// `toolbus tools`; a nil list (server removed) deletes the key.
+func mirrorCatalog(kv jetstream.KeyValue, server string, tools []mcpwire.Tool, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	key := bus.Key(server)
+	if tools == nil {
+		if err := kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			log.Warn("catalog: delete", "server", server, "err", err)
+		}
+		return
+	}
+	body, err := json.Marshal(tools)
+	if err == nil {
+		_, err = kv.Put(ctx, key, body)
+	}
+	if err != nil {
+		log.Warn("catalog: store", "server", server, "err", err)
+	}
+}
+
+// NewExecutor builds the executor of a configuration. Routing order: explicit routes to
+// MCP servers, local tools, the engineering suite, then the MCP servers' own tools.
+func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engineering.SessionStore, pool *mcpwire.Pool) (*executor.Executor, error) {
 	if local == nil {
 		local = localtools.New()
 	}
@@ -182,10 +229,17 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 	if err := localtools.Configure(local, cfg.Local, &localtools.Options{BaseDir: base}); err != nil {
 		return nil, err
 	}
-	backends := []executor.Backend{executor.LocalBackend{Registry: local}}
+	var backends []executor.Backend
+	if pool != nil {
+		backends = append(backends, executor.MCPRoutedBackends(pool)...)
+	}
+	backends = append(backends, executor.LocalBackend{Registry: local})
 	if config.On(cfg.Engineering.Enabled) {
 		suite := engineering.New(&engineering.Options{Sessions: sessions, Expose: cfg.Engineering.Expose})
 		backends = append(backends, executor.EngineeringBackend{Suite: suite})
+	}
+	if pool != nil {
+		backends = append(backends, executor.MCPBackends(pool)...)
 	}
 	return &executor.Executor{
 		Router:  executor.NewRouter(backends...),

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"path"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 )
 
 // Transport is how toolbus reaches a server.
@@ -37,6 +40,69 @@ type ServerConfig struct {
 	Prefix       string   `json:"prefix,omitempty"`
 	// Enabled false turns the server off without removing it. Default true.
 	Enabled *bool `json:"enabled,omitempty"`
+	// Retry shapes the backoff between reconnects and between attempts of a call.
+	Retry *RetryPolicy `json:"retry,omitempty"`
+	// RefreshInterval is how often the server's tools are listed again, besides on
+	// connect and on notifications/tools/list_changed. Default 5m.
+	RefreshInterval Duration `json:"refreshInterval,omitzero"`
+}
+
+// RetryPolicy is a server's exponential backoff with jitter.
+type RetryPolicy struct {
+	// MaxAttempts of one call, the first included. Default 3.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// InitialInterval is the first wait. Default 200ms.
+	InitialInterval Duration `json:"initialInterval,omitzero"`
+	// MaxInterval caps the wait. Default 30s.
+	MaxInterval Duration `json:"maxInterval,omitzero"`
+}
+
+// Defaults of the per-server settings.
+const (
+	DefaultTimeout         = 60 * time.Second
+	DefaultRefreshInterval = 5 * time.Minute
+	DefaultMaxAttempts     = 3
+)
+
+// CallTimeout bounds one call, and one connection attempt.
+func (c ServerConfig) CallTimeout() time.Duration {
+	if c.Timeout > 0 {
+		return time.Duration(c.Timeout)
+	}
+	return DefaultTimeout
+}
+
+// Refresh is the interval of the periodic tools/list.
+func (c ServerConfig) Refresh() time.Duration {
+	if c.RefreshInterval > 0 {
+		return time.Duration(c.RefreshInterval)
+	}
+	return DefaultRefreshInterval
+}
+
+// MaxAttempts is how many times a retryable call is tried, the first included.
+func (c ServerConfig) MaxAttempts() int {
+	if c.Retry != nil && c.Retry.MaxAttempts > 0 {
+		return c.Retry.MaxAttempts
+	}
+	return DefaultMaxAttempts
+}
+
+// Backoff returns a fresh exponential backoff with jitter that never gives up by
+// itself; bound it with backoff.WithMaxRetries or a context.
+func (c ServerConfig) Backoff() *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 200 * time.Millisecond
+	b.MaxInterval = 30 * time.Second
+	b.MaxElapsedTime = 0
+	if c.Retry != nil && c.Retry.InitialInterval > 0 {
+		b.InitialInterval = time.Duration(c.Retry.InitialInterval)
+	}
+	if c.Retry != nil && c.Retry.MaxInterval > 0 {
+		b.MaxInterval = time.Duration(c.Retry.MaxInterval)
+	}
+	b.Reset()
+	return b
 }
 
 // Transport returns the server's transport.
@@ -74,6 +140,30 @@ func (c ServerConfig) Validate() error {
 		}
 	default:
 		return fmt.Errorf("type: unknown transport %q (want stdio, sse, http or jsonrpc)", c.Type)
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("timeout: must not be negative")
+	}
+	if c.RefreshInterval < 0 {
+		return fmt.Errorf("refreshInterval: must not be negative")
+	}
+	for _, list := range []struct {
+		key      string
+		patterns []string
+	}{{"allowedTools", c.AllowedTools}, {"blockedTools", c.BlockedTools}} {
+		for _, p := range list.patterns {
+			if _, err := path.Match(p, ""); err != nil {
+				return fmt.Errorf("%s: %q is not a valid pattern", list.key, p)
+			}
+		}
+	}
+	for _, r := range c.Prefix {
+		if !validNameRune(r) {
+			return fmt.Errorf("prefix: %q may only hold letters, digits, '_', '.' and '-'", c.Prefix)
+		}
+	}
+	if c.Retry != nil && (c.Retry.MaxAttempts < 0 || c.Retry.InitialInterval < 0 || c.Retry.MaxInterval < 0) {
+		return fmt.Errorf("retry: values must not be negative")
 	}
 	return nil
 }

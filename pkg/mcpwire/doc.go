@@ -1,12 +1,48 @@
 // Package mcpwire connects toolbus to remote MCP servers. It owns their configuration,
-// in the "mcpServers" JSON format that Claude Desktop, Claude Code and Cursor use, and
-// (as it grows) their sessions, reconnects, catalog and name spacing. The protocol itself
-// comes from github.com/modelcontextprotocol/go-sdk.
+// in the "mcpServers" JSON format that Claude Desktop, Claude Code and Cursor use, their
+// sessions and reconnects, the catalog of their tools with its name spacing, and the
+// conversion of tool schemas to the function declarations of OpenAI, Anthropic and
+// Gemini. The protocol itself comes from github.com/modelcontextprotocol/go-sdk.
 //
-// A configuration entry:
+// # Configuration
+//
+// A [ServerConfig] is one entry of "mcpServers":
 //
 //	"mcpServers": {
 //	  "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]},
-//	  "tickets":    {"type": "http", "url": "https://tickets.example/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
+//	  "tickets":    {"type": "http", "url": "https://tickets.example/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+//	  "legacy":     {"type": "jsonrpc", "url": "http://legacy.internal/rpc", "timeout": "10s", "blockedTools": ["delete_*"]}
 //	}
+//
+// "stdio" servers are child processes (command, args, env, cwd); "http" is streamable
+// HTTP, "sse" the older HTTP+SSE transport, and "jsonrpc" plain JSON-RPC 2.0 over POST
+// (tools/list and tools/call, one request per POST) for services that predate MCP.
+//
+// # Sessions
+//
+// A [Pool] holds one session per enabled server. Nothing starts until the pool is first
+// used; then every server is connected in parallel. A session that breaks (a stdio server
+// that exits, an HTTP server that restarts and forgets the session, a network failure)
+// is reopened with exponential backoff; a call that finds the session gone waits for the
+// next attempt and asks for it at once. A request that provably never reached the tool
+// is sent once more after reconnecting; one that may have reached it fails with
+// [ErrConnectionLost], and the caller decides from [Tool.Retryable]. [Pool.Close] stops
+// every child process and waits for it. [Pool.Update] applies a changed configuration
+// while running, leaving the servers that did not change (and their calls) alone, and
+// [Pool.Status] reports each server's session for health checks.
+//
+// # Catalog and names
+//
+// The [Catalog] is built from each server's own tools/list, refreshed on connect, on
+// notifications/tools/list_changed and every [ServerConfig.Refresh]. A tool is exposed
+// as "<server>__<tool>" (see [ExposedName]); a bare tool name works when exactly one
+// server has it, "mcp__<server>__<tool>" and "<server>::<tool>" are aliases, and a route
+// in [Options.Routes] wins over all of them. allowedTools, blockedTools, prefix and
+// enabled are applied per server.
+//
+// # Function declarations
+//
+// [Declarations] turns catalog tools into what each vendor's API takes in its "tools"
+// field: [DialectOpenAI], [DialectAnthropic], [DialectGemini] (whose OpenAPI subset
+// needs the schemas rewritten) or [DialectMCP].
 package mcpwire

@@ -8,11 +8,16 @@ const (
 	StreamResults   = "TOOLBUS_RESULTS"
 	StreamOutput    = "TOOLBUS_OUTPUT"
 	StreamDead      = "TOOLBUS_DEAD"
+	// StreamAdvisories keeps JetStream's advisories about toolbus messages that ran out
+	// of deliveries or were terminated, so none is missed while no executor runs.
+	StreamAdvisories = "TOOLBUS_ADVISORIES"
 
 	// One shared durable consumer per stage; a stage's replicas all pull from it.
 	ConsumerParser    = "parser"
 	ConsumerExecutor  = "executor"
 	ConsumerFormatter = "formatter"
+	// ConsumerDeadLetter answers and moves aside what ran out of deliveries.
+	ConsumerDeadLetter = "deadletter"
 
 	// BucketSessions: conversation → engineering session (active domains).
 	BucketSessions = "toolbus_sessions"
@@ -25,3 +30,17 @@ const (
 	// BucketGather: response id → the results gathered so far by the formatter.
 	BucketGather = "toolbus_gather"
 )
+
+// AdvisorySubjects are JetStream's advisories about the pipeline's consumers that the
+// dead-letter handler acts on.
+func AdvisorySubjects() []string {
+	var subjects []string
+	for _, sc := range [][2]string{
+		{StreamResponses, ConsumerParser}, {StreamCalls, ConsumerExecutor}, {StreamResults, ConsumerFormatter},
+	} {
+		subjects = append(subjects,
+			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+sc[0]+"."+sc[1],
+			"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+sc[0]+"."+sc[1])
+	}
+	return subjects
+}

@@ -1,0 +1,57 @@
+package mcpwire_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+func Example() {
+	// An MCP server; normally a configured command or URL, here one in this process.
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tickets"}, nil)
+	type statusIn struct {
+		ID string `json:"id"`
+	}
+	type statusOut struct {
+		Status string `json:"status"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "get_ticket_status", Description: "The status of a ticket.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in statusIn) (*mcp.CallToolResult, statusOut, error) {
+			return nil, statusOut{Status: "open"}, nil
+		})
+
+	var servers map[string]mcpwire.ServerConfig
+	if err := json.Unmarshal([]byte(`{"tickets": {"command": "ticket-server", "timeout": "10s"}}`), &servers); err != nil {
+		log.Fatal(err)
+	}
+	pool, err := mcpwire.NewPool(servers, &mcpwire.Options{
+		Dial: func(ctx context.Context, _ string) (mcp.Transport, error) {
+			client, server := mcp.NewInMemoryTransports()
+			_, err := srv.Connect(ctx, server, nil)
+			return client, err
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	ctx := context.Background()
+	for _, t := range pool.Tools(ctx) {
+		fmt.Println(t.Name, "read-only:", t.ReadOnly)
+	}
+	out, err := pool.Call(ctx, "get_ticket_status", json.RawMessage(`{"id":"T-1"}`))
+	fmt.Println(string(out), err)
+
+	decls, _ := mcpwire.Declarations(mcpwire.DialectAnthropic, pool.Tools(ctx))
+	fmt.Println(string(decls))
+	// Output:
+	// tickets__get_ticket_status read-only: true
+	// {"status":"open"} <nil>
+	// [{"name":"tickets__get_ticket_status","description":"The status of a ticket.","input_schema":{"additionalProperties":false,"properties":{"id":{"type":"string"}},"required":["id"],"type":"object"}}]
+}

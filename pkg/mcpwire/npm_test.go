@@ -1,0 +1,200 @@
+package mcpwire_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+// The reference servers of the MCP project, installed from npm by
+// scripts/install-mcp-servers: servers nobody here wrote.
+
+const everythingPkg = "@modelcontextprotocol/server-everything"
+
+// everythingTools is the golden copy of server-everything's catalog, the input of the
+// declaration goldens.
+const everythingTools = "testdata/everything-tools.json"
+
+func TestEverything(t *testing.T) {
+	dir := npmPackage(t, everythingPkg)
+	index := filepath.Join(dir, "dist", "index.js")
+	for _, tt := range []struct {
+		name   string
+		config func(t *testing.T) mcpwire.ServerConfig
+	}{
+		{name: "stdio", config: func(*testing.T) mcpwire.ServerConfig {
+			return mcpwire.ServerConfig{Command: "node", Args: []string{index, "stdio"}}
+		}},
+		{name: "streamable http", config: func(t *testing.T) mcpwire.ServerConfig {
+			return mcpwire.ServerConfig{Type: "http", URL: startNode(t, index, "streamableHttp") + "/mcp"}
+		}},
+		{name: "sse", config: func(t *testing.T) mcpwire.ServerConfig {
+			return mcpwire.ServerConfig{Type: "sse", URL: startNode(t, index, "sse") + "/sse"}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := newPool(t, map[string]mcpwire.ServerConfig{"everything": tt.config(t)}, nil)
+			ctx := ctxT(t)
+			if err := p.Connect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, everythingTools, marshalIndent(t, p.Tools(ctx)), tt.name == "stdio")
+
+			calls := []struct {
+				name    string
+				tool    string
+				args    string
+				want    func(string) bool
+				wantErr error
+			}{
+				{name: "echo", tool: "echo", args: `{"message":"hi"}`, want: func(s string) bool { return s == `"Echo: hi"` }},
+				{name: "qualified", tool: "everything__get-sum", args: `{"a":2,"b":3}`, want: func(s string) bool { return strings.Contains(s, "5") }},
+				{name: "structured content", tool: "get-structured-content", args: `{"location":"Chicago"}`,
+					want: func(s string) bool { return strings.HasPrefix(s, "{") && strings.Contains(s, "temperature") }},
+				{name: "image content", tool: "get-tiny-image", want: func(s string) bool { return strings.Contains(s, `"type":"image"`) }},
+				{name: "unknown", tool: "everything__nope", wantErr: mcpwire.ErrUnknownTool},
+			}
+			for _, c := range calls {
+				out, err := p.Call(ctx, c.tool, json.RawMessage(c.args))
+				if c.wantErr != nil {
+					if !errors.Is(err, c.wantErr) {
+						t.Errorf("%s: err = %v, want %v", c.name, err, c.wantErr)
+					}
+					continue
+				}
+				if err != nil || !json.Valid(out) || !c.want(string(out)) {
+					t.Errorf("%s: %s = %.200s, %v", c.name, c.tool, out, err)
+				}
+			}
+			// The server validates its arguments itself and says so as a tool error.
+			_, err := p.Call(ctx, "get-sum", json.RawMessage(`{"a":"two"}`))
+			var te *mcpwire.ToolError
+			if !errors.As(err, &te) {
+				t.Errorf("get-sum with a string: err = %v, want a *ToolError", err)
+			}
+		})
+	}
+}
+
+func TestMemoryServer(t *testing.T) {
+	dir := npmPackage(t, "@modelcontextprotocol/server-memory")
+	file := filepath.Join(t.TempDir(), "memory.jsonl")
+	p := newPool(t, map[string]mcpwire.ServerConfig{"memory": {
+		Command: "node",
+		Args:    []string{filepath.Join(dir, "dist", "index.js")},
+		Env:     map[string]string{"MEMORY_FILE_PATH": file},
+	}}, nil)
+	ctx := ctxT(t)
+	if _, err := p.Call(ctx, "create_entities", json.RawMessage(`{"entities":[
+		{"name":"toolbus","entityType":"project","observations":["runs tool calls over NATS"]}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Call(ctx, "memory__search_nodes", json.RawMessage(`{"query":"NATS"}`))
+	if err != nil || !strings.Contains(string(out), `"toolbus"`) {
+		t.Fatalf("search_nodes = %s, %v", out, err)
+	}
+	// The configured environment reached the server: it wrote where it was told.
+	if data, err := os.ReadFile(file); err != nil || !bytes.Contains(data, []byte("toolbus")) {
+		t.Errorf("MEMORY_FILE_PATH not honoured: %q, %v", data, err)
+	}
+	read, err := p.Lookup(ctx, "read_graph")
+	if err != nil || !read.ReadOnly {
+		t.Errorf("read_graph = %+v, %v; want read-only from its annotations", read, err)
+	}
+}
+
+// startNode runs server-everything in an HTTP mode on a free port and returns its base
+// URL; the process is killed when the test ends.
+func startNode(t *testing.T, index, mode string) string {
+	t.Helper()
+	port := itoa(freePort(t))
+	cmd := exec.Command("node", index, mode)
+	cmd.Env = append(os.Environ(), "PORT="+port)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	go func() { // drain, so that the server never blocks on a full pipe
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+		}
+	}()
+	addr := "127.0.0.1:" + port
+	eventually(t, "server-everything "+mode+" listening on "+addr, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return "http://" + addr
+}
+
+func marshalIndent(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+// checkGolden compares got with the file. With -update it rewrites the file instead
+// when mayUpdate, and skips the comparison otherwise (the file may be mid-write).
+func checkGolden(t *testing.T, file string, got []byte, mayUpdate bool) {
+	t.Helper()
+	if *update {
+		if mayUpdate {
+			if err := os.WriteFile(file, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from what the test produced (go test -update rewrites it):\n%s", file, diffLines(string(want), string(got)))
+	}
+}
+
+// diffLines shows the first lines that differ.
+func diffLines(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	shown := 0
+	for i := 0; i < max(len(w), len(g)) && shown < 10; i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			b.WriteString("line " + itoa(i+1) + ":\n  want: " + wl + "\n  got:  " + gl + "\n")
+			shown++
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,693 @@
+package mcpwire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Options configures a [Pool]. The zero value is valid.
+type Options struct {
+	// Routes map a tool name to the server that runs it; they win over everything else.
+	// A nil server means the tool is not remote (it is local to toolbus).
+	Routes map[string]*string
+	// AllowedTools, when not empty, is a global allow-list over every server: tool
+	// names, "server__tool", "mcp__server__tool" or "server::tool", with globs.
+	AllowedTools []string
+	// ClientInfo is how toolbus introduces itself to servers. Default "toolbus".
+	ClientInfo *mcp.Implementation
+	// HTTPClient is the base client of http, sse and jsonrpc servers; headers from the
+	// configuration are added to it. Default: a client with no timeout (streams are long).
+	HTTPClient *http.Client
+	// Dial, when set, may provide the transport of a server instead of its
+	// configuration, for servers in the same process (mcp.NewInMemoryTransports). It is
+	// called on every connection attempt; returning nil uses the configuration.
+	Dial func(ctx context.Context, server string) (mcp.Transport, error)
+	// OnCatalog is called, from the server's own goroutine, after a server's tools were
+	// listed (on connect, on notifications/tools/list_changed and periodically), with
+	// that server's visible tools; toolbus mirrors them into the catalog bucket.
+	OnCatalog func(server string, tools []Tool)
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Pool holds one session per enabled server and the catalog of their tools. Sessions
+// are opened lazily, on first use of the pool, every server in parallel; a session that
+// fails is reopened with backoff, and a stdio server that exits is restarted. A Pool is
+// safe for concurrent use.
+type Pool struct {
+	opts Options
+	log  *slog.Logger
+
+	ctx    context.Context // lives until Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+
+	mu      sync.RWMutex
+	servers map[string]*server // enabled servers
+	routes  map[string]*string
+	allowed []string
+	started bool
+	running atomic.Bool // started, read without the lock
+
+	// rebuildMu serializes catalog rebuilds, so that a slower one never replaces a
+	// newer one.
+	rebuildMu sync.Mutex
+	catalog   atomic.Pointer[Catalog]
+}
+
+// NewPool returns a pool over servers, keyed by name; disabled servers are left out.
+// It starts nothing: the first call that needs a server does.
+func NewPool(servers map[string]ServerConfig, opts *Options) (*Pool, error) {
+	p := &Pool{servers: map[string]*server{}}
+	if opts != nil {
+		p.opts = *opts
+	}
+	if p.opts.Logger == nil {
+		p.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if p.opts.ClientInfo == nil {
+		p.opts.ClientInfo = &mcp.Implementation{Name: "toolbus", Version: "0.1.0"}
+	}
+	p.log = p.opts.Logger
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if err := p.Update(servers, p.opts.Routes, p.opts.AllowedTools); err != nil {
+		p.cancel()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Update applies a new configuration while the pool runs: servers that were added or
+// changed are (re)connected, those removed or changed are closed (failing their calls
+// under way), and those unchanged keep their sessions and calls. Routes and the global
+// allow-list are replaced. Nothing changes when the configuration is invalid.
+func (p *Pool) Update(servers map[string]ServerConfig, routes map[string]*string, allowedTools []string) error {
+	names := make([]string, 0, len(servers))
+	for name := range servers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if cfg := servers[name]; cfg.IsEnabled() {
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("mcpServers.%s.%w", name, err)
+			}
+		}
+	}
+	for tool, server := range routes {
+		if _, ok := servers[derefOr(server, "")]; server != nil && !ok {
+			return fmt.Errorf("routes.%s: no server called %q", tool, *server)
+		}
+	}
+
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	next := map[string]*server{}
+	var stopped []*server
+	for _, name := range names {
+		cfg := servers[name]
+		if !cfg.IsEnabled() {
+			continue
+		}
+		old, ok := p.servers[name]
+		if ok && reflect.DeepEqual(old.cfg, cfg) {
+			next[name] = old
+			continue
+		}
+		if ok {
+			stopped = append(stopped, old)
+		}
+		next[name] = newServer(p, name, cfg)
+		if p.started {
+			p.start(next[name])
+		}
+	}
+	for name, old := range p.servers {
+		if _, ok := next[name]; !ok {
+			stopped = append(stopped, old)
+		}
+	}
+	p.servers, p.routes, p.allowed = next, routes, allowedTools
+	p.mu.Unlock()
+
+	for _, s := range stopped {
+		s.stop()
+		if _, ok := next[s.name]; !ok && p.opts.OnCatalog != nil {
+			p.opts.OnCatalog(s.name, nil)
+		}
+	}
+	p.rebuild()
+	return nil
+}
+
+// run starts every server's connection loop, once.
+func (p *Pool) run() {
+	if p.running.Load() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started || p.closed.Load() {
+		return
+	}
+	p.started = true
+	p.running.Store(true)
+	for _, s := range p.servers {
+		p.start(s)
+	}
+}
+
+// start runs the connection loop of s; p.mu is held.
+func (p *Pool) start(s *server) {
+	s.started = true
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(s.exited)
+		s.run(s.ctx)
+	}()
+}
+
+// server returns the enabled server called name.
+func (p *Pool) server(name string) (*server, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	s, ok := p.servers[name]
+	return s, ok
+}
+
+// Connect starts the pool and waits until every server answered its first connection
+// attempt, or ctx is done. It returns the servers that failed; the pool keeps trying
+// them in the background either way.
+func (p *Pool) Connect(ctx context.Context) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	p.run()
+	var errs []error
+	for _, s := range p.sorted() {
+		name := s.name
+		select {
+		case <-s.tried:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := s.lastErr(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Catalog returns the current catalog, after waiting (up to ctx) for every server's
+// first answer.
+func (p *Pool) Catalog(ctx context.Context) *Catalog {
+	_ = p.Connect(ctx)
+	return p.catalog.Load()
+}
+
+// Tools lists the tools a model may call; see [Pool.Catalog].
+func (p *Pool) Tools(ctx context.Context) []Tool { return p.Catalog(ctx).Tools() }
+
+// Lookup resolves a tool name as [Catalog.Resolve] does. Unless the name is qualified
+// with its server, it first waits (up to ctx) for the servers that have not answered
+// their first connection attempt yet.
+func (p *Pool) Lookup(ctx context.Context, name string) (Tool, error) {
+	if p.closed.Load() {
+		return Tool{}, ErrClosed
+	}
+	p.run()
+	// A qualified name means one server whatever the others list; a bare one may turn
+	// ambiguous, or be refused, by a server that has not answered yet.
+	if t, err := p.catalog.Load().Resolve(name); err == nil && t.Remote != name {
+		return t, nil
+	}
+	return p.Catalog(ctx).Resolve(name)
+}
+
+// Route returns the server an explicit route sends name to. ok is false when name has
+// no route; server is "" when the route sends it to the local tools.
+func (p *Pool) Route(name string) (server string, ok bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	r, ok := p.routes[name]
+	if !ok || r == nil {
+		return "", ok
+	}
+	return *r, true
+}
+
+// Call runs the tool a model called name with args (a JSON object; empty means {}).
+func (p *Pool) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	t, err := p.Lookup(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return p.CallTool(ctx, t, args)
+}
+
+// CallTool runs t, a tool of [Pool.Lookup] or the catalog, within its server's timeout.
+// The result is the tool's structuredContent, else its text (JSON text as that value),
+// else its content blocks. Errors: a [*ToolError] when the server reported one,
+// [ErrUnavailable] when the server could not be reached (the request never left),
+// [ErrConnectionLost] when the connection broke during the call, and
+// context.DeadlineExceeded when the time ran out.
+func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json.RawMessage, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	s, ok := p.server(t.Server)
+	if !ok {
+		return nil, fmt.Errorf("%w: no server called %q", ErrUnknownTool, t.Server)
+	}
+	p.run()
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		sess, err := s.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, err := sess.callTool(ctx, t.Remote, args)
+		if err == nil {
+			return resultValue(s.name, t.Remote, res)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %s: no result within %v: %w", s.name, t.Remote, s.cfg.CallTimeout(), ctx.Err())
+		}
+		var werr *jsonrpc.Error
+		if errors.As(err, &werr) && !transportCode(werr.Code) {
+			return nil, &ToolError{Server: s.name, Tool: t.Remote, Code: werr.Code, Message: werr.Message}
+		}
+		if !brokeConnection(err) && !isDone(sess.done()) {
+			return nil, fmt.Errorf("%s: %s: %w", s.name, t.Remote, err)
+		}
+		s.broken(sess, err)
+		switch {
+		case attempt > 0 && neverSent(err):
+			return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, s.name, err)
+		case attempt > 0 || !(neverSent(err) || t.Retryable()):
+			return nil, fmt.Errorf("%w: %s: %s: %v", ErrConnectionLost, s.name, t.Remote, err)
+		}
+		// The request never reached the tool (an expired session, a restarted server),
+		// or the tool does no harm when run twice: reconnect and send it once more.
+	}
+}
+
+// Refresh lists a server's tools again now.
+func (p *Pool) Refresh(ctx context.Context, server string) error {
+	s, ok := p.server(server)
+	if !ok {
+		return fmt.Errorf("no server called %q", server)
+	}
+	p.run()
+	sess, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	return s.refresh(ctx, sess)
+}
+
+// Status is the state of one server's session.
+type Status struct {
+	Server    string
+	Connected bool
+	// Connects counts the sessions opened so far; more than one means reconnects.
+	Connects int
+	// Tools is the number of tools last listed, visible or not.
+	Tools int
+	// Err is the last failure to connect, or why the last session ended.
+	Err error
+}
+
+// Status reports every enabled server, sorted by name. It does not start the pool.
+func (p *Pool) Status() []Status {
+	var out []Status
+	for _, s := range p.sorted() {
+		s.mu.Lock()
+		out = append(out, Status{Server: s.name, Connected: s.sess != nil, Connects: s.connects, Tools: len(s.tools), Err: s.err})
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// Close ends every session and stops every stdio server, waiting for them to exit.
+// Calls under way fail.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if !p.closed.CompareAndSwap(false, true) {
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+	return nil
+}
+
+// sorted returns the enabled servers, sorted by name.
+func (p *Pool) sorted() []*server {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]*server, 0, len(p.servers))
+	for _, s := range p.servers {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// rebuild swaps in a catalog made of every server's last tools.
+func (p *Pool) rebuild() *Catalog {
+	p.rebuildMu.Lock()
+	defer p.rebuildMu.Unlock()
+	p.mu.RLock()
+	servers, routes, allowed := p.servers, p.routes, p.allowed
+	p.mu.RUnlock()
+	in := map[string]catalogInput{}
+	for name, s := range servers {
+		s.mu.Lock()
+		in[name] = catalogInput{cfg: s.cfg, tools: s.tools, listed: s.listed}
+		s.mu.Unlock()
+	}
+	c := newCatalog(in, routes, allowed)
+	p.catalog.Store(c)
+	return c
+}
+
+// server is the connection loop of one server and its state.
+type server struct {
+	name   string
+	cfg    ServerConfig
+	pool   *Pool
+	log    *slog.Logger
+	client *mcp.Client
+
+	ctx     context.Context // ends when the server is removed or the pool closes
+	cancel  context.CancelFunc
+	exited  chan struct{} // closed when run returned
+	started bool          // run was started; guarded by the pool's mu
+
+	wake    chan struct{} // skips the wait before the next attempt
+	changed chan struct{} // notifications/tools/list_changed arrived
+	dropped chan struct{} // a call found the session broken
+	tried   chan struct{} // closed after the first attempt
+
+	mu       sync.Mutex
+	sess     session       // the live session, or nil
+	attempt  chan struct{} // closed when the next (or running) attempt ends
+	err      error
+	tools    []*mcp.Tool
+	listed   bool
+	connects int
+}
+
+func newServer(p *Pool, name string, cfg ServerConfig) *server {
+	s := &server{
+		name: name, cfg: cfg, pool: p,
+		log:     p.log.With("server", name),
+		wake:    make(chan struct{}, 1),
+		changed: make(chan struct{}, 1),
+		dropped: make(chan struct{}, 1),
+		tried:   make(chan struct{}),
+		attempt: make(chan struct{}),
+		exited:  make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(p.ctx)
+	s.client = mcp.NewClient(p.opts.ClientInfo, &mcp.ClientOptions{
+		Logger: s.log,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			poke(s.changed)
+		},
+	})
+	return s
+}
+
+// stop ends the server's loop and waits for it: its session is closed and its child
+// process gone.
+func (s *server) stop() {
+	s.cancel()
+	s.pool.mu.RLock()
+	started := s.started
+	s.pool.mu.RUnlock()
+	if started {
+		<-s.exited
+	} else {
+		s.mu.Lock()
+		s.err = ErrClosed
+		s.mu.Unlock()
+	}
+}
+
+func derefOr(s *string, def string) string {
+	if s == nil {
+		return def
+	}
+	return *s
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// minHealthy is how long a session must last for the backoff to start over; a server
+// that dies right after starting is restarted ever more slowly.
+const minHealthy = 5 * time.Second
+
+// run connects, serves the session until it ends, and reconnects, until ctx is done.
+func (s *server) run(ctx context.Context) {
+	b := s.cfg.Backoff()
+	first := true
+	defer func() {
+		s.mu.Lock()
+		s.err = ErrClosed
+		close(s.attempt)
+		s.mu.Unlock()
+		if first {
+			close(s.tried)
+		}
+	}()
+	for ctx.Err() == nil {
+		sess, err := s.connect(ctx)
+		s.finish(sess, err)
+		if first {
+			first = false
+			close(s.tried)
+		}
+		if err == nil {
+			began := time.Now()
+			s.serve(ctx, sess)
+			s.end(sess)
+			if time.Since(began) >= minHealthy {
+				b.Reset()
+				continue
+			}
+		} else if ctx.Err() == nil {
+			s.log.Warn("cannot connect", "err", err)
+		}
+		wait := time.NewTimer(b.NextBackOff())
+		select {
+		case <-ctx.Done():
+		case <-wait.C:
+		case <-s.wake:
+		}
+		wait.Stop()
+	}
+}
+
+// connect opens a session and lists its tools.
+func (s *server) connect(ctx context.Context) (session, error) {
+	var t mcp.Transport
+	if s.pool.opts.Dial != nil {
+		var err error
+		if t, err = s.pool.opts.Dial(ctx, s.name); err != nil {
+			return nil, err
+		}
+	}
+	sess, err := dial(ctx, s.name, s.cfg, s.client, t, s.pool.opts.HTTPClient, s.log, s.cfg.CallTimeout())
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
+	defer cancel()
+	if err := s.list(lctx, sess); err != nil {
+		_ = sess.close()
+		return nil, err
+	}
+	return sess, nil
+}
+
+// list fetches the session's tools into the catalog. A server that does not implement
+// tools/list has none.
+func (s *server) list(ctx context.Context, sess session) error {
+	tools, err := sess.listTools(ctx)
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) && werr.Code == codeMethodNotFound {
+		tools, err = nil, nil
+	}
+	if err != nil {
+		return fmt.Errorf("tools/list: %w", err)
+	}
+	s.mu.Lock()
+	s.tools, s.listed = tools, true
+	s.mu.Unlock()
+	c := s.pool.rebuild()
+	if f := s.pool.opts.OnCatalog; f != nil {
+		var mine []Tool
+		for _, t := range c.Tools() {
+			if t.Server == s.name {
+				mine = append(mine, t)
+			}
+		}
+		f(s.name, mine)
+	}
+	s.log.Debug("listed tools", "count", len(tools))
+	return nil
+}
+
+func (s *server) refresh(ctx context.Context, sess session) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
+	defer cancel()
+	return s.list(ctx, sess)
+}
+
+// finish records the outcome of an attempt and wakes the calls waiting for it.
+func (s *server) finish(sess session, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sess, s.err = sess, err
+	if sess != nil {
+		s.connects++
+	}
+	close(s.attempt)
+	s.attempt = make(chan struct{})
+}
+
+// serve watches a live session until it ends, the pool closes or a call found it broken,
+// refreshing the tools on list_changed and periodically.
+func (s *server) serve(ctx context.Context, sess session) {
+	tick := time.NewTicker(s.cfg.Refresh())
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sess.done():
+			s.setErr(sess, errors.New("the session ended"))
+			s.log.Info("session ended; reconnecting")
+			return
+		case <-s.dropped:
+			if s.current() != sess {
+				return
+			}
+		case <-s.changed:
+			if err := s.refresh(ctx, sess); err != nil && brokeConnection(err) {
+				s.setErr(sess, err)
+				return
+			}
+		case <-tick.C:
+			if err := s.refresh(ctx, sess); err != nil && brokeConnection(err) {
+				s.setErr(sess, err)
+				return
+			}
+		}
+	}
+}
+
+// end closes a session that is over.
+func (s *server) end(sess session) {
+	s.mu.Lock()
+	if s.sess == sess {
+		s.sess = nil
+	}
+	s.mu.Unlock()
+	if err := sess.close(); err != nil {
+		s.log.Debug("closing the session", "err", err)
+	}
+}
+
+func (s *server) current() session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess
+}
+
+func (s *server) setErr(sess session, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == sess {
+		s.sess, s.err = nil, err
+	}
+}
+
+func (s *server) lastErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != nil {
+		return nil
+	}
+	return s.err
+}
+
+// broken is how a call reports that sess failed under it.
+func (s *server) broken(sess session, err error) {
+	s.mu.Lock()
+	mine := s.sess == sess
+	if mine {
+		s.sess, s.err = nil, err
+	}
+	s.mu.Unlock()
+	if mine {
+		s.log.Info("session broken; reconnecting", "err", err)
+		poke(s.dropped)
+	}
+}
+
+// session returns the live session, or waits for the next connection attempt (asking
+// for it at once) and returns its outcome.
+func (s *server) session(ctx context.Context) (session, error) {
+	s.mu.Lock()
+	if sess := s.sess; sess != nil && !isDone(sess.done()) {
+		s.mu.Unlock()
+		return sess, nil
+	}
+	next := s.attempt
+	s.mu.Unlock()
+	poke(s.wake)
+	select {
+	case <-next:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: not connected within the call's time: %w", s.name, ctx.Err())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != nil {
+		return s.sess, nil
+	}
+	if errors.Is(s.err, ErrClosed) {
+		return nil, ErrClosed
+	}
+	return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, s.name, s.err)
+}

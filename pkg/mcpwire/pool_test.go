@@ -1,0 +1,511 @@
+package mcpwire_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+type addIn struct {
+	A float64 `json:"a"`
+	B float64 `json:"b"`
+}
+
+type addOut struct {
+	Sum float64 `json:"sum"`
+}
+
+// testServer is an in-process MCP server with a tool for each kind of result.
+func testServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "test"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "add", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
+			return nil, addOut{Sum: in.A + in.B}, nil
+		})
+	text := func(name, text string) {
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+			})
+	}
+	text("greet", "hello")
+	text("json_text", `{"ok": true}`)
+	s.AddTool(&mcp.Tool{Name: "two_texts", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.TextContent{Text: "b"}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "image", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{Data: []byte{1, 2}, MIMEType: "image/png"}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "fail", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, errors.New("the disk is full")
+		})
+	s.AddTool(&mcp.Tool{Name: "picky", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "want a ticket id"}
+		})
+	s.AddTool(&mcp.Tool{Name: "hang", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	return s
+}
+
+func TestPoolCall(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"test": placeholder}, &mcpwire.Options{Dial: inMemory(testServer())})
+	tests := []struct {
+		name    string
+		tool    string
+		args    string
+		want    string
+		wantErr func(error) bool
+	}{
+		{name: "structured content", tool: "test__add", args: `{"a":1,"b":2}`, want: `{"sum":3}`},
+		{name: "bare name", tool: "add", args: `{"a":1,"b":2}`, want: `{"sum":3}`},
+		{name: "mcp alias", tool: "mcp__test__add", args: `{"a":1,"b":2}`, want: `{"sum":3}`},
+		{name: "colon alias", tool: "test::add", args: `{"a":2,"b":2}`, want: `{"sum":4}`},
+		{name: "text", tool: "greet", want: `"hello"`},
+		{name: "json text", tool: "json_text", want: `{"ok": true}`},
+		{name: "two texts", tool: "two_texts", want: `"a\nb"`},
+		{name: "content blocks", tool: "image", want: `[{"type":"image","mimeType":"image/png","data":"AQI="}]`},
+		{name: "isError", tool: "fail", wantErr: func(err error) bool {
+			var te *mcpwire.ToolError
+			return errors.As(err, &te) && te.Code == 0 && te.Message == "the disk is full"
+		}},
+		{name: "schema violation reported by the server", tool: "add", args: `{"a":"x"}`, wantErr: func(err error) bool {
+			var te *mcpwire.ToolError
+			return errors.As(err, &te) && te.Code == 0
+		}},
+		{name: "invalid params", tool: "picky", wantErr: func(err error) bool {
+			var te *mcpwire.ToolError
+			return errors.As(err, &te) && te.InvalidArguments() && te.Message == "want a ticket id"
+		}},
+		{name: "unknown tool", tool: "nope", wantErr: func(err error) bool { return errors.Is(err, mcpwire.ErrUnknownTool) }},
+		{name: "unknown tool of a known server", tool: "test__nope", wantErr: func(err error) bool { return errors.Is(err, mcpwire.ErrUnknownTool) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := p.Call(ctxT(t), tt.tool, json.RawMessage(tt.args))
+			if tt.wantErr != nil {
+				if err == nil || !tt.wantErr(err) {
+					t.Fatalf("err = %v (result %s), not the error wanted", err, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != tt.want {
+				t.Errorf("result = %s, want %s", out, tt.want)
+			}
+		})
+	}
+}
+
+func TestPoolCatalog(t *testing.T) {
+	route := "b"
+	p := newPool(t, map[string]mcpwire.ServerConfig{
+		"a": {Command: "in-memory", BlockedTools: []string{"fail", "h*"}},
+		"b": {Command: "in-memory", Prefix: "bee_", AllowedTools: []string{"add", "greet", "fail"}},
+	}, &mcpwire.Options{Dial: inMemory(testServer()), Routes: map[string]*string{"greet": &route}})
+	tools := p.Tools(ctxT(t))
+	var names []string
+	byName := map[string]mcpwire.Tool{}
+	for _, tool := range tools {
+		names = append(names, tool.Name)
+		byName[tool.Name] = tool
+	}
+	want := []string{"a__add", "a__greet", "a__image", "a__json_text", "a__picky", "a__two_texts", "bee_add", "bee_fail", "greet"}
+	if len(names) != len(want) {
+		t.Fatalf("tools = %v, want %v", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("tools = %v, want %v", names, want)
+		}
+	}
+	if add := byName["a__add"]; !add.ReadOnly || !add.Idempotent || add.Destructive || add.Remote != "add" {
+		t.Errorf("a__add = %+v, want read-only and idempotent from its annotations", add)
+	}
+	if fail := byName["bee_fail"]; fail.ReadOnly || fail.Idempotent || fail.Retryable() {
+		t.Errorf("bee_fail = %+v, want neither read-only nor idempotent", fail)
+	}
+
+	tests := []struct {
+		name       string
+		tool       string
+		wantServer string
+		wantErr    error
+	}{
+		{name: "route wins over two servers", tool: "greet", wantServer: "b"},
+		{name: "qualified name of the other server", tool: "a__greet", wantServer: "a"},
+		{name: "prefix", tool: "bee_add", wantServer: "b"},
+		{name: "canonical name works besides the prefix", tool: "b__add", wantServer: "b"},
+		{name: "bare name of two servers", tool: "add", wantErr: mcpwire.ErrAmbiguous},
+		{name: "unique bare name", tool: "picky", wantServer: "a"},
+		{name: "blocked", tool: "a__fail", wantErr: mcpwire.ErrNotAllowed},
+		{name: "blocked by glob", tool: "a__hang", wantErr: mcpwire.ErrNotAllowed},
+		{name: "not in the allow-list", tool: "b__image", wantErr: mcpwire.ErrNotAllowed},
+		{name: "unknown", tool: "nope", wantErr: mcpwire.ErrUnknownTool},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := p.Lookup(ctxT(t), tt.tool)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Server != tt.wantServer {
+				t.Errorf("server = %q, want %q", got.Server, tt.wantServer)
+			}
+		})
+	}
+}
+
+func TestPoolGlobalAllowList(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"a": placeholder, "b": placeholder},
+		&mcpwire.Options{Dial: inMemory(testServer()), AllowedTools: []string{"mcp__a__add", "b::gr*"}})
+	var names []string
+	for _, tool := range p.Tools(ctxT(t)) {
+		names = append(names, tool.Name)
+	}
+	if len(names) != 2 || names[0] != "a__add" || names[1] != "b__greet" {
+		t.Errorf("tools = %v, want [a__add b__greet]", names)
+	}
+}
+
+func TestPoolListChanged(t *testing.T) {
+	srv := testServer()
+	var catalogs atomic.Int32
+	p := newPool(t, map[string]mcpwire.ServerConfig{"test": placeholder}, &mcpwire.Options{
+		Dial:      inMemory(srv),
+		OnCatalog: func(string, []mcpwire.Tool) { catalogs.Add(1) },
+	})
+	ctx := ctxT(t)
+	if _, err := p.Lookup(ctx, "late"); !errors.Is(err, mcpwire.ErrUnknownTool) {
+		t.Fatalf("before the change: err = %v, want ErrUnknownTool", err)
+	}
+	srv.AddTool(&mcp.Tool{Name: "late", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "here"}}}, nil
+		})
+	eventually(t, "the new tool in the catalog", func() bool {
+		_, err := p.Lookup(ctx, "test__late")
+		return err == nil
+	})
+	out, err := p.Call(ctx, "late", nil)
+	if err != nil || string(out) != `"here"` {
+		t.Fatalf("late = %s, %v", out, err)
+	}
+	if got := p.Status()[0].Connects; got != 1 {
+		t.Errorf("connects = %d, want 1: the change needs no reconnect", got)
+	}
+	if catalogs.Load() < 2 {
+		t.Errorf("OnCatalog called %d times, want at connect and after the change", catalogs.Load())
+	}
+}
+
+func TestPoolTimeout(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{
+		"slow": {Command: "in-memory", Timeout: mcpwire.Duration(300 * time.Millisecond)},
+	}, &mcpwire.Options{Dial: inMemory(testServer())})
+	ctx := ctxT(t)
+	_, err := p.Call(ctx, "hang", nil)
+	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		t.Fatalf("err = %v, want the server's own deadline, before the test's", err)
+	}
+	// The session survives a tool that hung.
+	if out, err := p.Call(ctx, "greet", nil); err != nil || string(out) != `"hello"` {
+		t.Fatalf("after the timeout: %s, %v", out, err)
+	}
+	if got := p.Status()[0].Connects; got != 1 {
+		t.Errorf("connects = %d, want 1", got)
+	}
+}
+
+// restartable is an HTTP MCP endpoint whose server can be replaced, as a process restart
+// does: every session of the old one is gone, and open connections are cut.
+type restartable struct {
+	srv     *httptest.Server
+	handler atomic.Pointer[http.Handler]
+	make    func() http.Handler
+}
+
+func newRestartable(t *testing.T, make func() http.Handler) *restartable {
+	r := &restartable{make: make}
+	h := make()
+	r.handler.Store(&h)
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		(*r.handler.Load()).ServeHTTP(w, req)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *restartable) restart() {
+	h := r.make()
+	r.handler.Store(&h)
+	r.srv.CloseClientConnections()
+}
+
+func TestPoolHTTPRestart(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		transport string
+		handler   func() http.Handler
+	}{
+		{name: "streamable", transport: "http", handler: func() http.Handler {
+			s := testServer()
+			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		}},
+		{name: "sse", transport: "sse", handler: func() http.Handler {
+			s := testServer()
+			return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRestartable(t, tt.handler)
+			p := newPool(t, map[string]mcpwire.ServerConfig{"remote": {Type: tt.transport, URL: r.srv.URL}}, nil)
+			ctx := ctxT(t)
+			if out, err := p.Call(ctx, "add", json.RawMessage(`{"a":1,"b":1}`)); err != nil || string(out) != `{"sum":2}` {
+				t.Fatalf("before the restart: %s, %v", out, err)
+			}
+			r.restart()
+			// The first call may race the connection's end (and then ask again), but
+			// it must not fail: the old session was gone before the call was sent.
+			out, err := p.Call(ctx, "add", json.RawMessage(`{"a":2,"b":3}`))
+			if err != nil || string(out) != `{"sum":5}` {
+				t.Fatalf("after the restart: %s, %v", out, err)
+			}
+			if got := p.Status()[0].Connects; got != 2 {
+				t.Errorf("connects = %d, want 2", got)
+			}
+		})
+	}
+}
+
+func TestPoolHeaders(t *testing.T) {
+	s := testServer()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	var missing atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer sesame" {
+			missing.Add(1)
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p := newPool(t, map[string]mcpwire.ServerConfig{"remote": {
+		Type: "http", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer sesame"},
+	}}, nil)
+	if out, err := p.Call(ctxT(t), "greet", nil); err != nil || string(out) != `"hello"` {
+		t.Fatalf("greet = %s, %v", out, err)
+	}
+	if missing.Load() != 0 {
+		t.Errorf("%d requests went without the configured header", missing.Load())
+	}
+}
+
+func TestPoolUnavailable(t *testing.T) {
+	url := "http://127.0.0.1:" + itoa(freePort(t)) + "/mcp"
+	p := newPool(t, map[string]mcpwire.ServerConfig{
+		"down":  {Type: "http", URL: url},
+		"down2": {Type: "jsonrpc", URL: url},
+		"gone":  {Command: "/nonexistent/toolbus-test-server"},
+	}, nil)
+	ctx := ctxT(t)
+	if err := p.Connect(ctx); err == nil {
+		t.Fatal("Connect succeeded with every server down")
+	}
+	for _, name := range []string{"down__x", "down2__x", "gone__x"} {
+		_, err := p.Call(ctx, name, nil)
+		if !errors.Is(err, mcpwire.ErrUnavailable) {
+			t.Errorf("%s: err = %v, want ErrUnavailable", name, err)
+		}
+	}
+	for _, st := range p.Status() {
+		if st.Connected || st.Err == nil {
+			t.Errorf("%s: status %+v, want not connected with an error", st.Server, st)
+		}
+	}
+}
+
+func TestPoolClosed(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"test": placeholder}, &mcpwire.Options{Dial: inMemory(testServer())})
+	if _, err := p.Call(ctxT(t), "greet", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Call(ctxT(t), "greet", nil); !errors.Is(err, mcpwire.ErrClosed) {
+		t.Errorf("after Close: err = %v, want ErrClosed", err)
+	}
+}
+
+func TestPoolCloseDuringCall(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"test": placeholder}, &mcpwire.Options{Dial: inMemory(testServer())})
+	if _, err := p.Call(ctxT(t), "greet", nil); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Call(ctxT(t), "hang", nil)
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the call start; either way it must end
+	closed := make(chan struct{})
+	go func() {
+		p.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waited for a hanging call")
+	}
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("the hanging call succeeded")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call outlived the pool")
+	}
+}
+
+func TestPoolServerComesUpLater(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nobody listens yet
+	p := newPool(t, map[string]mcpwire.ServerConfig{"late": {
+		Type: "http", URL: "http://" + addr + "/mcp",
+		Retry: &mcpwire.RetryPolicy{InitialInterval: mcpwire.Duration(20 * time.Millisecond), MaxInterval: mcpwire.Duration(100 * time.Millisecond)},
+	}}, nil)
+	ctx := ctxT(t)
+	if _, err := p.Call(ctx, "late__greet", nil); !errors.Is(err, mcpwire.ErrUnavailable) {
+		t.Fatalf("before the server started: err = %v, want ErrUnavailable", err)
+	}
+	s := testServer()
+	srv := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	if srv.Listener, err = net.Listen("tcp", addr); err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { p.Close() }) // first: the server waits for the pool's open stream
+	// The pool keeps trying in the background; the catalog fills without any call.
+	eventually(t, "the catalog of the late server", func() bool {
+		_, err := p.Lookup(ctx, "greet")
+		return err == nil
+	})
+	if out, err := p.Call(ctx, "greet", nil); err != nil || string(out) != `"hello"` {
+		t.Fatalf("greet = %s, %v", out, err)
+	}
+}
+
+func TestPoolUpdate(t *testing.T) {
+	stdio := stdioServer(t)
+	srv := testServer()
+	cfg := map[string]mcpwire.ServerConfig{
+		"keep":   placeholder,
+		"remove": {Command: stdio},
+		"change": {Command: "in-memory", BlockedTools: []string{"greet"}},
+	}
+	var catalogs sync.Map
+	p := newPool(t, cfg, &mcpwire.Options{
+		Dial: func(ctx context.Context, name string) (mcp.Transport, error) {
+			if name == "remove" {
+				return nil, nil
+			}
+			return inMemory(srv)(ctx, name)
+		},
+		OnCatalog: func(server string, tools []mcpwire.Tool) { catalogs.Store(server, len(tools)) },
+	})
+	ctx := ctxT(t)
+	if err := p.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(procs(t, os.Getpid(), 0)) != 1 {
+		t.Fatal("the stdio server is not running")
+	}
+	if _, err := p.Lookup(ctx, "change__greet"); !errors.Is(err, mcpwire.ErrNotAllowed) {
+		t.Fatalf("change__greet before: err = %v", err)
+	}
+	// A call to a server that stays is under way during the update.
+	errc := make(chan error, 1)
+	release := make(chan struct{})
+	srv.AddTool(&mcp.Tool{Name: "wait", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			<-release
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+		})
+	eventually(t, "the wait tool listed", func() bool { _, err := p.Lookup(ctx, "keep__wait"); return err == nil })
+	go func() {
+		_, err := p.Call(ctx, "keep__wait", nil)
+		errc <- err
+	}()
+
+	bad := map[string]mcpwire.ServerConfig{"keep": placeholder, "new": {Type: "sse"}}
+	if err := p.Update(bad, nil, nil); err == nil {
+		t.Fatal("an invalid configuration was applied")
+	}
+	route := "added"
+	err := p.Update(map[string]mcpwire.ServerConfig{
+		"keep":   placeholder,
+		"change": placeholder,
+		"added":  placeholder,
+	}, map[string]*string{"add": &route}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-errc; err != nil {
+		t.Errorf("the call under way to the unchanged server failed: %v", err)
+	}
+	if kids := procs(t, os.Getpid(), 0); len(kids) != 0 {
+		t.Errorf("the removed stdio server %v is still running", kids)
+	}
+	if _, err := p.Lookup(ctx, "remove__pid"); !errors.Is(err, mcpwire.ErrUnknownTool) {
+		t.Errorf("remove__pid: err = %v, want ErrUnknownTool", err)
+	}
+	if n, _ := catalogs.Load("remove"); n != 0 {
+		t.Errorf("OnCatalog of the removed server: %v tools, want 0", n)
+	}
+	if out, err := p.Call(ctx, "change__greet", nil); err != nil || string(out) != `"hello"` {
+		t.Errorf("change__greet after: %s, %v", out, err)
+	}
+	if got, err := p.Lookup(ctx, "add"); err != nil || got.Server != "added" {
+		t.Errorf("the new route: %+v, %v", got, err)
+	}
+	for _, st := range p.Status() {
+		if st.Server == "keep" && st.Connects != 1 {
+			t.Errorf("the unchanged server reconnected: %+v", st)
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package mcpwire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxPages bounds tools/list pagination against a server that never stops paging.
+const maxPages = 1000
+
+// How long a stdio server gets to exit after its stdin is closed, before SIGTERM.
+const terminateGrace = 2 * time.Second
+
+// session is one live connection to a server.
+type session interface {
+	listTools(ctx context.Context) ([]*mcp.Tool, error)
+	callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error)
+	// done is closed when the connection ended, by either side.
+	done() <-chan struct{}
+	close() error
+}
+
+// Internal causes, classified by [neverSent].
+var (
+	// errRejected: the server turned the request away before running it.
+	errRejected = errors.New("request rejected")
+	// errConnection: the connection broke.
+	errConnection = errors.New("connection failed")
+)
+
+// mcpSession is a go-sdk client session.
+type mcpSession struct {
+	cs   *mcp.ClientSession
+	dead chan struct{}
+	// life is done when the session is closed or the pool is; it cancels the calls
+	// under way, which the SDK would otherwise wait for, and what the transport keeps
+	// open (the SSE stream).
+	life   context.Context
+	cancel context.CancelFunc
+	cmd    *exec.Cmd // the child process of a stdio server
+}
+
+func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
+	if r := s.cs.InitializeResult(); r != nil && r.Capabilities != nil && r.Capabilities.Tools == nil {
+		return nil, nil
+	}
+	var tools []*mcp.Tool
+	cursor := ""
+	for page := 0; page < maxPages; page++ {
+		res, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, res.Tools...)
+		if cursor = res.NextCursor; cursor == "" {
+			break
+		}
+	}
+	return tools, nil
+}
+
+func (s *mcpSession) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	cctx, stop := boundTo(ctx, s.life)
+	defer stop()
+	res, err := s.cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil && ctx.Err() == nil && s.life.Err() != nil {
+		return nil, fmt.Errorf("%w: the session was closed during the call", errConnection)
+	}
+	return res, err
+}
+
+// boundTo returns ctx, also cancelled when life is done.
+func boundTo(ctx, life context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(life, cancel)
+	return ctx, func() { unhook(); cancel() }
+}
+
+func (s *mcpSession) done() <-chan struct{} { return s.dead }
+
+func (s *mcpSession) close() error {
+	s.cancel()
+	err := s.cs.Close()
+	if s.cmd != nil {
+		killGroup(s.cmd)
+	}
+	<-s.dead
+	if s.cmd != nil && errors.As(err, new(*exec.ExitError)) {
+		err = nil // a child that exited by signal or with a status is expected here
+	}
+	return err
+}
+
+// dial opens a session to the server named name. ctx bounds the whole session; the
+// attempt itself is bounded by timeout.
+func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client, t mcp.Transport, httpClient *http.Client, log *slog.Logger, timeout time.Duration) (session, error) {
+	if t == nil && cfg.Transport() == TransportJSONRPC {
+		return newRPCSession(ctx, cfg.URL, withHeaders(httpClient, cfg.Headers)), nil
+	}
+	var cmd *exec.Cmd
+	if t == nil {
+		switch cfg.Transport() {
+		case TransportStdio:
+			cmd = command(cfg, log)
+			t = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}
+		case TransportHTTP:
+			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: withHeaders(httpClient, cfg.Headers)}
+		case TransportSSE:
+			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: withHeaders(httpClient, cfg.Headers)}
+		default:
+			return nil, fmt.Errorf("unknown transport %q", cfg.Type)
+		}
+	}
+	// Some transports keep the context of Connect for the session's lifetime (the SSE
+	// GET stream), so the attempt's time limit is a timer rather than a deadline.
+	sctx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(timeout, cancel)
+	cs, err := client.Connect(sctx, t, nil)
+	expired := !timer.Stop()
+	if err != nil {
+		cancel()
+		if cmd != nil {
+			killGroup(cmd)
+		}
+		if expired && ctx.Err() == nil {
+			return nil, fmt.Errorf("no answer to initialize within %v: %w", timeout, context.DeadlineExceeded)
+		}
+		return nil, err
+	}
+	s := &mcpSession{cs: cs, dead: make(chan struct{}), life: sctx, cancel: cancel, cmd: cmd}
+	go func() {
+		_ = cs.Wait()
+		close(s.dead)
+	}()
+	return s, nil
+}
+
+// command builds the child process of a stdio server: the parent's environment plus the
+// configured one, its own process group so that it and its children can be killed
+// together, and stderr into the log.
+func command(cfg ServerConfig, log *slog.Logger) *exec.Cmd {
+	cmd := exec.Command(cfg.Command, cfg.Args...)
+	cmd.Dir = cfg.Cwd
+	cmd.Env = os.Environ()
+	for k, v := range cfg.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = &logWriter{log: log}
+	// A grandchild holding stderr open must not keep Wait from returning.
+	cmd.WaitDelay = terminateGrace
+	ownProcessGroup(cmd)
+	return cmd
+}
+
+// logWriter logs a child's stderr at debug level, one record per write.
+type logWriter struct{ log *slog.Logger }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.log.Debug("stderr", "text", string(p))
+	return len(p), nil
+}
+
+// withHeaders returns a client that adds headers to every request.
+func withHeaders(base *http.Client, headers map[string]string) *http.Client {
+	if base == nil {
+		base = &http.Client{}
+	}
+	if len(headers) == 0 {
+		return base
+	}
+	c := *base
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c.Transport = headerTransport{base: rt, headers: headers}
+	return &c
+}
+
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// transportCode reports whether a JSON-RPC error code is one the SDK uses for its own
+// failures (client closing -32003, server closing -32004, rejected by the transport
+// -32005) rather than one the server sent.
+func transportCode(code int64) bool { return code <= -32003 && code >= codeRejected }
+
+const codeRejected = -32005
+
+// neverSent reports whether err proves that the request never reached the tool: the
+// server could not be dialed, refused the session, or the HTTP layer turned the request
+// away with a status and no JSON-RPC answer.
+func neverSent(err error) bool {
+	var op *net.OpError
+	if errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, errRejected) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		(errors.As(err, &op) && op.Op == "dial") {
+		return true
+	}
+	var werr *jsonrpc.Error
+	return errors.As(err, &werr) && werr.Code == codeRejected && !ioFailure(err)
+}
+
+// brokeConnection reports whether err says the connection itself failed, as opposed to
+// the server answering with an error.
+func brokeConnection(err error) bool {
+	return neverSent(err) || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, errConnection) || ioFailure(err)
+}
+
+// ioFailure reports whether a read or write failed under the request.
+func ioFailure(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.As(err, &netErr)
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,122 @@
+package mcpwire_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+// pidOf asks the stdio test server for its process id.
+func pidOf(t *testing.T, p *mcpwire.Pool, tool string) int {
+	t.Helper()
+	out, err := p.Call(ctxT(t), tool, nil)
+	if err != nil {
+		t.Fatalf("pid: %v", err)
+	}
+	var r struct{ PID int }
+	if err := json.Unmarshal(out, &r); err != nil || r.PID == 0 {
+		t.Fatalf("pid = %s, %v", out, err)
+	}
+	return r.PID
+}
+
+func TestStdioRestartsAKilledServer(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t)}}, nil)
+	first := pidOf(t, p, "pid")
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a second server process", func() bool {
+		st := p.Status()[0]
+		return st.Connects == 2 && st.Connected
+	})
+	second := pidOf(t, p, "pid")
+	if second == first {
+		t.Fatalf("pid %d answered after it was killed", first)
+	}
+	if out, err := p.Call(ctxT(t), "echo", json.RawMessage(`{"text":"still here"}`)); err != nil || string(out) != `"still here"` {
+		t.Fatalf("echo after the restart = %s, %v", out, err)
+	}
+	if kids := procs(t, os.Getpid(), 0); len(kids) != 1 || kids[0] != second {
+		t.Errorf("child processes = %v, want only the new server %d", kids, second)
+	}
+}
+
+func TestStdioKilledDuringACall(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t)}}, nil)
+	pid := pidOf(t, p, "pid")
+	marker := filepath.Join(t.TempDir(), "sleeping")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Call(ctxT(t), "sleep", json.RawMessage(`{"marker":"`+marker+`"}`))
+		errc <- err
+	}()
+	eventually(t, "the call running", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The call had reached a tool with side effects: it must not be sent again, and
+	// must not wait for its timeout either.
+	select {
+	case err := <-errc:
+		if !errors.Is(err, mcpwire.ErrConnectionLost) {
+			t.Fatalf("err = %v, want ErrConnectionLost", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call outlived its server by 20s")
+	}
+	if got := pidOf(t, p, "pid"); got == pid {
+		t.Fatal("the killed server answered")
+	}
+}
+
+func TestStdioCloseLeavesNoProcess(t *testing.T) {
+	p, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{
+		"a": {Command: stdioServer(t), Env: map[string]string{"STDIOSERVER_GRANDCHILD": "1"}},
+		"b": {Command: stdioServer(t)},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Connect(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	pid := pidOf(t, p, "a__pid")
+	if n := len(procs(t, os.Getpid(), 0)); n != 2 {
+		t.Fatalf("%d child processes while running, want 2", n)
+	}
+	if n := len(procs(t, 0, pid)); n < 2 {
+		t.Fatalf("%d processes in the server's group, want it and its grandchild", n)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if kids := procs(t, os.Getpid(), 0); len(kids) != 0 {
+		t.Errorf("child processes %v left after Close", kids)
+	}
+	if group := procs(t, 0, pid); len(group) != 0 {
+		t.Errorf("processes %v of the server's group left after Close", group)
+	}
+}
+
+func TestStdioEnvAndCwd(t *testing.T) {
+	dir := t.TempDir()
+	p := newPool(t, map[string]mcpwire.ServerConfig{"sh": {
+		Command: "sh",
+		Args:    []string{"-c", `test "$(pwd)" = "$WANT_DIR" && exec "$SERVER"`},
+		Env:     map[string]string{"WANT_DIR": dir, "SERVER": stdioServer(t)},
+		Cwd:     dir,
+	}}, nil)
+	if err := p.Connect(ctxT(t)); err != nil {
+		t.Fatalf("the server did not start with the configured env and cwd: %v", err)
+	}
+}
