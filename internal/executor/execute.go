@@ -55,6 +55,17 @@ type Executor struct {
 	Retry   RetryPolicy
 	// Tracer records one span per attempt; nil means the global tracer provider.
 	Tracer trace.Tracer
+	// Gate, when set, fails calls to a backend marked down before they are tried.
+	Gate Gate
+}
+
+// Gate is a circuit breaker over backends, fed by health probes and by call outcomes.
+type Gate interface {
+	// Allow returns nil when a call to backend may go ahead, or the error to answer
+	// with at once (a *messages.ToolError, normally server_unavailable).
+	Allow(backend string) error
+	// Report tells the gate how an allowed attempt ended (nil: it succeeded).
+	Report(backend string, err error)
 }
 
 // Execute runs one call, with in-process retries of safe transient failures, and returns
@@ -88,6 +99,7 @@ func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (
 
 	var out json.RawMessage
 	var last *messages.ToolError
+	refused := false
 	tracer := e.Tracer
 	if tracer == nil {
 		tracer = telemetry.Tracer(nil)
@@ -97,7 +109,18 @@ func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (
 		actx, span := tracer.Start(ctx, "attempt "+strconv.Itoa(res.Attempts), trace.WithAttributes(
 			telemetry.Tool.String(call.Tool), telemetry.Server.String(b.Name()), telemetry.Attempt.Int(res.Attempts)))
 		defer span.End()
-		out, err = e.attempt(actx, b, call)
+		if e.Gate != nil {
+			if err = e.Gate.Allow(b.Name()); err != nil {
+				// The server is known to be down: answer now, retry nothing.
+				refused, last = true, messages.AsToolError(err)
+				span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
+				return backoff.Permanent(err)
+			}
+			out, err = e.attempt(actx, b, call)
+			e.Gate.Report(b.Name(), err)
+		} else {
+			out, err = e.attempt(actx, b, call)
+		}
 		if err == nil {
 			return nil
 		}
@@ -113,6 +136,9 @@ func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (
 	err = backoff.Retry(op, e.Retry.backoff(ctx))
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
+		if refused {
+			return res.Fail(last), Outcome{}
+		}
 		oc := Outcome{
 			Retryable: last.Code.Retryable() && (safe || last.Unsent) && !deadlinePassed(call),
 			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
