@@ -158,7 +158,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			<-ctx.Done()
 			return pool.Close()
 		})
-		for range o.Replicas {
+		for i := range o.Replicas {
 			svc, err := executor.New(ctx, js, exec, &executor.Options{
 				Concurrency: o.Config.Executor.Concurrency, Tracer: tracer, Logger: log,
 			})
@@ -166,6 +166,9 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				return nil, err
 			}
 			runs = append(runs, svc.Run)
+			if i == 0 {
+				runs = append(runs, svc.RunDeadLetters)
+			}
 		}
 	case Formatter:
 		for range o.Replicas {
