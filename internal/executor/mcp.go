@@ -131,7 +131,10 @@ func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
 	case errors.Is(err, context.DeadlineExceeded):
 		return te(messages.CodeTimeout, "the tool %q did not finish in time", name)
 	case errors.Is(err, mcpwire.ErrUnavailable), errors.Is(err, mcpwire.ErrClosed):
-		return te(messages.CodeServerUnavailable, "the server %q cannot be reached right now", t.Server)
+		// The request never left: repeating it cannot repeat an effect.
+		e := te(messages.CodeServerUnavailable, "the server %q cannot be reached right now", t.Server)
+		e.Unsent = true
+		return e
 	case errors.Is(err, mcpwire.ErrConnectionLost), errors.Is(err, context.Canceled):
 		if t.Retryable() {
 			return te(messages.CodeServerUnavailable, "the connection to the server %q failed during the call", t.Server)

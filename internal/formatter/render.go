@@ -66,7 +66,7 @@ func Render(responseID, conversation string, results []messages.ToolResult) mess
 	blocks := make([]string, len(sorted))
 	for i, r := range sorted {
 		blocks[i] = Block(r)
-		out.Results[i] = messages.OutputResult{Tool: r.Tool, Success: r.Success, Result: r.Result, Error: r.Error}
+		out.Results[i] = messages.OutputResult{Tool: r.Tool, Success: r.Success, Result: r.Result, Error: r.Error, Attempts: r.Attempts}
 	}
 	out.Text = strings.Join(blocks, "\n")
 	return out

@@ -103,6 +103,8 @@ type OutputResult struct {
 	Success bool            `json:"success"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *ResultError    `json:"error,omitempty"`
+	// Attempts counts the times the call was tried (0 when it was never tried).
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // HealthState is a server's state as healthd last saw it.
