@@ -28,6 +28,7 @@ import (
 	"github.com/toolbus/toolbus/internal/parser"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -39,8 +40,11 @@ type Options struct {
 	Executors        int // executor replicas, default 2
 	// Tool is called by every call: "execute_tool" (an engineering calculator, the
 	// default), "clock", or any tool of the configuration called with {}.
-	Tool   string
-	Config *config.Config
+	Tool string
+	// ToolLatency, when set, makes every call run the local tool "bench_work", which
+	// takes this long (a stand-in for a real tool's work).
+	ToolLatency time.Duration
+	Config      *config.Config
 	Logger *slog.Logger
 }
 
@@ -85,6 +89,9 @@ func (o *Options) defaults() {
 	if o.Executors <= 0 {
 		o.Executors = 2
 	}
+	if o.ToolLatency > 0 {
+		o.Tool = benchWork
+	}
 	if o.Tool == "" {
 		o.Tool = engineering.ToolExecute
 	}
@@ -97,6 +104,25 @@ func (o *Options) defaults() {
 }
 
 const conversation = "bench"
+
+const benchWork = "bench_work"
+
+// workTool is a local tool that takes d.
+func workTool(d time.Duration) *localtools.Registry {
+	reg := localtools.New()
+	reg.Add(localtools.Tool{
+		Info: messages.ToolInfo{Name: benchWork, Description: "waits, as a tool doing work would", ReadOnly: true, Idempotent: true},
+		Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return json.RawMessage(`{"done":true}`), nil
+		},
+	})
+	return reg
+}
 
 // responseText is one model response with k calls of tool.
 func responseText(tool string, k int) string {
@@ -122,7 +148,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		NumCPU: runtime.NumCPU(), CPUModel: cpuModel(),
 	}
 	text := responseText(o.Tool, o.CallsPerResponse)
-	sizes, err := messageSizes(ctx, text, o.Config)
+	var local *localtools.Registry
+	if o.ToolLatency > 0 {
+		local = workTool(0)
+	}
+	sizes, err := messageSizes(ctx, text, o.Config, local)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +197,12 @@ func runPipeline(ctx context.Context, o Options, text string) (lat []time.Durati
 	}
 	defer stop()
 	sctx, cancel := context.WithCancel(ctx)
+	var local *localtools.Registry
+	if o.ToolLatency > 0 {
+		local = workTool(o.ToolLatency)
+	}
 	n, err := node.Start(sctx, nc, node.Options{
-		Config: o.Config, Replicas: o.Executors, Logger: o.Logger,
+		Config: o.Config, Replicas: o.Executors, Logger: o.Logger, Local: local,
 		Services: []string{node.Parser, node.Executor, node.Formatter},
 	})
 	if err != nil {
@@ -249,8 +283,8 @@ func drive(ctx context.Context, n, c int, do func(context.Context) error) ([]tim
 type sizes struct{ response, call, result, output int }
 
 // messageSizes builds one response's messages with the stages' own pure functions.
-func messageSizes(ctx context.Context, text string, cfg *config.Config) (sizes, error) {
-	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions(), nil)
+func messageSizes(ctx context.Context, text string, cfg *config.Config, local *localtools.Registry) (sizes, error) {
+	exec, err := node.NewExecutor(cfg, local, engineering.NewMemorySessions(), nil)
 	if err != nil {
 		return sizes{}, err
 	}

@@ -17,6 +17,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs.IntVar(&o.Concurrency, "concurrency", 16, "responses in flight")
 	fs.IntVar(&o.Executors, "executors", 2, "executor replicas")
 	fs.StringVar(&o.Tool, "tool", "execute_tool", "tool every call runs: execute_tool (an engineering calculator), clock, or a configured tool")
+	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "run a local tool that takes this long instead of --tool (e.g. 20ms, for scaling runs)")
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
 	if err := parseFlags(fs, args); err != nil {
