@@ -45,7 +45,7 @@ type Options struct {
 	// takes this long (a stand-in for a real tool's work).
 	ToolLatency time.Duration
 	Config      *config.Config
-	Logger *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Report is the outcome of a run.
