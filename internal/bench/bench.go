@@ -9,9 +9,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -45,7 +47,9 @@ type Options struct {
 	// takes this long (a stand-in for a real tool's work).
 	ToolLatency time.Duration
 	Config      *config.Config
-	Logger      *slog.Logger
+	// Profile, when set, receives a CPU profile of the toolbus run.
+	Profile io.Writer
+	Logger  *slog.Logger
 }
 
 // Report is the outcome of a run.
@@ -237,6 +241,12 @@ func runPipeline(ctx context.Context, o Options, text string) (lat []time.Durati
 			}
 		}
 		return nil
+	}
+	if o.Profile != nil {
+		if err := pprof.StartCPUProfile(o.Profile); err != nil {
+			return nil, 0, 0, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cpu0 := cpuSeconds()
 	lat, secs, err = drive(ctx, o.Responses, o.Concurrency, ask)

@@ -105,30 +105,37 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 			Conversation: meta.Conversation, Index: meta.Index, Count: meta.Count,
 		}
 		return s.finish(ctx, meta, call, messages.ResultFor(call).Fail(
-			messages.Errorf(messages.CodeInternal, "the call message could not be decoded: %v", err)), false)
+			messages.Errorf(messages.CodeInternal, "the call message could not be decoded: %v", err)), true, false)
 	}
 
 	span := trace.SpanFromContext(ctx)
 	span.SetName("execute " + call.Tool)
 	span.SetAttributes(telemetry.Tool.String(call.Tool))
 
-	claim, err := s.claims.Begin(ctx, call.ID)
-	if err != nil {
-		return bus.Retry(err, s.opts.RedeliveryDelay)
+	// A read-only or idempotent call does no harm when run twice, so its first delivery
+	// skips the claim: two key-value writes fewer on the hot path. Redeliveries claim, to
+	// answer from a stored result and to count attempts across deliveries.
+	info, _ := s.exec.Router.Info(call.Tool)
+	claimed := delivered > 1 || !(info.ReadOnly || info.Idempotent)
+	var claim Claim
+	if claimed {
+		var err error
+		if claim, err = s.claims.Begin(ctx, call.ID); err != nil {
+			return bus.Retry(err, s.opts.RedeliveryDelay)
+		}
 	}
 	switch {
 	case claim.Result != nil:
 		// Done before (the ack or the publish was lost): answer again, de-duplicated.
 		return s.publish(ctx, meta, call, *claim.Result)
 	case claim.Abandoned != nil:
-		info, _ := s.exec.Router.Info(call.Tool)
 		if !info.ReadOnly && !info.Idempotent {
 			res := messages.ResultFor(call).Fail(messages.Errorf(messages.CodeOutcomeUnknown,
 				"the call to %q was started by an executor that stopped before it finished (%s, started %s); "+
 					"the tool may or may not have run, and it is not idempotent, so it was not run again: check its effect before calling it again",
 				call.Tool, claim.Abandoned.Owner, claim.Abandoned.Started.Format(time.RFC3339)))
 			res.Attempts = delivered
-			return s.finish(ctx, meta, call, res, false)
+			return s.finish(ctx, meta, call, res, true, false)
 		}
 		if err := s.claims.TakeOver(ctx, call.ID, &claim); err != nil {
 			// Another replica took it over; let JetStream sort out who answers.
@@ -148,14 +155,16 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 		}
 		return bus.Retry(fmt.Errorf("call %s: %s", call.ID, res.Error.Message), s.opts.RedeliveryDelay)
 	}
-	return s.finish(ctx, meta, call, res, !res.Success && oc.Retryable)
+	return s.finish(ctx, meta, call, res, claimed, !res.Success && oc.Retryable)
 }
 
-// finish stores the result, copies exhausted calls to the dead-letter stream and
-// publishes the result.
-func (s *Service) finish(ctx context.Context, meta bus.Meta, call messages.ToolCall, res messages.ToolResult, exhausted bool) error {
-	if err := s.claims.Finish(ctx, call.ID, res); err != nil {
-		return bus.Retry(err, s.opts.RedeliveryDelay)
+// finish stores the result of a claimed call, copies exhausted calls to the dead-letter
+// stream and publishes the result.
+func (s *Service) finish(ctx context.Context, meta bus.Meta, call messages.ToolCall, res messages.ToolResult, claimed, exhausted bool) error {
+	if claimed {
+		if err := s.claims.Finish(ctx, call.ID, res); err != nil {
+			return bus.Retry(err, s.opts.RedeliveryDelay)
+		}
 	}
 	if exhausted {
 		dead := struct {

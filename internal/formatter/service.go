@@ -21,7 +21,9 @@ type Options struct {
 	Logger      *slog.Logger
 }
 
-// Service runs the formatter stage on a JetStream connection.
+// Service runs the formatter stage on a JetStream connection. Results of responses with
+// several calls are gathered in the gather bucket; a response of one call is answered
+// directly.
 type Service struct {
 	js     jetstream.JetStream
 	store  gatherStore
@@ -63,14 +65,21 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		// A result nobody can place: it cannot complete any output.
 		return fmt.Errorf("undecodable result on %s: %v", msg.Subject(), err)
 	}
-	g, err := s.store.Add(ctx, r)
-	if err != nil {
-		return bus.Retry(err, time.Second)
+	// A response of one call needs no gathering: its output is published straight away,
+	// and the output's Nats-Msg-Id makes a redelivered result's second publish a no-op.
+	results := []messages.ToolResult{r}
+	gathered := r.Count > 1
+	if gathered {
+		g, err := s.store.Add(ctx, r)
+		if err != nil {
+			return bus.Retry(err, time.Second)
+		}
+		if !g.complete() {
+			return nil
+		}
+		results = g.Results
 	}
-	if !g.complete() {
-		return nil
-	}
-	out := Render(r.ResponseID, r.Conversation, g.Results)
+	out := Render(r.ResponseID, r.Conversation, results)
 	body, err := json.Marshal(out)
 	if err != nil {
 		return err
@@ -79,6 +88,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	meta.MsgID, meta.Index, meta.Count = r.ResponseID, 0, 0
 	if err := bus.Publish(ctx, s.js, messages.OutputSubject(r.Conversation), meta, body); err != nil {
 		return bus.Retry(err, time.Second)
+	}
+	if !gathered {
+		return nil
 	}
 	if err := s.store.MarkDone(ctx, r.ResponseID); err != nil {
 		// The output is out; a redelivery would only publish it again, de-duplicated.

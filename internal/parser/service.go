@@ -88,19 +88,30 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		meta.MsgID = meta.ResponseID
 		return s.publish(ctx, messages.OutputSubject(meta.Conversation), meta, w.Output)
 	}
-	for _, r := range w.Failed {
+	out := make([]bus.Outgoing, 0, len(w.Failed)+len(w.Calls))
+	add := func(subject string, id string, index, count int, v any) error {
+		body, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
 		m := meta
-		m.MsgID, m.Index, m.Count = r.CallID, r.Index, r.Count
-		if err := s.publish(ctx, messages.ResultSubject(meta.Conversation), m, r); err != nil {
+		m.MsgID, m.Index, m.Count = id, index, count
+		out = append(out, bus.Outgoing{Subject: subject, Meta: m, Body: body})
+		return nil
+	}
+	for _, r := range w.Failed {
+		if err := add(messages.ResultSubject(meta.Conversation), r.CallID, r.Index, r.Count, r); err != nil {
 			return err
 		}
 	}
 	for _, c := range w.Calls {
-		m := meta
-		m.MsgID, m.Index, m.Count = c.ID, c.Index, c.Count
-		if err := s.publish(ctx, messages.CallSubject(meta.Conversation), m, c); err != nil {
+		if err := add(messages.CallSubject(meta.Conversation), c.ID, c.Index, c.Count, c); err != nil {
 			return err
 		}
+	}
+	// The message ids make the repeated publishes of a retry no-ops.
+	if err := bus.PublishBatch(ctx, s.js, out); err != nil {
+		return bus.Retry(err, time.Second)
 	}
 	return nil
 }
