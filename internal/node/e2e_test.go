@@ -144,7 +144,8 @@ func TestPipelineEndToEnd(t *testing.T) {
 	// Count every output published, to prove none is published twice.
 	counts := map[string]int{}
 	var mu sync.Mutex
-	sub, err := connect("watcher").Subscribe(messages.AllOutputs, func(m *nats.Msg) {
+	watcher := connect("watcher")
+	sub, err := watcher.Subscribe(messages.AllOutputs, func(m *nats.Msg) {
 		mu.Lock()
 		counts[m.Header.Get(messages.HeaderMsgID)]++
 		mu.Unlock()
@@ -153,6 +154,9 @@ func TestPipelineEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	if err := watcher.Flush(); err != nil { // the subscription is in place before any output
+		t.Fatal(err)
+	}
 
 	var wg sync.WaitGroup
 	outs := make([]*messages.Output, len(plans))

@@ -77,6 +77,9 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	errs := make(chan error, total)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
