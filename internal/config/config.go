@@ -15,6 +15,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // Config is the whole configuration. The zero value is valid: engineering and the clock
@@ -28,6 +29,7 @@ type Config struct {
 	AllowedTools []string          `json:"allowedTools,omitempty"`
 	Engineering  Engineering       `json:"engineering,omitzero"`
 	Local        localtools.Config `json:"local,omitzero"`
+	Parser       Parser            `json:"parser,omitzero"`
 	Executor     Executor          `json:"executor,omitzero"`
 	Health       Health            `json:"health,omitzero"`
 	NATS         NATS              `json:"nats,omitzero"`
@@ -41,6 +43,18 @@ type Engineering struct {
 	Enabled *bool `json:"enabled,omitempty"`
 	// Expose is "hierarchical" (default) or "flat".
 	Expose string `json:"expose,omitempty"`
+}
+
+// Parser configures the parser stage.
+type Parser struct {
+	// Format pins the tool-call syntax ("auto", the default, detects it); a response's
+	// Toolbus-Format header overrides it.
+	Format string `json:"format,omitempty"`
+	// MaxResponseBytes, MaxCalls and MaxDepth bound a response; 0 means toolcall's
+	// defaults (1 MiB, 64 calls, depth 100).
+	MaxResponseBytes int `json:"max_response_bytes,omitempty"`
+	MaxCalls         int `json:"max_calls,omitempty"`
+	MaxDepth         int `json:"max_depth,omitempty"`
 }
 
 // Executor configures the executor stage.
@@ -142,6 +156,9 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 		if _, ok := c.MCPServers[*server]; !ok {
 			return nil, fmt.Errorf("%s: routes.%s: no server called %q in mcpServers", source, tool, *server)
 		}
+	}
+	if _, err := toolcall.ParseFormat(c.Parser.Format); err != nil {
+		return nil, fmt.Errorf("%s: parser.format: %w", source, err)
 	}
 	if err := c.Local.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)

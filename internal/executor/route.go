@@ -39,6 +39,9 @@ func (r *Router) Route(name string) (Backend, error) {
 	return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q; available tools: %s", name, strings.Join(r.names(), ", "))
 }
 
+// Backends returns the router's backends in priority order.
+func (r *Router) Backends() []Backend { return r.backends }
+
 // Describer is implemented by backends that can describe one tool without listing all.
 type Describer interface {
 	Info(name string) (messages.ToolInfo, bool)

@@ -26,6 +26,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -129,8 +130,17 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 	var runs []runFunc
 	switch name {
 	case Parser:
+		catalog := parser.NewCatalog()
+		kv, err := js.KeyValue(ctx, messages.BucketCatalog)
+		if err != nil {
+			return nil, fmt.Errorf("parser: catalog bucket: %w", err)
+		}
+		runs = append(runs, func(ctx context.Context) error { return catalog.Follow(ctx, kv, log) })
+		format, _ := toolcall.ParseFormat(o.Config.Parser.Format)
+		extract := &toolcall.Options{Format: format, MaxInputSize: o.Config.Parser.MaxResponseBytes,
+			MaxCalls: o.Config.Parser.MaxCalls, MaxDepth: o.Config.Parser.MaxDepth}
 		for range o.Replicas {
-			runs = append(runs, parser.New(js, &parser.Options{Tracer: tracer, Logger: log}).Run)
+			runs = append(runs, parser.New(js, &parser.Options{Extract: extract, Catalog: catalog, Tracer: tracer, Logger: log}).Run)
 		}
 	case Executor:
 		kv, err := js.KeyValue(ctx, messages.BucketSessions)
@@ -153,6 +163,12 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			return nil, err
 		}
 		exec.Tracer = tracer
+		// The in-process tools join the catalog too, for the parser and `toolbus tools`.
+		for _, b := range exec.Router.Backends() {
+			if b.Name() == "local" || b.Name() == "engineering" {
+				mirrorCatalog(catalog, b.Name(), catalogTools(b.Name(), b.Tools()), log)
+			}
+		}
 		// The pool's servers (child processes among them) live as long as the service.
 		runs = append(runs, func(ctx context.Context) error {
 			<-ctx.Done()
@@ -217,6 +233,15 @@ func mirrorCatalog(kv jetstream.KeyValue, server string, tools []mcpwire.Tool, l
 	if err != nil {
 		log.Warn("catalog: store", "server", server, "err", err)
 	}
+}
+
+func catalogTools(server string, infos []messages.ToolInfo) []mcpwire.Tool {
+	tools := make([]mcpwire.Tool, 0, len(infos))
+	for _, t := range infos {
+		tools = append(tools, mcpwire.Tool{Name: t.Name, Server: server, Remote: t.Name, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly, Idempotent: t.Idempotent})
+	}
+	return tools
 }
 
 // NewExecutor builds the executor of a configuration. Routing order: explicit routes to

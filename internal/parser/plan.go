@@ -3,6 +3,7 @@ package parser
 import (
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolbus/toolbus/internal/formatter"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
@@ -37,5 +38,31 @@ func Plan(responseID, conversation, text string, deadline time.Time, opts *toolc
 		}
 		w.Calls = append(w.Calls, call)
 	}
+	return w
+}
+
+// CheckArguments moves every call whose arguments do not fit its tool's input schema
+// from w.Calls to w.Failed, answered with invalid_arguments naming the argument. Tools
+// without a known schema pass unchecked; the executor's backend checks them.
+func CheckArguments(w Work, schemas map[string]*jsonschema.Resolved) Work {
+	if len(schemas) == 0 || len(w.Calls) == 0 {
+		return w
+	}
+	calls := w.Calls[:0:0]
+	for _, c := range w.Calls {
+		schema, ok := schemas[c.Tool]
+		if !ok {
+			calls = append(calls, c)
+			continue
+		}
+		args, err := toolcall.CheckArguments(c.Tool, schema, c.Arguments)
+		if err != nil {
+			w.Failed = append(w.Failed, messages.ResultFor(c).Fail(err))
+			continue
+		}
+		c.Arguments = args
+		calls = append(calls, c)
+	}
+	w.Calls = calls
 	return w
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/telemetry"
@@ -21,8 +22,11 @@ import (
 type Options struct {
 	// Concurrency is the number of responses parsed at once. Default 8.
 	Concurrency int
-	// Extract configures extraction and repair.
+	// Extract configures extraction and repair: the format pin and the limits. Known tools
+	// and schemas come from Catalog.
 	Extract *toolcall.Options
+	// Catalog, when set, names the tools and their input schemas; see [Catalog.Follow].
+	Catalog *Catalog
 	Tracer  trace.Tracer
 	Logger  *slog.Logger
 }
@@ -80,7 +84,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	if d := msg.Headers().Get(messages.HeaderDeadline); d != "" {
 		deadline, _ = time.Parse(time.RFC3339Nano, d)
 	}
-	w := Plan(meta.ResponseID, meta.Conversation, string(msg.Data()), deadline, s.opts.Extract)
+	opts := s.extractOptions(msg.Headers().Get(messages.HeaderFormat))
+	w := Plan(meta.ResponseID, meta.Conversation, string(msg.Data()), deadline, &opts.Options)
+	w = CheckArguments(w, opts.checks)
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.ResponseID.String(meta.ResponseID),
 		attribute.Int("toolbus.calls", len(w.Calls)+len(w.Failed)), attribute.Int("toolbus.parse_errors", len(w.Failed)))
 
@@ -127,4 +133,28 @@ func (s *Service) publish(ctx context.Context, subject string, m bus.Meta, v any
 		return bus.Retry(err, time.Second)
 	}
 	return nil
+}
+
+type extractOptions struct {
+	toolcall.Options
+	checks map[string]*jsonschema.Resolved
+}
+
+// extractOptions are the configured options with the catalog's tools and a response's
+// format pin.
+func (s *Service) extractOptions(format string) extractOptions {
+	var o extractOptions
+	if s.opts.Extract != nil {
+		o.Options = *s.opts.Extract
+	}
+	if s.opts.Catalog != nil {
+		snap := s.opts.Catalog.current()
+		o.KnownTools, o.Schemas, o.checks = snap.known, snap.schemas, snap.checks
+	}
+	if format != "" {
+		if f, err := toolcall.ParseFormat(format); err == nil {
+			o.Format = f
+		}
+	}
+	return o
 }

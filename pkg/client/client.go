@@ -51,6 +51,8 @@ type SubmitOptions struct {
 	ResponseID string
 	// Deadline, when set, is when unfinished calls are answered with timeout.
 	Deadline time.Time
+	// Format pins the tool-call syntax of this response (see toolcall.Formats).
+	Format string
 }
 
 // Submit publishes text as a response of conversation and returns its id once JetStream
@@ -72,6 +74,9 @@ func (c *Client) Submit(ctx context.Context, conversation, text string, o *Submi
 	msg.Header.Set(messages.HeaderResponseID, id)
 	msg.Header.Set(messages.HeaderMsgID, id)
 	msg.Header.Set(messages.HeaderConversation, conversation)
+	if opts.Format != "" {
+		msg.Header.Set(messages.HeaderFormat, opts.Format)
+	}
 	if !opts.Deadline.IsZero() {
 		msg.Header.Set(messages.HeaderDeadline, opts.Deadline.UTC().Format(time.RFC3339Nano))
 	}

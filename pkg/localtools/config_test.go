@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 func TestConfigJSON(t *testing.T) {
@@ -145,7 +146,7 @@ func TestClock(t *testing.T) {
 	if !strings.Contains(string(tool.Info.OutputSchema), `"iso_week"`) {
 		t.Errorf("output schema = %s", tool.Info.OutputSchema)
 	}
-	s, err := resolveSchema(tool.Info.OutputSchema)
+	s, err := toolcall.ResolveSchema(tool.Info.OutputSchema)
 	if err != nil {
 		t.Fatal(err)
 	}

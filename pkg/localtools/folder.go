@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // FolderOptions configure a [Folder]. The zero value is usable.
@@ -262,7 +263,7 @@ func (f *Folder) load(stem string) (*folderTool, error) {
 	}
 	p := process{name: stem, path: exe, dir: f.dir, env: f.env, timeout: timeout, maxOutput: f.opts.MaxOutputBytes}
 	run := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-		args, err := checkArguments(stem, spec.in, args)
+		args, err := toolcall.CheckArguments(stem, spec.in, args)
 		if err != nil {
 			return nil, err
 		}
@@ -271,7 +272,7 @@ func (f *Folder) load(stem string) (*folderTool, error) {
 			return nil, err
 		}
 		if err := checkResult(spec.out, out); err != nil {
-			return nil, messages.Errorf(messages.CodeToolError, "the result of tool %q does not match its outputSchema: %s", stem, describeSchemaError(err))
+			return nil, messages.Errorf(messages.CodeToolError, "the result of tool %q does not match its outputSchema: %s", stem, toolcall.DescribeSchemaError(err))
 		}
 		return out, nil
 	}

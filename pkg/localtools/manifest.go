@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // ManifestSuffix ends the name of a tool's metadata file in a tools folder: the
@@ -77,12 +78,12 @@ func parseManifest(data []byte, stem string) (toolSpec, error) {
 		timeout: time.Duration(m.Timeout),
 	}
 	var err error
-	if spec.in, err = resolveSchema(m.InputSchema); err != nil {
+	if spec.in, err = toolcall.ResolveSchema(m.InputSchema); err != nil {
 		return toolSpec{}, fmt.Errorf("inputSchema: %w", err)
 	}
 	if len(m.OutputSchema) > 0 && string(m.OutputSchema) != "null" {
 		spec.info.OutputSchema = compact(m.OutputSchema)
-		if spec.out, err = resolveSchema(m.OutputSchema); err != nil {
+		if spec.out, err = toolcall.ResolveSchema(m.OutputSchema); err != nil {
 			return toolSpec{}, fmt.Errorf("outputSchema: %w", err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 func TestParseManifest(t *testing.T) {
@@ -72,6 +74,6 @@ func FuzzParseManifest(f *testing.F) {
 			t.Fatalf("accepted %q as %+v", data, spec)
 		}
 		// The schema accepted must be usable for checking arguments.
-		_, _ = checkArguments("tool", spec.in, json.RawMessage(`{}`))
+		_, _ = toolcall.CheckArguments("tool", spec.in, json.RawMessage(`{}`))
 	})
 }

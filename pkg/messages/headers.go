@@ -12,6 +12,9 @@ const (
 	HeaderCallIndex = "Toolbus-Call-Index"
 	// HeaderCallCount is the number of calls the parser found in the response.
 	HeaderCallCount = "Toolbus-Call-Count"
+	// HeaderFormat pins the tool-call syntax of one response ("tool_call", "llama_json",
+	// "mistral", ...; see toolcall.Formats), overriding the configuration.
+	HeaderFormat = "Toolbus-Format"
 	// HeaderDeadline is an RFC 3339 time after which a call is answered with timeout.
 	HeaderDeadline = "Toolbus-Deadline"
 	// HeaderMsgID is JetStream's de-duplication id: the response id on responses and

@@ -1,0 +1,106 @@
+package parser
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/toolcall"
+)
+
+// catalogTool is the part of a catalog entry the parser needs; the executors write the
+// entries (one key per server, plus "local" and "engineering").
+type catalogTool struct {
+	Name        string          `json:"name"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+// Catalog is the parser's view of the tools every backend offers: their names, so that
+// formats without a call marker (bare or fenced JSON) are recognised, and their input
+// schemas, to coerce and validate arguments. It follows the catalog bucket.
+type Catalog struct {
+	mu      sync.Mutex
+	servers map[string][]catalogTool
+	snap    atomic.Pointer[snapshot]
+}
+
+type snapshot struct {
+	known   []string
+	schemas map[string]json.RawMessage
+	checks  map[string]*jsonschema.Resolved
+}
+
+// NewCatalog returns an empty catalog.
+func NewCatalog() *Catalog {
+	c := &Catalog{servers: map[string][]catalogTool{}}
+	c.snap.Store(&snapshot{})
+	return c
+}
+
+// Set replaces the tools of one server; nil removes the server.
+func (c *Catalog) Set(server string, tools []catalogTool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tools == nil {
+		delete(c.servers, server)
+	} else {
+		c.servers[server] = tools
+	}
+	s := &snapshot{schemas: map[string]json.RawMessage{}, checks: map[string]*jsonschema.Resolved{}}
+	for _, tools := range c.servers {
+		for _, t := range tools {
+			s.known = append(s.known, t.Name)
+			if len(t.InputSchema) == 0 {
+				continue
+			}
+			s.schemas[t.Name] = t.InputSchema
+			if r, err := toolcall.ResolveSchema(t.InputSchema); err == nil {
+				s.checks[t.Name] = r
+			}
+		}
+	}
+	sort.Strings(s.known)
+	c.snap.Store(s)
+}
+
+func (c *Catalog) current() *snapshot { return c.snap.Load() }
+
+// Follow keeps the catalog in step with the bucket until ctx is done.
+func (c *Catalog) Follow(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) error {
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil { // the initial values are all in
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				c.Set(e.Key(), nil)
+				continue
+			}
+			var tools []catalogTool
+			if err := json.Unmarshal(e.Value(), &tools); err != nil {
+				log.Warn("catalog: undecodable entry", "key", e.Key(), "err", err)
+				continue
+			}
+			if tools == nil {
+				tools = []catalogTool{}
+			}
+			c.Set(e.Key(), tools)
+		}
+	}
+}

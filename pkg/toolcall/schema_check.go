@@ -1,0 +1,111 @@
+package toolcall
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Arguments are checked against a tool's input schema in one place, for the parser (schemas
+// from the catalog) and for local tools alike.
+
+// ResolveSchema parses a tool schema, which must describe a JSON object.
+func ResolveSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("not a JSON schema: %w", err)
+	}
+	if s.Type != "object" {
+		return nil, errors.New(`the schema's type must be "object"`)
+	}
+	return s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+}
+
+// CheckArguments validates args against schema, applying its defaults, and returns the
+// arguments to decode. Empty args are an empty object.
+func CheckArguments(tool string, schema *jsonschema.Resolved, args json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
+		args = json.RawMessage("{}")
+	}
+	if schema == nil {
+		return args, nil
+	}
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: not JSON: %v", tool, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: the arguments must be a JSON object", tool)
+	}
+	if err := schema.ApplyDefaults(&m); err != nil {
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %s", tool, DescribeSchemaError(err))
+	}
+	if err := schema.Validate(m); err != nil {
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %s", tool, DescribeSchemaError(err))
+	}
+	return json.Marshal(m)
+}
+
+// DescribeSchemaError rewrites a jsonschema validation error so that it names the
+// argument instead of the schema location: jsonschema nests "validating <pointer>: "
+// prefixes, and the innermost pointer says which argument failed.
+func DescribeSchemaError(err error) string {
+	const prefix = "validating "
+	msg, ptr := err.Error(), ""
+	for {
+		i := strings.Index(msg, prefix)
+		if i < 0 {
+			break
+		}
+		rest := msg[i+len(prefix):]
+		j := strings.Index(rest, ": ")
+		if j < 0 || !(rest[:j] == "root" || strings.HasPrefix(rest[:j], "/")) {
+			break
+		}
+		ptr, msg = rest[:j], rest[j+2:]
+	}
+	if name := argumentName(ptr); name != "" {
+		return fmt.Sprintf("argument %q: %s", name, msg)
+	}
+	return msg
+}
+
+// argumentName turns a schema pointer like /properties/a/items/properties/b into a.[].b.
+func argumentName(ptr string) string {
+	if ptr == "" || ptr == "root" {
+		return ""
+	}
+	var parts []string
+	segs := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	for i := 0; i < len(segs); i++ {
+		switch segs[i] {
+		case "properties":
+			if i+1 < len(segs) {
+				i++
+				parts = append(parts, strings.NewReplacer("~1", "/", "~0", "~").Replace(segs[i]))
+			}
+		case "items", "additionalItems":
+			parts = append(parts, "[]")
+		case "prefixItems":
+			if i+1 < len(segs) {
+				i++
+				if n, err := strconv.Atoi(segs[i]); err == nil {
+					parts = append(parts, fmt.Sprintf("[%d]", n))
+				}
+			}
+		case "additionalProperties":
+			parts = append(parts, "*")
+		case "patternProperties":
+			i++
+			parts = append(parts, "*")
+		}
+	}
+	return strings.ReplaceAll(strings.Join(parts, "."), ".[", "[")
+}
