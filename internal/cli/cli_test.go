@@ -112,3 +112,51 @@ func TestToolsListsTheVisibleTools(t *testing.T) {
 		t.Errorf("tools %s; the calculators must stay hidden", got)
 	}
 }
+
+func TestParseCommand(t *testing.T) {
+	stdout, stderr, code := runMain(t, "Let me check.\n<tool_call>{'name': 'clock', 'arguments': {},}</tool_call>\n<tool_call>not json</tool_call>", "parse")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var p struct {
+		Calls []struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+			Format    string          `json:"format"`
+			Repairs   []string        `json:"repairs"`
+		} `json:"calls"`
+		Content string                           `json:"content"`
+		Errors  []struct{ Code, Message string } `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if len(p.Calls) != 1 || p.Calls[0].Name != "clock" || string(p.Calls[0].Arguments) != "{}" || p.Calls[0].Format != "tool_call" || len(p.Calls[0].Repairs) == 0 {
+		t.Errorf("calls %+v", p.Calls)
+	}
+	if len(p.Errors) != 1 || p.Errors[0].Code != "parse_error" || !strings.Contains(p.Content, "Let me check.") {
+		t.Errorf("errors %+v content %q", p.Errors, p.Content)
+	}
+
+	stdout, _, code = runMain(t, `"<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>"`+"\n"+`"no call"`+"\n", "parse", "--jsonl")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) != 2 || !strings.Contains(lines[0], `"name":"a"`) || !strings.Contains(lines[1], `"calls":[]`) {
+		t.Errorf("jsonl: exit %d\n%s", code, stdout)
+	}
+}
+
+func TestRepairCommand(t *testing.T) {
+	stdout, stderr, code := runMain(t, "{p=10, d: 100, 'sigma': 160,}", "repair")
+	if code != 0 || strings.TrimSpace(stdout) != `{"p":10,"d":100,"sigma":160}` || !strings.Contains(stderr, "repairs:") {
+		t.Errorf("exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	_, stderr, code = runMain(t, "}}}", "repair")
+	if code != 1 || stderr == "" {
+		t.Errorf("hopeless input: exit %d stderr %q", code, stderr)
+	}
+	stdout, _, code = runMain(t, `"{'a': 1}"`+"\n"+`"}}}"`+"\n", "repair", "--jsonl")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) != 2 || lines[0] != `{"json":{"a":1},"ok":true}` || !strings.HasPrefix(lines[1], `{"error":`) {
+		t.Errorf("jsonl: exit %d\n%s", code, stdout)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,8 +14,8 @@ import (
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
-	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 func splitComma(s string) []string {
@@ -29,8 +30,14 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	fs := newFlags("tools", env)
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	asJSON := fs.Bool("json", false, "print the tools as JSON")
+	format := fs.String("format", "", "print the tools as the function declarations of a vendor's API: "+dialectNames()+" (default: a table)")
+	wait := fs.Duration("wait", 20*time.Second, "how long to wait for the MCP servers to answer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	dialect := mcpwire.Dialect(*format)
+	if *format != "" && !slices.Contains(mcpwire.Dialects(), dialect) {
+		return usageError{fmt.Errorf("--format %q: want one of %s", *format, dialectNames())}
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
@@ -41,11 +48,25 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	// Every server in parallel; one that does not answer is reported and left out.
+	cctx, cancel := context.WithTimeout(ctx, *wait)
+	err = pool.Connect(cctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "toolbus tools: some MCP servers are left out: %v\n", err)
+	}
 	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
 	if err != nil {
 		return err
 	}
 	tools := exec.Router.Tools()
+	if dialect != "" {
+		decls, err := mcpwire.Declarations(dialect, declared(ctx, pool, tools))
+		if err != nil {
+			return err
+		}
+		return writeJSON(env.Stdout, decls)
+	}
 	if *asJSON {
 		return writeJSON(env.Stdout, tools)
 	}
@@ -56,6 +77,38 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\n", t.Name, desc)
 	}
 	return tw.Flush()
+}
+
+func dialectNames() string {
+	var names []string
+	for _, d := range mcpwire.Dialects() {
+		names = append(names, string(d))
+	}
+	return strings.Join(names, ", ")
+}
+
+// declared is the catalog a model sees (the router's visible tools, in its order) as
+// mcpwire tools: those of MCP servers with everything their server said about them
+// (title, destructiveHint), the others from their description.
+func declared(ctx context.Context, pool *mcpwire.Pool, tools []messages.ToolInfo) []mcpwire.Tool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second) // the servers answered (or not) already
+	defer cancel()
+	remote := map[string]mcpwire.Tool{}
+	for _, t := range pool.Tools(ctx) {
+		remote[t.Name] = t
+	}
+	out := make([]mcpwire.Tool, 0, len(tools))
+	for _, t := range tools {
+		if rt, ok := remote[t.Name]; ok {
+			out = append(out, rt)
+			continue
+		}
+		out = append(out, mcpwire.Tool{
+			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+			ReadOnly: t.ReadOnly, Idempotent: t.Idempotent || t.ReadOnly, Destructive: !t.ReadOnly && !t.Idempotent,
+		})
+	}
+	return out
 }
 
 func healthCmd(ctx context.Context, env Env, args []string) error {
@@ -104,45 +157,6 @@ func healthCmd(ctx context.Context, env Env, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fms\t%d\t%s\t%s\n", s.Server, s.Transport, s.State, s.LatencyMS, s.Tools, s.CheckedAt.Format(time.RFC3339), s.Error)
 	}
 	return tw.Flush()
-}
-
-func parseCmd(ctx context.Context, env Env, args []string) error {
-	fs := newFlags("parse", env)
-	known := fs.String("known-tools", "", "comma-separated tool names, for formats that need them")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	inputs, err := readInputs(env, fs.Args())
-	if err != nil {
-		return err
-	}
-	opts := &toolcall.Options{KnownTools: splitList(*known)}
-	for _, in := range inputs {
-		if err := writeJSON(env.Stdout, toolcall.Extract(in.text, opts)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func repairCmd(ctx context.Context, env Env, args []string) error {
-	fs := newFlags("repair", env)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	b, err := io.ReadAll(env.Stdin)
-	if err != nil {
-		return err
-	}
-	out, repairs, err := toolcall.RepairJSON(string(b))
-	if err != nil {
-		return err
-	}
-	if len(repairs) > 0 {
-		fmt.Fprintf(env.Stderr, "repairs: %s\n", strings.Join(repairs, ", "))
-	}
-	_, err = fmt.Fprintf(env.Stdout, "%s\n", out)
-	return err
 }
 
 func writeJSON(w io.Writer, v any) error {
