@@ -54,7 +54,9 @@ type ConsumeOptions struct {
 	// trace the message carries. Tracer nil means the global tracer provider.
 	SpanName string
 	Tracer   trace.Tracer
-	Logger   *slog.Logger
+	// Middleware, when set, wraps the handler (stats, for example).
+	Middleware func(Handler) Handler
+	Logger     *slog.Logger
 
 	consumer string
 }
@@ -85,6 +87,9 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 	}
 	if o.SpanName == "" {
 		o.SpanName = "process"
+	}
+	if o.Middleware != nil {
+		h = o.Middleware(h)
 	}
 	consumer := c.CachedInfo().Name
 	o.consumer = consumer

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/healthd"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -114,49 +115,123 @@ func declared(ctx context.Context, pool *mcpwire.Pool, tools []messages.ToolInfo
 func healthCmd(ctx context.Context, env Env, args []string) error {
 	fs := newFlags("health", env)
 	cf := addConnectFlags(fs, env)
-	asJSON := fs.Bool("json", false, "print the statuses as JSON")
+	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file (TOOLBUS_CONFIG): show its servers only, those without a status as unknown; what --probe probes")
+	asJSON := fs.Bool("json", false, "print the statuses as a JSON array")
+	probe := fs.Bool("probe", false, "probe the servers of --config now, directly, instead of reading healthd's statuses from NATS")
+	timeout := fs.Duration("timeout", healthd.DefaultTimeout, "time limit of each probe, with --probe")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	nc, err := cf.connect("toolbus health", nil, false)
+	var cfg *config.Config
+	if *cfgPath != "" || *probe {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	var statuses []messages.HealthStatus
+	if *probe {
+		statuses = healthd.ProbeAll(ctx, healthd.Targets(cfg, &healthd.TargetOptions{RequestTimeout: *timeout}), *timeout)
+	} else {
+		var err error
+		if statuses, err = storedHealth(ctx, cf, cfg); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		if statuses == nil {
+			statuses = []messages.HealthStatus{}
+		}
+		return writeJSON(env.Stdout, statuses)
+	}
+	now := time.Now()
+	ago := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return now.Sub(t).Round(time.Second).String() + " ago"
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tTRANSPORT\tSTATE\tLATENCY\tTOOLS\tPROTOCOL\tCHECKED\tCHANGED\tERROR")
+	for _, s := range statuses {
+		latency, protocol, state := "-", s.Protocol, string(s.State)
+		if s.LatencyMS > 0 {
+			latency = fmt.Sprintf("%.1fms", s.LatencyMS)
+		}
+		if protocol == "" {
+			protocol = "-"
+		}
+		if s.Failures > 0 {
+			state += fmt.Sprintf(" (%d failed)", s.Failures)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Server, s.Transport, state, latency, s.Tools, protocol,
+			ago(s.CheckedAt), ago(s.ChangedAt), s.Error)
+	}
+	return tw.Flush()
+}
+
+// storedHealth reads healthd's statuses from the health bucket. With a configuration,
+// it keeps the configured servers only, in its order, and reports those that have no
+// status yet as unknown.
+func storedHealth(ctx context.Context, cf connectFlags, cfg *config.Config) ([]messages.HealthStatus, error) {
+	nc, err := cf.connect("toolbus health", cfg, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, messages.BucketHealth)
 	if err != nil {
-		return fmt.Errorf("health bucket: %w (is toolbus running?)", err)
+		return nil, fmt.Errorf("health bucket: %w (is toolbus running?)", err)
 	}
 	keys, err := kv.ListKeys(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var statuses []messages.HealthStatus
+	byName := map[string]messages.HealthStatus{}
 	for k := range keys.Keys() {
+		if k == messages.HealthLeaderKey {
+			continue
+		}
 		e, err := kv.Get(ctx, k)
 		if err != nil {
 			continue
 		}
 		var st messages.HealthStatus
-		if json.Unmarshal(e.Value(), &st) == nil {
-			statuses = append(statuses, st)
+		if json.Unmarshal(e.Value(), &st) == nil && st.Server != "" {
+			byName[st.Server] = st
 		}
 	}
-	if *asJSON {
-		return writeJSON(env.Stdout, statuses)
+	var out []messages.HealthStatus
+	if cfg != nil {
+		for _, t := range healthd.Targets(cfg, nil) {
+			st, ok := byName[t.Name]
+			if !ok {
+				st = messages.HealthStatus{Server: t.Name, Transport: t.Transport, State: messages.HealthUnknown, Error: "no status yet: is healthd running?"}
+			}
+			out = append(out, st)
+		}
+		return out, nil
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tTRANSPORT\tSTATE\tLATENCY\tTOOLS\tCHECKED\tERROR")
-	for _, s := range statuses {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fms\t%d\t%s\t%s\n", s.Server, s.Transport, s.State, s.LatencyMS, s.Tools, s.CheckedAt.Format(time.RFC3339), s.Error)
+	for _, st := range byName {
+		out = append(out, st)
 	}
-	return tw.Flush()
+	// The in-process backends first, then the servers by name.
+	slices.SortFunc(out, func(a, b messages.HealthStatus) int {
+		if ai, bi := a.Transport == "in-process", b.Transport == "in-process"; ai != bi {
+			if ai {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Server, b.Server)
+	})
+	return out, nil
 }
 
 func writeJSON(w io.Writer, v any) error {

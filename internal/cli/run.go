@@ -172,6 +172,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	services := fs.String("services", "", "comma-separated services to run (default all: parser,executor,formatter,healthd)")
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	jsonLogs := fs.Bool("json-logs", false, "log JSON lines")
+	opsAddr := fs.String("ops-addr", envDefault(env, "ops-addr", ":8081"), "address of /healthz and /readyz (TOOLBUS_OPS_ADDR; empty: none)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -200,8 +201,12 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("connect to %s: %w", *url, err)
 	}
 	defer nc.Close()
+	opsSrv, err := startOps(ctx, nc, *opsAddr, log)
+	if err != nil {
+		return err
+	}
 	n, err := node.Start(ctx, nc, node.Options{
-		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log,
+		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log, Ops: opsSrv,
 		Topology: topology(cfg, *streamReplicas),
 	})
 	if err != nil {

@@ -3,6 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/internal/ops"
 
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
@@ -20,6 +24,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 	replicas := fs.Int("replicas", 1, "replicas of the service in this process")
 	streamReplicas := fs.Int("stream-replicas", 0, "JetStream replicas of streams and buckets, 3 on a cluster (default: the config's nats.stream_replicas, else 1)")
 	verbose := fs.Bool("v", false, "log everything to stderr")
+	opsAddr := fs.String("ops-addr", envDefault(env, "ops-addr", ":8081"), "address of /healthz and /readyz (TOOLBUS_OPS_ADDR; empty: none)")
 	if err := parseFlags(fs, args); err != nil {
 		return 2
 	}
@@ -39,8 +44,12 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 			return err
 		}
 		defer nc.Drain()
+		opsSrv, err := startOps(ctx, nc, *opsAddr, log)
+		if err != nil {
+			return err
+		}
 		n, err := node.Start(ctx, nc, node.Options{
-			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log,
+			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log, Ops: opsSrv,
 			Topology: topology(cfg, *streamReplicas),
 		})
 		if err != nil {
@@ -62,4 +71,18 @@ func topology(cfg *config.Config, replicas int) bus.Topology {
 		t.Replicas = replicas
 	}
 	return t
+}
+
+// startOps serves /healthz, /readyz and the micro registrations until ctx is done.
+func startOps(ctx context.Context, nc *nats.Conn, addr string, log *slog.Logger) (*ops.Server, error) {
+	srv, err := ops.New(nc, &ops.Options{Addr: addr, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := srv.Run(ctx); err != nil {
+			log.Error("ops server stopped", "err", err)
+		}
+	}()
+	return srv, nil
 }

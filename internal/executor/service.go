@@ -28,7 +28,9 @@ type Options struct {
 	// Owner names this replica in call claims. Default: a unique id.
 	Owner  string
 	Tracer trace.Tracer
-	Logger *slog.Logger
+	// Middleware wraps the stage's handler (see bus.ConsumeOptions).
+	Middleware func(bus.Handler) bus.Handler
+	Logger     *slog.Logger
 }
 
 // Service runs the executor stage on a JetStream connection.
@@ -83,7 +85,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	return bus.Consume(ctx, c, func(ctx context.Context, msg jetstream.Msg) error {
 		return s.handle(ctx, msg, cfg.MaxDeliver)
-	}, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Heartbeat: heartbeat, SpanName: "execute", Tracer: s.opts.Tracer, Logger: s.opts.Logger})
+	}, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Heartbeat: heartbeat, SpanName: "execute", Tracer: s.opts.Tracer, Middleware: s.opts.Middleware, Logger: s.opts.Logger})
 }
 
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int) error {
@@ -111,6 +113,13 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 	span := trace.SpanFromContext(ctx)
 	span.SetName("execute " + call.Tool)
 	span.SetAttributes(telemetry.Tool.String(call.Tool))
+	if call.Error != nil {
+		// The parser's verdict: answer it, run nothing.
+		span.SetAttributes(telemetry.ErrorCode.String(string(call.Error.Code)))
+		res := messages.ResultFor(call)
+		res.Error = call.Error
+		return s.publish(ctx, meta, call, res)
+	}
 
 	// A read-only or idempotent call does no harm when run twice, so its first delivery
 	// skips the claim: two key-value writes fewer on the hot path. Redeliveries claim, to

@@ -18,7 +18,9 @@ type Options struct {
 	// Concurrency is the number of results handled at once. Default 16.
 	Concurrency int
 	Tracer      trace.Tracer
-	Logger      *slog.Logger
+	// Middleware wraps the stage's handler (see bus.ConsumeOptions).
+	Middleware func(bus.Handler) bus.Handler
+	Logger     *slog.Logger
 }
 
 // Service runs the formatter stage on a JetStream connection. Results of responses with
@@ -56,7 +58,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("formatter: %w", err)
 	}
-	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "format", Tracer: s.opts.Tracer, Logger: s.logger})
+	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "format", Tracer: s.opts.Tracer, Middleware: s.opts.Middleware, Logger: s.logger})
 }
 
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {

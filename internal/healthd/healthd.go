@@ -1,48 +1,96 @@
-// Package healthd publishes the status of every tool server: to the health key-value
-// bucket (one key per server) and on toolbus.health.<server>, on an interval.
-//
-// In-process backends (local tools, engineering) are always up. Remote servers are
-// reported with their transport; until they are probed their state is unknown.
 package healthd
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// Options configures a [Service].
+// Defaults of [Options].
+const (
+	DefaultTimeout   = 5 * time.Second
+	DefaultThreshold = 3
+	DefaultLeaseTTL  = 10 * time.Second
+)
+
+// Options configures a [Service]. The zero value means the defaults.
 type Options struct {
-	// Interval between two rounds. Default: the configuration's, 15s.
+	// Interval between two probes of one server. Default: the configuration's, 15s.
 	Interval time.Duration
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// Timeout of one probe. Default 5s.
+	Timeout time.Duration
+	// Threshold is the number of consecutive failed probes after which a server is
+	// down. Default 3.
+	Threshold int
+	// LeaseTTL is how long the leader's lease lasts unless renewed; it is renewed every
+	// third of it. A replica takes over when the leader has not renewed for this long.
+	// Default 10s.
+	LeaseTTL time.Duration
+	// ID names this replica in the lease and in the statuses it writes. Default:
+	// host name, process id and a random suffix.
+	ID string
+	// Targets replaces the targets of the configuration (tests).
+	Targets []Target
+	// HTTPClient is the base client of HTTP probes; see [TargetOptions].
+	HTTPClient *http.Client
+	// Observe, when set, is told the duration and error of every probe (ops stats).
+	Observe func(time.Duration, error)
+	// Now stamps the statuses. Default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
-// Service is the health daemon.
+// Service is the health daemon: one replica of it, of which the leader probes.
 type Service struct {
-	nc   *nats.Conn
-	kv   jetstream.KeyValue
-	cfg  *config.Config
-	opts Options
+	nc      *nats.Conn
+	kv      jetstream.KeyValue
+	opts    Options
+	targets []Target
+	lease   *lease
+	log     *slog.Logger
+
+	mu   sync.Mutex
+	busy map[string]bool // targets whose last probe has not returned yet
 }
 
-// New returns a health daemon for the servers of cfg.
+// New returns a health daemon for the targets of cfg ([Targets]).
 func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config.Config, opts *Options) (*Service, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
+	if cfg == nil {
+		cfg = &config.Config{}
+	}
 	if o.Interval <= 0 {
 		o.Interval = cfg.HealthInterval()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Threshold <= 0 {
+		o.Threshold = DefaultThreshold
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.ID == "" {
+		host, _ := os.Hostname()
+		o.ID = host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[16:]
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -54,47 +102,155 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config
 	if err != nil {
 		return nil, fmt.Errorf("healthd: %w", err)
 	}
-	return &Service{nc: nc, kv: kv, cfg: cfg, opts: o}, nil
+	targets := o.Targets
+	if targets == nil {
+		targets = Targets(cfg, &TargetOptions{HTTPClient: o.HTTPClient, RequestTimeout: o.Timeout})
+	}
+	return &Service{
+		nc: nc, kv: kv, opts: o, targets: targets,
+		lease: &lease{kv: kv, id: o.ID, ttl: o.LeaseTTL},
+		log:   o.Logger.With("replica", o.ID),
+		busy:  map[string]bool{},
+	}, nil
 }
 
-// Statuses is one round of statuses: the in-process backends, then each server.
-func (s *Service) Statuses() []messages.HealthStatus {
-	now := s.opts.Now().UTC()
-	out := []messages.HealthStatus{{Server: "local", Transport: "in-process", State: messages.HealthUp, CheckedAt: now}}
-	if config.On(s.cfg.Engineering.Enabled) {
-		out = append(out, messages.HealthStatus{Server: "engineering", Transport: "in-process", State: messages.HealthUp, CheckedAt: now})
-	}
-	for _, name := range s.cfg.ServerNames() {
-		out = append(out, messages.HealthStatus{
-			Server: name, Transport: string(s.cfg.MCPServers[name].Transport()),
-			State: messages.HealthUnknown, Error: "not probed yet", CheckedAt: now,
-		})
-	}
-	return out
-}
+// ID is the replica's name.
+func (s *Service) ID() string { return s.opts.ID }
 
-// Run publishes a round at once and then every interval until ctx is done.
+// Leading reports whether this replica holds the lease now.
+func (s *Service) Leading() bool { return s.lease.held() }
+
+// Run campaigns for the lease and, while it holds it, probes every target on the
+// interval, until ctx is done. It gives the lease up on the way out.
 func (s *Service) Run(ctx context.Context) error {
-	t := time.NewTicker(s.opts.Interval)
-	defer t.Stop()
 	for {
-		s.round(ctx)
+		if err := s.lease.acquire(ctx, s.log); err != nil {
+			return nil // ctx is done
+		}
+		s.log.Info("health: leading; probing", "targets", len(s.targets), "interval", s.opts.Interval)
+		s.lead(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("health: lost the lease; following")
+	}
+}
+
+// lead probes every target in a loop of its own until ctx is done or the lease is lost.
+func (s *Service) lead(ctx context.Context) {
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, t := range s.targets {
+		wg.Go(func() { s.watch(lctx, t) })
+	}
+	renew := time.NewTicker(s.lease.ttl / 3)
+	defer renew.Stop()
+	for lost := false; !lost; {
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-t.C:
+			lost = true
+		case <-renew.C:
+			if err := s.lease.renew(ctx); err != nil {
+				s.log.Warn("health: renewing the lease", "err", err)
+			}
+			lost = !s.lease.held()
+		}
+	}
+	cancel()
+	wg.Wait()
+	if ctx.Err() != nil {
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.lease.release(rctx)
+		rcancel()
+	}
+}
+
+// watch probes one target now and then every interval. A target whose last probe
+// still runs (it ignored its timeout) is not probed again meanwhile.
+func (s *Service) watch(ctx context.Context, t Target) {
+	tick := time.NewTicker(s.opts.Interval)
+	defer tick.Stop()
+	for {
+		s.probe(ctx, t)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }
 
-func (s *Service) round(ctx context.Context) {
-	for _, st := range s.Statuses() {
-		body, _ := json.Marshal(st)
-		if _, err := s.kv.Put(ctx, bus.Key(st.Server), body); err != nil {
-			s.opts.Logger.Warn("health: store status", "server", st.Server, "err", err)
-		}
-		if err := s.nc.Publish(messages.HealthSubject(st.Server), body); err != nil {
-			s.opts.Logger.Warn("health: publish status", "server", st.Server, "err", err)
+func (s *Service) probe(ctx context.Context, t Target) {
+	s.mu.Lock()
+	if s.busy[t.Name] {
+		s.mu.Unlock()
+		s.record(ctx, t, Result{Err: errors.New("the previous probe has not returned yet")})
+		return
+	}
+	s.busy[t.Name] = true
+	s.mu.Unlock()
+	r := runProbe(ctx, t, s.opts.Timeout, func() {
+		s.mu.Lock()
+		s.busy[t.Name] = false
+		s.mu.Unlock()
+	})
+	s.record(ctx, t, r)
+}
+
+// record stores the status after probe result r with compare-and-set, so that it
+// builds on the stored status (the failure count survives a change of leader) and a
+// concurrent writer's update is never lost, then publishes it.
+func (s *Service) record(ctx context.Context, t Target, r Result) {
+	if ctx.Err() != nil || !s.lease.held() {
+		return // the lease was lost or the service stops: this result is not ours to write
+	}
+	if s.opts.Observe != nil {
+		s.opts.Observe(r.Latency, r.Err)
+	}
+	var before messages.HealthState
+	wctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	st, err := bus.UpdateJSON(wctx, s.kv, bus.Key(t.Name), func(st *messages.HealthStatus) (bool, error) {
+		before = st.State
+		*st = Next(*st, r, s.opts.Threshold, s.opts.Now().UTC())
+		st.Server, st.Transport, st.ProbedBy = t.Name, t.Transport, s.opts.ID
+		return true, nil
+	})
+	if err != nil {
+		s.log.Warn("health: store status", "server", t.Name, "err", err)
+		return
+	}
+	if before != st.State {
+		s.log.Info("health: state changed", "server", t.Name, "from", before, "to", st.State, "err", st.Error)
+	}
+	body, _ := json.Marshal(st)
+	if err := s.nc.Publish(messages.HealthSubject(t.Name), body); err != nil {
+		s.log.Warn("health: publish status", "server", t.Name, "err", err)
+	}
+}
+
+// Next returns the status after a probe with result r, given the previous status prev:
+// one success makes the server up, threshold consecutive failures make it down, and
+// fewer leave its state as it was. ChangedAt moves when the state changes.
+func Next(prev messages.HealthStatus, r Result, threshold int, now time.Time) messages.HealthStatus {
+	if prev.State == "" {
+		prev.State = messages.HealthUnknown
+	}
+	st := prev
+	st.CheckedAt = now
+	st.LatencyMS = float64(r.Latency.Microseconds()) / 1000
+	if r.Err == nil {
+		st.State, st.Failures, st.Error = messages.HealthUp, 0, r.Note
+		st.Tools, st.Protocol = r.Tools, r.Protocol
+	} else {
+		st.Failures++
+		st.Error = r.Err.Error()
+		if st.Failures >= threshold {
+			st.State = messages.HealthDown
 		}
 	}
+	if st.State != prev.State {
+		st.ChangedAt = now
+	}
+	return st
 }

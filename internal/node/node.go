@@ -20,6 +20,7 @@ import (
 	"github.com/toolbus/toolbus/internal/executor"
 	"github.com/toolbus/toolbus/internal/formatter"
 	"github.com/toolbus/toolbus/internal/healthd"
+	"github.com/toolbus/toolbus/internal/ops"
 	"github.com/toolbus/toolbus/internal/parser"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/engineering"
@@ -53,6 +54,9 @@ type Options struct {
 	Replicas int
 	// Local tools, in addition to the built-ins the configuration turns on.
 	Local *localtools.Registry
+	// Ops, when set, counts each replica's handled messages and registers it with the
+	// NATS service framework (nats micro ls / info / stats).
+	Ops *ops.Server
 	// TracerProvider records spans; nil means the global provider (see internal/telemetry).
 	TracerProvider trace.TracerProvider
 	Logger         *slog.Logger
@@ -128,6 +132,17 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 	log := o.Logger.With("service", name)
 	tracer := telemetry.Tracer(o.TracerProvider)
 	var runs []runFunc
+	// stage registers one replica with ops and returns its stats middleware.
+	stage := func() (func(bus.Handler) bus.Handler, func(time.Duration, error), error) {
+		if o.Ops == nil {
+			return nil, nil, nil
+		}
+		st, err := o.Ops.AddStage(name, "toolbus "+name)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st.Wrap, st.Observe, nil
+	}
 	switch name {
 	case Parser:
 		catalog := parser.NewCatalog()
@@ -140,7 +155,11 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		extract := &toolcall.Options{Format: format, MaxInputSize: o.Config.Parser.MaxResponseBytes,
 			MaxCalls: o.Config.Parser.MaxCalls, MaxDepth: o.Config.Parser.MaxDepth}
 		for range o.Replicas {
-			runs = append(runs, parser.New(js, &parser.Options{Extract: extract, Catalog: catalog, Tracer: tracer, Logger: log}).Run)
+			mw, _, err := stage()
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, parser.New(js, &parser.Options{Extract: extract, Catalog: catalog, Tracer: tracer, Middleware: mw, Logger: log}).Run)
 		}
 	case Executor:
 		kv, err := js.KeyValue(ctx, messages.BucketSessions)
@@ -163,6 +182,13 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			return nil, err
 		}
 		exec.Tracer = tracer
+		health, err := js.KeyValue(ctx, messages.BucketHealth)
+		if err != nil {
+			return nil, fmt.Errorf("executor: health bucket: %w", err)
+		}
+		gate := executor.NewBreaker(&executor.BreakerOptions{StaleAfter: 4 * o.Config.HealthInterval(), Logger: log})
+		exec.Gate = gate
+		runs = append(runs, func(ctx context.Context) error { return executor.WatchHealth(ctx, health, gate) })
 		// The in-process tools join the catalog too, for the parser and `toolbus tools`.
 		for _, b := range exec.Router.Backends() {
 			if b.Name() == "local" || b.Name() == "engineering" {
@@ -175,8 +201,12 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			return pool.Close()
 		})
 		for i := range o.Replicas {
+			mw, _, err := stage()
+			if err != nil {
+				return nil, err
+			}
 			svc, err := executor.New(ctx, js, exec, &executor.Options{
-				Concurrency: o.Config.Executor.Concurrency, Tracer: tracer, Logger: log,
+				Concurrency: o.Config.Executor.Concurrency, Tracer: tracer, Middleware: mw, Logger: log,
 			})
 			if err != nil {
 				return nil, err
@@ -188,14 +218,22 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		}
 	case Formatter:
 		for range o.Replicas {
-			f, err := formatter.New(ctx, js, &formatter.Options{Tracer: tracer, Logger: log})
+			mw, _, err := stage()
+			if err != nil {
+				return nil, err
+			}
+			f, err := formatter.New(ctx, js, &formatter.Options{Tracer: tracer, Middleware: mw, Logger: log})
 			if err != nil {
 				return nil, err
 			}
 			runs = append(runs, f.Run)
 		}
 	case Healthd:
-		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Logger: log})
+		_, observe, err := stage()
+		if err != nil {
+			return nil, err
+		}
+		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Observe: observe, Logger: log})
 		if err != nil {
 			return nil, err
 		}

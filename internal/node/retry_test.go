@@ -109,9 +109,10 @@ func TestMCPServerAlwaysDown(t *testing.T) {
 	if r.Success || r.Error.Code != "server_unavailable" {
 		t.Fatalf("want server_unavailable, got %+v", r)
 	}
-	// Three deliveries (nats.max_deliver) of three attempts each.
-	if r.Attempts != 9 {
-		t.Errorf("result says %d attempts, want 9", r.Attempts)
+	// At most three deliveries (nats.max_deliver) of three attempts each; the executor's
+	// circuit breaker opens after its failure threshold and answers the rest at once.
+	if r.Attempts < 3 || r.Attempts > 9 {
+		t.Errorf("result says %d attempts, want 3 to 9", r.Attempts)
 	}
 	t.Logf("answered server_unavailable after %v: %s", time.Since(start), r.Error.Message)
 }

@@ -9,11 +9,13 @@ import (
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
-// Work is what the parser publishes for one response: calls to execute, results it can
-// give at once (calls it could not parse), or the output of a response without calls.
+// Work is what the parser publishes for one response: its calls, in order, or the
+// output of a response without calls. A call the parser could not read, or whose
+// arguments do not fit its tool's schema, carries the error to answer it with; the
+// executor answers it without running anything. (All calls go through the executor, so
+// the parser needs no permission to publish results.)
 type Work struct {
-	Calls  []messages.ToolCall
-	Failed []messages.ToolResult
+	Calls []messages.ToolCall
 	// Output is set only for a response without calls.
 	Output *messages.Output
 }
@@ -33,36 +35,33 @@ func Plan(responseID, conversation, text string, deadline time.Time, opts *toolc
 			Index: i, Count: n, Tool: c.Name, Arguments: c.Arguments, Repairs: c.Repairs, Deadline: deadline,
 		}
 		if c.Err != nil {
-			w.Failed = append(w.Failed, messages.ResultFor(call).Fail(c.Err))
-			continue
+			call.Error = &messages.ResultError{Code: c.Err.Code, Message: c.Err.Message}
 		}
 		w.Calls = append(w.Calls, call)
 	}
 	return w
 }
 
-// CheckArguments moves every call whose arguments do not fit its tool's input schema
-// from w.Calls to w.Failed, answered with invalid_arguments naming the argument. Tools
-// without a known schema pass unchecked; the executor's backend checks them.
+// CheckArguments marks every call whose arguments do not fit its tool's input schema
+// with an invalid_arguments error naming the argument, and gives the others their
+// arguments with the schema's defaults applied. Tools without a known schema pass
+// unchecked; the executor's backend checks them.
 func CheckArguments(w Work, schemas map[string]*jsonschema.Resolved) Work {
-	if len(schemas) == 0 || len(w.Calls) == 0 {
+	if len(schemas) == 0 {
 		return w
 	}
-	calls := w.Calls[:0:0]
-	for _, c := range w.Calls {
+	for i, c := range w.Calls {
 		schema, ok := schemas[c.Tool]
-		if !ok {
-			calls = append(calls, c)
+		if !ok || c.Error != nil {
 			continue
 		}
 		args, err := toolcall.CheckArguments(c.Tool, schema, c.Arguments)
 		if err != nil {
-			w.Failed = append(w.Failed, messages.ResultFor(c).Fail(err))
+			te := messages.AsToolError(err)
+			w.Calls[i].Error = &messages.ResultError{Code: te.Code, Message: te.Message}
 			continue
 		}
-		c.Arguments = args
-		calls = append(calls, c)
+		w.Calls[i].Arguments = args
 	}
-	w.Calls = calls
 	return w
 }

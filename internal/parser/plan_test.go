@@ -33,15 +33,27 @@ func TestPlan(t *testing.T) {
 				t.Fatalf("output %+v, want output=%v", w.Output, tt.wantOutput)
 			}
 			if tt.wantOutput {
-				if w.Output.Kind != messages.KindNoToolCall || w.Output.ResponseID != "r1" || len(w.Calls)+len(w.Failed) != 0 {
+				if w.Output.Kind != messages.KindNoToolCall || w.Output.ResponseID != "r1" || len(w.Calls) != 0 {
 					t.Errorf("no-call output: %+v", w)
 				}
 				return
 			}
-			if len(w.Calls) != len(tt.wantCalls) || len(w.Failed) != len(tt.wantFailed) {
-				t.Fatalf("calls %d failed %d, want %d and %d", len(w.Calls), len(w.Failed), len(tt.wantCalls), len(tt.wantFailed))
-			}
+			var good []messages.ToolCall
+			var failed []messages.ToolCall
 			for i, c := range w.Calls {
+				if c.Index != i {
+					t.Errorf("call %d has index %d", i, c.Index)
+				}
+				if c.Error != nil {
+					failed = append(failed, c)
+				} else {
+					good = append(good, c)
+				}
+			}
+			if len(good) != len(tt.wantCalls) || len(failed) != len(tt.wantFailed) {
+				t.Fatalf("calls %d failed %d, want %d and %d", len(good), len(failed), len(tt.wantCalls), len(tt.wantFailed))
+			}
+			for i, c := range good {
 				if c.Tool != tt.wantCalls[i] || c.Count != tt.wantCount || c.ResponseID != "r1" || c.Conversation != "c1" || !c.Deadline.Equal(deadline) {
 					t.Errorf("call %d: %+v", i, c)
 				}
@@ -52,8 +64,8 @@ func TestPlan(t *testing.T) {
 					t.Errorf("arguments %s are not an object", c.Arguments)
 				}
 			}
-			for i, r := range w.Failed {
-				if r.Index != tt.wantFailed[i] || r.Success || r.Error == nil || r.Error.Code != messages.CodeParseError || r.Error.Message == "" || r.Count != tt.wantCount {
+			for i, r := range failed {
+				if r.Index != tt.wantFailed[i] || r.Error.Code != messages.CodeParseError || r.Error.Message == "" || r.Count != tt.wantCount {
 					t.Errorf("failed %d: %+v %+v", i, r, r.Error)
 				}
 			}

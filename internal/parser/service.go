@@ -28,7 +28,9 @@ type Options struct {
 	// Catalog, when set, names the tools and their input schemas; see [Catalog.Follow].
 	Catalog *Catalog
 	Tracer  trace.Tracer
-	Logger  *slog.Logger
+	// Middleware wraps the stage's handler (see bus.ConsumeOptions).
+	Middleware func(bus.Handler) bus.Handler
+	Logger     *slog.Logger
 }
 
 // Service runs the parser stage on a JetStream connection.
@@ -58,7 +60,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("parser: %w", err)
 	}
-	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "parse", Tracer: s.opts.Tracer, Logger: s.opts.Logger})
+	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "parse", Tracer: s.opts.Tracer, Middleware: s.opts.Middleware, Logger: s.opts.Logger})
 }
 
 // ResponseID returns the id of a response message: the response id header, else its
@@ -88,32 +90,21 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	w := Plan(meta.ResponseID, meta.Conversation, string(msg.Data()), deadline, &opts.Options)
 	w = CheckArguments(w, opts.checks)
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.ResponseID.String(meta.ResponseID),
-		attribute.Int("toolbus.calls", len(w.Calls)+len(w.Failed)), attribute.Int("toolbus.parse_errors", len(w.Failed)))
+		attribute.Int("toolbus.calls", len(w.Calls)))
 
 	if w.Output != nil {
 		meta.MsgID = meta.ResponseID
 		return s.publish(ctx, messages.OutputSubject(meta.Conversation), meta, w.Output)
 	}
-	out := make([]bus.Outgoing, 0, len(w.Failed)+len(w.Calls))
-	add := func(subject string, id string, index, count int, v any) error {
-		body, err := json.Marshal(v)
+	out := make([]bus.Outgoing, 0, len(w.Calls))
+	for _, c := range w.Calls {
+		body, err := json.Marshal(c)
 		if err != nil {
 			return err
 		}
 		m := meta
-		m.MsgID, m.Index, m.Count = id, index, count
-		out = append(out, bus.Outgoing{Subject: subject, Meta: m, Body: body})
-		return nil
-	}
-	for _, r := range w.Failed {
-		if err := add(messages.ResultSubject(meta.Conversation), r.CallID, r.Index, r.Count, r); err != nil {
-			return err
-		}
-	}
-	for _, c := range w.Calls {
-		if err := add(messages.CallSubject(meta.Conversation), c.ID, c.Index, c.Count, c); err != nil {
-			return err
-		}
+		m.MsgID, m.Index, m.Count = c.ID, c.Index, c.Count
+		out = append(out, bus.Outgoing{Subject: messages.CallSubject(meta.Conversation), Meta: m, Body: body})
 	}
 	// The message ids make the repeated publishes of a retry no-ops.
 	if err := bus.PublishBatch(ctx, s.js, out); err != nil {

@@ -25,6 +25,10 @@ type ToolCall struct {
 	Repairs []string `json:"repairs,omitempty"`
 	// Deadline, when set, is when the call is answered with timeout.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Error, when set, is the parser's verdict: the call could not be read, or its
+	// arguments do not fit the tool's schema. The executor answers with it and runs
+	// nothing.
+	Error *ResultError `json:"error,omitempty"`
 }
 
 // CallID is the id of the call at index within a response.
@@ -124,9 +128,18 @@ type HealthStatus struct {
 	State     HealthState `json:"state"`
 	LatencyMS float64     `json:"latency_ms,omitempty"`
 	Tools     int         `json:"tools,omitempty"`
-	Error     string      `json:"error,omitempty"`
-	CheckedAt time.Time   `json:"checked_at"`
-	ChangedAt time.Time   `json:"changed_at,omitzero"`
+	// Protocol is the MCP protocol version the last successful probe negotiated.
+	Protocol string `json:"protocol,omitempty"`
+	// Error is why the last probe failed; empty when it succeeded.
+	Error string `json:"error,omitempty"`
+	// Failures counts the consecutive failed probes; the server is down from the
+	// threshold on (healthd's, default 3) and up again after one success.
+	Failures  int       `json:"failures,omitempty"`
+	CheckedAt time.Time `json:"checked_at"`
+	// ChangedAt is when State last changed.
+	ChangedAt time.Time `json:"changed_at,omitzero"`
+	// ProbedBy is the healthd replica that wrote the status.
+	ProbedBy string `json:"probed_by,omitempty"`
 }
 
 // ToolInfo describes a tool as backends list it.

@@ -23,8 +23,11 @@ const (
 	BucketSessions = "toolbus_sessions"
 	// BucketCalls: call id → claim and stored result.
 	BucketCalls = "toolbus_calls"
-	// BucketHealth: server name → last [HealthStatus].
+	// BucketHealth: server name → last [HealthStatus], and [HealthLeaderKey].
 	BucketHealth = "toolbus_health"
+	// HealthLeaderKey holds the lease of the healthd replica that probes; no server's
+	// key contains a dot, so it never collides with one.
+	HealthLeaderKey = "healthd.leader"
 	// BucketCatalog: server name → its tools.
 	BucketCatalog = "toolbus_catalog"
 	// BucketGather: response id → the results gathered so far by the formatter.

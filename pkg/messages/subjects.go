@@ -14,6 +14,7 @@ const (
 	outputRoot    = "toolbus.output"
 	healthRoot    = "toolbus.health"
 	deadRoot      = "toolbus.dead"
+	statusRoot    = "toolbus.status"
 )
 
 // Wildcards that match every subject of one kind; streams and consumers filter on them.
@@ -40,6 +41,10 @@ func OutputSubject(conversation string) string { return outputRoot + "." + conve
 
 // HealthSubject carries the status of one tool server.
 func HealthSubject(server string) string { return healthRoot + "." + server }
+
+// StatusSubject is where every replica of a service answers requests for its status
+// (readiness and the counts of the messages it handled), through nats.go/micro.
+func StatusSubject(service string) string { return statusRoot + "." + service }
 
 // DeadSubject keeps calls that exhausted their deliveries.
 func DeadSubject(conversation string) string { return deadRoot + "." + conversation }

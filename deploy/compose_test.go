@@ -1,0 +1,507 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/toolbus/toolbus/internal/cli"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/node"
+)
+
+// No Docker engine runs where these tests run: compose.yaml and the Dockerfile are checked
+// statically, against the code and against nats.conf.
+
+var natsNodes = []string{"nats-1", "nats-2", "nats-3"}
+
+// root is the repository's top directory.
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
+	t.Helper()
+	top := root(t)
+	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  top,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(top, "compose.yaml")}},
+		Environment: env,
+	}, func(o *loader.Options) {
+		o.SetProjectName("toolbus", true)
+		o.Profiles = []string{"*"}
+	})
+}
+
+// flagSpec is what a command accepts: flag name → type ("" for a boolean flag), and the
+// environment variables it reads.
+type flagSpec struct {
+	flags map[string]string
+	env   map[string]bool
+}
+
+var usageLine = regexp.MustCompile(`(?m)^  -([^\s=]+)(?: (\S+))?`)
+
+func parseUsage(usage string) map[string]string {
+	flags := map[string]string{}
+	for _, m := range usageLine.FindAllStringSubmatch(usage, -1) {
+		flags[m[1]] = m[2]
+	}
+	return flags
+}
+
+// serviceSpec asks the code itself: it runs a per-service binary's entry point
+// (cli.Service, what cmd/parser etc. call) with -h and records the flags it prints and the
+// environment variables it looks up.
+func serviceSpec(t *testing.T, name string) flagSpec {
+	t.Helper()
+	var out bytes.Buffer
+	spec := flagSpec{env: map[string]bool{}}
+	env := cli.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out, Getenv: func(k string) string {
+		spec.env[k] = true
+		return ""
+	}}
+	cli.Service(context.Background(), name, []string{"-h"}, env)
+	spec.flags = parseUsage(out.String())
+	if len(spec.flags) == 0 {
+		t.Fatalf("%s -h printed no flags:\n%s", name, out.String())
+	}
+	return spec
+}
+
+// binarySpec builds cmd/<name> and asks it for its flags, for binaries that are not
+// toolbus services (engineering). It reports false when the command is not in the tree.
+func binarySpec(t *testing.T, dir string) (flagSpec, bool) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(root(t), dir)); err != nil {
+		return flagSpec{}, false
+	}
+	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
+	build := exec.Command("go", "build", "-o", bin, "./"+dir)
+	build.Dir = root(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./%s: %v\n%s", dir, err, out)
+	}
+	out, _ := exec.Command(bin, "-h").CombinedOutput()
+	return flagSpec{flags: parseUsage(string(out))}, true
+}
+
+// checkArgs parses args against the flags and returns the values given.
+func checkArgs(args []string, flags map[string]string) (map[string]string, error) {
+	got := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			return nil, fmt.Errorf("argument %q: the command takes no positional arguments", a)
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		typ, ok := flags[name]
+		if !ok {
+			return nil, fmt.Errorf("flag %q: the code has no such flag (it has %v)", a, slices.Sorted(maps.Keys(flags)))
+		}
+		switch {
+		case typ == "":
+			if !hasVal {
+				val = "true"
+			}
+			if _, err := strconv.ParseBool(val); err != nil {
+				return nil, fmt.Errorf("flag %s=%q: not a boolean", name, val)
+			}
+		case !hasVal:
+			if i++; i == len(args) {
+				return nil, fmt.Errorf("flag %s: no value", name)
+			}
+			val = args[i]
+		}
+		if typ == "int" {
+			if _, err := strconv.Atoi(val); err != nil {
+				return nil, fmt.Errorf("flag %s=%q: not an integer", name, val)
+			}
+		}
+		got[name] = val
+	}
+	return got, nil
+}
+
+// configVars are the variables deploy/toolbus.json reads (${VAR} and ${VAR:-default}).
+func configVars(t *testing.T) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile("toolbus.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)`).FindAllStringSubmatch(string(data), -1) {
+		vars[m[1]] = true
+	}
+	return vars
+}
+
+func envOf(s types.ServiceConfig) map[string]string {
+	env := map[string]string{}
+	for k, v := range s.Environment {
+		if v != nil {
+			env[k] = *v
+		}
+	}
+	return env
+}
+
+// hostPath returns the host file or directory mounted at target in s.
+func hostPath(s types.ServiceConfig, target string) string {
+	for _, v := range s.Volumes {
+		if v.Type == types.VolumeTypeBind && v.Target == target {
+			return v.Source
+		}
+	}
+	return ""
+}
+
+func TestCompose(t *testing.T) {
+	pw := setPasswords(t)
+	env := map[string]string{}
+	for _, u := range users {
+		env[passwordVar(u)] = pw[u]
+	}
+
+	if _, err := loadCompose(t, map[string]string{}); err == nil || !strings.Contains(err.Error(), "TOOLBUS_") {
+		t.Errorf("compose.yaml loads without the NATS passwords: %v", err)
+	}
+	p, err := loadCompose(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := root(t)
+	stages := dockerStages(t)
+
+	want := slices.Concat(natsNodes, node.All, []string{"engineering", "ticket-service", "jaeger", "toolbus"})
+	for _, name := range want {
+		if _, ok := p.Services[name]; !ok {
+			t.Errorf("no service %q", name)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	built := func(s types.ServiceConfig, target string) {
+		t.Helper()
+		if s.Build == nil || s.Build.Context != top || s.Build.Target != target {
+			t.Errorf("%s: not built from the Dockerfile's %s target: %+v", s.Name, target, s.Build)
+		}
+		if !slices.Contains(stages, target) {
+			t.Errorf("%s: the Dockerfile has no stage %q (it has %v)", s.Name, target, stages)
+		}
+	}
+
+	// The NATS cluster: the cluster variant of nats.conf on each node, every password it
+	// reads, its name, the cluster port kept private.
+	confVars := confVariables(t)
+	clientPort := loadConf(t, baseConf).Port
+	for _, name := range natsNodes {
+		s := p.Services[name]
+		if want := "nats:" + goModVersion(t, "github.com/nats-io/nats-server/v2") + "-alpine"; s.Image != want {
+			t.Errorf("%s: image %q, want %q (the server version of go.mod)", name, s.Image, want)
+		}
+		dir := hostPath(s, "/etc/nats")
+		if dir != filepath.Join(top, "deploy") {
+			t.Errorf("%s: deploy/ is not mounted at /etc/nats (%q)", name, dir)
+		}
+		if !slices.Equal(s.Command, []string{"-c", "/etc/nats/" + clusterConf}) {
+			t.Errorf("%s: command %v does not run %s", name, s.Command, clusterConf)
+		}
+		e := envOf(s)
+		if e["NATS_SERVER_NAME"] != name {
+			t.Errorf("%s: NATS_SERVER_NAME=%q", name, e["NATS_SERVER_NAME"])
+		}
+		for v := range confVars {
+			if v != "NATS_SERVER_NAME" && e[v] == "" {
+				t.Errorf("%s: $%s, which nats.conf reads, is not set", name, v)
+			}
+		}
+		for _, port := range s.Ports {
+			if port.Target == 6222 {
+				t.Errorf("%s: the unauthenticated cluster port is published", name)
+			}
+		}
+	}
+
+	// The toolbus services: one binary each, flags and environment the code accepts, their
+	// own NATS user, every cluster node, three replicas of every stream.
+	vars := configVars(t)
+	for _, name := range node.All {
+		s := p.Services[name]
+		built(s, "toolbus")
+		spec := serviceSpec(t, name)
+		if len(s.Command) == 0 || s.Command[0] != name {
+			t.Errorf("%s: command %v does not start the %s binary", name, s.Command, name)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(top, "cmd", name)); err != nil {
+			t.Errorf("%s: no cmd/%s to build it from", name, name)
+		}
+		args, err := checkArgs(s.Command[1:], spec.flags)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if args["stream-replicas"] != strconv.Itoa(len(natsNodes)) {
+			t.Errorf("%s: --stream-replicas %q, want %d on a %d-node cluster", name, args["stream-replicas"], len(natsNodes), len(natsNodes))
+		}
+		e := envOf(s)
+		for k := range e {
+			if !spec.env[k] && !strings.HasPrefix(k, "OTEL_") && !vars[k] {
+				t.Errorf("%s: environment %s is read by neither the service nor deploy/toolbus.json", name, k)
+			}
+		}
+		checkNATSURL(t, name, e["TOOLBUS_NATS_URL"], name, pw[name], clientPort)
+		checkOTEL(t, s, p.Services["jaeger"])
+
+		cfgPath := e["TOOLBUS_CONFIG"]
+		host := hostPath(s, cfgPath)
+		if cfgPath == "" || host != filepath.Join(top, "deploy", "toolbus.json") {
+			t.Errorf("%s: TOOLBUS_CONFIG=%q is not deploy/toolbus.json mounted (%q)", name, cfgPath, host)
+		} else if _, err := config.Load(host); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		for _, n := range natsNodes {
+			if d, ok := s.DependsOn[n]; !ok || d.Condition != types.ServiceConditionHealthy {
+				t.Errorf("%s: does not wait for %s to be healthy", name, n)
+			}
+		}
+	}
+	if r := p.Services[node.Executor].Deploy; r == nil || r.Replicas == nil || *r.Replicas != 3 {
+		t.Errorf("executor: deploy.replicas is not 3")
+	}
+
+	// The tool servers: the engineering MCP server from the toolbus image, the ticket
+	// service from its own target (its entrypoint is the binary). Their flags are those of
+	// their code, and deploy/toolbus.json reaches each where it listens.
+	listens := map[string]string{}
+	tools := []struct{ service, dir, target string }{
+		{"engineering", "cmd/engineering", "toolbus"},
+		{"ticket-service", "examples/ticket-service", "ticket-service"},
+	}
+	for _, tool := range tools {
+		s := p.Services[tool.service]
+		built(s, tool.target)
+		args := []string(s.Command)
+		if tool.target == "toolbus" {
+			if len(args) == 0 || args[0] != filepath.Base(tool.dir) {
+				t.Errorf("%s: command %v does not start %s", tool.service, args, filepath.Base(tool.dir))
+				continue
+			}
+			args = args[1:]
+		}
+		spec, ok := binarySpec(t, tool.dir)
+		if !ok {
+			t.Errorf("%s: no %s in the tree", tool.service, tool.dir)
+			continue
+		}
+		given, err := checkArgs(args, spec.flags)
+		if err != nil {
+			t.Errorf("%s: %v", tool.service, err)
+		}
+		for _, v := range given {
+			if _, port, err := net.SplitHostPort(v); err == nil {
+				listens[tool.service] = port
+			}
+		}
+	}
+	cfg, err := config.Load(filepath.Join(top, "deploy", "toolbus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, sc := range cfg.MCPServers {
+		u, err := url.Parse(sc.URL)
+		if err != nil || listens[u.Hostname()] == "" || u.Port() != listens[u.Hostname()] {
+			t.Errorf("deploy/toolbus.json: server %s at %s is not where a compose service listens (%v)", name, sc.URL, listens)
+		}
+	}
+
+	// Jaeger: its UI published on 16686.
+	if !slices.ContainsFunc(p.Services["jaeger"].Ports, func(pc types.ServicePortConfig) bool {
+		return pc.Target == 16686 && pc.Published == "16686"
+	}) {
+		t.Error("jaeger: the UI is not published on 16686")
+	}
+
+	// The toolbus command for operators: admin, every node.
+	cliSvc := p.Services["toolbus"]
+	built(cliSvc, "toolbus")
+	if !slices.Equal(cliSvc.Entrypoint, []string{"toolbus"}) {
+		t.Errorf("toolbus: entrypoint %v", cliSvc.Entrypoint)
+	}
+	checkNATSURL(t, "toolbus", envOf(cliSvc)["TOOLBUS_NATS_URL"], "admin", pw["admin"], clientPort)
+}
+
+// checkNATSURL checks that a service's URL list names every cluster node, on the client
+// port of nats.conf, as the service's own user with its password.
+func checkNATSURL(t *testing.T, service, list, user, password string, port int) {
+	t.Helper()
+	var hosts []string
+	for _, raw := range strings.Split(list, ",") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Errorf("%s: TOOLBUS_NATS_URL %q: %v", service, raw, err)
+			continue
+		}
+		hosts = append(hosts, u.Hostname())
+		pass, _ := u.User.Password()
+		if u.Scheme != "nats" || u.Port() != strconv.Itoa(port) || u.User.Username() != user || pass != password {
+			t.Errorf("%s: TOOLBUS_NATS_URL %s://%s@%s: want nats://%s:<its password>@<node>:%d", service, u.Scheme, u.User.Username(), u.Host, user, port)
+		}
+	}
+	if !slices.Equal(hosts, natsNodes) {
+		t.Errorf("%s: TOOLBUS_NATS_URL names %v, want every node %v", service, hosts, natsNodes)
+	}
+}
+
+// checkOTEL checks that s exports to the Jaeger service, on an OTLP port it listens on
+// for the protocol chosen, under its own name.
+func checkOTEL(t *testing.T, s, jaeger types.ServiceConfig) {
+	t.Helper()
+	e := envOf(s)
+	u, err := url.Parse(e["OTEL_EXPORTER_OTLP_ENDPOINT"])
+	if err != nil || u.Hostname() != jaeger.Name {
+		t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT=%q is not the %s service", s.Name, e["OTEL_EXPORTER_OTLP_ENDPOINT"], jaeger.Name)
+		return
+	}
+	wantPort := map[string]string{"http/protobuf": "4318", "http/json": "4318", "grpc": "4317"}[e["OTEL_EXPORTER_OTLP_PROTOCOL"]]
+	if wantPort == "" || u.Port() != wantPort {
+		t.Errorf("%s: OTLP protocol %q on port %q", s.Name, e["OTEL_EXPORTER_OTLP_PROTOCOL"], u.Port())
+	}
+	listens := strings.Join(jaeger.Command, " ")
+	if !strings.Contains(listens, "0.0.0.0:"+wantPort) {
+		t.Errorf("jaeger: OTLP is not received on 0.0.0.0:%s (%s)", wantPort, listens)
+	}
+	// internal/cli.Service names a service's tracer "toolbus-<service>".
+	if e["OTEL_SERVICE_NAME"] != "toolbus-"+s.Name {
+		t.Errorf("%s: OTEL_SERVICE_NAME=%q, want toolbus-%s", s.Name, e["OTEL_SERVICE_NAME"], s.Name)
+	}
+}
+
+// confVariables are the environment variables nats.conf and its cluster variant read.
+func confVariables(t *testing.T) map[string]bool {
+	t.Helper()
+	vars := map[string]bool{}
+	for _, f := range []string{baseConf, clusterConf} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			for _, m := range regexp.MustCompile(`\$([A-Z][A-Z0-9_]*)\b`).FindAllStringSubmatch(line, -1) {
+				vars[m[1]] = true
+			}
+		}
+	}
+	// Subjects like "$JS.API..." and "$KV..." are quoted names, not variables.
+	for _, notVar := range []string{"JS", "KV", "SRV"} {
+		delete(vars, notVar)
+	}
+	if len(vars) == 0 {
+		t.Fatal("nats.conf reads no environment variable")
+	}
+	return vars
+}
+
+// goModVersion returns the version go.mod requires of module, without the v.
+func goModVersion(t *testing.T, module string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root(t), "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + `\s+v(\S+)`).FindSubmatch(data)
+	if m == nil {
+		t.Fatalf("go.mod does not require %s", module)
+	}
+	return string(m[1])
+}
+
+// dockerStages returns the named stages of the Dockerfile, in order.
+func dockerStages(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root(t), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stages []string
+	for _, m := range regexp.MustCompile(`(?im)^FROM\s+\S+(?:\s+\S+)*?\s+AS\s+(\S+)\s*$`).FindAllSubmatch(data, -1) {
+		stages = append(stages, string(m[1]))
+	}
+	return stages
+}
+
+// TestDockerfile checks the Dockerfile statically: it builds every command with the Go of
+// go.mod, the default target is the toolbus image, and the build context keeps secrets out.
+func TestDockerfile(t *testing.T) {
+	top := root(t)
+	data, err := os.ReadFile(filepath.Join(top, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(data)
+	stages := dockerStages(t)
+	if len(stages) == 0 || stages[len(stages)-1] != "toolbus" {
+		t.Errorf("stages %v: the last (default) one must be toolbus", stages)
+	}
+	if !slices.Contains(stages, "build") || !slices.Contains(stages, "ticket-service") {
+		t.Errorf("stages %v: want build and ticket-service", stages)
+	}
+
+	goMod, err := os.ReadFile(filepath.Join(top, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)`).FindSubmatch(goMod)
+	if goVersion == nil || !strings.Contains(df, "ARG GO_VERSION="+string(goVersion[1])+"\n") {
+		t.Errorf("the Dockerfile does not build with the Go of go.mod (%s)", goVersion[1])
+	}
+
+	// `go build ./cmd/...` builds every main package under cmd/.
+	if !strings.Contains(df, "-o /out/ ./cmd/...") || !strings.Contains(df, "COPY --from=build /out/ /usr/local/bin/") {
+		t.Error("the toolbus stage does not get every binary of cmd/")
+	}
+	cmds, err := os.ReadDir(filepath.Join(top, "cmd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cmds {
+		main, err := os.ReadFile(filepath.Join(top, "cmd", c.Name(), "main.go"))
+		if err != nil || !bytes.Contains(main, []byte("package main")) {
+			t.Errorf("cmd/%s has no main package for ./cmd/... to build", c.Name())
+		}
+	}
+	if !strings.Contains(df, "./examples/ticket-service") {
+		t.Error("the ticket service is not built")
+	}
+
+	ignore, err := os.ReadFile(filepath.Join(top, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{".git", ".env", "*.env"} {
+		if !slices.Contains(strings.Split(string(ignore), "\n"), want) {
+			t.Errorf(".dockerignore does not keep out %s", want)
+		}
+	}
+}

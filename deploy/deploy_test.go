@@ -1,0 +1,697 @@
+// Package deploy holds toolbus's deployment files (nats.conf, nats-cluster.conf,
+// toolbus.json) and the tests that hold them to the code: the NATS configuration is loaded
+// with nats-server's own parser and served for real, and compose.yaml is read with the
+// Compose specification's loader.
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+const (
+	baseConf    = "nats.conf"
+	clusterConf = "nats-cluster.conf"
+	// account holds toolbus's users; sysAccount is the server's system account.
+	account    = "TOOLBUS"
+	sysAccount = "SYS"
+	orchestr   = "orchestrator"
+)
+
+// users of nats.conf: one per service, the orchestrator, an admin and the system user.
+var users = []string{"sys", "admin", node.Parser, node.Executor, node.Formatter, node.Healthd, orchestr}
+
+// passwordVar is the environment variable nats.conf reads a user's password from.
+func passwordVar(user string) string { return "TOOLBUS_" + strings.ToUpper(user) + "_PASSWORD" }
+
+// setPasswords puts a fresh password for every user in the environment, as compose's .env
+// does, and returns them.
+func setPasswords(t *testing.T) map[string]string {
+	t.Helper()
+	pw := map[string]string{}
+	for _, u := range users {
+		pw[u] = u + "-" + nuid.Next()
+		t.Setenv(passwordVar(u), pw[u])
+	}
+	return pw
+}
+
+func loadConf(t *testing.T, file string) *server.Options {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(file)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return opts
+}
+
+// permissionsOf returns each user's account and permissions.
+func permissionsOf(t *testing.T, opts *server.Options) map[string]*server.User {
+	t.Helper()
+	out := map[string]*server.User{}
+	for _, u := range opts.Users {
+		out[u.Username] = u
+	}
+	return out
+}
+
+func TestNATSConfig(t *testing.T) {
+	pw := setPasswords(t)
+	base := loadConf(t, baseConf)
+
+	if !base.JetStream {
+		t.Error("JetStream is off")
+	}
+	if base.MaxPayload != 1<<20 {
+		t.Errorf("max_payload = %d, want 1MB (what the embedded server allows)", base.MaxPayload)
+	}
+	if base.MaxPending < int64(base.MaxPayload)*8 || base.MaxConn <= 0 || base.JetStreamMaxStore <= 0 || base.JetStreamMaxMemory <= 0 {
+		t.Errorf("limits missing: max_pending %d, max_connections %d, max_file_store %d, max_memory_store %d",
+			base.MaxPending, base.MaxConn, base.JetStreamMaxStore, base.JetStreamMaxMemory)
+	}
+	if base.SystemAccount != sysAccount {
+		t.Errorf("system_account = %q, want %s", base.SystemAccount, sysAccount)
+	}
+	if base.NoAuthUser != "" || base.Username != "" || base.Authorization != "" {
+		t.Error("the server must not let anyone in without a user of its own")
+	}
+	got := permissionsOf(t, base)
+	for _, u := range users {
+		cu, ok := got[u]
+		if !ok {
+			t.Errorf("no user %q", u)
+			continue
+		}
+		if cu.Password != pw[u] {
+			t.Errorf("user %s: the password does not come from $%s", u, passwordVar(u))
+		}
+		want := account
+		if u == "sys" {
+			want = sysAccount
+		}
+		if cu.Account == nil || cu.Account.GetName() != want {
+			t.Errorf("user %s is not in account %s", u, want)
+		}
+		if (cu.Permissions == nil) != (u == "admin" || u == "sys") {
+			t.Errorf("user %s: only admin and sys may go without permissions", u)
+		}
+	}
+	if len(got) != len(users) {
+		t.Errorf("users = %v, want exactly %v", slices.Sorted(maps.Keys(got)), users)
+	}
+
+	// The cluster variant is the base plus the cluster block: same users, same permissions.
+	for i, name := range []string{"nats-1", "nats-2", "nats-3"} {
+		t.Setenv("NATS_SERVER_NAME", name)
+		cl := loadConf(t, clusterConf)
+		if cl.ServerName != name {
+			t.Errorf("%s: server_name = %q, want it from $NATS_SERVER_NAME", clusterConf, cl.ServerName)
+		}
+		if cl.Cluster.Name == "" || cl.Cluster.Port != 6222 {
+			t.Errorf("%s: cluster name %q port %d", clusterConf, cl.Cluster.Name, cl.Cluster.Port)
+		}
+		var hosts []string
+		for _, r := range cl.Routes {
+			hosts = append(hosts, r.Hostname())
+			if r.Port() != "6222" {
+				t.Errorf("route %s: not the cluster port", r)
+			}
+		}
+		if !slices.Equal(hosts, []string{"nats-1", "nats-2", "nats-3"}) {
+			t.Errorf("routes go to %v, want the three nodes", hosts)
+		}
+		if i == 0 {
+			clUsers := permissionsOf(t, cl)
+			for _, u := range users {
+				if !reflect.DeepEqual(got[u].Permissions, clUsers[u].Permissions) {
+					t.Errorf("user %s: permissions differ between %s and %s", u, baseConf, clusterConf)
+				}
+			}
+			if cl.JetStream != base.JetStream || cl.MaxPayload != base.MaxPayload || cl.SystemAccount != base.SystemAccount {
+				t.Errorf("%s does not carry the base's JetStream, limits and system account", clusterConf)
+			}
+		}
+	}
+
+	// A missing password is an error, not an empty password.
+	os.Unsetenv(passwordVar(node.Parser))
+	if _, err := server.ProcessConfigFile(baseConf); err == nil {
+		t.Errorf("%s loads without $%s", baseConf, passwordVar(node.Parser))
+	}
+}
+
+// allowed reports whether p lets a client use subject (no wildcards).
+func allowed(p *server.SubjectPermission, subject string) bool {
+	if p == nil {
+		return true
+	}
+	ok := len(p.Allow) == 0
+	for _, a := range p.Allow {
+		if server.SubjectMatchesFilter(subject, a) {
+			ok = true
+			break
+		}
+	}
+	for _, d := range p.Deny {
+		if server.SubjectMatchesFilter(subject, d) {
+			return false
+		}
+	}
+	return ok
+}
+
+// serviceNeeds is what each toolbus service does on NATS, derived from the code: the
+// streams, consumers and buckets bus.Topology provisions, each stage's consumer
+// (internal/bus.Consume: fetch and ack) and the buckets internal/node hands each service
+// (read and written, or watched: the parser follows the catalog, the executor the health
+// bucket and the catalog it mirrors, healthd lists the health bucket).
+type serviceNeeds struct {
+	publish   []string
+	subscribe []string
+}
+
+func needs() map[string]serviceNeeds {
+	topo := bus.Topology{}
+	// Every service provisions every stream, consumer and bucket at start.
+	provision := []string{"$JS.API.INFO"}
+	var streams []string
+	for _, s := range topo.Streams() {
+		streams = append(streams, s.Name)
+	}
+	for _, b := range topo.Buckets() {
+		streams = append(streams, "KV_"+b.Bucket)
+	}
+	for _, s := range streams {
+		provision = append(provision, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s)
+	}
+	streamOf := map[string]string{}
+	for stream, c := range topo.Consumers() {
+		provision = append(provision, "$JS.API.CONSUMER.CREATE."+stream+"."+c.Durable)
+		streamOf[c.Durable] = stream
+	}
+	consume := func(durable string) []string {
+		s := streamOf[durable]
+		return []string{
+			"$JS.API.CONSUMER.INFO." + s + "." + durable,
+			"$JS.API.CONSUMER.MSG.NEXT." + s + "." + durable,
+			"$JS.ACK." + s + "." + durable + ".1.2.3.4.5.6",
+		}
+	}
+	kv := func(bucket string) []string {
+		return []string{
+			"$KV." + bucket + ".some-key",
+			"$JS.API.DIRECT.GET.KV_" + bucket + ".$KV." + bucket + ".some-key",
+			"$JS.API.DIRECT.GET.KV_" + bucket,
+			"$JS.API.STREAM.MSG.GET.KV_" + bucket,
+		}
+	}
+	// A key-value watcher (WatchAll, ListKeys) is an ordered consumer with flow control.
+	watch := func(bucket string) []string {
+		return []string{
+			"$JS.API.CONSUMER.CREATE.KV_" + bucket + ".abc_1.$KV." + bucket + ".>",
+			"$JS.API.CONSUMER.DELETE.KV_" + bucket + ".abc_1",
+			"$JS.FC.KV_" + bucket + ".abc_1.1.2.3",
+			"$JS.API.DIRECT.GET.KV_" + bucket + ".$KV." + bucket + ".some-key",
+		}
+	}
+	msgs := func(stream string) []string {
+		return []string{"$JS.API.STREAM.MSG.GET." + stream, "$JS.API.STREAM.MSG.DELETE." + stream}
+	}
+	service := func(name string) []string {
+		return []string{"_INBOX.abc.def", "$SRV.PING", "$SRV.INFO.toolbus-" + name, messages.StatusSubject(name)}
+	}
+	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	return map[string]serviceNeeds{
+		node.Parser: {
+			publish: cat(provision, consume(messages.ConsumerParser), watch(messages.BucketCatalog),
+				[]string{messages.CallSubject("c1"), messages.OutputSubject("c1")}),
+			subscribe: service(node.Parser),
+		},
+		// The executor's replicas also run the dead-letter handler (internal/executor,
+		// RunDeadLetters): it reads and deletes messages that ran out of deliveries in the
+		// work queues and answers them, a lost response with an output.
+		node.Executor: {
+			publish: cat(provision, consume(messages.ConsumerExecutor), consume(messages.ConsumerDeadLetter),
+				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketCatalog),
+				watch(messages.BucketCatalog), watch(messages.BucketHealth),
+				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1")},
+				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
+			subscribe: service(node.Executor),
+		},
+		node.Formatter: {
+			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), []string{messages.OutputSubject("c1")}),
+			subscribe: service(node.Formatter),
+		},
+		node.Healthd: {
+			publish:   cat(provision, kv(messages.BucketHealth), watch(messages.BucketHealth), []string{messages.HealthSubject("srv")}),
+			subscribe: service(node.Healthd),
+		},
+		// pkg/client: publish responses (JetStream, acked to an inbox), subscribe outputs,
+		// and read TOOLBUS_OUTPUT with an ordered consumer (Client.Wait).
+		orchestr: {
+			publish: []string{
+				messages.ResponseSubject("c1"),
+				"$JS.API.STREAM.INFO." + messages.StreamOutput,
+				"$JS.API.CONSUMER.CREATE." + messages.StreamOutput + ".abc_1." + messages.OutputSubject("c1"),
+				"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamOutput + ".abc_1",
+				"$JS.API.CONSUMER.DELETE." + messages.StreamOutput + ".abc_1",
+			},
+			subscribe: []string{messages.OutputSubject("c1"), "_INBOX.abc.def"},
+		},
+	}
+}
+
+// denied is what each user must not do: the least-privilege half of the permissions.
+var denied = map[string]serviceNeeds{
+	node.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), messages.DeadSubject("c1"),
+		"$KV." + messages.BucketCalls + ".k", "$JS.API.STREAM.DELETE." + messages.StreamCalls, "$JS.API.STREAM.PURGE." + messages.StreamResponses,
+		"$JS.API.STREAM.MSG.DELETE." + messages.StreamResponses}},
+	node.Executor: {publish: []string{messages.CallSubject("c1"), messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",
+		"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamResponses + "." + messages.ConsumerParser, "$JS.API.STREAM.MSG.DELETE." + messages.StreamOutput}},
+	node.Formatter: {publish: []string{messages.ResultSubject("c1"), messages.CallSubject("c1"), "$KV." + messages.BucketSessions + ".k"}},
+	node.Healthd: {publish: []string{messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.CallSubject("c1")},
+		subscribe: []string{messages.CallSubject("c1"), messages.StatusSubject(node.Executor)}},
+	orchestr: {
+		publish: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.HealthSubject("s"),
+			"$KV." + messages.BucketSessions + ".c1", "$JS.API.STREAM.CREATE." + messages.StreamResponses,
+			"$JS.API.STREAM.DELETE." + messages.StreamOutput, "$JS.API.STREAM.PURGE." + messages.StreamOutput,
+			"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamCalls + "." + messages.ConsumerExecutor,
+			"$JS.API.DIRECT.GET.KV_" + messages.BucketCalls},
+		subscribe: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.ResponseSubject("c1"), messages.HealthSubject("s")},
+	},
+}
+
+// TestPermissionsFitTheCode checks nats.conf statically against what the code does: each
+// user may do what its service needs, and not what it must not.
+func TestPermissionsFitTheCode(t *testing.T) {
+	setPasswords(t)
+	perms := permissionsOf(t, loadConf(t, baseConf))
+	for user, n := range needs() {
+		p := perms[user].Permissions
+		for _, s := range n.publish {
+			if !allowed(p.Publish, s) {
+				t.Errorf("%s may not publish %s, which it needs", user, s)
+			}
+		}
+		for _, s := range n.subscribe {
+			if !allowed(p.Subscribe, s) {
+				t.Errorf("%s may not subscribe %s, which it needs", user, s)
+			}
+		}
+	}
+	for user, n := range denied {
+		p := perms[user].Permissions
+		for _, s := range n.publish {
+			if allowed(p.Publish, s) {
+				t.Errorf("%s may publish %s", user, s)
+			}
+		}
+		for _, s := range n.subscribe {
+			if allowed(p.Subscribe, s) {
+				t.Errorf("%s may subscribe %s", user, s)
+			}
+		}
+	}
+}
+
+// TestPermissionsSpellNamesLikeTheCode fails on a subject in nats.conf that names a
+// stream, consumer, bucket or subject pkg/messages does not define: a typo there grants
+// nothing and breaks a service only at run time.
+func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
+	setPasswords(t)
+	words := map[string]bool{
+		"$JS": true, "API": true, "INFO": true, "STREAM": true, "CONSUMER": true, "CREATE": true, "UPDATE": true,
+		"DELETE": true, "DURABLE": true, "MSG": true, "GET": true, "NEXT": true, "DIRECT": true, "ACK": true, "FC": true,
+		"$KV": true, "$SRV": true, "_INBOX": true, ">": true, "*": true,
+	}
+	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead,
+		messages.StatusSubject(node.Parser), messages.StatusSubject(node.Executor), messages.StatusSubject(node.Formatter), messages.StatusSubject(node.Healthd)} {
+		for _, w := range strings.Split(s, ".") {
+			words[w] = true
+		}
+	}
+	topo := bus.Topology{}
+	for _, s := range topo.Streams() {
+		words[s.Name] = true
+	}
+	for _, b := range topo.Buckets() {
+		words[b.Bucket], words["KV_"+b.Bucket] = true, true
+	}
+	for _, c := range topo.Consumers() {
+		words[c.Durable] = true
+	}
+	for _, u := range loadConf(t, baseConf).Users {
+		if u.Permissions == nil {
+			continue
+		}
+		p := u.Permissions
+		for _, sp := range []*server.SubjectPermission{p.Publish, p.Subscribe} {
+			if sp == nil {
+				continue
+			}
+			for _, s := range slices.Concat(sp.Allow, sp.Deny) {
+				for _, w := range strings.Split(s, ".") {
+					if !words[w] {
+						t.Errorf("user %s: %q in %q is no name of toolbus or of the NATS API", u.Username, w, s)
+					}
+				}
+			}
+		}
+	}
+}
+
+// startServer runs opts in process on a random port with its store in a test directory.
+func startServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	opts.HTTPPort = 0
+	opts.StoreDir = t.TempDir()
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+// asyncErrors collects a connection's asynchronous errors: permission violations.
+type asyncErrors chan error
+
+func (e asyncErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	select {
+	case e <- err:
+	default:
+	}
+}
+
+// expect waits for the violation of op ("publish" or "subscription") on subject.
+func (e asyncErrors) expect(t *testing.T, user, op, subject string) {
+	t.Helper()
+	want := strings.ToLower(fmt.Sprintf("permissions violation for %s to %q", op, subject))
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case err := <-e:
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(err.Error()), want) {
+				return
+			}
+		case <-timeout:
+			t.Errorf("%s: no %s", user, want)
+			return
+		}
+	}
+}
+
+// none fails on any asynchronous error seen so far.
+func (e asyncErrors) none(t *testing.T, user string) {
+	t.Helper()
+	for {
+		select {
+		case err := <-e:
+			t.Errorf("%s: %v", user, err)
+		default:
+			return
+		}
+	}
+}
+
+// connectAs connects to urls as user.
+func connectAs(t *testing.T, urls []string, user, password string) (*nats.Conn, asyncErrors) {
+	t.Helper()
+	errs := make(asyncErrors, 256)
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.UserInfo(user, password), nats.Name("toolbus "+user),
+		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.ErrorHandler(errs.handler))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+// startServices runs each service on a connection of its own, as its own user, the way
+// the per-service binaries do.
+func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.Topology) map[string]asyncErrors {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := map[string]asyncErrors{}
+	var nodes []*node.Node
+	for _, name := range node.All {
+		nc, e := connectAs(t, urls, name, pw[name])
+		n, err := node.Start(ctx, nc, node.Options{Services: []string{name}, Topology: topo})
+		if err != nil {
+			cancel()
+			t.Fatalf("%s under its own user: %v", name, err)
+		}
+		errs[name] = e
+		nodes = append(nodes, n)
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, n := range nodes {
+			if err := n.Wait(); err != nil {
+				t.Errorf("service: %v", err)
+			}
+		}
+	})
+	return errs
+}
+
+// askAll runs responses through the pipeline as the orchestrator and checks the outputs.
+func askAll(t *testing.T, c *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cases := []struct {
+		name, conv, text string
+		kind             messages.OutputKind
+		tools            []string
+	}{
+		{"no call", "perm-1", "Nothing to call here.", messages.KindNoToolCall, nil},
+		{"local tool", "perm-1", `<tool_call>{"name": "clock", "arguments": {}}</tool_call>`, messages.KindToolResults, []string{"clock"}},
+		{"activate (sessions bucket)", "perm-2", `<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "activate"}}</tool_call>`,
+			messages.KindToolResults, []string{"dispatch_engineering"}},
+		{"two calls (gather bucket)", "perm-2", `<tool_call>{"name": "clock", "arguments": {}}</tool_call>
+<tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 2}}}</tool_call>`,
+			messages.KindToolResults, []string{"clock", "execute_tool"}},
+	}
+	for _, tc := range cases {
+		out, err := c.Ask(ctx, tc.conv, tc.text, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if out.Kind != tc.kind || len(out.Results) != len(tc.tools) {
+			t.Fatalf("%s: got %s with %d results, want %s with %d", tc.name, out.Kind, len(out.Results), tc.kind, len(tc.tools))
+		}
+		for i, r := range out.Results {
+			if !r.Success || r.Tool != tc.tools[i] {
+				t.Errorf("%s: result %d = %+v, want a successful %s", tc.name, i, r, tc.tools[i])
+			}
+		}
+	}
+}
+
+// TestPermissionsOnServer serves nats.conf for real: the services run under their own
+// users (the permissions are enough), and what the users must not do is refused.
+func TestPermissionsOnServer(t *testing.T) {
+	pw := setPasswords(t)
+	srv := startServer(t, loadConf(t, baseConf))
+	urls := []string{srv.ClientURL()}
+
+	// Nobody gets in without a user and its password.
+	if nc, err := nats.Connect(srv.ClientURL()); err == nil {
+		nc.Close()
+		t.Error("connected without a user")
+	}
+	if nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(node.Parser, pw[node.Executor])); err == nil {
+		nc.Close()
+		t.Error("connected as parser with the executor's password")
+	}
+
+	svcErrs := startServices(t, urls, pw, bus.Topology{})
+	onc, oerrs := connectAs(t, urls, orchestr, pw[orchestr])
+	c, err := client.New(onc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	askAll(t, c)
+
+	// Healthd wrote its statuses under its user.
+	anc, _ := connectAs(t, urls, "admin", pw["admin"])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, _ := jetstream.New(anc)
+	kv, err := js.KeyValue(ctx, messages.BucketHealth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "local"); err != nil {
+		t.Errorf("healthd did not store a status: %v", err)
+	}
+
+	// The orchestrator reads outputs with a consumer of its own, from the stream's start.
+	id, err := c.Submit(ctx, "perm-3", "no call", nil)
+	if err != nil {
+		t.Fatalf("orchestrator cannot publish a response: %v", err)
+	}
+	if out, err := c.Wait(ctx, "perm-3", id); err != nil || out.Kind != messages.KindNoToolCall {
+		t.Errorf("orchestrator reading TOOLBUS_OUTPUT: %v %+v", err, out)
+	}
+
+	// The services were never refused anything.
+	for name, e := range svcErrs {
+		e.none(t, name)
+	}
+	oerrs.none(t, orchestr)
+
+	// What each user must not do, refused by the server.
+	pnc, perrs := connectAs(t, urls, node.Parser, pw[node.Parser])
+	_ = pnc.Publish(messages.ResultSubject("c1"), []byte(`{"forged": true}`))
+	_ = pnc.Flush()
+	perrs.expect(t, node.Parser, "publish", messages.ResultSubject("c1"))
+	for _, s := range []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), "$KV." + messages.BucketSessions + ".c1"} {
+		_ = onc.Publish(s, []byte("forged"))
+		_ = onc.Flush()
+		oerrs.expect(t, orchestr, "publish", s)
+	}
+	if _, err := onc.SubscribeSync(messages.AllCalls); err == nil {
+		_ = onc.Flush()
+	}
+	oerrs.expect(t, orchestr, "subscription", messages.AllCalls)
+
+	// The forged result never reached the stream.
+	st, err := js.Stream(ctx, messages.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetLastMsgForSubject(ctx, messages.ResultSubject("c1")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("a result on %s was stored: %v", messages.ResultSubject("c1"), err)
+	}
+}
+
+// TestMalformedCallUnderPermissions: a response with a call that cannot be parsed must
+// still be answered when the parser may not publish results.
+func TestMalformedCallUnderPermissions(t *testing.T) {
+	pw := setPasswords(t)
+	srv := startServer(t, loadConf(t, baseConf))
+	urls := []string{srv.ClientURL()}
+	startServices(t, urls, pw, bus.Topology{})
+	onc, _ := connectAs(t, urls, orchestr, pw[orchestr])
+	c, err := client.New(onc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.Ask(ctx, "perm-bad", `<tool_call>{"name": "clock", "arguments": {}}</tool_call> <tool_call>[[[ :: ]]]</tool_call>`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != 2 || !out.Results[0].Success || out.Results[1].Success || out.Results[1].Error.Code != messages.CodeParseError {
+		t.Errorf("output %+v", out)
+	}
+}
+
+// TestClusterConfigOnServers runs three nodes from nats-cluster.conf (the routes pointed at
+// this machine), provisions at three replicas under the services' users, answers a response
+// and checks that the parser is refused results on the cluster too.
+func TestClusterConfigOnServers(t *testing.T) {
+	pw := setPasswords(t)
+	// Every node routes to the first one (itself included, as in the file), which
+	// introduces them to each other; JetStream needs routes on every node.
+	first := freePort(t)
+	var servers []*server.Server
+	var urls []string
+	for i := range 3 {
+		t.Setenv("NATS_SERVER_NAME", fmt.Sprintf("nats-%d", i+1))
+		opts := loadConf(t, clusterConf)
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", server.RANDOM_PORT
+		if i == 0 {
+			opts.Cluster.Port = first
+		}
+		opts.Routes = []*url.URL{{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", first)}}
+		s := startServer(t, opts)
+		servers = append(servers, s)
+		urls = append(urls, s.ClientURL())
+	}
+	waitForCluster(t, servers)
+
+	startServices(t, urls, pw, bus.Topology{Replicas: 3})
+	onc, oerrs := connectAs(t, urls, orchestr, pw[orchestr])
+	c, err := client.New(onc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	askAll(t, c)
+	oerrs.none(t, orchestr)
+
+	anc, _ := connectAs(t, urls, "admin", pw["admin"])
+	js, _ := jetstream.New(anc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range []string{messages.StreamCalls, "KV_" + messages.BucketSessions} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := st.CachedInfo(); info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			t.Errorf("%s: replicas %d, cluster %+v", name, info.Config.Replicas, info.Cluster)
+		}
+	}
+
+	pnc, perrs := connectAs(t, urls[2:], node.Parser, pw[node.Parser])
+	_ = pnc.Publish(messages.ResultSubject("x"), []byte("forged"))
+	_ = pnc.Flush()
+	perrs.expect(t, node.Parser, "publish", messages.ResultSubject("x"))
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitForCluster waits until the nodes have elected a JetStream meta leader that knows
+// all of them.
+func waitForCluster(t *testing.T, servers []*server.Server) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range servers {
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == len(servers) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no JetStream meta leader with every node after 30s")
+}
