@@ -56,7 +56,9 @@ type ConsumeOptions struct {
 	Tracer   trace.Tracer
 	// Middleware, when set, wraps the handler (stats, for example).
 	Middleware func(Handler) Handler
-	Logger     *slog.Logger
+	// Metrics, when set, counts each message by outcome and times it, as stage SpanName.
+	Metrics *telemetry.Metrics
+	Logger  *slog.Logger
 
 	consumer string
 }
@@ -176,8 +178,21 @@ func handleOne(ctx context.Context, msg jetstream.Msg, h Handler, o ConsumeOptio
 			}
 		}()
 	}
+	start := time.Now()
 	err := safeHandle(ctx, msg, h)
+	var delivery uint64
+	if md, mdErr := msg.Metadata(); mdErr == nil {
+		delivery = md.NumDelivered
+	}
 	var retry *RetryError
+	outcome := "ack"
+	switch {
+	case errors.As(err, &retry):
+		outcome = "retry"
+	case err != nil:
+		outcome = "term"
+	}
+	o.Metrics.Handled(ctx, o.SpanName, outcome, time.Since(start), delivery)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}

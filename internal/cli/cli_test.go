@@ -160,3 +160,14 @@ func TestRepairCommand(t *testing.T) {
 		t.Errorf("jsonl: exit %d\n%s", code, stdout)
 	}
 }
+
+func TestRedactURLs(t *testing.T) {
+	got := redactURLs("nats://executor:s3cret@nats-1:4222,nats://nats-2:4222")
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "nats-1:4222") || !strings.Contains(got, "nats://nats-2:4222") {
+		t.Errorf("redactURLs = %q", got)
+	}
+	_, stderr, _ := runMain(t, "", "send", "--nats", "nats://u:s3cret@127.0.0.1:1", "--timeout", "1s")
+	if strings.Contains(stderr, "s3cret") {
+		t.Errorf("password in the error: %s", stderr)
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -156,9 +158,20 @@ func (f connectFlags) connect(name string, cfg *config.Config, forever bool) (*n
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", url, err)
+		return nil, fmt.Errorf("connect to %s: %w", redactURLs(url), err)
 	}
 	return nc, nil
+}
+
+// redactURLs hides the passwords of comma-separated NATS URLs, for messages and logs.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 func serveCmd(ctx context.Context, env Env, args []string) error {
@@ -198,15 +211,15 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	}
 	nc, err = nats.Connect(*url, nats.Name("toolbus serve"), nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", *url, err)
+		return fmt.Errorf("connect to %s: %w", redactURLs(*url), err)
 	}
 	defer nc.Close()
-	opsSrv, err := startOps(ctx, nc, *opsAddr, log)
+	opsSrv, mp, err := startOps(ctx, nc, *opsAddr, log)
 	if err != nil {
 		return err
 	}
 	n, err := node.Start(ctx, nc, node.Options{
-		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log, Ops: opsSrv,
+		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log, Ops: opsSrv, MeterProvider: mp,
 		Topology: topology(cfg, *streamReplicas),
 	})
 	if err != nil {

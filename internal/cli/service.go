@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/internal/ops"
+	"github.com/toolbus/toolbus/internal/telemetry"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
@@ -44,12 +46,12 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 			return err
 		}
 		defer nc.Drain()
-		opsSrv, err := startOps(ctx, nc, *opsAddr, log)
+		opsSrv, mp, err := startOps(ctx, nc, *opsAddr, log)
 		if err != nil {
 			return err
 		}
 		n, err := node.Start(ctx, nc, node.Options{
-			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log, Ops: opsSrv,
+			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log, Ops: opsSrv, MeterProvider: mp,
 			Topology: topology(cfg, *streamReplicas),
 		})
 		if err != nil {
@@ -73,16 +75,21 @@ func topology(cfg *config.Config, replicas int) bus.Topology {
 	return t
 }
 
-// startOps serves /healthz, /readyz and the micro registrations until ctx is done.
-func startOps(ctx context.Context, nc *nats.Conn, addr string, log *slog.Logger) (*ops.Server, error) {
-	srv, err := ops.New(nc, &ops.Options{Addr: addr, Logger: log})
+// startOps serves /healthz, /readyz, /metrics and the micro registrations until ctx is
+// done; it returns the meter provider whose metrics /metrics serves.
+func startOps(ctx context.Context, nc *nats.Conn, addr string, log *slog.Logger) (*ops.Server, metric.MeterProvider, error) {
+	mp, metrics, err := telemetry.NewPrometheus()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	srv, err := ops.New(nc, &ops.Options{Addr: addr, Metrics: metrics, Logger: log})
+	if err != nil {
+		return nil, nil, err
 	}
 	go func() {
 		if err := srv.Run(ctx); err != nil {
 			log.Error("ops server stopped", "err", err)
 		}
 	}()
-	return srv, nil
+	return srv, mp, nil
 }

@@ -57,6 +57,8 @@ type Executor struct {
 	Tracer trace.Tracer
 	// Gate, when set, fails calls to a backend marked down before they are tried.
 	Gate Gate
+	// Metrics, when set, counts calls by tool, server and outcome, and retries.
+	Metrics *telemetry.Metrics
 }
 
 // Gate is a circuit breaker over backends, fed by health probes and by call outcomes.
@@ -91,7 +93,9 @@ func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (
 	res := messages.ResultFor(call)
 	b, err := e.Router.Route(call.Tool)
 	if err != nil {
-		return res.Fail(err), Outcome{}
+		res = res.Fail(err)
+		e.Metrics.Call(ctx, call.Tool, "", string(res.Error.Code), time.Since(start))
+		return res, Outcome{}
 	}
 	res.Backend = b.Name()
 	info, _ := e.Router.Info(call.Tool)
@@ -129,12 +133,18 @@ func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (
 		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
 		if last.Code.Retryable() && (safe || last.Unsent) && !deadlinePassed(call) {
 			span.SetAttributes(telemetry.RetryReason.String(last.Message))
+			e.Metrics.Retry(ctx, call.Tool, b.Name(), string(last.Code))
 			return err
 		}
 		return backoff.Permanent(err)
 	}
 	err = backoff.Retry(op, e.Retry.backoff(ctx))
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	outcome := "ok"
+	if err != nil {
+		outcome = string(last.Code)
+	}
+	e.Metrics.Call(ctx, call.Tool, b.Name(), outcome, time.Since(start))
 	if err != nil {
 		if refused {
 			return res.Fail(last), Outcome{}

@@ -30,7 +30,9 @@ type Options struct {
 	Tracer trace.Tracer
 	// Middleware wraps the stage's handler (see bus.ConsumeOptions).
 	Middleware func(bus.Handler) bus.Handler
-	Logger     *slog.Logger
+	// Metrics, when set, counts and times the stage's messages.
+	Metrics *telemetry.Metrics
+	Logger  *slog.Logger
 }
 
 // Service runs the executor stage on a JetStream connection.
@@ -85,7 +87,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	return bus.Consume(ctx, c, func(ctx context.Context, msg jetstream.Msg) error {
 		return s.handle(ctx, msg, cfg.MaxDeliver)
-	}, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Heartbeat: heartbeat, SpanName: "execute", Tracer: s.opts.Tracer, Middleware: s.opts.Middleware, Logger: s.opts.Logger})
+	}, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, Heartbeat: heartbeat, SpanName: "execute", Tracer: s.opts.Tracer, Middleware: s.opts.Middleware, Metrics: s.opts.Metrics, Logger: s.opts.Logger})
 }
 
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int) error {
@@ -118,6 +120,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 		span.SetAttributes(telemetry.ErrorCode.String(string(call.Error.Code)))
 		res := messages.ResultFor(call)
 		res.Error = call.Error
+		s.exec.Metrics.Call(ctx, call.Tool, "parser", string(call.Error.Code), 0)
 		return s.publish(ctx, meta, call, res)
 	}
 

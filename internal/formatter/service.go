@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -20,7 +21,9 @@ type Options struct {
 	Tracer      trace.Tracer
 	// Middleware wraps the stage's handler (see bus.ConsumeOptions).
 	Middleware func(bus.Handler) bus.Handler
-	Logger     *slog.Logger
+	// Metrics, when set, counts and times the stage's messages.
+	Metrics *telemetry.Metrics
+	Logger  *slog.Logger
 }
 
 // Service runs the formatter stage on a JetStream connection. Results of responses with
@@ -58,7 +61,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("formatter: %w", err)
 	}
-	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "format", Tracer: s.opts.Tracer, Middleware: s.opts.Middleware, Logger: s.logger})
+	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "format", Tracer: s.opts.Tracer, Middleware: s.opts.Middleware, Metrics: s.opts.Metrics, Logger: s.logger})
 }
 
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {

@@ -28,6 +28,8 @@ import (
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -57,6 +59,8 @@ type Options struct {
 	// Ops, when set, counts each replica's handled messages and registers it with the
 	// NATS service framework (nats micro ls / info / stats).
 	Ops *ops.Server
+	// MeterProvider records metrics; nil records none.
+	MeterProvider metric.MeterProvider
 	// TracerProvider records spans; nil means the global provider (see internal/telemetry).
 	TracerProvider trace.TracerProvider
 	Logger         *slog.Logger
@@ -96,9 +100,15 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 	if err := bus.Provision(pctx, js, o.Topology); err != nil {
 		return nil, err
 	}
+	metrics := telemetry.NewMetrics(o.MeterProvider)
+	if o.MeterProvider != nil {
+		if err := queueGauges(metrics, js); err != nil {
+			return nil, err
+		}
+	}
 	n := &Node{}
 	for _, name := range o.Services {
-		runs, err := build(ctx, nc, js, name, o)
+		runs, err := build(ctx, nc, js, name, o, metrics)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +138,39 @@ func (n *Node) Wait() error {
 
 type runFunc func(context.Context) error
 
-func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name string, o Options) ([]runFunc, error) {
+// queueGauges reports each stage's queue at every scrape: messages not yet delivered and
+// delivered but not yet acknowledged (delivery stops when that reaches MaxAckPending).
+func queueGauges(m *telemetry.Metrics, js jetstream.JetStream) error {
+	type queue struct{ stream, consumer string }
+	queues := []queue{
+		{messages.StreamResponses, messages.ConsumerParser}, {messages.StreamCalls, messages.ConsumerExecutor},
+		{messages.StreamResults, messages.ConsumerFormatter}, {messages.StreamAdvisories, messages.ConsumerDeadLetter},
+	}
+	infos := func(ctx context.Context, f func(q queue, info *jetstream.ConsumerInfo)) {
+		for _, q := range queues {
+			c, err := js.Consumer(ctx, q.stream, q.consumer)
+			if err != nil {
+				continue
+			}
+			if info, err := c.Info(ctx); err == nil {
+				f(q, info)
+			}
+		}
+	}
+	attrs := func(q queue) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("stream", q.stream), attribute.String("consumer", q.consumer)}
+	}
+	if err := m.Gauge("toolbus.consumer.pending", "messages waiting for a stage", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+		infos(ctx, func(q queue, info *jetstream.ConsumerInfo) { record(int64(info.NumPending), attrs(q)...) })
+	}); err != nil {
+		return err
+	}
+	return m.Gauge("toolbus.consumer.ack_pending", "messages a stage is working on; delivery stops at MaxAckPending", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+		infos(ctx, func(q queue, info *jetstream.ConsumerInfo) { record(int64(info.NumAckPending), attrs(q)...) })
+	})
+}
+
+func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name string, o Options, metrics *telemetry.Metrics) ([]runFunc, error) {
 	log := o.Logger.With("service", name)
 	tracer := telemetry.Tracer(o.TracerProvider)
 	var runs []runFunc
@@ -159,7 +201,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			if err != nil {
 				return nil, err
 			}
-			runs = append(runs, parser.New(js, &parser.Options{Extract: extract, Catalog: catalog, Tracer: tracer, Middleware: mw, Logger: log}).Run)
+			runs = append(runs, parser.New(js, &parser.Options{Extract: extract, Catalog: catalog, Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}).Run)
 		}
 	case Executor:
 		kv, err := js.KeyValue(ctx, messages.BucketSessions)
@@ -181,7 +223,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			pool.Close()
 			return nil, err
 		}
-		exec.Tracer = tracer
+		exec.Tracer, exec.Metrics = tracer, metrics
 		health, err := js.KeyValue(ctx, messages.BucketHealth)
 		if err != nil {
 			return nil, fmt.Errorf("executor: health bucket: %w", err)
@@ -206,7 +248,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				return nil, err
 			}
 			svc, err := executor.New(ctx, js, exec, &executor.Options{
-				Concurrency: o.Config.Executor.Concurrency, Tracer: tracer, Middleware: mw, Logger: log,
+				Concurrency: o.Config.Executor.Concurrency, Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log,
 			})
 			if err != nil {
 				return nil, err
@@ -222,7 +264,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			if err != nil {
 				return nil, err
 			}
-			f, err := formatter.New(ctx, js, &formatter.Options{Tracer: tracer, Middleware: mw, Logger: log})
+			f, err := formatter.New(ctx, js, &formatter.Options{Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log})
 			if err != nil {
 				return nil, err
 			}

@@ -74,6 +74,8 @@ type Options struct {
 	// toolbus stream and bucket; an empty slice, none.
 	Streams []string
 	Buckets []string
+	// Metrics, when set, is served at /metrics (Prometheus text format).
+	Metrics http.Handler
 	// CheckTimeout bounds the readiness checks of one request. Default 2s.
 	CheckTimeout time.Duration
 	Logger       *slog.Logger
@@ -151,12 +153,15 @@ func (s *Server) AddCheck(name string, fn func(ctx context.Context) error) {
 	s.checks = append(s.checks, check{name: name, fn: fn})
 }
 
-// Handler serves /healthz and /readyz.
+// Handler serves /healthz, /readyz and, when configured, /metrics.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.opts.Metrics)
+	}
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		rd := s.Ready(r.Context())
 		code := http.StatusOK

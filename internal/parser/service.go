@@ -30,7 +30,9 @@ type Options struct {
 	Tracer  trace.Tracer
 	// Middleware wraps the stage's handler (see bus.ConsumeOptions).
 	Middleware func(bus.Handler) bus.Handler
-	Logger     *slog.Logger
+	// Metrics, when set, counts and times the stage's messages.
+	Metrics *telemetry.Metrics
+	Logger  *slog.Logger
 }
 
 // Service runs the parser stage on a JetStream connection.
@@ -60,7 +62,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("parser: %w", err)
 	}
-	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "parse", Tracer: s.opts.Tracer, Middleware: s.opts.Middleware, Logger: s.opts.Logger})
+	return bus.Consume(ctx, c, s.handle, bus.ConsumeOptions{Concurrency: s.opts.Concurrency, SpanName: "parse", Tracer: s.opts.Tracer, Middleware: s.opts.Middleware, Metrics: s.opts.Metrics, Logger: s.opts.Logger})
 }
 
 // ResponseID returns the id of a response message: the response id header, else its

@@ -1,0 +1,97 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// Metrics are toolbus's instruments. The zero of a nil *Metrics records nothing.
+type Metrics struct {
+	messages     metric.Int64Counter
+	stageSeconds metric.Float64Histogram
+	redeliveries metric.Int64Counter
+	calls        metric.Int64Counter
+	callSeconds  metric.Float64Histogram
+	retries      metric.Int64Counter
+	meter        metric.Meter
+}
+
+// NewMetrics creates the instruments on mp; nil means a no-op provider.
+func NewMetrics(mp metric.MeterProvider) *Metrics {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	m := &Metrics{meter: mp.Meter(Scope)}
+	secs := metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+	m.messages, _ = m.meter.Int64Counter("toolbus.messages", metric.WithDescription("messages handled by a stage, by outcome (ack, retry, term)"))
+	m.stageSeconds, _ = m.meter.Float64Histogram("toolbus.stage.duration", metric.WithUnit("s"), metric.WithDescription("time a stage took to handle one message"), secs)
+	m.redeliveries, _ = m.meter.Int64Counter("toolbus.redeliveries", metric.WithDescription("messages a stage received again (delivery > 1)"))
+	m.calls, _ = m.meter.Int64Counter("toolbus.calls", metric.WithDescription("tool calls answered, by tool, server and outcome (ok or the error code)"))
+	m.callSeconds, _ = m.meter.Float64Histogram("toolbus.call.duration", metric.WithUnit("s"), metric.WithDescription("time from the first attempt of a call to its result"), secs)
+	m.retries, _ = m.meter.Int64Counter("toolbus.retries", metric.WithDescription("attempts that failed and were tried again, by tool, server and error code"))
+	return m
+}
+
+// Handled records one message of stage: its outcome, how long it took, its delivery.
+func (m *Metrics) Handled(ctx context.Context, stage, outcome string, d time.Duration, delivery uint64) {
+	if m == nil {
+		return
+	}
+	st := attribute.String("stage", stage)
+	m.messages.Add(ctx, 1, metric.WithAttributes(st, attribute.String("outcome", outcome)))
+	m.stageSeconds.Record(ctx, d.Seconds(), metric.WithAttributes(st))
+	if delivery > 1 {
+		m.redeliveries.Add(ctx, 1, metric.WithAttributes(st))
+	}
+}
+
+// Call records one answered call.
+func (m *Metrics) Call(ctx context.Context, tool, server, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	attrs := metric.WithAttributes(attribute.String("tool", tool), attribute.String("server", server), attribute.String("outcome", outcome))
+	m.calls.Add(ctx, 1, attrs)
+	m.callSeconds.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("tool", tool), attribute.String("server", server)))
+}
+
+// Retry records one failed attempt that is tried again.
+func (m *Metrics) Retry(ctx context.Context, tool, server, code string) {
+	if m == nil {
+		return
+	}
+	m.retries.Add(ctx, 1, metric.WithAttributes(attribute.String("tool", tool), attribute.String("server", server), attribute.String("code", code)))
+}
+
+// Gauge registers an observable gauge whose values observe reports at each scrape.
+func (m *Metrics) Gauge(name, desc string, observe func(ctx context.Context, record func(v int64, attrs ...attribute.KeyValue))) error {
+	if m == nil {
+		return nil
+	}
+	_, err := m.meter.Int64ObservableGauge(name, metric.WithDescription(desc),
+		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
+			observe(ctx, func(v int64, attrs ...attribute.KeyValue) { o.Observe(v, metric.WithAttributes(attrs...)) })
+			return nil
+		}))
+	return err
+}
+
+// NewPrometheus returns a meter provider whose metrics are served, in Prometheus's text
+// format, by the returned handler (mounted at /metrics by internal/ops).
+func NewPrometheus() (metric.MeterProvider, http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, nil, err
+	}
+	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+}
