@@ -80,7 +80,7 @@ func newFaultRig(t *testing.T) *faultRig {
 // startExecutor starts one cmd/executor process.
 func (r *faultRig) startExecutor(name string) *exec.Cmd {
 	r.t.Helper()
-	cmd := exec.Command(r.executor, "--nats", r.url, "--config", r.cfgPath)
+	cmd := exec.Command(r.executor, "--nats", r.url, "--config", r.cfgPath, "--ops-addr", "127.0.0.1:0")
 	cmd.Stderr = &prefixWriter{t: r.t, prefix: name}
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)

@@ -102,7 +102,7 @@ func TestDecodeParameters(t *testing.T) {
 		{name: "empty", raw: ``},
 		{name: "array", raw: `[1, 2]`, wantErr: "parameters must be a JSON object"},
 		{name: "number", raw: `10`, wantErr: "parameters must be a JSON object"},
-		{name: "string not an object", raw: `"p=10"`, wantErr: "parameters must be a JSON object"},
+		{name: "string not an object", raw: `"p=10"`, wantErr: "parameters were a string that is not a JSON object"},
 		{name: "broken object", raw: `{"p": 10,`, wantErr: "parameters are not a valid JSON object"},
 		{name: "broken string", raw: `"{\"p\": 10`, wantErr: "parameters"},
 	}
