@@ -61,6 +61,8 @@ type Parser struct {
 type Executor struct {
 	Concurrency int              `json:"concurrency,omitempty"`
 	Timeout     mcpwire.Duration `json:"timeout,omitzero"`
+	// QuietTools are logged at debug level instead of info: tools polled often.
+	QuietTools []string `json:"quiet_tools,omitempty"`
 }
 
 // Health configures healthd.

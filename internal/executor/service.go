@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,8 +27,10 @@ type Options struct {
 	// before another delivery. Default 2s.
 	RedeliveryDelay time.Duration
 	// Owner names this replica in call claims. Default: a unique id.
-	Owner  string
-	Tracer trace.Tracer
+	Owner string
+	// QuietTools are logged at debug level instead of info (tools polled often).
+	QuietTools []string
+	Tracer     trace.Tracer
 	// Middleware wraps the stage's handler (see bus.ConsumeOptions).
 	Middleware func(bus.Handler) bus.Handler
 	// Metrics, when set, counts and times the stage's messages.
@@ -158,9 +161,18 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 	res, oc := s.exec.ExecuteOutcome(ctx, call)
 	res.Attempts += claim.PriorAttempts
 	span.SetAttributes(telemetry.Server.String(res.Backend), telemetry.Attempt.Int(res.Attempts))
+	outcome := "ok"
 	if res.Error != nil {
-		span.SetAttributes(telemetry.ErrorCode.String(string(res.Error.Code)))
+		outcome = string(res.Error.Code)
+		span.SetAttributes(telemetry.ErrorCode.String(outcome))
 	}
+	// Arguments and results are never logged: they may hold secrets.
+	level := slog.LevelInfo
+	if slices.Contains(s.opts.QuietTools, call.Tool) {
+		level = slog.LevelDebug
+	}
+	s.opts.Logger.Log(ctx, level, "call", "call", call.ID, "tool", call.Tool, "server", res.Backend,
+		"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
 	if !res.Success && oc.Retryable && !lastDelivery {
 		if err := s.claims.Release(ctx, call.ID, res.Attempts); err != nil {
 			s.opts.Logger.Warn("release claim", "call", call.ID, "err", err)

@@ -1,8 +1,11 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -194,5 +197,49 @@ func TestAlwaysDownIsAnsweredAndDeadLettered(t *testing.T) {
 	case extra := <-h.results:
 		t.Errorf("a second result was published: %+v", extra)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestCallLogQuietTools(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	reg := localtools.New()
+	var runs atomic.Int32
+	reg.Add(counting("poll_status", true, &runs))
+	reg.Add(counting("create_ticket", false, &runs))
+	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	nc, _ := nats.Connect(srv.ClientURL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	bus.Provision(ctx, js, bus.Topology{})
+	svc, err := New(ctx, js, &Executor{Router: NewRouter(LocalBackend{Registry: reg})}, &Options{QuietTools: []string{"poll_status"}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"poll_status", "create_ticket"} {
+		call := messages.ToolCall{ID: tool + "/0", ResponseID: tool, Conversation: "c", Count: 1, Tool: tool, Arguments: json.RawMessage(`{"secret":"hunter2"}`)}
+		body, _ := json.Marshal(call)
+		bus.Publish(ctx, js, messages.CallSubject("c"), bus.Meta{ResponseID: tool, Conversation: "c", Count: 1, MsgID: call.ID}, body)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { svc.Run(cctx); close(done) }()
+	for runs.Load() < 2 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	<-done
+	out := buf.String()
+	if !strings.Contains(out, `"tool":"create_ticket"`) || strings.Contains(out, `"tool":"poll_status"`) {
+		t.Errorf("log:\n%s", out)
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("arguments were logged:\n%s", out)
 	}
 }

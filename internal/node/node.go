@@ -248,7 +248,8 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				return nil, err
 			}
 			svc, err := executor.New(ctx, js, exec, &executor.Options{
-				Concurrency: o.Config.Executor.Concurrency, Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log,
+				Concurrency: o.Config.Executor.Concurrency, QuietTools: o.Config.Executor.QuietTools,
+				Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log,
 			})
 			if err != nil {
 				return nil, err
