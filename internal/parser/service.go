@@ -20,7 +20,7 @@ import (
 
 // Options configures a [Service].
 type Options struct {
-	// Concurrency is the number of responses parsed at once. Default 8.
+	// Concurrency is the number of responses parsed at once. Default 16.
 	Concurrency int
 	// Extract configures extraction and repair: the format pin and the limits. Known tools
 	// and schemas come from Catalog.
@@ -48,7 +48,7 @@ func New(js jetstream.JetStream, opts *Options) *Service {
 		o = *opts
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 8
+		o.Concurrency = 16
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
