@@ -70,14 +70,14 @@ func (x *extractor) acceptName(name string) bool {
 // candidateCalls reads the JSON value at text[from] and returns its calls when it is
 // shaped like calls of accepted tools, else ok false with end past the value.
 func (x *extractor) candidateCalls(from, to int) (calls []parsed, end int, ok bool) {
-	v, end, fixes, failed := readValue(x.text[:to], from, x.o.MaxDepth)
+	v, end, fixes, failed := x.readValue(x.text[:to], from)
 	if failed != nil {
 		x.budget -= max(failed.errAt, failed.pos) - from
 		return nil, from, false
 	}
 	x.budget -= end - from
 	take := func(obj string) bool {
-		if !callShaped(obj) {
+		if !callShaped(obj, &x.rec) {
 			return false
 		}
 		p := x.callFromObject(obj)
@@ -108,8 +108,8 @@ func (x *extractor) candidateCalls(from, to int) (calls []parsed, end int, ok bo
 // callShaped reports whether a JSON object has only the members of a call, so that a
 // tool's definition ({"name", "description", "parameters": {schema}}) or other data
 // that happens to have a "name" is not run.
-func callShaped(obj string) bool {
-	for it := objectMembers(obj); ; {
+func callShaped(obj string, rec *memberSpans) bool {
+	for it := objectMembers(obj, rec); ; {
 		k, vs, ve, ok := it.next()
 		if !ok {
 			return true
@@ -129,7 +129,7 @@ func callShaped(obj string) bool {
 
 func looksLikeSchema(obj string) bool {
 	typ, props := false, false
-	for it := objectMembers(obj); ; {
+	for it := objectMembers(obj, nil); ; {
 		k, vs, ve, ok := it.next()
 		if !ok {
 			return typ && props

@@ -71,6 +71,24 @@ func BenchmarkExtractCleanCall(b *testing.B) {
 	}
 }
 
+// BenchmarkExtractCleanCallSchema is BenchmarkExtractCleanCall as the parser service runs
+// it: with the catalog's tools and schemas.
+func BenchmarkExtractCleanCallSchema(b *testing.B) {
+	opts := &Options{
+		KnownTools: []string{"get_weather", "clock", "search_knowledge_base"},
+		Schemas: map[string]json.RawMessage{
+			"get_weather": json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}, "days": {"type": "integer"}}, "required": ["city"]}`),
+			"clock":       json.RawMessage(`{"type": "object", "properties": {}}`),
+		},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ex := Extract(cleanCall, opts); len(ex.Calls) != 1 || ex.Calls[0].Err != nil || ex.Calls[0].Repairs != nil {
+			b.Fatal(ex.Calls)
+		}
+	}
+}
+
 func BenchmarkExtractRepairedCall(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {

@@ -80,6 +80,8 @@ func blockNoun(f Format) string {
 		return "<tool_calls> block"
 	case FormatFunctionCalls:
 		return "<function_calls> block"
+	case FormatDeepSeekV32:
+		return "<｜DSML｜invoke> call"
 	case FormatMistral:
 		return "[TOOL_CALLS] call"
 	case FormatLlamaJSON:
@@ -110,6 +112,8 @@ func formatHint(f Format) string {
 		return "Write each call as <｜tool▁call▁begin｜>TOOL_NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>."
 	case FormatKimiK2:
 		return "Write each call as <|tool_call_begin|>functions.TOOL_NAME:0<|tool_call_argument_begin|>{...}<|tool_call_end|>."
+	case FormatDeepSeekV32:
+		return `Write each call as <｜DSML｜invoke name="TOOL_NAME"><｜DSML｜parameter name="NAME" string="true">value</｜DSML｜parameter></｜DSML｜invoke> inside <｜DSML｜function_calls>.`
 	}
 	return `Write each call as <tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call> with valid JSON.`
 }
@@ -131,7 +135,7 @@ func (x *extractor) jsonCalls(b blk, from, to int) int {
 		if pos >= to || n > 0 && s[pos] != '{' && s[pos] != '[' {
 			return pos
 		}
-		v, end, fixes, err := repairValue(s, pos, x.o.MaxDepth)
+		v, end, fixes, err := x.repairValue(s, pos)
 		if err != nil {
 			x.fail(b, salvageName(s[pos:to]), err, "%s", syntaxMessage(err))
 			return to
@@ -185,13 +189,23 @@ var (
 	argsKeys = []string{`"arguments"`, `"parameters"`, `"args"`, `"params"`, `"input"`}
 )
 
+// keyRank returns the index of key in keys, or len(keys).
+func keyRank(keys []string, key string) int {
+	for i, k := range keys {
+		if len(k) == len(key) && k == key {
+			return i
+		}
+	}
+	return len(keys)
+}
+
 // callFromObject reads one call from a valid JSON object.
 func (x *extractor) callFromObject(obj string) parsed {
 	var name, args, fn string
 	nameRank, argsRank := len(nameKeys), len(argsKeys)
 	n := 0
 	var onlyKey, onlyValue string
-	for it := objectMembers(obj); ; n++ {
+	for it := objectMembers(obj, &x.rec); ; n++ {
 		k, vs, ve, ok := it.next()
 		if !ok {
 			break
@@ -202,10 +216,9 @@ func (x *extractor) callFromObject(obj string) parsed {
 			fn = v
 			continue
 		}
-		if i := slices.Index(nameKeys, k); i >= 0 && i < nameRank {
+		if i := keyRank(nameKeys, k); i < nameRank {
 			name, nameRank = v, i
-		}
-		if i := slices.Index(argsKeys, k); i >= 0 && i < argsRank {
+		} else if i := keyRank(argsKeys, k); i < argsRank {
 			args, argsRank = v, i
 		}
 	}

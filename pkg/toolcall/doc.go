@@ -25,7 +25,9 @@
 //     <|python_start|>…<|python_end|> ([FormatPythonic]).
 //   - Mistral's [TOOL_CALLS][{…}] and [TOOL_CALLS]NAME{…} / NAME[ARGS]{…} ([FormatMistral]).
 //   - DeepSeek V3 and V3.1 and Kimi K2 special tokens ([FormatDeepSeekV3],
-//     [FormatDeepSeekV31], [FormatKimiK2]).
+//     [FormatDeepSeekV31], [FormatKimiK2]), and DeepSeek V3.2's DSML:
+//     <｜DSML｜function_calls> holding <｜DSML｜invoke name="…"> calls whose parameters
+//     say string="false" when their value is JSON ([FormatDeepSeekV32]).
 //   - <tool_calls>[…]</tool_calls> (Jamba, [FormatToolCallsTag]) and <function_calls>
 //     holding pythonic calls (OLMo 3) or <invoke name="…"> XML ([FormatFunctionCalls]).
 //   - A bare or ```json-fenced JSON object or array shaped like a call, or a pythonic
@@ -41,14 +43,27 @@
 // prose around the JSON, comments, single and curly quotes, unquoted keys and values,
 // Python literals and dicts ({p=10}), missing and extra commas and colons, missing
 // values, string concatenation, ellipses, unescaped quotes and control characters in
-// strings, invalid escapes, and output cut off in the middle (unclosed strings, objects
-// and arrays). What even that parser cannot read gives a [*SyntaxError] with the line,
-// the column and what was expected. [RepairArguments] does the same for the arguments
-// of a call, which must be an object, also when they arrive as a JSON string.
+// strings, invalid escapes, output cut off in the middle (unclosed strings, objects
+// and arrays), and objects or arrays written one after the other (JSON Lines), which
+// become one array. What even that parser cannot read gives a [*SyntaxError] with the
+// line, the column and what was expected.
+//
+// A backslash that does not start a JSON escape is kept as a character ("C:\dir",
+// "\d+"). So is one that does, where the model plainly did not mean an escape: \b or \f
+// next to a letter (C:\files, \bword), and \n, \r or \t inside a Windows path: the text
+// from a drive (C:\…) to the next space or line break (C:\new\table), or a drive alone
+// (C:\new) unless a line break precedes it, where "A:\n" is more likely a label. Valid
+// JSON is never reinterpreted: {"path": "C:\new"} holds a line break, as JSON says,
+// since a model that wrote valid JSON is taken at its word.
+//
+// [RepairArguments] does the same for the arguments of a call, which must be an object,
+// also when they arrive as a JSON string.
 //
 // Where a tool's input schema is known, arguments are converted to the types it names
-// ("10" to 10, "true" to true, "[1, 2]" to an array); a value that does not convert is
-// left for schema validation to report, and a missing value is never invented.
+// ("10" to 10, "true" to true, "[1, 2]" to an array), at any depth (properties of
+// objects, items of arrays, an Optional written as anyOf with null); a value that does
+// not convert is left for schema validation to report, and a missing value is never
+// invented.
 //
 // # Limits
 //

@@ -35,7 +35,7 @@ func (e *SyntaxError) Error() string {
 func (e *SyntaxError) Unwrap() error { return e.Err }
 
 // newSyntaxError locates offset in src.
-func newSyntaxError(src string, offset int, limit error, format string, args ...any) *SyntaxError {
+func newSyntaxError(src string, offset int, limit error, msg string) *SyntaxError {
 	offset = min(max(offset, 0), len(src))
 	line := 1 + strings.Count(src[:offset], "\n")
 	lineStart := strings.LastIndexByte(src[:offset], '\n') + 1
@@ -43,7 +43,7 @@ func newSyntaxError(src string, offset int, limit error, format string, args ...
 		Offset: offset,
 		Line:   line,
 		Column: 1 + utf8.RuneCountInString(src[lineStart:offset]),
-		Msg:    fmt.Sprintf(format, args...),
+		Msg:    msg,
 		Err:    limit,
 	}
 }
@@ -53,12 +53,27 @@ func describeAt(src string, i int) string {
 	if i >= len(src) {
 		return "the end of the text"
 	}
-	r, _ := utf8.DecodeRuneInString(src[i:])
-	switch r {
-	case '\n':
+	c := src[i]
+	switch {
+	case c == '\n':
 		return "a line break"
-	case '\'':
+	case c == '\'':
 		return `"'"`
+	case c < utf8.RuneSelf:
+		return quotedASCII[c]
 	}
-	return fmt.Sprintf("'%c'", r)
+	r, size := utf8.DecodeRuneInString(src[i:])
+	if r == utf8.RuneError && size == 1 {
+		return "'\uFFFD'"
+	}
+	return "'" + src[i:i+size] + "'"
 }
+
+// quotedASCII holds describeAt's names of the ASCII characters, so that an error
+// message costs one concatenation.
+var quotedASCII = func() (t [utf8.RuneSelf]string) {
+	for c := range t {
+		t[c] = fmt.Sprintf("'%c'", c)
+	}
+	return t
+}()

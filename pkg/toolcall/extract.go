@@ -3,6 +3,7 @@ package toolcall
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -10,14 +11,29 @@ import (
 // span is a byte range of the text.
 type span struct{ start, end int }
 
-// extractor holds the state of one Extract.
+// extractor holds the state of one Extract. Extractors are reused (see extractors), so
+// that a call costs no allocation beyond its results.
 type extractor struct {
+	runState
+	// The cursors are kept from run to run, too large to clear each time: a cursor
+	// counts only for the run whose number (gen) it holds.
+	cur [numLits]cursor
+	gen uint64
+	// rec holds the members of the last object read, whichever run read it: spans of
+	// equal objects are equal.
+	rec memberSpans
+	rep repairer // for readValue
+	// schemas holds the tools' schemas as parsed, by tool name.
+	schemas map[string]cachedSchema
+}
+
+// runState is the state of an extractor that each Extract starts afresh.
+type runState struct {
 	text    string
-	o       *Options
+	o       Options
 	markers []lit // enabled, in priority order
 	groups  []markerGroup
 	group   [4]markerGroup // backs groups
-	cur     [numLits]cursor
 	calls   []Call
 	content []span
 	reason  []span
@@ -27,14 +43,31 @@ type extractor struct {
 	overflow int  // calls beyond MaxCalls
 	// line numbering, advanced lazily
 	lineAt, line int
-	schemas      map[string]*schema
 }
 
-func newExtractor(text string, o *Options) *extractor {
-	x := &extractor{text: text, o: o, budget: 2*len(text) + 4096, line: 1}
-	x.markers = enabledMarkers(o)
-	x.groups = append(x.group[:0], markerGroups[&x.markers[0]]...)
+var extractors = sync.Pool{New: func() any { return new(extractor) }}
+
+// newExtractor returns an extractor of text from the pool; release returns it.
+func newExtractor(text string, o Options) *extractor {
+	x := extractors.Get().(*extractor)
+	x.gen++
+	x.runState = runState{text: text, o: o, content: x.content[:0], reason: x.reason[:0],
+		budget: 2*len(text) + 4096, line: 1}
+	set := enabledMarkers(&x.o)
+	x.markers = set.markers
+	x.groups = append(x.group[:0], set.groups...)
 	return x
+}
+
+// release returns x to the pool. Nothing Extract returned may point into x.
+func (x *extractor) release() {
+	if cap(x.content) > 1024 || cap(x.reason) > 1024 {
+		return // a rare response; let its spans go
+	}
+	x.runState = runState{content: x.content[:0], reason: x.reason[:0]}
+	x.rec.obj = ""
+	x.rep = repairer{}
+	extractors.Put(x)
 }
 
 func (x *extractor) run() {
@@ -109,6 +142,8 @@ func (x *extractor) block(m lit, at, limit int) (end int, isCall bool) {
 		return x.deepSeek(m, at, limit)
 	case litKimi, litKimiCall:
 		return x.kimi(m, at, limit)
+	case litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke:
+		return x.dsml(m, at, limit)
 	case litFence:
 		return x.fence(at, limit)
 	case litBrace, litBracket:
@@ -157,7 +192,17 @@ func (x *extractor) result() Extraction {
 	return ex
 }
 
+// join returns the text of spans, trimmed: concatenated when sep is "", else each part
+// trimmed and the parts that are not blank joined with sep.
 func (x *extractor) join(spans []span, sep string) string {
+	// The blank parts at either end count for nothing; often one part is left, which
+	// needs no copy.
+	for len(spans) > 0 && isBlank(x.text[spans[0].start:spans[0].end]) {
+		spans = spans[1:]
+	}
+	for len(spans) > 0 && isBlank(x.text[spans[len(spans)-1].start:spans[len(spans)-1].end]) {
+		spans = spans[:len(spans)-1]
+	}
 	switch len(spans) {
 	case 0:
 		return ""
@@ -165,6 +210,11 @@ func (x *extractor) join(spans []span, sep string) string {
 		return strings.TrimSpace(x.text[spans[0].start:spans[0].end])
 	}
 	var b strings.Builder
+	size := 0
+	for _, s := range spans {
+		size += s.end - s.start + len(sep)
+	}
+	b.Grow(size)
 	for _, s := range spans {
 		part := x.text[s.start:s.end]
 		if sep != "" {
@@ -179,6 +229,8 @@ func (x *extractor) join(spans []span, sep string) string {
 	}
 	return strings.TrimSpace(b.String())
 }
+
+func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
 
 // lineOf returns the 1-based line of offset i; offsets asked for mostly increase.
 func (x *extractor) lineOf(i int) int {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -18,6 +19,7 @@ func FuzzRepairJSON(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		checkMemberSpans(t, s)
 		out, repairs, err := RepairJSON(s)
 		if err != nil {
 			if out != nil || repairs != nil {
@@ -26,6 +28,9 @@ func FuzzRepairJSON(f *testing.F) {
 			var se *SyntaxError
 			if !errors.As(err, &se) {
 				t.Fatalf("error %T is not a *SyntaxError", err)
+			}
+			if se.Msg == msgRepairBug {
+				t.Fatalf("RepairJSON(%q) wrote invalid JSON", s)
 			}
 			return
 		}
@@ -69,6 +74,9 @@ func FuzzExtract(f *testing.F) {
 				}
 				if c.Err != nil && c.Err.Message == "" {
 					t.Fatalf("Extract(%q): call %d failed without a message", text, c.Index)
+				}
+				if c.Err != nil && strings.Contains(c.Err.Message, msgRepairBug) {
+					t.Fatalf("Extract(%q): call %d: the repairer wrote invalid JSON", text, c.Index)
 				}
 			}
 		}

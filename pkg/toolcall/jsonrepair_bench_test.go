@@ -1,10 +1,8 @@
-//go:build jsonrepairbench
-
-// The side-by-side benchmark with github.com/kaptinlin/jsonrepair. It needs that module
-// as a test dependency, so it builds only with -tags jsonrepairbench:
+// The side-by-side benchmark with github.com/kaptinlin/jsonrepair, a test dependency in
+// go.mod, on the same inputs (README.md has the figures and how they were taken):
 //
-//	go get github.com/kaptinlin/jsonrepair
-//	go test -tags jsonrepairbench -run Kaptinlin -bench SideBySide -benchmem ./pkg/toolcall/
+//	go test -run Kaptinlin -v ./pkg/toolcall/
+//	go test -run '^$' -bench SideBySide -benchmem -count 10 ./pkg/toolcall/
 
 package toolcall
 

@@ -25,6 +25,9 @@ const (
 	litDeepSeekCall
 	litKimi
 	litKimiCall
+	litDSMLFunctionCalls
+	litDSMLToolCalls
+	litDSMLInvoke
 	litFence
 	litBrace
 	litBracket
@@ -43,52 +46,59 @@ const (
 	litKimiEnd
 	litKimiCallEnd
 	litFunctionEnd
+	litDSMLFunctionCallsEnd
+	litDSMLToolCallsEnd
 	numLits
 )
 
 var litText = [numLits]string{
-	litThink:            "<think>",
-	litToolCall:         "<tool_call>",
-	litToolCalls:        "<tool_calls>",
-	litFunctionCalls:    "<function_calls>",
-	litFunctionEq:       "<function=",
-	litPythonTag:        "<|python_tag|>",
-	litPythonStart:      "<|python_start|>",
-	litMistral:          "[TOOL_CALLS]",
-	litDeepSeek:         "<｜tool▁calls▁begin｜>",
-	litDeepSeekCall:     "<｜tool▁call▁begin｜>",
-	litKimi:             "<|tool_calls_section_begin|>",
-	litKimiCall:         "<|tool_call_begin|>",
-	litFence:            "```",
-	litBrace:            "{",
-	litBracket:          "[",
-	litThinkEnd:         "</think>",
-	litToolCallEnd:      "</tool_call>",
-	litToolCallsEnd:     "</tool_calls>",
-	litFunctionCallsEnd: "</function_calls>",
-	litPythonEnd:        "<|python_end|>",
-	litEomID:            "<|eom_id|>",
-	litEotID:            "<|eot_id|>",
-	litDeepSeekEnd:      "<｜tool▁calls▁end｜>",
-	litDeepSeekCallEnd:  "<｜tool▁call▁end｜>",
-	litKimiEnd:          "<|tool_calls_section_end|>",
-	litKimiCallEnd:      "<|tool_call_end|>",
-	litFunctionEnd:      "</function>",
+	litThink:                "<think>",
+	litToolCall:             "<tool_call>",
+	litToolCalls:            "<tool_calls>",
+	litFunctionCalls:        "<function_calls>",
+	litFunctionEq:           "<function=",
+	litPythonTag:            "<|python_tag|>",
+	litPythonStart:          "<|python_start|>",
+	litMistral:              "[TOOL_CALLS]",
+	litDeepSeek:             "<｜tool▁calls▁begin｜>",
+	litDeepSeekCall:         "<｜tool▁call▁begin｜>",
+	litKimi:                 "<|tool_calls_section_begin|>",
+	litKimiCall:             "<|tool_call_begin|>",
+	litDSMLFunctionCalls:    "<｜DSML｜function_calls>",
+	litDSMLToolCalls:        "<｜DSML｜tool_calls>",
+	litDSMLInvoke:           "<｜DSML｜invoke",
+	litFence:                "```",
+	litBrace:                "{",
+	litBracket:              "[",
+	litThinkEnd:             "</think>",
+	litToolCallEnd:          "</tool_call>",
+	litToolCallsEnd:         "</tool_calls>",
+	litFunctionCallsEnd:     "</function_calls>",
+	litPythonEnd:            "<|python_end|>",
+	litEomID:                "<|eom_id|>",
+	litEotID:                "<|eot_id|>",
+	litDeepSeekEnd:          "<｜tool▁calls▁end｜>",
+	litDeepSeekCallEnd:      "<｜tool▁call▁end｜>",
+	litKimiEnd:              "<|tool_calls_section_end|>",
+	litKimiCallEnd:          "<|tool_call_end|>",
+	litFunctionEnd:          "</function>",
+	litDSMLFunctionCallsEnd: "</｜DSML｜function_calls>",
+	litDSMLToolCallsEnd:     "</｜DSML｜tool_calls>",
 }
 
 // cursor caches where a literal next occurs, so that searching the text for it again
 // and again from increasing offsets stays linear.
 type cursor struct {
-	from int // where the last search started
-	at   int // what it found, -1 for nothing
-	done bool
+	from int    // where the last search started
+	at   int    // what it found, -1 for nothing
+	gen  uint64 // the run of the extractor it was for (extractor.gen); else unset
 }
 
 // The markers each format enables, in priority order; think and fences always count.
 var (
 	autoMarkers = []lit{litThink, litToolCall, litToolCalls, litFunctionCalls, litFunctionEq,
 		litPythonTag, litPythonStart, litMistral, litDeepSeek, litDeepSeekCall, litKimi,
-		litKimiCall, litFence}
+		litKimiCall, litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke, litFence}
 	autoKnownMarkers = append(slices.Clip(autoMarkers), litBrace, litBracket)
 	pinnedMarkers    = map[Format][]lit{
 		FormatToolCallTag:   {litThink, litToolCall, litFence},
@@ -100,48 +110,57 @@ var (
 		FormatDeepSeekV3:    {litThink, litDeepSeek, litDeepSeekCall, litFence},
 		FormatDeepSeekV31:   {litThink, litDeepSeek, litDeepSeekCall, litFence},
 		FormatKimiK2:        {litThink, litKimi, litKimiCall, litFence},
+		FormatDeepSeekV32:   {litThink, litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke, litFence},
 		FormatToolCallsTag:  {litThink, litToolCalls, litFence},
 		FormatFunctionCalls: {litThink, litFunctionCalls, litFence},
 		FormatJSON:          {litThink, litFence, litBrace, litBracket},
 	}
 )
 
-// markerGroups holds the groups of each set of markers, keyed by the set's first
-// element.
-var markerGroups = func() map[*lit][]markerGroup {
-	sets := [][]lit{autoMarkers, autoKnownMarkers}
-	for _, set := range pinnedMarkers {
-		sets = append(sets, set)
-	}
-	out := make(map[*lit][]markerGroup, len(sets))
-	for _, set := range sets {
-		var groups []markerGroup
-		for _, m := range set {
-			first := litText[m][0]
-			i := slices.IndexFunc(groups, func(g markerGroup) bool { return g.first == first })
-			if i < 0 {
-				i = len(groups)
-				groups = append(groups, markerGroup{first: first})
-			}
-			groups[i].markers[groups[i].n] = m
-			groups[i].n++
-		}
-		out[&set[0]] = groups
-	}
-	return out
-}()
+// A markerSet is the markers a format enables, in priority order, and their groups.
+type markerSet struct {
+	markers []lit
+	groups  []markerGroup
+}
 
-func enabledMarkers(o *Options) []lit {
+func newMarkerSet(markers []lit) *markerSet {
+	set := &markerSet{markers: markers}
+	for _, m := range markers {
+		first := litText[m][0]
+		i := slices.IndexFunc(set.groups, func(g markerGroup) bool { return g.first == first })
+		if i < 0 {
+			i = len(set.groups)
+			set.groups = append(set.groups, markerGroup{first: first})
+		}
+		set.groups[i].markers[set.groups[i].n] = m
+		set.groups[i].n++
+	}
+	return set
+}
+
+var (
+	autoSet      = newMarkerSet(autoMarkers)
+	autoKnownSet = newMarkerSet(autoKnownMarkers)
+	pinnedSets   = func() map[Format]*markerSet {
+		sets := make(map[Format]*markerSet, len(pinnedMarkers))
+		for f, m := range pinnedMarkers {
+			sets[f] = newMarkerSet(m)
+		}
+		return sets
+	}()
+)
+
+func enabledMarkers(o *Options) *markerSet {
 	if o.Format == FormatAuto {
 		if len(o.KnownTools) > 0 {
-			return autoKnownMarkers
+			return autoKnownSet
 		}
-		return autoMarkers
+		return autoSet
 	}
-	if m, ok := pinnedMarkers[o.Format]; ok {
-		return m
+	if set, ok := pinnedSets[o.Format]; ok {
+		return set
 	}
-	return autoMarkers
+	return autoSet
 }
 
 // A markerGroup finds the enabled markers that start with one byte, with one scan for
@@ -181,10 +200,10 @@ func (g *markerGroup) next(text string, from int) (lit, int) {
 // find returns the first occurrence of l at or after from, or -1.
 func (x *extractor) find(l lit, from int) int {
 	c := &x.cur[l]
-	if c.done && from >= c.from && (c.at < 0 || c.at >= from) {
+	if c.gen == x.gen && from >= c.from && (c.at < 0 || c.at >= from) {
 		return c.at
 	}
-	c.from, c.done = from, true
+	c.from, c.gen = from, x.gen
 	if from > len(x.text) {
 		c.at = -1
 		return -1

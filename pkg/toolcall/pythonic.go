@@ -60,7 +60,7 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 			if x.quiet {
 				return parsed{name: name, err: "not a call"}, at, true
 			}
-			se := newSyntaxError(s, at, nil, "expected a keyword argument name=value or ')', found %s", describeAt(s, at))
+			se := newSyntaxError(s, at, nil, "expected a keyword argument name=value or ')', found "+describeAt(s, at))
 			return parsed{name: name, err: fmt.Sprintf("in %s(…) at line %d, column %d: %s", name, se.Line, se.Column, se.Msg), cause: se}, at, true
 		}
 		r.pos++

@@ -17,16 +17,18 @@ const (
 
 // openQuote reports the quote that opens a string at s[i], and its length in bytes.
 func openQuote(s string, i int) (quoteKind, int) {
-	switch c := s[i]; {
-	case c == '"':
-		return quoteDouble, 1
-	case c == '\'':
-		return quoteSingle, 1
-	case c == '`':
-		return quoteBacktick, 1
-	case c < utf8.RuneSelf:
+	if c := s[i]; c < utf8.RuneSelf {
+		if q := asciiQuote[c]; q != quoteNone {
+			return q, 1
+		}
 		return quoteNone, 0
 	}
+	return openSmartQuote(s, i)
+}
+
+var asciiQuote = [utf8.RuneSelf]quoteKind{'"': quoteDouble, '\'': quoteSingle, '`': quoteBacktick}
+
+func openSmartQuote(s string, i int) (quoteKind, int) {
 	ru, size := utf8.DecodeRuneInString(s[i:])
 	switch {
 	case isSmartDouble(ru):
@@ -87,9 +89,10 @@ func (r *repairer) str(open, key bool) {
 	case quoteBacktick, quoteSmartDouble, quoteSmartSingle:
 		r.fixes.add(fixSmartQuotes)
 	}
-	r.pos += size
+	// pos and out stay in registers while the string is read.
+	pos, out := r.pos+size, r.out
 	if open {
-		r.out = append(r.out, '"')
+		out = append(out, '"')
 	}
 	var closer byte // the ASCII byte that can close this string, if any
 	switch q {
@@ -100,49 +103,83 @@ func (r *repairer) str(open, key bool) {
 	case quoteBacktick:
 		closer = '`'
 	}
+	stop := closer
+	if stop == 0 {
+		stop = '"'
+	}
+	// The text since the last space or line break starts at word; inPath reads it.
+	// Spaces before scanned were looked for, so that a pass stays linear.
+	word, scanned := pos, pos
+	afterBreak := false // word follows a \n, \r or \t escape
 	for {
-		start := r.pos
-		for r.pos < len(s) && plainStringByte[s[r.pos]] && s[r.pos] != closer {
-			r.pos++
-		}
-		r.out = append(r.out, s[start:r.pos]...)
-		if r.pos >= len(s) {
+		start := pos
+		pos = plainRun(s, pos, stop)
+		out = append(out, s[start:pos]...)
+		if pos >= len(s) {
 			r.fixes.add(fixUnclosedString)
-			r.out = append(r.out, '"')
-			return
+			out = append(out, '"')
+			break
 		}
-		c := s[r.pos]
+		c := s[pos]
 		switch {
 		case c == closer && closer != 0:
-			if key || r.endsString(r.pos+1) {
-				r.pos++
-				r.out = append(r.out, '"')
+			if key || r.endsString(pos+1) {
+				r.pos, r.out = pos+1, append(out, '"')
 				return
 			}
 			r.fixes.add(fixUnescapedQuote)
 			if c == '"' {
-				r.out = append(r.out, '\\')
+				out = append(out, '\\')
 			}
-			r.out = append(r.out, c)
-			r.pos++
+			out = append(out, c)
+			pos++
 		case c == '"':
-			r.out = append(r.out, '\\', '"')
-			r.pos++
+			out = append(out, '\\', '"')
+			pos++
 		case c == '\\':
-			r.escape(q)
+			for i := pos - 1; i >= scanned; i-- {
+				if s[i] == ' ' || s[i] == '\t' {
+					word, afterBreak = i+1, false
+					break
+				}
+			}
+			path := inPath(s[word:pos], afterBreak)
+			if e := s[min(pos+1, len(s)-1)]; !path && (e == 'n' || e == 'r' || e == 't') {
+				word, afterBreak = pos+2, true // a line break or tab, which ends a path
+			}
+			pos, out = r.escape(q, pos, out, path)
+			scanned = pos
 		case c < ' ':
-			r.control(c)
-			r.pos++
+			r.fixes.add(fixControlCharacter)
+			out = appendControl(out, c)
+			pos++
 		default:
-			ru, n := utf8.DecodeRuneInString(s[r.pos:])
-			if (q == quoteSmartDouble && isSmartDouble(ru) || q == quoteSmartSingle && isSmartSingle(ru)) && (key || r.endsString(r.pos+n)) {
-				r.pos += n
-				r.out = append(r.out, '"')
+			ru, n := utf8.DecodeRuneInString(s[pos:])
+			if (q == quoteSmartDouble && isSmartDouble(ru) || q == quoteSmartSingle && isSmartSingle(ru)) && (key || r.endsString(pos+n)) {
+				r.pos, r.out = pos+n, append(out, '"')
 				return
 			}
-			r.pos += r.rune(s[r.pos:])
+			if ru == utf8.RuneError && n == 1 {
+				r.fixes.add(fixInvalidUTF8)
+				out = append(out, "\uFFFD"...)
+			} else {
+				out = append(out, s[pos:pos+n]...)
+			}
+			pos += n
 		}
 	}
+	r.pos, r.out = pos, out
+}
+
+// inPath reports whether word, the text of a string between the last space or line
+// break and a backslash, is a Windows path, so that the backslash is a path separator:
+// C:\… anywhere, or a drive alone (C:) unless it follows a line break, where it is more
+// likely a label ("Q: …\nA:\nyes").
+func inPath(word string, afterBreak bool) bool {
+	if len(word) < 2 || !isLetter(word[0]) || word[1] != ':' {
+		return false
+	}
+	return len(word) > 2 && word[2] == '\\' || len(word) == 2 && !afterBreak
 }
 
 // endsString decides whether a quote whose text ends at i closes its string or is a
@@ -167,42 +204,38 @@ func (r *repairer) endsString(i int) bool {
 	return false
 }
 
-// escape handles a backslash inside a string.
-func (r *repairer) escape(q quoteKind) {
+// escape writes the backslash at s[pos] of a string in quote q, and what it escapes,
+// and returns where the string goes on. A valid JSON escape keeps its meaning, except
+// where the model plainly wrote a backslash unescaped: before a character that JSON
+// does not escape ("C:\dir", "\d+"), as \b or \f next to a letter (C:\files, \bword),
+// and as \n, \r or \t inside a Windows path (inPath: C:\new\table).
+func (r *repairer) escape(q quoteKind, pos int, out []byte, inPath bool) (int, []byte) {
 	s := r.src
-	if r.pos+1 >= len(s) {
-		r.pos++ // a lone backslash where the text was cut off
-		return
+	if pos+1 >= len(s) {
+		return pos + 1, out // a lone backslash where the text was cut off
 	}
-	e := s[r.pos+1]
-	if (e == 'b' || e == 'f') && (r.pos+2 < len(s) && isLetter(s[r.pos+2]) || r.pos > 0 && isLetter(s[r.pos-1])) {
-		// A backspace or form feed before a letter is a path (C:\files) or a regular
-		// expression (\bword) that lost its backslash.
+	e := s[pos+1]
+	switch {
+	case (e == 'b' || e == 'f') && (pos+2 < len(s) && isLetter(s[pos+2]) || pos > 0 && isLetter(s[pos-1])),
+		(e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') && inPath:
 		e = 'x'
 	}
 	switch e {
 	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		r.out = append(r.out, s[r.pos:r.pos+2]...)
-		r.pos += 2
+		return pos + 2, append(out, '\\', e)
 	case 'u':
-		if r.pos+6 <= len(s) && isHex(s[r.pos+2]) && isHex(s[r.pos+3]) && isHex(s[r.pos+4]) && isHex(s[r.pos+5]) {
-			r.out = append(r.out, s[r.pos:r.pos+6]...)
-			r.pos += 6
-			return
+		if pos+6 <= len(s) && isHex(s[pos+2]) && isHex(s[pos+3]) && isHex(s[pos+4]) && isHex(s[pos+5]) {
+			return pos + 6, append(out, s[pos:pos+6]...)
 		}
 		r.fixes.add(fixInvalidEscape)
-		r.out = append(r.out, `\\u`...)
-		r.pos += 2
+		return pos + 2, append(out, `\\u`...)
 	case '\'', '`':
 		if q != quoteSingle && e == '\'' || q != quoteBacktick && e == '`' {
 			r.fixes.add(fixInvalidEscape)
 		}
-		r.out = append(r.out, e)
-		r.pos += 2
-	default:
-		// Keep the backslash as a character: "C:\dir" means a backslash.
-		r.fixes.add(fixInvalidEscape)
-		r.out = append(r.out, '\\', '\\')
-		r.pos++
+		return pos + 2, append(out, e)
 	}
+	// Keep the backslash as a character: "C:\dir" means a backslash.
+	r.fixes.add(fixInvalidEscape)
+	return pos + 1, append(out, '\\', '\\')
 }

@@ -96,16 +96,17 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 		fixes.add(fixCodeFence)
 	}
 	var r repairer
-	r.init(s[:end], start, maxDepth)
+	// The output is the whole text, repaired: about as long, rarely much longer.
+	r.initSize(s[:end], start, maxDepth, end-start+(end-start)>>3+16)
 	r.fixes = fixes
 	r.space()
 	if r.pos >= len(r.src) {
-		return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found %s", describeAt(s, r.pos))
+		return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found "+describeAt(s, r.pos))
 	}
 	if c := r.src[r.pos]; c != '{' && c != '[' && !r.scalarAhead() {
 		i := strings.IndexAny(r.src[r.pos:], "{[")
 		if i < 0 {
-			return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON object or array, found %s", describeAt(s, r.pos))
+			return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON object or array, found "+describeAt(s, r.pos))
 		}
 		r.pos += i
 		r.fixes.add(fixLeadingText)
@@ -114,16 +115,64 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 		return nil, 0, r.syntaxError()
 	}
 	if r.space(); r.pos < len(r.src) {
-		r.fixes.add(fixTrailingText)
+		if !r.concatenation() {
+			if r.failed {
+				return nil, 0, r.syntaxError()
+			}
+			r.fixes.add(fixTrailingText)
+		} else if r.space(); r.pos < len(r.src) {
+			r.fixes.add(fixTrailingText)
+		}
 	}
-	return r.finish()
+	out, fixes, err := r.finish()
+	if err == nil && fixes.has(fixConcatenatedValues) && checkStrict(unsafe.String(&out[0], len(out)), maxDepth) == strictTooDeep {
+		return nil, 0, tooDeepError(s, 0, maxDepth) // the array around the values is one level too many
+	}
+	return out, fixes, err
+}
+
+// concatenation reads the objects and arrays that follow the value in out, separated
+// by whitespace or commas (JSON Lines, or objects a model wrote one after the other),
+// and makes out an array of them all. It returns false when no object or array
+// follows an object or array, or when one that follows cannot be read (r.failed).
+func (r *repairer) concatenation() bool {
+	s := r.src
+	i := r.pos
+	for i < len(s) && (s[i] == ',' || isJSONSpace(s[i])) {
+		i++
+	}
+	if first := r.out[0]; first != '{' && first != '[' || i >= len(s) || s[i] != '{' && s[i] != '[' {
+		return false
+	}
+	r.out = append(r.out, 0)
+	copy(r.out[1:], r.out)
+	r.out[0] = '['
+	if !r.push('[') {
+		return false
+	}
+	for r.pos = i; ; {
+		r.out = append(r.out, ',')
+		if !r.value() {
+			return false
+		}
+		for r.space(); r.pos < len(s) && s[r.pos] == ','; r.space() {
+			r.pos++
+		}
+		if r.pos >= len(s) || s[r.pos] != '{' && s[r.pos] != '[' {
+			break
+		}
+	}
+	r.pop()
+	r.out = append(r.out, ']')
+	r.fixes.add(fixConcatenatedValues)
+	return true
 }
 
 // repairValue reads one JSON value starting at s[from] (after whitespace and comments),
 // repairing it, and returns it with the index after it. Valid JSON costs one scan and
-// no copy.
-func repairValue(s string, from, maxDepth int) (string, int, fixSet, error) {
-	v, end, fixes, failed := readValue(s, from, maxDepth)
+// no copy, and when it is an object, x.rec records its members.
+func (x *extractor) repairValue(s string, from int) (string, int, fixSet, error) {
+	v, end, fixes, failed := x.readValue(s, from)
 	if failed != nil {
 		return "", 0, 0, failed.syntaxError()
 	}
@@ -131,22 +180,24 @@ func repairValue(s string, from, maxDepth int) (string, int, fixSet, error) {
 }
 
 // readValue is repairValue for text that may not be JSON at all: on failure it returns
-// the repairer that failed, whose errAt says how far it read, without the cost of
-// locating the error in lines and columns.
-func readValue(s string, from, maxDepth int) (v string, end int, fixes fixSet, failed *repairer) {
-	end, res := scanStrictValue(s, from, maxDepth)
+// the repairer that failed (x.rep), whose errAt says how far it read, without the cost
+// of locating the error in lines and columns.
+func (x *extractor) readValue(s string, from int) (v string, end int, fixes fixSet, failed *repairer) {
+	maxDepth := x.o.MaxDepth
+	end, res := scanStrictMembers(s, from, maxDepth, &x.rec)
+	r := &x.rep
 	switch res {
 	case strictOK:
 		return s[skipJSONSpace(s, from):end], end, 0, nil
 	case strictTooDeep:
-		r := &repairer{src: s, maxDepth: maxDepth}
+		*r = repairer{src: s, maxDepth: maxDepth}
 		r.tooDeep(end)
 		return "", 0, 0, r
 	}
-	r := newRepairer(s, from, maxDepth)
+	r.init(s, from, maxDepth)
 	r.space()
 	if r.pos >= len(s) {
-		r.fail(r.pos, "expected a JSON value, found %s", describeAt(s, r.pos))
+		r.fail(r.pos, "expected a JSON value, found "+describeAt(s, r.pos))
 		return "", 0, 0, r
 	}
 	if !r.value() {
@@ -155,7 +206,7 @@ func readValue(s string, from, maxDepth int) (v string, end int, fixes fixSet, f
 	end = r.pos
 	out, fixes, err := r.finish()
 	if err != nil {
-		r.fail(from, "%s", err.(*SyntaxError).Msg)
+		r.fail(from, err.(*SyntaxError).Msg)
 		return "", 0, 0, r
 	}
 	// out is never written again.
@@ -163,7 +214,7 @@ func readValue(s string, from, maxDepth int) (v string, end int, fixes fixSet, f
 }
 
 func tooDeepError(s string, at, maxDepth int) error {
-	return newSyntaxError(s, at, ErrTooDeep, "objects and arrays are nested more than %d levels deep", maxDepth)
+	return newSyntaxError(s, at, ErrTooDeep, tooDeepMessage(maxDepth))
 }
 
 // fenceBody returns the span inside a ``` code fence when s, apart from surrounding

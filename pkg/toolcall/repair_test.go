@@ -85,6 +85,7 @@ func TestRepairArguments(t *testing.T) {
 		{name: "number", in: `42`, wantErr: true},
 		{name: "string holding text", in: `"hello"`, wantErr: true},
 		{name: "garbage", in: `{{{`, wantErr: true},
+		{name: "concatenated objects", in: "{\"a\": 1}\n{\"b\": 2}", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

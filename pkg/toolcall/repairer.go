@@ -2,7 +2,7 @@ package toolcall
 
 import (
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -41,41 +41,68 @@ func newRepairer(src string, from, maxDepth int) *repairer {
 func (r *repairer) init(src string, from, maxDepth int) {
 	// Size the output for the text ahead, but not for all of a long response that a
 	// short value starts.
-	size := min(len(src)-from, 1<<10) + 16
+	r.initSize(src, from, maxDepth, min(len(src)-from, 1<<10)+16)
+}
+
+// initSize is init with the capacity of the output.
+func (r *repairer) initSize(src string, from, maxDepth, size int) {
 	*r = repairer{src: src, pos: from, maxDepth: maxDepth, out: make([]byte, 0, size)}
 }
+
+// msgRepairBug is the message of the error finish returns: the repairer wrote
+// invalid JSON, which the fuzz targets report as a bug.
+const msgRepairBug = "the JSON could not be repaired"
 
 // finish checks the output. It is valid by construction; the check turns a bug into an
 // error instead of a call with broken arguments.
 func (r *repairer) finish() (json.RawMessage, fixSet, error) {
 	if len(r.out) == 0 || checkStrict(unsafe.String(&r.out[0], len(r.out)), r.maxDepth+1) != strictOK {
-		return nil, 0, &SyntaxError{Line: 1, Column: 1, Msg: "the JSON could not be repaired"}
+		return nil, 0, &SyntaxError{Line: 1, Column: 1, Msg: msgRepairBug}
 	}
 	return r.out, r.fixes, nil
 }
 
-func (r *repairer) fail(at int, format string, args ...any) bool {
+func (r *repairer) fail(at int, msg string) bool {
 	if !r.failed {
-		r.failed, r.errAt, r.errMsg = true, at, fmt.Sprintf(format, args...)
+		r.failed, r.errAt, r.errMsg = true, at, msg
 	}
 	return false
 }
 
 func (r *repairer) tooDeep(at int) bool {
-	r.fail(at, "objects and arrays are nested more than %d levels deep", r.maxDepth)
+	r.fail(at, tooDeepMessage(r.maxDepth))
 	r.errLimit = ErrTooDeep
 	return false
 }
 
+func tooDeepMessage(maxDepth int) string {
+	return "objects and arrays are nested more than " + strconv.Itoa(maxDepth) + " levels deep"
+}
+
 // syntaxError locates the failure in lines and columns.
 func (r *repairer) syntaxError() *SyntaxError {
-	return newSyntaxError(r.src, r.errAt, r.errLimit, "%s", r.errMsg)
+	return newSyntaxError(r.src, r.errAt, r.errLimit, r.errMsg)
 }
 
 func (r *repairer) eof() bool { return r.pos >= len(r.src) }
 
 // space skips whitespace and comments.
 func (r *repairer) space() {
+	if r.pos < len(r.src) && !mayBeSpace[r.src[r.pos]] {
+		return // most tokens follow the last directly
+	}
+	r.spaceSlow()
+}
+
+// mayBeSpace marks the bytes that may start whitespace or a comment.
+var mayBeSpace = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c <= ' ' || c == '/' || c == '#' || c >= utf8.RuneSelf
+	}
+	return t
+}()
+
+func (r *repairer) spaceSlow() {
 	s := r.src
 	for r.pos < len(s) {
 		c := s[r.pos]
@@ -168,7 +195,7 @@ func (r *repairer) scalarAhead() bool {
 	for i < len(s) && isWordByte(s[i]) {
 		i++
 	}
-	if _, ok := literals[s[r.pos:i]]; ok {
+	if _, _, _, ok := literal(s[r.pos:i]); ok {
 		return skipJSONSpace(s, i) == len(s)
 	}
 	return false
@@ -195,7 +222,7 @@ func (r *repairer) value() bool {
 	if c >= utf8.RuneSelf || c > ' ' && !structural[c] {
 		return r.unquoted(r.pos) // #fff, /tmp/x, <b>, @user
 	}
-	return r.fail(r.pos, "expected a value, found %s", describeAt(s, r.pos))
+	return r.fail(r.pos, "expected a value, found "+describeAt(s, r.pos))
 }
 
 // structural marks the ASCII punctuation that cannot start an unquoted string.
@@ -268,7 +295,7 @@ func (r *repairer) object() bool {
 		}
 		if members > 0 && !comma {
 			if !r.startsKey(r.pos) {
-				return r.fail(r.pos, "expected ',' or '}' after the value of %s, found %s", r.out[keyStart:keyEnd], describeAt(s, r.pos))
+				return r.fail(r.pos, "expected ',' or '}' after the value of "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
 			}
 			r.fixes.add(fixMissingComma)
 		}
@@ -292,7 +319,7 @@ func (r *repairer) object() bool {
 			case r.startsValue(r.pos):
 				r.fixes.add(fixMissingColon)
 			default:
-				return r.fail(r.pos, "expected ':' after the key %s, found %s", r.out[keyStart:keyEnd], describeAt(s, r.pos))
+				return r.fail(r.pos, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
 			}
 		}
 		r.out = append(r.out, ':')
@@ -327,15 +354,21 @@ func (r *repairer) key() bool {
 		r.str(true, true)
 		return true
 	}
-	if !r.startsKey(r.pos) {
-		return r.fail(r.pos, "expected a quoted key or '}', found %s", describeAt(s, r.pos))
+	if c := s[r.pos]; !isWordByte(c) && c != '-' && c < utf8.RuneSelf {
+		return r.fail(r.pos, "expected a quoted key or '}', found "+describeAt(s, r.pos))
 	}
 	start := r.pos
+	plain := true // no byte to escape
 	for r.pos < len(s) && !bareKeyStop[s[r.pos]] {
+		plain = plain && plainStringByte[s[r.pos]]
 		r.pos++
 	}
 	r.fixes.add(fixUnquotedKeys)
-	r.appendQuoted(s[start:r.pos])
+	if plain {
+		r.out = append(append(append(r.out, '"'), s[start:r.pos]...), '"')
+	} else {
+		r.appendQuoted(s[start:r.pos])
+	}
 	return true
 }
 
@@ -395,7 +428,7 @@ func (r *repairer) array() bool {
 		}
 		if n > 0 && !comma {
 			if !r.startsValue(r.pos) {
-				return r.fail(r.pos, "expected ',' or ']' after an array element, found %s", describeAt(s, r.pos))
+				return r.fail(r.pos, "expected ',' or ']' after an array element, found "+describeAt(s, r.pos))
 			}
 			r.fixes.add(fixMissingComma)
 		}
@@ -403,7 +436,7 @@ func (r *repairer) array() bool {
 			r.out = append(r.out, ',')
 		}
 		if !r.startsValue(r.pos) {
-			return r.fail(r.pos, "expected a value or ']', found %s", describeAt(s, r.pos))
+			return r.fail(r.pos, "expected a value or ']', found "+describeAt(s, r.pos))
 		}
 		if !r.value() {
 			return false
@@ -418,6 +451,13 @@ func (r *repairer) array() bool {
 
 // ellipsis skips a "..." or "…" standing for elided elements.
 func (r *repairer) ellipsis() bool {
+	if c := r.src[r.pos]; c != '.' && c != 0xE2 { // "…" starts with 0xE2
+		return false
+	}
+	return r.ellipsisSlow()
+}
+
+func (r *repairer) ellipsisSlow() bool {
 	rest := r.src[r.pos:]
 	switch {
 	case strings.HasPrefix(rest, "..."):
@@ -506,8 +546,8 @@ func (r *repairer) number() bool {
 		return r.unquoted(start)
 	}
 	r.pos = i
-	if end := scanNumber(s, start); end == i {
-		r.out = append(r.out, s[start:i]...)
+	if sign != '+' && intEnd > intStart && (frac < 0 || fracEnd > frac+1) && (exp < 0 || isDigit(s[i-1])) {
+		r.out = append(r.out, s[start:i]...) // already JSON
 		return true
 	}
 	r.fixes.add(fixNumberFormat)
@@ -535,19 +575,22 @@ func (r *repairer) number() bool {
 	return true
 }
 
-// literals maps the words that stand for JSON literals to them and to the repair, if any.
-var literals = map[string]struct {
-	json string
-	fix  fix
-	ok   bool // the word is already JSON
-}{
-	"true": {"true", 0, true}, "false": {"false", 0, true}, "null": {"null", 0, true},
-	"True": {"true", fixPythonLiterals, false}, "False": {"false", fixPythonLiterals, false},
-	"None": {"null", fixPythonLiterals, false},
-	"TRUE": {"true", fixPythonLiterals, false}, "FALSE": {"false", fixPythonLiterals, false},
-	"NULL": {"null", fixPythonLiterals, false}, "Null": {"null", fixPythonLiterals, false},
-	"NaN": {"null", fixNonStandardLiteral, false}, "Infinity": {"null", fixNonStandardLiteral, false},
-	"undefined": {"null", fixNonStandardLiteral, false},
+// literal returns the JSON literal that word stands for and the repair that reading it
+// as that is (none when it is already JSON); ok is false for other words.
+func literal(word string) (json string, f fix, repaired, ok bool) {
+	switch word {
+	case "true", "false", "null":
+		return word, 0, false, true
+	case "True", "TRUE":
+		return "true", fixPythonLiterals, true, true
+	case "False", "FALSE":
+		return "false", fixPythonLiterals, true, true
+	case "None", "NULL", "Null":
+		return "null", fixPythonLiterals, true, true
+	case "NaN", "Infinity", "undefined":
+		return "null", fixNonStandardLiteral, true, true
+	}
+	return "", 0, false, false
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
@@ -566,11 +609,11 @@ func (r *repairer) word() bool {
 	}
 	w := s[start:i]
 	if r.delimits(i) {
-		if lit, ok := literals[w]; ok {
-			if !lit.ok {
-				r.fixes.add(lit.fix)
+		if lit, f, repaired, ok := literal(w); ok {
+			if repaired {
+				r.fixes.add(f)
 			}
-			r.out = append(r.out, lit.json...)
+			r.out = append(r.out, lit...)
 			r.pos = i
 			return true
 		}
@@ -602,7 +645,7 @@ func (r *repairer) unquoted(start int) bool {
 	}
 	tok := strings.TrimRight(s[start:i], " \t")
 	if tok == "" {
-		return r.fail(start, "expected a value, found %s", describeAt(s, start))
+		return r.fail(start, "expected a value, found "+describeAt(s, start))
 	}
 	r.pos = start + len(tok)
 	r.fixes.add(fixUnquotedString)
@@ -612,55 +655,7 @@ func (r *repairer) unquoted(start int) bool {
 
 // appendQuoted writes tok as a JSON string.
 func (r *repairer) appendQuoted(tok string) {
-	r.out = append(r.out, '"')
-	for i := 0; i < len(tok); {
-		start := i
-		for i < len(tok) && plainStringByte[tok[i]] {
-			i++
-		}
-		r.out = append(r.out, tok[start:i]...)
-		if i >= len(tok) {
-			break
-		}
-		switch c := tok[i]; {
-		case c == '"' || c == '\\':
-			r.out = append(r.out, '\\', c)
-			i++
-		case c < ' ':
-			r.control(c)
-			i++
-		default:
-			i += r.rune(tok[i:])
-		}
-	}
-	r.out = append(r.out, '"')
-}
-
-// rune copies the UTF-8 sequence at the start of s, or U+FFFD for an invalid byte, and
-// returns the bytes consumed.
-func (r *repairer) rune(s string) int {
-	ru, size := utf8.DecodeRuneInString(s)
-	if ru == utf8.RuneError && size == 1 {
-		r.fixes.add(fixInvalidUTF8)
-		r.out = append(r.out, "\uFFFD"...)
-		return 1
-	}
-	r.out = append(r.out, s[:size]...)
-	return size
-}
-
-// control writes a control character as a JSON escape.
-func (r *repairer) control(c byte) {
-	r.fixes.add(fixControlCharacter)
-	switch c {
-	case '\n':
-		r.out = append(r.out, `\n`...)
-	case '\r':
-		r.out = append(r.out, `\r`...)
-	case '\t':
-		r.out = append(r.out, `\t`...)
-	default:
-		const hex = "0123456789abcdef"
-		r.out = append(r.out, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-	}
+	var fixes fixSet
+	r.out, fixes = appendStringFixes(r.out, tok)
+	r.fixes |= fixes
 }

@@ -1,5 +1,7 @@
 package toolcall
 
+import "math/bits"
+
 // The repairs RepairJSON and Extract report, as stable short ids. A Call's Repairs and
 // RepairJSON's list hold them in this order.
 const (
@@ -32,6 +34,7 @@ const (
 	RepairUnclosedObject     = "unclosed_object"        // a missing } (cut-off output)
 	RepairUnclosedArray      = "unclosed_array"         // a missing ]
 	RepairTruncatedLiteral   = "truncated_literal"      // tru, fals, nul at the end
+	RepairConcatenatedValues = "concatenated_values"    // {"a": 1}\n{"b": 2} → [{"a":1},{"b":2}]
 
 	// Repairs of the call around the JSON, which only Extract reports.
 
@@ -73,6 +76,7 @@ const (
 	fixUnclosedObject
 	fixUnclosedArray
 	fixTruncatedLiteral
+	fixConcatenatedValues
 	fixStringArguments
 	fixUnclosedTag
 	fixSchemaCoercion
@@ -87,7 +91,7 @@ var fixNames = [numFixes]string{
 	RepairMissingComma, RepairEllipsis, RepairStringConcat, RepairUnescapedQuote,
 	RepairControlCharacter, RepairInvalidEscape, RepairInvalidUTF8, RepairMismatchedBracket,
 	RepairUnclosedString, RepairUnclosedObject, RepairUnclosedArray, RepairTruncatedLiteral,
-	RepairStringArguments, RepairUnclosedTag, RepairSchemaCoercion,
+	RepairConcatenatedValues, RepairStringArguments, RepairUnclosedTag, RepairSchemaCoercion,
 }
 
 // fixSet records which repairs were applied, so that recording one costs an OR.
@@ -97,16 +101,15 @@ func (s *fixSet) add(f fix) { *s |= 1 << f }
 
 func (s fixSet) has(f fix) bool { return s&(1<<f) != 0 }
 
-// names lists the repairs in s in their stable order; nil when none.
+// names lists the repairs in s in their stable order; nil when none. The slice is the
+// caller's, so it is built for each call, with one allocation of the exact size.
 func (s fixSet) names() []string {
 	if s == 0 {
 		return nil
 	}
-	out := make([]string, 0, 4)
-	for f := fix(0); f < numFixes; f++ {
-		if s.has(f) {
-			out = append(out, fixNames[f])
-		}
+	out := make([]string, 0, bits.OnesCount64(uint64(s)))
+	for ; s != 0; s &= s - 1 {
+		out = append(out, fixNames[bits.TrailingZeros64(uint64(s))])
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Schema-guided typing: XML-style values are text, and models write "10" for 10; where
@@ -11,23 +12,79 @@ import (
 // value that does not convert is left as it is, for the schema validation downstream
 // to report; nothing is ever invented.
 
-// schema is the part of a JSON schema that typing needs.
+// schema is the part of a JSON schema that typing needs. It is read leniently: a part
+// it cannot read (a boolean schema, a $ref) types nothing, and the rest still counts.
 type schema struct {
-	Type       json.RawMessage    `json:"type"`
-	Properties map[string]*schema `json:"properties"`
+	typ   string             // the one type the schema allows besides null, or ""
+	props map[string]*schema // the properties of an object
+	items *schema            // the schema of each element of an array
 }
 
-// typeName returns the one type the schema allows besides null, or "".
-func (s *schema) typeName() string {
-	if s == nil || len(s.Type) == 0 {
+// parseSchema reads a JSON schema; nil when raw is not a schema object.
+func parseSchema(raw json.RawMessage) *schema {
+	var in struct {
+		Type       json.RawMessage            `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+		Items      json.RawMessage            `json:"items"`
+		AnyOf      []json.RawMessage          `json:"anyOf"`
+		OneOf      []json.RawMessage          `json:"oneOf"`
+	}
+	if json.Unmarshal(raw, &in) != nil {
+		return nil
+	}
+	if len(in.Type) == 0 {
+		// Optional[int] in Python's tools: {"anyOf": [{"type": "integer"}, {"type": "null"}]}.
+		if one := parseOnlyAlternative(in.AnyOf); one != nil {
+			return one
+		}
+		if one := parseOnlyAlternative(in.OneOf); one != nil {
+			return one
+		}
+	}
+	s := &schema{typ: typeName(in.Type)}
+	for name, p := range in.Properties {
+		if ps := parseSchema(p); ps != nil {
+			if s.props == nil {
+				s.props = make(map[string]*schema, len(in.Properties))
+			}
+			s.props[name] = ps
+		}
+	}
+	if len(in.Items) > 0 && in.Items[0] == '{' {
+		s.items = parseSchema(in.Items)
+	}
+	return s
+}
+
+// parseOnlyAlternative returns the one alternative of anyOf or oneOf that is not null.
+func parseOnlyAlternative(alts []json.RawMessage) *schema {
+	var one *schema
+	for _, a := range alts {
+		s := parseSchema(a)
+		switch {
+		case s == nil:
+			return nil
+		case s.typ == "null" && s.props == nil && s.items == nil:
+		case one != nil:
+			return nil
+		default:
+			one = s
+		}
+	}
+	return one
+}
+
+// typeName returns the one type of a schema's "type" besides null, or "".
+func typeName(raw json.RawMessage) string {
+	if len(raw) == 0 {
 		return ""
 	}
 	var one string
-	if json.Unmarshal(s.Type, &one) == nil {
+	if json.Unmarshal(raw, &one) == nil {
 		return one
 	}
 	var many []string
-	if json.Unmarshal(s.Type, &many) != nil {
+	if json.Unmarshal(raw, &many) != nil {
 		return ""
 	}
 	for _, t := range many {
@@ -38,45 +95,75 @@ func (s *schema) typeName() string {
 			one = t
 		}
 	}
+	if one == "" && len(many) > 0 {
+		return "null"
+	}
 	return one
 }
 
-// schemaFor returns the input schema of tool, or nil.
+// prop returns the schema of property key, or nil.
+func (s *schema) prop(key string) *schema {
+	if s == nil {
+		return nil
+	}
+	return s.props[key]
+}
+
+func (s *schema) typeName() string {
+	if s == nil {
+		return ""
+	}
+	return s.typ
+}
+
+// A cachedSchema is a tool's schema as parsed, and the text it was parsed from.
+type cachedSchema struct {
+	raw string
+	s   *schema
+}
+
+// maxCachedSchemas bounds the schemas an extractor keeps between runs.
+const maxCachedSchemas = 1024
+
+// schemaFor returns the input schema of tool, or nil. Parsed schemas are kept from run
+// to run, since a catalog's schemas come back with every response.
 func (x *extractor) schemaFor(tool string) *schema {
 	raw, ok := x.o.Schemas[tool]
 	if !ok {
 		return nil
 	}
-	if s, ok := x.schemas[tool]; ok {
-		return s
+	if c, ok := x.schemas[tool]; ok && c.raw == string(raw) {
+		return c.s
 	}
-	var s *schema
-	if json.Unmarshal(raw, &s) != nil {
-		s = nil
+	if x.schemas == nil || len(x.schemas) >= maxCachedSchemas {
+		x.schemas = make(map[string]cachedSchema)
 	}
-	if x.schemas == nil {
-		x.schemas = make(map[string]*schema)
-	}
-	x.schemas[tool] = s
+	s := parseSchema(raw)
+	x.schemas[tool] = cachedSchema{raw: string(raw), s: s}
 	return s
 }
 
-// paramType returns the schema type of parameter key of tool, or "".
-func (x *extractor) paramType(tool, key string) string {
-	if s := x.schemaFor(tool); s != nil {
-		return s.Properties[key].typeName()
+// typedValue appends the XML-style value val of a parameter whose schema is sc as JSON:
+// as the schema's type when it converts, else as a string. Without a schema only a JSON
+// object or array is taken as JSON; when isJSON (DeepSeek's string="false"), any JSON
+// value is.
+func (x *extractor) typedValue(out []byte, sc *schema, val string, isJSON bool) []byte {
+	text := strings.TrimSpace(val)
+	v, ok := x.convert(sc.typeName(), text)
+	if !ok && isJSON && text != "" {
+		var err error
+		v, _, err = repairJSON(text, x.o.MaxDepth, x.o.MaxInputSize)
+		ok = err == nil
 	}
-	return ""
-}
-
-// typedValue appends the XML-style value val of parameter key as JSON: as the schema's
-// type when it converts, else as a string. Without a schema only a JSON object or array
-// is taken as JSON.
-func (x *extractor) typedValue(out []byte, tool, key, val string) []byte {
-	if v, ok := x.convert(x.paramType(tool, key), strings.TrimSpace(val)); ok {
-		return append(out, v...)
+	if !ok {
+		return appendString(out, val)
 	}
-	return appendString(out, val)
+	if v[0] == '{' || v[0] == '[' {
+		if conv := x.coerceValue(sc, unsafe.String(&v[0], len(v))); conv != nil {
+			v = conv
+		}
+	}
+	return append(out, v...)
 }
 
 // convert returns text as JSON of type typ, when it is one.
@@ -112,51 +199,108 @@ func (x *extractor) convert(typ, text string) ([]byte, bool) {
 	return nil, false
 }
 
-// coerce converts the top-level arguments of a call whose JSON type differs from what
-// the tool's schema says: "10" for a number, "true" for a boolean, "[1, 2]" for an
-// array, 12345 for a string. It returns false when nothing changed.
+// coerce converts the arguments of a call, at any depth, where their JSON type differs
+// from what the tool's schema says: "10" for a number, "true" for a boolean, "[1, 2]"
+// for an array, 12345 for a string. It returns false when nothing changed.
 func (x *extractor) coerce(tool string, args []byte) ([]byte, bool) {
 	sc := x.schemaFor(tool)
-	if sc == nil || len(sc.Properties) == 0 {
+	if sc == nil {
 		return nil, false
 	}
-	src := string(args)
+	// args is only read, and not kept.
+	conv := x.coerceValue(sc, unsafe.String(&args[0], len(args)))
+	return conv, conv != nil
+}
+
+// coerceValue returns v, valid JSON, converted to what sc says, or nil when nothing
+// changes.
+func (x *extractor) coerceValue(sc *schema, v string) []byte {
+	if sc == nil {
+		return nil
+	}
+	switch typ := sc.typ; {
+	case v[0] == '"':
+		if typ == "" || typ == "string" {
+			return nil
+		}
+		conv, ok := x.convert(typ, strings.TrimSpace(decodeString(v)))
+		if !ok {
+			return nil
+		}
+		if inner := x.coerceValue(sc, unsafe.String(&conv[0], len(conv))); inner != nil {
+			return inner // "[\"1\"]" for an array of numbers
+		}
+		return conv
+	case typ == "string":
+		if v[0] != '{' && v[0] != '[' && v != "null" {
+			return appendString(nil, v)
+		}
+	case v[0] == '{' && sc.props != nil:
+		return coerceMembers(v, func(key string) *schema { return sc.props[decodeString(key)] }, x)
+	case v[0] == '[' && sc.items != nil:
+		return coerceElements(v, sc.items, x)
+	}
+	return nil
+}
+
+// coerceMembers returns the object obj with each member coerced to the schema that
+// schemaOf gives its key, or nil when nothing changes.
+func coerceMembers(obj string, schemaOf func(key string) *schema, x *extractor) []byte {
 	var out []byte
-	last := 0 // src[:last] is in out
-	for it := objectMembers(src); ; {
+	last := 0 // obj[:last] is in out
+	for it := objectMembers(obj, nil); ; {
 		k, vs, ve, ok := it.next()
 		if !ok {
 			break
 		}
-		v := src[vs:ve]
-		typ := sc.Properties[decodeString(k)].typeName()
-		var conv []byte
-		switch {
-		case typ == "" || typ == "string" && v[0] == '"':
-		case typ == "string":
-			if v[0] != '{' && v[0] != '[' && v != "null" {
-				conv = appendString(nil, v)
-			}
-		case v[0] == '"':
-			conv, _ = x.convert(typ, strings.TrimSpace(decodeString(v)))
-		}
-		if conv != nil {
+		if conv := x.coerceValue(schemaOf(k), obj[vs:ve]); conv != nil {
 			if out == nil {
-				out = make([]byte, 0, len(src)+16)
+				out = make([]byte, 0, len(obj)+16)
 			}
-			out = append(out, src[last:vs]...)
-			out = append(out, conv...)
+			out = append(append(out, obj[last:vs]...), conv...)
 			last = ve
 		}
 	}
 	if out == nil {
-		return nil, false
+		return nil
 	}
-	return append(out, src[last:]...), true
+	return append(out, obj[last:]...)
+}
+
+// coerceElements returns the array arr with each element coerced to items, or nil when
+// nothing changes.
+func coerceElements(arr string, items *schema, x *extractor) []byte {
+	var out []byte
+	last := 0
+	for it := arrayElements(arr); ; {
+		vs, ve, ok := it.nextSpan()
+		if !ok {
+			break
+		}
+		if conv := x.coerceValue(items, arr[vs:ve]); conv != nil {
+			if out == nil {
+				out = make([]byte, 0, len(arr)+16)
+			}
+			out = append(append(out, arr[last:vs]...), conv...)
+			last = ve
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return append(out, arr[last:]...)
 }
 
 // appendString appends s as a JSON string; bytes that are not UTF-8 become U+FFFD.
 func appendString(out []byte, s string) []byte {
+	out, _ = appendStringFixes(out, s)
+	return out
+}
+
+// appendStringFixes is appendString that reports the repairs it made: control
+// characters escaped, bytes that are not UTF-8 replaced.
+func appendStringFixes(out []byte, s string) ([]byte, fixSet) {
+	var fixes fixSet
 	out = append(out, '"')
 	for i := 0; i < len(s); {
 		start := i
@@ -171,22 +315,14 @@ func appendString(out []byte, s string) []byte {
 		case c == '"' || c == '\\':
 			out = append(out, '\\', c)
 			i++
-		case c == '\n':
-			out = append(out, `\n`...)
-			i++
-		case c == '\r':
-			out = append(out, `\r`...)
-			i++
-		case c == '\t':
-			out = append(out, `\t`...)
-			i++
 		case c < ' ':
-			const hex = "0123456789abcdef"
-			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+			fixes.add(fixControlCharacter)
+			out = appendControl(out, c)
 			i++
 		default:
 			r, size := utf8.DecodeRuneInString(s[i:])
 			if r == utf8.RuneError && size == 1 {
+				fixes.add(fixInvalidUTF8)
 				out = append(out, "\uFFFD"...)
 			} else {
 				out = append(out, s[i:i+size]...)
@@ -194,5 +330,19 @@ func appendString(out []byte, s string) []byte {
 			i += size
 		}
 	}
-	return append(out, '"')
+	return append(out, '"'), fixes
+}
+
+// appendControl appends the control character c as a JSON escape.
+func appendControl(out []byte, c byte) []byte {
+	switch c {
+	case '\n':
+		return append(out, `\n`...)
+	case '\r':
+		return append(out, `\r`...)
+	case '\t':
+		return append(out, `\t`...)
+	}
+	const hex = "0123456789abcdef"
+	return append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
 }

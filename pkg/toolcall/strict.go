@@ -1,6 +1,11 @@
 package toolcall
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+	"unsafe"
+)
 
 // The strict layer: a validator for exactly RFC 8259 JSON (valid UTF-8, nesting bounded)
 // and helpers that walk text this validator accepted. It is the fast path of RepairJSON
@@ -22,6 +27,42 @@ var plainStringByte = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// plainRun returns the index of the first byte at or after i that is not plain (see
+// plainStringByte) or is stop, or len(s). Most of a string is plain, so it tests eight
+// bytes at a time.
+func plainRun(s string, i int, stop byte) int {
+	b := unsafe.Slice(unsafe.StringData(s), len(s)) // only read
+	for ; i+8 <= len(b); i += 8 {
+		if m := notPlain(binary.LittleEndian.Uint64(b[i:]), stop); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	if i < len(b) && len(b) >= 8 {
+		// The last bytes: test the last eight, of which the first were tested already.
+		done := 8 - (len(b) - i)
+		if m := notPlain(binary.LittleEndian.Uint64(b[len(b)-8:]), stop) >> (done * 8); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		return len(b)
+	}
+	for i < len(s) && plainStringByte[s[i]] && s[i] != stop {
+		i++
+	}
+	return i
+}
+
+// notPlain returns x, eight bytes of text, with the high bit of each byte that is not
+// plain or is stop set, and no bit of a byte before the first of them set. A byte is
+// zero in x^c where x holds c, and y-ones sets the high bit of each byte of y below
+// 0x01 (y-0x20… of each below ' '), which &^y keeps only where y's own high bit was
+// clear; a borrow can flag later bytes, never earlier ones. Non-ASCII bytes have their
+// high bit set in x.
+func notPlain(x uint64, stop byte) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, bs, st := x^(ones*'"'), x^(ones*'\\'), x^(ones*uint64(stop))
+	return ((q-ones)&^q | (bs-ones)&^bs | (st-ones)&^st | (x-ones*0x20)&^x | x) & highs
+}
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
 
@@ -144,6 +185,71 @@ func scanStrictValue(s string, i, maxDepth int) (int, strictResult) {
 	}
 }
 
+// memberSpans records where the members of an object are, as scanStrictMembers found
+// them, so that reading the members takes no second pass. It holds the members of obj.
+type memberSpans struct {
+	obj   string
+	n     int
+	spans [8]struct{ ks, ke, vs, ve int } // in obj: key (with its quotes) and value
+}
+
+// of returns rec when it holds the members of obj, else nil.
+func (rec *memberSpans) of(obj string) *memberSpans {
+	if rec == nil || rec.obj != obj { // equal strings have equal members
+		return nil
+	}
+	return rec
+}
+
+// scanStrictMembers is scanStrictValue that, when the value is an object of no more than
+// len(rec.spans) members, records them in rec.
+func scanStrictMembers(s string, i, maxDepth int, rec *memberSpans) (int, strictResult) {
+	rec.obj, rec.n = "", 0
+	i = skipJSONSpace(s, i)
+	if i >= len(s) || s[i] != '{' || maxDepth < 1 {
+		return scanStrictValue(s, i, maxDepth)
+	}
+	start := i
+	if i = skipJSONSpace(s, i+1); i < len(s) && s[i] == '}' {
+		rec.obj = s[start : i+1]
+		return i + 1, strictOK
+	}
+	n := 0
+	for {
+		ks := i
+		if i = scanObjectKey(s, i); i < 0 {
+			return 0, strictInvalid
+		}
+		ke := i - 1 // the colon
+		for s[ke-1] != '"' {
+			ke--
+		}
+		vs := skipJSONSpace(s, i)
+		ve, res := scanStrictValue(s, vs, maxDepth-1)
+		if res != strictOK {
+			return ve, res
+		}
+		if n < len(rec.spans) {
+			rec.spans[n] = struct{ ks, ke, vs, ve int }{ks - start, ke - start, vs - start, ve - start}
+		}
+		n++
+		if i = skipJSONSpace(s, ve); i >= len(s) {
+			return i, strictInvalid
+		}
+		switch s[i] {
+		case ',':
+			i = skipJSONSpace(s, i+1)
+		case '}':
+			if n <= len(rec.spans) {
+				rec.obj, rec.n = s[start:i+1], n
+			}
+			return i + 1, strictOK
+		default:
+			return i, strictInvalid
+		}
+	}
+}
+
 // scanObjectKey scans `"key" :` at i and returns the index after the colon, or -1.
 func scanObjectKey(s string, i int) int {
 	if i >= len(s) || s[i] != '"' {
@@ -163,11 +269,7 @@ func scanObjectKey(s string, i int) int {
 // index after its closing quote, or -1.
 func scanString(s string, i int) int {
 	for i < len(s) {
-		// Most bytes are plain; step over them four at a time.
-		for i+4 <= len(s) && plainStringByte[s[i]] && plainStringByte[s[i+1]] && plainStringByte[s[i+2]] && plainStringByte[s[i+3]] {
-			i += 4
-		}
-		if i >= len(s) {
+		if i = plainRun(s, i, '"'); i >= len(s) {
 			break
 		}
 		c := s[i]
@@ -264,6 +366,12 @@ func skipValue(s string, i int) int {
 	case '{', '[':
 		depth := 0
 		for i < len(s) {
+			for i < len(s) && !containerByte[s[i]] {
+				i++
+			}
+			if i >= len(s) {
+				break
+			}
 			switch s[i] {
 			case '"':
 				i = skipStringValid(s, i+1)
@@ -291,17 +399,22 @@ func skipValue(s string, i int) int {
 	}
 }
 
+// containerByte marks the bytes skipValue stops at inside an object or array.
+var containerByte = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
 // skipStringValid returns the index after the closing quote of a valid string whose
 // body starts at i.
 func skipStringValid(s string, i int) int {
 	for i < len(s) {
-		switch s[i] {
-		case '"':
+		switch i = plainRun(s, i, '"'); {
+		case i >= len(s):
+			return i
+		case s[i] == '"':
 			return i + 1
-		case '\\':
+		case s[i] == '\\':
 			i += 2
 		default:
-			i++
+			i++ // not ASCII
 		}
 	}
 	return i
@@ -309,16 +422,32 @@ func skipStringValid(s string, i int) int {
 
 // members iterates over the members of a valid JSON object.
 type members struct {
-	s string
-	i int
+	s   string
+	i   int
+	rec *memberSpans // the members of s, if recorded; i counts them then
 }
 
-func objectMembers(obj string) members { return members{s: obj, i: skipJSONSpace(obj, 1)} }
+// objectMembers iterates over the members of obj, reading them from rec when it holds
+// them (rec may be nil).
+func objectMembers(obj string, rec *memberSpans) members {
+	if rec = rec.of(obj); rec != nil {
+		return members{s: obj, rec: rec}
+	}
+	return members{s: obj, i: skipJSONSpace(obj, 1)}
+}
 
 // next returns the raw key (quotes included) and the offsets of the value of the next
 // member.
 func (m *members) next() (key string, vs, ve int, ok bool) {
 	s := m.s
+	if rec := m.rec; rec != nil {
+		if m.i >= rec.n {
+			return "", 0, 0, false
+		}
+		sp := &rec.spans[m.i]
+		m.i++
+		return s[sp.ks:sp.ke], sp.vs, sp.ve, true
+	}
 	if m.i >= len(s) || s[m.i] != '"' {
 		return "", 0, 0, false
 	}
@@ -342,15 +471,21 @@ type elements struct {
 func arrayElements(arr string) elements { return elements{s: arr, i: skipJSONSpace(arr, 1)} }
 
 func (e *elements) next() (string, bool) {
+	start, end, ok := e.nextSpan()
+	return e.s[start:end], ok
+}
+
+// nextSpan returns the offsets of the next element.
+func (e *elements) nextSpan() (start, end int, ok bool) {
 	s := e.s
 	if e.i >= len(s) || s[e.i] == ']' {
-		return "", false
+		return 0, 0, false
 	}
-	start := e.i
-	end := skipValue(s, start)
+	start = e.i
+	end = skipValue(s, start)
 	e.i = skipJSONSpace(s, end)
 	if e.i < len(s) && s[e.i] == ',' {
 		e.i = skipJSONSpace(s, e.i+1)
 	}
-	return s[start:end], true
+	return start, end, true
 }

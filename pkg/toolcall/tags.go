@@ -128,7 +128,7 @@ func (x *extractor) namedCall(b blk, from, to int) {
 		b.format = FormatGLM
 		x.add(b, parsed{name: name})
 	case name != "" && s[rest] == '{':
-		v, _, fixes, err := repairValue(s, rest, x.o.MaxDepth)
+		v, _, fixes, err := x.repairValue(s, rest)
 		if err != nil {
 			x.fail(b, name, err, "%s", syntaxMessage(err))
 			return
@@ -149,18 +149,23 @@ func (x *extractor) namedCall(b blk, from, to int) {
 // An xmlStyle says how an XML-style call writes its parameters: each key follows
 // keyOpen and ends at keyClose; its value follows valOpen, if any, and ends at
 // valClose (or where the next key starts).
-type xmlStyle struct{ keyOpen, keyClose, valOpen, valClose string }
+// When stringAttr, a key may say string="false": its value is JSON.
+type xmlStyle struct {
+	keyOpen, keyClose, valOpen, valClose string
+	stringAttr                           bool
+}
 
 var (
-	qwenStyle   = xmlStyle{"<parameter=", ">", "", "</parameter>"}
-	glmStyle    = xmlStyle{"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}
-	invokeStyle = xmlStyle{"<parameter name=", ">", "", "</parameter>"}
+	qwenStyle   = xmlStyle{"<parameter=", ">", "", "</parameter>", false}
+	glmStyle    = xmlStyle{"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", false}
+	invokeStyle = xmlStyle{"<parameter name=", ">", "", "</parameter>", true}
 )
 
 // xmlArgs reads the parameters in text[from:to] into a JSON object, typing each value
 // by the tool's input schema.
 func (x *extractor) xmlArgs(tool string, from, to int, st xmlStyle) (args []byte, fixes fixSet, msg string) {
 	s := x.text[:to]
+	sc := x.schemaFor(tool)
 	out := append(make([]byte, 0, to-from+8), '{')
 	pos := from
 	for n := 0; ; n++ {
@@ -173,7 +178,8 @@ func (x *extractor) xmlArgs(tool string, from, to int, st xmlStyle) (args []byte
 		if kc < 0 {
 			return nil, 0, "the parameter name after " + st.keyOpen + " is not closed with " + st.keyClose
 		}
-		key := xmlKey(s[ks : ks+kc])
+		rawKey := s[ks : ks+kc]
+		key := xmlKey(rawKey)
 		if key == "" {
 			return nil, 0, "a parameter has an empty name"
 		}
@@ -201,7 +207,9 @@ func (x *extractor) xmlArgs(tool string, from, to int, st xmlStyle) (args []byte
 		}
 		out = appendString(out, key)
 		out = append(out, ':')
-		out = x.typedValue(out, tool, key, val)
+		// DeepSeek writes string="false" on a parameter whose value is JSON.
+		isJSON := st.stringAttr && xmlAttr(rawKey, "string") == "false"
+		out = x.typedValue(out, sc.prop(key), val, isJSON)
 		pos = after
 	}
 	return append(out, '}'), fixes, ""
@@ -312,17 +320,30 @@ func (x *extractor) functionCallsTag(at, limit int) (int, bool) {
 	case ts == te:
 		x.fail(b, "", nil, "the block is empty")
 	case strings.Contains(x.text[ts:te], "<invoke"):
-		x.invokes(b, ts, te)
+		x.invokes(b, ts, te, plainInvoke)
 	default:
 		x.pyCalls(b, ts, te)
 	}
 	return end, true
 }
 
+// invokeTags are the tags of an <invoke> call: plain, or DeepSeek's DSML.
+type invokeTags struct {
+	open, close string
+	params      xmlStyle
+}
+
+var (
+	plainInvoke = invokeTags{"<invoke", "</invoke>", invokeStyle}
+	dsmlInvoke  = invokeTags{"<｜DSML｜invoke", "</｜DSML｜invoke>",
+		xmlStyle{"<｜DSML｜parameter name=", ">", "", "</｜DSML｜parameter>", true}}
+)
+
 // invokes reads <invoke name="NAME"><parameter name="KEY">value</parameter></invoke>
-// calls in text[from:to].
-func (x *extractor) invokes(b blk, from, to int) {
-	const open, close = "<invoke", "</invoke>"
+// calls, or their DSML form, in text[from:to]. An invoke may hold a JSON object of
+// arguments instead of parameters.
+func (x *extractor) invokes(b blk, from, to int, tags invokeTags) {
+	open, close := tags.open, tags.close
 	s := x.text[:to]
 	pos := from
 	for x.overflow == 0 {
@@ -349,15 +370,55 @@ func (x *extractor) invokes(b blk, from, to int) {
 		} else {
 			p.fixes.add(fixUnclosedTag)
 		}
-		var fixes fixSet
-		p.args, fixes, p.err = x.xmlArgs(name, body, ie, invokeStyle)
-		p.fixes |= fixes
+		if bs, _ := trimSpan(s, body, ie); bs < ie && s[bs] == '{' {
+			args, _ := x.argsAt(bs, ie)
+			args.name, args.fixes = name, args.fixes|p.fixes
+			p = args
+		} else {
+			var fixes fixSet
+			p.args, fixes, p.err = x.xmlArgs(name, body, ie, tags.params)
+			p.fixes |= fixes
+		}
 		if name == "" {
-			p.err = `<invoke> has no name="TOOL_NAME"`
+			p.err = open + `> has no name="TOOL_NAME"`
 		}
 		x.add(b, p)
 		pos = after
 	}
+}
+
+// dsml reads DeepSeek V3.2's calls: a <｜DSML｜function_calls> or <｜DSML｜tool_calls>
+// section of invokes, or an invoke without the section, which runs to the next invoke.
+func (x *extractor) dsml(m lit, at, limit int) (int, bool) {
+	b := blk{format: FormatDeepSeekV32, start: at}
+	from := at + len(litText[m])
+	var bodyEnd, end int
+	closed := true
+	switch m {
+	case litDSMLInvoke:
+		from, end = at, limit
+		if i := x.findBefore(litDSMLInvoke, at+1, limit); i >= 0 {
+			end = i
+		}
+		if i := strings.Index(x.text[at:end], dsmlInvoke.close); i >= 0 {
+			end = at + i + len(dsmlInvoke.close)
+		}
+		bodyEnd = end
+	case litDSMLToolCalls:
+		bodyEnd, end, closed = x.blockEnd(from, limit, m, litDSMLToolCallsEnd)
+	default:
+		bodyEnd, end, closed = x.blockEnd(from, limit, m, litDSMLFunctionCallsEnd)
+	}
+	b.end = end
+	if !closed {
+		b.fixes.add(fixUnclosedTag)
+	}
+	n := len(x.calls)
+	x.invokes(b, from, bodyEnd, dsmlInvoke)
+	if len(x.calls) == n && x.overflow == 0 {
+		x.fail(b, "", nil, `expected <｜DSML｜invoke name="TOOL_NAME"> in the block`)
+	}
+	return end, true
 }
 
 // xmlAttr returns the value of attribute key in attrs (` name="x" other='y'`).

@@ -20,7 +20,7 @@ func (x *extractor) argsAt(from, to int) (parsed, int) {
 			return parsed{args: []byte("{}")}, to
 		}
 	}
-	v, end, fixes, err := repairValue(x.text[:to], from, x.o.MaxDepth)
+	v, end, fixes, err := x.repairValue(x.text[:to], from)
 	if err != nil {
 		p.err, p.cause = syntaxMessage(err), err
 		return p, to
@@ -106,7 +106,7 @@ func (x *extractor) mistral(at, limit int) (int, bool) {
 	}
 	if s[pos] == '[' || s[pos] == '{' {
 		// Before v11: a JSON array of calls.
-		v, end, fixes, err := repairValue(s, pos, x.o.MaxDepth)
+		v, end, fixes, err := x.repairValue(s, pos)
 		if err != nil {
 			x.fail(b, salvageName(s[pos:]), err, "%s", syntaxMessage(err))
 			return limit, true

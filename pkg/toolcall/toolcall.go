@@ -37,6 +37,11 @@ const (
 	FormatDeepSeekV31 Format = "deepseek_v31"
 	// FormatKimiK2: <|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}<|tool_call_end|>.
 	FormatKimiK2 Format = "kimi_k2"
+	// FormatDeepSeekV32: DeepSeek V3.2's DSML, <｜DSML｜function_calls> (or tool_calls)
+	// holding <｜DSML｜invoke name="NAME"><｜DSML｜parameter name="KEY" string="true">value
+	// </｜DSML｜parameter></｜DSML｜invoke>; string="false" marks a JSON value, and an
+	// invoke may hold a JSON object instead of parameters.
+	FormatDeepSeekV32 Format = "deepseek_v32"
 	// FormatToolCallsTag: <tool_calls>[{"name": …, "arguments": {…}}]</tool_calls> (Jamba).
 	FormatToolCallsTag Format = "tool_calls"
 	// FormatFunctionCalls: <function_calls> holding pythonic calls one per line (OLMo 3)
@@ -51,7 +56,7 @@ const (
 func Formats() []Format {
 	return []Format{
 		FormatToolCallTag, FormatQwen3Coder, FormatGLM, FormatLlamaJSON, FormatPythonic,
-		FormatMistral, FormatDeepSeekV3, FormatDeepSeekV31, FormatKimiK2,
+		FormatMistral, FormatDeepSeekV3, FormatDeepSeekV31, FormatKimiK2, FormatDeepSeekV32,
 		FormatToolCallsTag, FormatFunctionCalls, FormatJSON,
 	}
 }
@@ -167,7 +172,9 @@ func Extract(text string, opts *Options) (ex Extraction) {
 			}}}
 		}
 	}()
-	x := newExtractor(text, &o)
+	x := newExtractor(text, o)
 	x.run()
-	return x.result()
+	ex = x.result()
+	x.release() // not after a panic: the extractor may be in any state
+	return ex
 }
