@@ -125,10 +125,10 @@ func probeMCP(ctx context.Context, sc mcpwire.ServerConfig, base *http.Client) R
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: closeGrace}
 	case mcpwire.TransportHTTP:
 		t = &mcp.StreamableClientTransport{
-			Endpoint: sc.URL, HTTPClient: withHeaders(base, sc.Headers), MaxRetries: -1, DisableStandaloneSSE: true,
+			Endpoint: sc.URL, HTTPClient: sc.HTTPClient(base), MaxRetries: -1, DisableStandaloneSSE: true,
 		}
 	case mcpwire.TransportSSE:
-		t = &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: withHeaders(base, sc.Headers)}
+		t = &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: sc.HTTPClient(base)}
 	default:
 		return Result{Err: fmt.Errorf("unknown transport %q", sc.Type)}
 	}
@@ -205,7 +205,7 @@ func probeJSONRPC(ctx context.Context, sc mcpwire.ServerConfig, base *http.Clien
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := withHeaders(base, sc.Headers).Do(req)
+	resp, err := sc.HTTPClient(base).Do(req)
 	if err != nil {
 		return Result{Latency: time.Since(start), Err: describe(ctx, "tools/list", err)}
 	}
@@ -300,33 +300,6 @@ func localTarget(c localtools.Config, baseDir string) Target {
 		return r
 	}
 	return Target{Name: "local", Transport: inProcess, Probe: probe}
-}
-
-// withHeaders returns a client that adds headers to every request.
-func withHeaders(base *http.Client, headers map[string]string) *http.Client {
-	if len(headers) == 0 {
-		return base
-	}
-	c := *base
-	rt := c.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	c.Transport = headerTransport{base: rt, headers: headers}
-	return &c
-}
-
-type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
-}
-
-func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range t.headers {
-		r.Header.Set(k, v)
-	}
-	return t.base.RoundTrip(r)
 }
 
 // ProbeAll probes every target once, all at the same time, each under timeout, and

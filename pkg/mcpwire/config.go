@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"path"
 	"time"
@@ -191,4 +192,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("duration: want a string like \"30s\" or a number of seconds")
 	}
 	return nil
+}
+
+// HTTPClient returns base (nil: a default client) adding the server's configured
+// headers to every request, for the http, sse and jsonrpc transports.
+func (c ServerConfig) HTTPClient(base *http.Client) *http.Client {
+	return withHeaders(base, c.Headers)
 }
