@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -28,17 +29,7 @@ type harness struct {
 // collects the results it publishes.
 func startExecutor(t *testing.T, reg *localtools.Registry, topo bus.Topology) *harness {
 	t.Helper()
-	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	nc, js := bustest.JetStream(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := bus.Provision(ctx, js, topo); err != nil {
 		t.Fatal(err)
@@ -207,14 +198,7 @@ func TestCallLogQuietTools(t *testing.T) {
 	var runs atomic.Int32
 	reg.Add(counting("poll_status", true, &runs))
 	reg.Add(counting("create_ticket", false, &runs))
-	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	nc, _ := nats.Connect(srv.ClientURL())
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	_, js := bustest.JetStream(t)
 	ctx := context.Background()
 	bus.Provision(ctx, js, bus.Topology{})
 	svc, err := New(ctx, js, &Executor{Router: NewRouter(LocalBackend{Registry: reg})}, &Options{QuietTools: []string{"poll_status"}, Logger: log})

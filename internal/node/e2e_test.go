@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -23,17 +23,9 @@ import (
 // service in a test gets a connection of its own, as separate processes would.
 func startBus(t *testing.T) (connect func(name string) *nats.Conn) {
 	t.Helper()
-	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
+	url := bustest.Server(t)
 	return func(name string) *nats.Conn {
-		nc, err := nats.Connect(srv.ClientURL(), nats.Name(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
+		nc, _ := bustest.Connect(t, url, nats.Name(name))
 		return nc
 	}
 }
