@@ -29,9 +29,23 @@ type Router struct{ backends []Backend }
 // NewRouter returns a router over backends, in priority order.
 func NewRouter(backends ...Backend) *Router { return &Router{backends: backends} }
 
+// Dispatcher is a backend that stands for several whose set changes while toolbus runs,
+// such as the servers of an MCP pool: the router hands a call to the backend Dispatch
+// picks, so that results name it.
+type Dispatcher interface {
+	Backend
+	Dispatch(name string) (Backend, bool)
+}
+
 // Route returns the backend of the tool called name.
 func (r *Router) Route(name string) (Backend, error) {
 	for _, b := range r.backends {
+		if d, ok := b.(Dispatcher); ok {
+			if picked, ok := d.Dispatch(name); ok {
+				return picked, nil
+			}
+			continue
+		}
 		if b.Has(name) {
 			return b, nil
 		}

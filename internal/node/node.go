@@ -196,12 +196,18 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		format, _ := toolcall.ParseFormat(o.Config.Parser.Format)
 		extract := &toolcall.Options{Format: format, MaxInputSize: o.Config.Parser.MaxResponseBytes,
 			MaxCalls: o.Config.Parser.MaxCalls, MaxDepth: o.Config.Parser.MaxDepth}
+		var routed []string
+		for name, server := range o.Config.Routes {
+			if server != nil {
+				routed = append(routed, name)
+			}
+		}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
 				return nil, err
 			}
-			runs = append(runs, parser.New(js, &parser.Options{Extract: extract, Catalog: catalog, Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}).Run)
+			runs = append(runs, parser.New(js, &parser.Options{Extract: extract, Catalog: catalog, Routed: routed, Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}).Run)
 		}
 	case Executor:
 		kv, err := js.KeyValue(ctx, messages.BucketSessions)
@@ -231,11 +237,11 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		gate := executor.NewBreaker(&executor.BreakerOptions{StaleAfter: 4 * o.Config.HealthInterval(), Logger: log})
 		exec.Gate = gate
 		runs = append(runs, func(ctx context.Context) error { return executor.WatchHealth(ctx, health, gate) })
-		// The in-process tools join the catalog too, for the parser and `toolbus tools`.
-		for _, b := range exec.Router.Backends() {
-			if b.Name() == "local" || b.Name() == "engineering" {
-				mirrorCatalog(catalog, b.Name(), catalogTools(b.Name(), b.Tools()), log)
-			}
+		// The in-process tools join the catalog too, for the parser and `toolbus tools`,
+		// and the executor follows its configuration file.
+		mirrorInProcess(catalog, exec.Router, pool, log)
+		if o.Config.Source != "" {
+			runs = append(runs, watchPool(o.Config, pool, func() { mirrorInProcess(catalog, exec.Router, pool, log) }, log))
 		}
 		// The pool's servers (child processes among them) live as long as the service.
 		runs = append(runs, func(ctx context.Context) error {
@@ -340,7 +346,7 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 	}
 	var backends []executor.Backend
 	if pool != nil {
-		backends = append(backends, executor.MCPRoutedBackends(pool)...)
+		backends = append(backends, mcpServers{pool: pool, routed: true})
 	}
 	backends = append(backends, executor.LocalBackend{Registry: local})
 	if config.On(cfg.Engineering.Enabled) {
@@ -348,7 +354,7 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 		backends = append(backends, executor.EngineeringBackend{Suite: suite})
 	}
 	if pool != nil {
-		backends = append(backends, executor.MCPBackends(pool)...)
+		backends = append(backends, mcpServers{pool: pool})
 	}
 	return &executor.Executor{
 		Router:  executor.NewRouter(backends...),

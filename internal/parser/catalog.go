@@ -52,16 +52,26 @@ func (c *Catalog) Set(server string, tools []catalogTool) {
 		c.servers[server] = tools
 	}
 	s := &snapshot{schemas: map[string]json.RawMessage{}, checks: map[string]*jsonschema.Resolved{}}
+	owners := map[string]int{}
 	for _, tools := range c.servers {
 		for _, t := range tools {
-			s.known = append(s.known, t.Name)
-			if len(t.InputSchema) == 0 {
-				continue
+			if owners[t.Name]++; owners[t.Name] == 1 {
+				s.known = append(s.known, t.Name)
 			}
-			s.schemas[t.Name] = t.InputSchema
-			if r, err := toolcall.ResolveSchema(t.InputSchema); err == nil {
-				s.checks[t.Name] = r
+			if len(t.InputSchema) != 0 {
+				s.schemas[t.Name] = t.InputSchema
 			}
+		}
+	}
+	for name, schema := range s.schemas {
+		// A name several backends offer (a local tool and a routed remote one) is checked
+		// by the backend the executor routes it to, not here.
+		if owners[name] > 1 {
+			delete(s.schemas, name)
+			continue
+		}
+		if r, err := toolcall.ResolveSchema(schema); err == nil {
+			s.checks[name] = r
 		}
 	}
 	sort.Strings(s.known)

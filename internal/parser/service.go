@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,7 +28,10 @@ type Options struct {
 	Extract *toolcall.Options
 	// Catalog, when set, names the tools and their input schemas; see [Catalog.Follow].
 	Catalog *Catalog
-	Tracer  trace.Tracer
+	// Routed are tool names the configuration routes to a server explicitly: their
+	// arguments are checked by that server, whatever other backends call a tool so.
+	Routed []string
+	Tracer trace.Tracer
 	// Middleware wraps the stage's handler (see bus.ConsumeOptions).
 	Middleware func(bus.Handler) bus.Handler
 	// Metrics, when set, counts and times the stage's messages.
@@ -143,6 +147,15 @@ func (s *Service) extractOptions(format string) extractOptions {
 	if s.opts.Catalog != nil {
 		snap := s.opts.Catalog.current()
 		o.KnownTools, o.Schemas, o.checks = snap.known, snap.schemas, snap.checks
+		if len(s.opts.Routed) > 0 {
+			checks := make(map[string]*jsonschema.Resolved, len(o.checks))
+			for name, r := range o.checks {
+				if !slices.Contains(s.opts.Routed, name) {
+					checks[name] = r
+				}
+			}
+			o.checks = checks
+		}
 	}
 	if format != "" {
 		if f, err := toolcall.ParseFormat(format); err == nil {

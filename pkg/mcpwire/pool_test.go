@@ -1,9 +1,11 @@
 package mcpwire_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -278,6 +280,10 @@ func TestPoolHTTPRestart(t *testing.T) {
 			s := testServer()
 			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 		}},
+		{name: "streamable, 400 for a forgotten session", transport: "http", handler: func() http.Handler {
+			s := testServer()
+			return forgetsWith400(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+		}},
 		{name: "sse", transport: "sse", handler: func() http.Handler {
 			s := testServer()
 			return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)
@@ -301,6 +307,48 @@ func TestPoolHTTPRestart(t *testing.T) {
 				t.Errorf("connects = %d, want 2", got)
 			}
 		})
+	}
+}
+
+// forgetsWith400 answers a request in a session h did not open as servers built on the
+// TypeScript SDK's examples do (server-everything among them): 400 and a JSON-RPC error
+// without an id, where the spec says 404.
+func forgetsWith400(h http.Handler) http.Handler {
+	var known sync.Map
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			if _, ok := known.Load(id); !ok {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				io.WriteString(w, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}`)
+				return
+			}
+		}
+		h.ServeHTTP(sessionRecorder{w, &known}, r)
+	})
+}
+
+// sessionRecorder notes the session ids a handler gives out.
+type sessionRecorder struct {
+	http.ResponseWriter
+	known *sync.Map
+}
+
+func (w sessionRecorder) WriteHeader(code int) {
+	w.record()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w sessionRecorder) Write(b []byte) (int, error) {
+	w.record()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w sessionRecorder) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
+
+func (w sessionRecorder) record() {
+	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+		w.known.Store(id, true)
 	}
 }
 
@@ -393,6 +441,52 @@ func TestPoolCloseDuringCall(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the call outlived the pool")
+	}
+}
+
+// A server that never answers a POST, here the one carrying the answer to its own
+// roots/list request (server-everything's SSE endpoint does so for a session it dropped),
+// must not keep Close waiting.
+func TestPoolCloseDespiteAnUnansweredPost(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "test"}, nil)
+	s.AddTool(&mcp.Tool{Name: "roots", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // so that the test server can stop
+			defer cancel()
+			_, err := req.Session.ListRoots(ctx, nil)
+			return nil, err
+		})
+	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"roots"`)) && !bytes.Contains(body, []byte(`"method"`)) {
+				<-r.Context().Done() // the answer to roots/list: never acknowledged
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		sse.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{
+		"remote": {Type: "sse", URL: srv.URL, Timeout: mcpwire.Duration(time.Second)},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Call(ctxT(t), "roots", nil); err == nil {
+		t.Fatal("roots answered without the client's answer reaching the server")
+	}
+	closed := make(chan struct{})
+	go func() {
+		p.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close still waits for an unanswered POST after 20s")
 	}
 }
 

@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -110,6 +111,9 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 	if t == nil && cfg.Transport() == TransportJSONRPC {
 		return newRPCSession(ctx, cfg.URL, withHeaders(httpClient, cfg.Headers)), nil
 	}
+	// Some transports keep the context of Connect for the session's lifetime (the SSE
+	// GET stream), so the attempt's time limit is a timer rather than a deadline.
+	sctx, cancel := context.WithCancel(ctx)
 	var cmd *exec.Cmd
 	if t == nil {
 		switch cfg.Transport() {
@@ -117,16 +121,15 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 			cmd = command(cfg, log)
 			t = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}
 		case TransportHTTP:
-			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: withHeaders(httpClient, cfg.Headers)}
+			hc := forgottenSessions(withHeaders(httpClient, cfg.Headers))
+			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(hc, sctx)}
 		case TransportSSE:
-			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: withHeaders(httpClient, cfg.Headers)}
+			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(withHeaders(httpClient, cfg.Headers), sctx)}
 		default:
+			cancel()
 			return nil, fmt.Errorf("unknown transport %q", cfg.Type)
 		}
 	}
-	// Some transports keep the context of Connect for the session's lifetime (the SSE
-	// GET stream), so the attempt's time limit is a timer rather than a deadline.
-	sctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(timeout, cancel)
 	cs, err := client.Connect(sctx, t, nil)
 	expired := !timer.Stop()
@@ -201,6 +204,93 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(r)
+}
+
+// sessionBound returns a client whose requests end when life does. The SDK waits for
+// its requests when a session closes, and some it sends without a deadline (the answer
+// to a server's own request, such as roots/list); a server that never answers one, as
+// server-everything's SSE endpoint does for a session it already dropped, would
+// otherwise keep Close waiting forever.
+func sessionBound(base *http.Client, life context.Context) *http.Client {
+	c := *base
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c.Transport = lifeTransport{base: rt, life: life}
+	return &c
+}
+
+type lifeTransport struct {
+	base http.RoundTripper
+	life context.Context
+}
+
+func (t lifeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := func() bool { return false }
+	if r.Method == http.MethodDelete {
+		// The goodbye of a closing session: it goes out after life ended.
+		ctx, cancel = context.WithTimeout(r.Context(), terminateGrace)
+	} else {
+		stop = context.AfterFunc(t.life, cancel)
+	}
+	resp, err := t.base.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		stop()
+		cancel()
+		return nil, err
+	}
+	// The body of a stream is read long after RoundTrip returned.
+	resp.Body = &closeFunc{ReadCloser: resp.Body, after: func() { stop(); cancel() }}
+	return resp, nil
+}
+
+type closeFunc struct {
+	io.ReadCloser
+	after func()
+}
+
+func (b *closeFunc) Close() error {
+	err := b.ReadCloser.Close()
+	b.after()
+	return err
+}
+
+// forgottenSessions returns a client on which a POST in a session that the server no
+// longer knows fails as rejected (see [neverSent]), so that the pool reconnects and
+// sends the request once more. The spec says such a server answers 404, which the SDK
+// understands; servers built on the TypeScript SDK's examples, server-everything among
+// them, answer 400 with a JSON-RPC error without an id, which the SDK reports as a
+// plain "Bad Request". A 400 that answers the request itself (a JSON-RPC response
+// with its id) is passed on.
+func forgottenSessions(base *http.Client) *http.Client {
+	c := *base
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c.Transport = sessionCheck{base: rt}
+	return &c
+}
+
+type sessionCheck struct{ base http.RoundTripper }
+
+func (t sessionCheck) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	id := r.Header.Get("Mcp-Session-Id")
+	if err != nil || r.Method != http.MethodPost || id == "" || resp.StatusCode != http.StatusBadRequest {
+		return resp, err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+		if res, ok := msg.(*jsonrpc.Response); ok && res.ID.IsValid() {
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			return resp, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: HTTP %s in session %s: %s", errRejected, resp.Status, id, bytes.TrimSpace(body))
 }
 
 // transportCode reports whether a JSON-RPC error code is one the SDK uses for its own

@@ -1,0 +1,296 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"reflect"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/executor"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// ConfigPollInterval is how often [WatchConfig] looks at the configuration file.
+const ConfigPollInterval = time.Second
+
+// WatchConfig calls apply with the configuration at path once at the start and then
+// whenever the file's content changes (it is read every [ConfigPollInterval]) or the
+// process receives SIGHUP, until ctx is done. A file that cannot be read, parsed or
+// applied is reported and skipped: the configuration applied last stays in force. It
+// returns nil when ctx is done.
+//
+// Reading a small file every second costs nothing and, unlike file system events or
+// modification times, sees every change: editors that save by renaming, ConfigMaps
+// replaced by a rename of their directory, and two writes within one clock tick.
+func WatchConfig(ctx context.Context, path string, apply func(*config.Config) error, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("config", path)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	// Applied at the start too, for a change between the caller's load and now;
+	// applying an unchanged configuration changes nothing.
+	w := &configWatch{path: path, apply: apply, log: log}
+	w.check(true)
+	tick := time.NewTicker(ConfigPollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hup:
+			log.Info("SIGHUP: reloading the configuration")
+			w.check(true)
+		case <-tick.C:
+			w.check(false)
+		}
+	}
+}
+
+type configWatch struct {
+	path  string
+	apply func(*config.Config) error
+	log   *slog.Logger
+	seen  [sha256.Size]byte // the content looked at last, applied or not
+}
+
+// check reads the file and applies it when its content changed since the last look, or
+// always when force is set.
+func (w *configWatch) check(force bool) {
+	data, err := os.ReadFile(w.path)
+	if err != nil {
+		// Most often a file being replaced: the next look sees the new one.
+		if force {
+			w.log.Error("configuration not reloaded: cannot read it", "err", err)
+		}
+		return
+	}
+	sum := sha256.Sum256(data)
+	if sum == w.seen && !force {
+		return
+	}
+	w.seen = sum
+	cfg, err := config.Parse(data, w.path, os.LookupEnv)
+	if err != nil {
+		w.log.Error("configuration not reloaded; the previous one stays in force", "err", err)
+		return
+	}
+	if err := w.apply(cfg); err != nil {
+		w.log.Error("configuration not applied; the previous one stays in force", "err", err)
+	}
+}
+
+// ReloadPool returns the apply function of [WatchConfig] for an executor's pool, whose
+// configuration was cur: the servers, routes and global allow-list are updated with
+// [mcpwire.Pool.Update], leaving the servers that did not change (and their calls under
+// way) alone. Changes to other sections are reported as needing a restart.
+func ReloadPool(pool *mcpwire.Pool, cur *config.Config, log *slog.Logger) func(*config.Config) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	prev := *cur
+	return func(next *config.Config) error {
+		if err := pool.Update(next.MCPServers, next.Routes, next.AllowedTools); err != nil {
+			return fmt.Errorf("%s: %w", next.Source, err)
+		}
+		added, changed, removed := diffServers(prev.MCPServers, next.MCPServers)
+		if len(added)+len(changed)+len(removed) > 0 || !reflect.DeepEqual(prev.Routes, next.Routes) ||
+			!reflect.DeepEqual(prev.AllowedTools, next.AllowedTools) {
+			log.Info("configuration reloaded", "added", added, "changed", changed, "removed", removed,
+				"routes", len(next.Routes), "allowedTools", len(next.AllowedTools))
+		}
+		if other := restartNeeded(&prev, next); len(other) > 0 {
+			log.Warn("configuration sections changed that apply only after a restart", "sections", other)
+		}
+		prev = *next
+		return nil
+	}
+}
+
+// watchPool is the run of an executor's configuration watch; changed, when set, is
+// called after each change was applied.
+func watchPool(cfg *config.Config, pool *mcpwire.Pool, changed func(), log *slog.Logger) runFunc {
+	reload := ReloadPool(pool, cfg, log)
+	return func(ctx context.Context) error {
+		return WatchConfig(ctx, cfg.Source, func(next *config.Config) error {
+			if err := reload(next); err != nil {
+				return err
+			}
+			if changed != nil {
+				changed()
+			}
+			return nil
+		}, log)
+	}
+}
+
+// mirrorInProcess keeps the in-process tools of router (local and engineering) in the
+// catalog bucket, for the parser and `toolbus tools`, leaving out the names a route sends
+// to a server: the parser checks a call against the schema of the tool that runs it.
+func mirrorInProcess(kv jetstream.KeyValue, router *executor.Router, pool *mcpwire.Pool, log *slog.Logger) {
+	for _, b := range router.Backends() {
+		if b.Name() != "local" && b.Name() != "engineering" {
+			continue
+		}
+		var tools []messages.ToolInfo
+		for _, t := range b.Tools() {
+			if server, routed := pool.Route(t.Name); routed && server != "" {
+				continue
+			}
+			tools = append(tools, t)
+		}
+		mirrorCatalog(kv, b.Name(), catalogTools(b.Name(), tools), log)
+	}
+}
+
+func diffServers(old, next map[string]mcpwire.ServerConfig) (added, changed, removed []string) {
+	for name, n := range next {
+		o, ok := old[name]
+		switch {
+		case !ok:
+			added = append(added, name)
+		case !reflect.DeepEqual(o, n):
+			changed = append(changed, name)
+		}
+	}
+	for name := range old {
+		if _, ok := next[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	sort.Strings(added)
+	sort.Strings(changed)
+	sort.Strings(removed)
+	return added, changed, removed
+}
+
+// restartNeeded names the sections other than mcpServers, routes and allowedTools that
+// differ.
+func restartNeeded(old, next *config.Config) []string {
+	a, b := *old, *next
+	a.MCPServers, a.Routes, a.AllowedTools, a.Source = nil, nil, nil, ""
+	b.MCPServers, b.Routes, b.AllowedTools, b.Source = nil, nil, nil, ""
+	var ma, mb map[string]json.RawMessage
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if json.Unmarshal(ja, &ma) != nil || json.Unmarshal(jb, &mb) != nil {
+		return nil
+	}
+	var out []string
+	for k, v := range mb {
+		if string(ma[k]) != string(v) {
+			out = append(out, k)
+		}
+	}
+	for k := range ma {
+		if _, ok := mb[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// mcpServers is the executor backend of every server of a pool, including those added
+// while running: unlike a fixed list of [executor.MCPBackend]s, it follows
+// [mcpwire.Pool.Update]. Dispatch picks the server's own backend, which the router
+// (through executor.Dispatcher) hands the call to, so that results and the gate name
+// "mcp:<server>".
+type mcpServers struct {
+	pool *mcpwire.Pool
+	// routed: only the names the configuration routes to a server (these go first in
+	// the router, so that routes win over every other backend); no tools listed.
+	routed bool
+}
+
+func (b mcpServers) Name() string { return "mcp" }
+
+// Tools lists the visible tools of every server.
+func (b mcpServers) Tools() []messages.ToolInfo {
+	if b.routed {
+		return nil
+	}
+	var out []messages.ToolInfo
+	for _, st := range b.pool.Status() {
+		out = append(out, executor.MCPBackend{Pool: b.pool, Server: st.Server}.Tools()...)
+	}
+	return out
+}
+
+// Dispatch returns the backend of the server that runs name, or refuses it (a tool the
+// configuration forbids, a bare name several servers share).
+func (b mcpServers) Dispatch(name string) (executor.Backend, bool) {
+	var server string
+	if b.routed {
+		s, ok := b.pool.Route(name)
+		if !ok || s == "" {
+			return nil, false
+		}
+		server = s
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), executor.DefaultMCPWait)
+		defer cancel()
+		t, err := b.pool.Lookup(ctx, name)
+		if err != nil && !errors.Is(err, mcpwire.ErrNotAllowed) && !errors.Is(err, mcpwire.ErrAmbiguous) {
+			return nil, false
+		}
+		server = t.Server
+	}
+	if server == "" {
+		return nil, false
+	}
+	mb := mcpServer{executor.MCPBackend{Pool: b.pool, Server: server, RoutedOnly: b.routed}}
+	if !mb.Has(name) {
+		return nil, false
+	}
+	return mb, true
+}
+
+func (b mcpServers) Has(name string) bool { _, ok := b.Dispatch(name); return ok }
+
+func (b mcpServers) Info(name string) (messages.ToolInfo, bool) {
+	mb, ok := b.Dispatch(name)
+	if !ok {
+		return messages.ToolInfo{}, false
+	}
+	return mb.(mcpServer).Info(name)
+}
+
+func (b mcpServers) Call(ctx context.Context, conversation, name string, args json.RawMessage) (json.RawMessage, error) {
+	mb, ok := b.Dispatch(name)
+	if !ok {
+		return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q on any MCP server", name)
+	}
+	return mb.Call(ctx, conversation, name, args)
+}
+
+// mcpServer is one server's backend that can also describe a routed tool (whose
+// [executor.MCPBackend] lists no tools), so that its annotations decide retries.
+type mcpServer struct{ executor.MCPBackend }
+
+func (b mcpServer) Info(name string) (messages.ToolInfo, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), executor.DefaultMCPWait)
+	defer cancel()
+	t, err := b.Pool.Lookup(ctx, name)
+	if err != nil || t.Server != b.Server {
+		return messages.ToolInfo{Name: name}, true
+	}
+	return messages.ToolInfo{
+		Name: name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+		ReadOnly: t.ReadOnly, Idempotent: t.Idempotent,
+	}, true
+}

@@ -1,0 +1,27 @@
+package parser
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestCatalogSet(t *testing.T) {
+	c := NewCatalog()
+	obj := json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"}}}`)
+	c.Set("local", []catalogTool{{Name: "create_ticket", InputSchema: obj}, {Name: "clock"}})
+	c.Set("tickets", []catalogTool{{Name: "create_ticket", InputSchema: json.RawMessage(`{"type":"object"}`)}, {Name: "tickets__get", InputSchema: obj}})
+	s := c.current()
+	if len(s.known) != 3 || s.known[0] != "clock" || s.known[1] != "create_ticket" || s.known[2] != "tickets__get" {
+		t.Errorf("known %v", s.known)
+	}
+	if _, ok := s.checks["create_ticket"]; ok {
+		t.Error("a name two backends offer must not be checked against either's schema")
+	}
+	if _, ok := s.checks["tickets__get"]; !ok {
+		t.Error("a unique tool's schema is checked")
+	}
+	c.Set("tickets", nil)
+	if _, ok := c.current().checks["create_ticket"]; !ok {
+		t.Error("after the server is gone, the local tool's schema applies again")
+	}
+}
