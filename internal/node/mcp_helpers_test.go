@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"io"
 	"net"
 	"net/http"
@@ -37,41 +38,12 @@ const (
 )
 
 // mcpRepoRoot is the directory of go.mod.
-func mcpRepoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		t.Fatalf("no go.mod in %s", dir)
-	}
-	return dir
-}
+func mcpRepoRoot(t testing.TB) string { return mcptest.RepoRoot(t) }
 
-// mcpNPMScript returns the entry point (dist/index.js) of an npm reference server
-// installed by scripts/install-mcp-servers. Without it the test is skipped, unless
-// TOOLBUS_REQUIRE_NPM is set (CI), where it fails. Same rules as pkg/mcpwire's tests.
+// mcpNPMScript returns the entry point (dist/index.js) of an npm reference server.
 func mcpNPMScript(t testing.TB, pkg string) string {
 	t.Helper()
-	root := os.Getenv("TOOLBUS_NPM_DIR")
-	if root == "" {
-		root = filepath.Join(mcpRepoRoot(t), ".cache", "npm")
-	} else if !filepath.IsAbs(root) {
-		root = filepath.Join(mcpRepoRoot(t), root)
-	}
-	dir := filepath.Join(root, "node_modules", filepath.FromSlash(pkg))
-	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
-		msg := pkg + " is not installed in " + root + "; run scripts/install-mcp-servers"
-		if os.Getenv("TOOLBUS_REQUIRE_NPM") != "" {
-			t.Fatal(msg + " (TOOLBUS_REQUIRE_NPM is set)")
-		}
-		t.Skip(msg)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node is not on PATH, yet the npm servers are installed")
-	}
-	return filepath.Join(dir, "dist", "index.js")
+	return filepath.Join(mcptest.NPMPackage(t, pkg), "dist", "index.js")
 }
 
 // mcpPipeline is every stage on a fresh embedded NATS, with cfg (and local tools).

@@ -3,6 +3,7 @@ package mcpwire_test
 import (
 	"context"
 	"flag"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"net"
 	"os"
 	"os/exec"
@@ -28,48 +29,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// repoRoot is the directory of go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
+// repoRoot and npmPackage: see internal/mcptest.
+func repoRoot(t testing.TB) string { return mcptest.RepoRoot(t) }
 
-// npmPackage returns the directory of an installed npm package. Without the cache the
-// test is skipped, unless TOOLBUS_REQUIRE_NPM is set (CI), where it fails.
-func npmPackage(t testing.TB, name string) string {
-	t.Helper()
-	root := os.Getenv("TOOLBUS_NPM_DIR")
-	if root == "" {
-		root = filepath.Join(repoRoot(t), ".cache", "npm")
-	} else if !filepath.IsAbs(root) {
-		root = filepath.Join(repoRoot(t), root)
-	}
-	dir := filepath.Join(root, "node_modules", filepath.FromSlash(name))
-	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
-		msg := name + " is not installed in " + root + "; run scripts/install-mcp-servers"
-		if os.Getenv("TOOLBUS_REQUIRE_NPM") != "" {
-			t.Fatal(msg + " (TOOLBUS_REQUIRE_NPM is set)")
-		}
-		t.Skip(msg)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node is not on PATH, yet the npm servers are installed")
-	}
-	return dir
-}
+func npmPackage(t testing.TB, name string) string { return mcptest.NPMPackage(t, name) }
 
 // newPool returns a pool closed when the test ends.
 func newPool(t testing.TB, servers map[string]mcpwire.ServerConfig, opts *mcpwire.Options) *mcpwire.Pool {
