@@ -91,14 +91,13 @@ type Outcome struct {
 func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (messages.ToolResult, Outcome) {
 	start := time.Now()
 	res := messages.ResultFor(call)
-	b, err := e.Router.Route(call.Tool)
+	b, info, err := e.Router.Resolve(call.Tool)
 	if err != nil {
 		res = res.Fail(err)
 		e.Metrics.Call(ctx, call.Tool, "", string(res.Error.Code), time.Since(start))
 		return res, Outcome{}
 	}
 	res.Backend = b.Name()
-	info, _ := e.Router.Info(call.Tool)
 	safe := info.ReadOnly || info.Idempotent
 
 	var out json.RawMessage

@@ -63,19 +63,28 @@ type Describer interface {
 
 // Info describes the tool called name.
 func (r *Router) Info(name string) (messages.ToolInfo, bool) {
+	_, info, err := r.Resolve(name)
+	return info, err == nil
+}
+
+// Resolve routes the tool called name and describes it, routing once.
+func (r *Router) Resolve(name string) (Backend, messages.ToolInfo, error) {
 	b, err := r.Route(name)
 	if err != nil {
-		return messages.ToolInfo{}, false
+		return nil, messages.ToolInfo{}, err
 	}
 	if d, ok := b.(Describer); ok {
-		return d.Info(name)
+		if info, ok := d.Info(name); ok {
+			return b, info, nil
+		}
+		return b, messages.ToolInfo{Name: name}, nil
 	}
 	for _, t := range b.Tools() {
 		if t.Name == name {
-			return t, true
+			return b, t, nil
 		}
 	}
-	return messages.ToolInfo{Name: name}, true
+	return b, messages.ToolInfo{Name: name}, nil
 }
 
 // Tools lists every tool of every backend.

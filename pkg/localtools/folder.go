@@ -92,14 +92,9 @@ func NewFolder(dir string, opts *FolderOptions) (*Folder, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	abs, err := filepath.Abs(dir)
+	abs, err := existingDir("tools folder", dir)
 	if err != nil {
-		return nil, fmt.Errorf("localtools: tools folder: %w", err)
-	}
-	if fi, err := os.Stat(abs); err != nil {
-		return nil, fmt.Errorf("localtools: tools folder: %w", err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("localtools: tools folder %s is not a folder", abs)
+		return nil, err
 	}
 	env, err := environment(o.Env, os.LookupEnv)
 	if err != nil {
@@ -294,4 +289,19 @@ func readFileLimited(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return data, nil
+}
+
+// existingDir returns dir made absolute, or an error naming what it is for when it is not
+// an existing folder.
+func existingDir(what, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("localtools: %s: %w", what, err)
+	}
+	if fi, err := os.Stat(abs); err != nil {
+		return "", fmt.Errorf("localtools: %s: %w", what, err)
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("localtools: %s %s is not a folder", what, abs)
+	}
+	return abs, nil
 }

@@ -104,14 +104,9 @@ func NewKnowledgeBase(dir string, opts *KnowledgeOptions) (*KnowledgeBase, error
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	abs, err := filepath.Abs(dir)
+	abs, err := existingDir("knowledge base", dir)
 	if err != nil {
-		return nil, fmt.Errorf("localtools: knowledge base: %w", err)
-	}
-	if fi, err := os.Stat(abs); err != nil {
-		return nil, fmt.Errorf("localtools: knowledge base: %w", err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("localtools: knowledge base %s is not a folder", abs)
+		return nil, err
 	}
 	kb := &KnowledgeBase{dir: abs, opts: o, exts: map[string]bool{}, docs: map[string]*kbDoc{}}
 	for _, e := range o.Extensions {
