@@ -24,7 +24,68 @@ func ResolveSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
 	if s.Type != "object" {
 		return nil, errors.New(`the schema's type must be "object"`)
 	}
+	var tree any
+	_ = json.Unmarshal(raw, &tree)
+	if at, ok := selfReference(tree, ""); ok {
+		return nil, fmt.Errorf("the $ref at %s refers back to a schema that encloses it without descending into the value: validation would never end", at)
+	}
 	return s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+}
+
+// descends are the keywords whose subschemas apply to a part of the value, not the
+// value itself: a $ref under one of them can recurse safely.
+var descends = map[string]bool{
+	"properties": true, "patternProperties": true, "additionalProperties": true, "propertyNames": true,
+	"items": true, "prefixItems": true, "additionalItems": true, "contains": true,
+	"unevaluatedProperties": true, "unevaluatedItems": true,
+}
+
+// selfReference finds a local $ref that points at a schema enclosing it (or itself) with
+// no descending keyword between them: jsonschema-go would validate the same value against
+// the same schema for ever. (Cycles through several $defs are not detected.)
+func selfReference(v any, path string) (string, bool) {
+	var walk func(v any, path string, descended map[string]bool) (string, bool)
+	walk = func(v any, path string, descended map[string]bool) (string, bool) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok && strings.HasPrefix(ref, "#") {
+				target := strings.TrimPrefix(ref, "#")
+				if (path == target || strings.HasPrefix(path, target+"/")) && !descended[target] {
+					return path + "/$ref", true
+				}
+			}
+			for k, x := range v {
+				child := path + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+				next := descended
+				if descends[k] {
+					// Everything enclosing this keyword is now reached only through it.
+					next = map[string]bool{}
+					for p := range descended {
+						next[p] = true
+					}
+					for p := path; ; {
+						next[p] = true
+						i := strings.LastIndex(p, "/")
+						if i < 0 {
+							break
+						}
+						p = p[:i]
+					}
+				}
+				if at, ok := walk(x, child, next); ok {
+					return at, true
+				}
+			}
+		case []any:
+			for i, x := range v {
+				if at, ok := walk(x, path+"/"+strconv.Itoa(i), descended); ok {
+					return at, true
+				}
+			}
+		}
+		return "", false
+	}
+	return walk(v, path, map[string]bool{})
 }
 
 // CheckArguments validates args against schema, applying its defaults, and returns the

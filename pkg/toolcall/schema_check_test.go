@@ -21,3 +21,26 @@ func TestArgumentName(t *testing.T) {
 		}
 	}
 }
+
+func TestResolveSchemaRejectsEndlessRefs(t *testing.T) {
+	tests := []struct {
+		name    string
+		schema  string
+		wantErr bool
+	}{
+		{"root refers to itself", `{"type":"object","$ref":"#"}`, true},
+		{"allOf back to the root", `{"type":"object","allOf":[{"$ref":"#"}]}`, true},
+		{"def refers to itself", `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`, true},
+		{"recursion through a property", `{"type":"object","properties":{"child":{"$ref":"#"}}}`, false},
+		{"recursion through items", `{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#"}}}}`, false},
+		{"plain", `{"type":"object","properties":{"id":{"type":"integer"}}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ResolveSchema([]byte(tt.schema))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+		})
+	}
+}
