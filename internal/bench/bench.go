@@ -46,7 +46,12 @@ type Options struct {
 	// ToolLatency, when set, makes every call run the local tool "bench_work", which
 	// takes this long (a stand-in for a real tool's work).
 	ToolLatency time.Duration
-	Config      *config.Config
+	// Rate, when set, is the pace (responses per second) of the paced phase; by default
+	// it is half the throughput the run just measured.
+	Rate float64
+	// NoPaced skips the paced phase.
+	NoPaced bool
+	Config  *config.Config
 	// Profile, when set, receives a CPU profile of the toolbus run.
 	Profile io.Writer
 	Logger  *slog.Logger
@@ -73,8 +78,21 @@ type Report struct {
 	CeilingCallsPerSec float64 `json:"ceiling_calls_per_sec"`
 	CeilingP50ms       float64 `json:"ceiling_p50_ms"`
 	CeilingP99ms       float64 `json:"ceiling_p99_ms"`
+	// CeilingCPUSecondsPer1000Calls is the bus's own CPU cost (server and client).
+	CeilingCPUSecondsPer1000Calls float64 `json:"ceiling_cpu_seconds_per_1000_calls"`
+	CeilingPacedP50ms             float64 `json:"ceiling_paced_p50_ms,omitempty"`
+	CeilingPacedP99ms             float64 `json:"ceiling_paced_p99_ms,omitempty"`
 	// Ratio is CallsPerSec / CeilingCallsPerSec.
 	Ratio float64 `json:"ratio"`
+
+	// The paced phase: responses published at a steady rate (by default half the
+	// measured maximum), open loop, latency counted from each response's scheduled
+	// publish time so a stall is not hidden by the driver waiting for it.
+	PacedResponsesPerSec float64 `json:"paced_responses_per_sec,omitempty"`
+	PacedP50ms           float64 `json:"paced_p50_ms,omitempty"`
+	PacedP90ms           float64 `json:"paced_p90_ms,omitempty"`
+	PacedP99ms           float64 `json:"paced_p99_ms,omitempty"`
+	PacedMaxMs           float64 `json:"paced_max_ms,omitempty"`
 
 	NumCPU   int    `json:"nproc"`
 	CPUModel string `json:"cpu_model,omitempty"`
@@ -161,9 +179,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 
-	lat, secs, cpu, err := runPipeline(ctx, o, text)
+	lat, paced, secs, cpu, err := runPipeline(ctx, o, text, r)
 	if err != nil {
 		return nil, err
+	}
+	if paced != nil {
+		r.PacedP50ms, r.PacedP90ms, r.PacedP99ms, r.PacedMaxMs = pct(paced, 50), pct(paced, 90), pct(paced, 99), pct(paced, 100)
 	}
 	r.Seconds = secs
 	r.CallsPerSec = float64(r.Calls) / secs
@@ -171,9 +192,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.P50ms, r.P90ms, r.P99ms, r.MaxMs = pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100)
 	r.CPUSecondsPer1000Calls = cpu / float64(r.Calls) * 1000
 
-	clat, csecs, err := runCeiling(ctx, o, sizes)
+	clat, cpaced, csecs, ccpu, err := runCeiling(ctx, o, sizes, r.PacedResponsesPerSec)
 	if err != nil {
 		return nil, err
+	}
+	r.CeilingCPUSecondsPer1000Calls = ccpu / float64(r.Calls) * 1000
+	if cpaced != nil {
+		r.CeilingPacedP50ms, r.CeilingPacedP99ms = pct(cpaced, 50), pct(cpaced, 99)
 	}
 	r.CeilingCallsPerSec = float64(r.Calls) / csecs
 	r.CeilingP50ms, r.CeilingP99ms = pct(clat, 50), pct(clat, 99)
@@ -194,10 +219,12 @@ func startServer() (*nats.Conn, func(), error) {
 	return nc, func() { nc.Close(); stop() }, nil
 }
 
-func runPipeline(ctx context.Context, o Options, text string) (lat []time.Duration, secs, cpu float64, err error) {
+// runPipeline drives the pipeline at full speed, then (unless o.NoPaced) at a steady
+// pace, which it records in r.PacedResponsesPerSec.
+func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, paced []time.Duration, secs, cpu float64, err error) {
 	nc, stop, err := startServer()
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, nil, 0, 0, err
 	}
 	defer stop()
 	sctx, cancel := context.WithCancel(ctx)
@@ -211,23 +238,23 @@ func runPipeline(ctx context.Context, o Options, text string) (lat []time.Durati
 	})
 	if err != nil {
 		cancel()
-		return nil, 0, 0, err
+		return nil, nil, 0, 0, err
 	}
 	defer func() { cancel(); n.Wait() }()
 	c, err := client.New(nc)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, nil, 0, 0, err
 	}
 	if o.Tool == engineering.ToolExecute {
 		act := `<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "activate"}}</tool_call>`
 		if _, err := c.Ask(ctx, conversation, act, nil); err != nil {
-			return nil, 0, 0, err
+			return nil, nil, 0, 0, err
 		}
 	}
 	// Warm up: connections, consumers, caches.
 	for range 20 {
 		if _, err := c.Ask(ctx, conversation, text, nil); err != nil {
-			return nil, 0, 0, err
+			return nil, nil, 0, 0, err
 		}
 	}
 	ask := func(ctx context.Context) error {
@@ -244,13 +271,61 @@ func runPipeline(ctx context.Context, o Options, text string) (lat []time.Durati
 	}
 	if o.Profile != nil {
 		if err := pprof.StartCPUProfile(o.Profile); err != nil {
-			return nil, 0, 0, err
+			return nil, nil, 0, 0, err
 		}
-		defer pprof.StopCPUProfile()
 	}
 	cpu0 := cpuSeconds()
 	lat, secs, err = drive(ctx, o.Responses, o.Concurrency, ask)
-	return lat, secs, cpuSeconds() - cpu0, err
+	cpu = cpuSeconds() - cpu0
+	if o.Profile != nil {
+		pprof.StopCPUProfile()
+	}
+	if err != nil || o.NoPaced {
+		return lat, nil, secs, cpu, err
+	}
+	rate := o.Rate
+	if rate <= 0 {
+		rate = float64(o.Responses) / secs / 2
+	}
+	r.PacedResponsesPerSec = rate
+	paced, err = pace(ctx, o.Responses, rate, ask)
+	return lat, paced, secs, cpu, err
+}
+
+// pace starts n requests at a steady rate (per second), whatever is in flight, and returns
+// each one's latency counted from the moment it was due, so a stall delays the requests
+// behind it in the figures too (no coordinated omission).
+func pace(ctx context.Context, n int, rate float64, do func(context.Context) error) ([]time.Duration, error) {
+	lat := make([]time.Duration, n)
+	interval := time.Duration(float64(time.Second) / rate)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for i := range n {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		if firstErr.Load() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			err := do(rctx)
+			lat[i] = time.Since(due)
+			if err != nil {
+				firstErr.CompareAndSwap(nil, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return nil, err
+	}
+	return lat, nil
 }
 
 // drive runs n requests with c in flight and returns their latencies and the wall time.
@@ -315,16 +390,17 @@ func messageSizes(ctx context.Context, text string, cfg *config.Config, local *l
 }
 
 // runCeiling relays messages of the pipeline's sizes through the same hops with the
-// same consume loop and publishes, and nothing else.
-func runCeiling(ctx context.Context, o Options, sz sizes) ([]time.Duration, float64, error) {
+// same consume loop and publishes, and nothing else: at full speed, then paced at rate
+// (when rate > 0).
+func runCeiling(ctx context.Context, o Options, sz sizes, rate float64) (lat, paced []time.Duration, secs, cpu float64, err error) {
 	nc, stop, err := startServer()
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	defer stop()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	hops := []struct{ stream, subject string }{
 		{"CEIL_RESPONSES", "ceil.responses"},
@@ -336,13 +412,13 @@ func runCeiling(ctx context.Context, o Options, sz sizes) ([]time.Duration, floa
 			Name: h.stream, Subjects: []string{h.subject + ".>"}, Retention: jetstream.WorkQueuePolicy,
 			Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute,
 		}); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, 0, err
 		}
 	}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: "CEIL_OUTPUT", Subjects: []string{"ceil.output.>"}, Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute,
 	}); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	payload := func(n int) []byte { return []byte(strings.Repeat("x", n)) }
 	bodies := [][]byte{payload(sz.call), payload(sz.result), payload(sz.output)}
@@ -359,7 +435,7 @@ func runCeiling(ctx context.Context, o Options, sz sizes) ([]time.Duration, floa
 			Durable: "relay", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1024,
 		})
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, 0, err
 		}
 		for range replicas(i, o.Executors) {
 			wg.Add(1)
@@ -412,13 +488,13 @@ func runCeiling(ctx context.Context, o Options, sz sizes) ([]time.Duration, floa
 		}
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	sub.SetPendingLimits(-1, -1)
 	defer sub.Unsubscribe()
 	var seq atomic.Int64
 	body := payload(sz.response)
-	return drive(ctx, o.Responses, o.Concurrency, func(ctx context.Context) error {
+	relay := func(ctx context.Context) error {
 		id := fmt.Sprintf("r%d", seq.Add(1))
 		ch := make(chan struct{})
 		waitMu.Lock()
@@ -437,7 +513,15 @@ func runCeiling(ctx context.Context, o Options, sz sizes) ([]time.Duration, floa
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	})
+	}
+	cpu0 := cpuSeconds()
+	lat, secs, err = drive(ctx, o.Responses, o.Concurrency, relay)
+	cpu = cpuSeconds() - cpu0
+	if err != nil || rate <= 0 {
+		return lat, nil, secs, cpu, err
+	}
+	paced, err = pace(ctx, o.Responses, rate, relay)
+	return lat, paced, secs, cpu, err
 }
 
 // replicas of hop i: the executor hop runs as many as the pipeline's executors.

@@ -19,6 +19,8 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs.IntVar(&o.Executors, "executors", 2, "executor replicas")
 	fs.StringVar(&o.Tool, "tool", "execute_tool", "tool every call runs: execute_tool (an engineering calculator), clock, or a configured tool")
 	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "run a local tool that takes this long instead of --tool (e.g. 20ms, for scaling runs)")
+	fs.Float64Var(&o.Rate, "rate", 0, "responses per second of the paced phase (default: half the measured throughput)")
+	fs.BoolVar(&o.NoPaced, "no-paced", false, "skip the paced phase")
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the toolbus run (not the ceiling) to this file")
@@ -47,7 +49,15 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fmt.Fprintf(w, "run: %d responses × %d calls of %s, %d in flight, %d executors\n", r.Responses, r.CallsPerResponse, r.Tool, r.Concurrency, r.Executors)
 	fmt.Fprintf(w, "toolbus: %.0f calls/s, %.0f responses/s; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; %.3f CPU s per 1000 calls\n",
 		r.CallsPerSec, r.ResponsesPerSec, r.P50ms, r.P90ms, r.P99ms, r.MaxMs, r.CPUSecondsPer1000Calls)
-	fmt.Fprintf(w, "ceiling (same hops and sizes, no toolbus logic): %.0f calls/s; p50 %.2f ms, p99 %.2f ms\n", r.CeilingCallsPerSec, r.CeilingP50ms, r.CeilingP99ms)
+	if r.PacedResponsesPerSec > 0 {
+		fmt.Fprintf(w, "paced at %.0f responses/s: latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+			r.PacedResponsesPerSec, r.PacedP50ms, r.PacedP90ms, r.PacedP99ms, r.PacedMaxMs)
+	}
+	fmt.Fprintf(w, "ceiling (same hops and sizes, no toolbus logic): %.0f calls/s; p50 %.2f ms, p99 %.2f ms; %.3f CPU s per 1000 calls\n",
+		r.CeilingCallsPerSec, r.CeilingP50ms, r.CeilingP99ms, r.CeilingCPUSecondsPer1000Calls)
+	if r.PacedResponsesPerSec > 0 {
+		fmt.Fprintf(w, "ceiling paced at %.0f responses/s: latency p50 %.2f ms, p99 %.2f ms\n", r.PacedResponsesPerSec, r.CeilingPacedP50ms, r.CeilingPacedP99ms)
+	}
 	fmt.Fprintf(w, "ratio toolbus / ceiling: %.2f\n", r.Ratio)
 	if *asJSON {
 		b, err := json.Marshal(r)

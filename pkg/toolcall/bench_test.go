@@ -71,6 +71,22 @@ func BenchmarkExtractCleanCall(b *testing.B) {
 	}
 }
 
+// BenchmarkExtractCleanBlocks is the parser's throughput in clean <tool_call> blocks: a
+// response of ten, reported per block.
+func BenchmarkExtractCleanBlocks(b *testing.B) {
+	const blocks = 10
+	text := "I'll check the weather in ten cities.\n" + strings.Repeat(strings.TrimPrefix(cleanCall, "I'll check the weather.\n")+"\n", blocks)
+	b.ReportAllocs()
+	for b.Loop() {
+		if ex := Extract(text, nil); len(ex.Calls) != blocks || ex.Calls[blocks-1].Err != nil {
+			b.Fatal(ex.Calls)
+		}
+	}
+	perBlock := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / blocks
+	b.ReportMetric(perBlock, "ns/block")
+	b.ReportMetric(1e9/perBlock, "blocks/s")
+}
+
 // BenchmarkExtractCleanCallSchema is BenchmarkExtractCleanCall as the parser service runs
 // it: with the catalog's tools and schemas.
 func BenchmarkExtractCleanCallSchema(b *testing.B) {

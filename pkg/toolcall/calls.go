@@ -34,6 +34,9 @@ func (x *extractor) add(b blk, p parsed) {
 		x.overflow++
 		return
 	}
+	if x.calls == nil {
+		x.calls = make([]Call, 0, x.estimateCalls(b))
+	}
 	c := Call{
 		Index:  len(x.calls),
 		Name:   p.name,
@@ -65,6 +68,36 @@ func (x *extractor) add(b blk, p parsed) {
 	}
 	c.Repairs = fixes.names()
 	x.calls = append(x.calls, c)
+}
+
+// estimateCalls guesses how many calls the response holds when its first one is read
+// from b: one, plus as many again as the text after b holds b's first bytes (at most 16),
+// so that a response of many calls grows its slice once rather than five times.
+func (x *extractor) estimateCalls(b blk) int {
+	open := x.text[b.start:min(b.end, b.start+6)]
+	n := 1
+	if len(open) == 6 && b.end < len(x.text) {
+		n += min(strings.Count(x.text[b.end:], open), 15)
+	}
+	return min(n, x.o.MaxCalls)
+}
+
+// copyArgs copies raw into the run's argument slab: the arguments of a response's
+// calls share one allocation. Each gets a slice capped at its own length, so appending
+// to one never touches the next.
+func (x *extractor) copyArgs(raw string) []byte {
+	if len(raw) > cap(x.slab)-len(x.slab) {
+		if len(raw) > 1024 {
+			return []byte(raw)
+		}
+		// Room for this call's arguments and as many more of the same size as the
+		// response is expected to hold.
+		more := max(cap(x.calls)-len(x.calls), 1)
+		x.slab = make([]byte, 0, max(min(more*len(raw), 4096), len(raw)))
+	}
+	n := len(x.slab)
+	x.slab = append(x.slab, raw...)
+	return x.slab[n:len(x.slab):len(x.slab)]
 }
 
 // fail adds a failed call for block b.
@@ -189,14 +222,33 @@ var (
 	argsKeys = []string{`"arguments"`, `"parameters"`, `"args"`, `"params"`, `"input"`}
 )
 
-// keyRank returns the index of key in keys, or len(keys).
-func keyRank(keys []string, key string) int {
-	for i, k := range keys {
-		if len(k) == len(key) && k == key {
-			return i
-		}
+// memberRole says whether a call object's key names the tool (isName) or the
+// arguments, and its rank among nameKeys or argsKeys; ok is false for other keys. It is
+// the position of key in either list, as one switch (a few comparisons instead of ten).
+func memberRole(key string) (rank int, isName, ok bool) {
+	switch key {
+	case `"name"`:
+		return 0, true, true
+	case `"tool"`:
+		return 1, true, true
+	case `"tool_name"`:
+		return 2, true, true
+	case `"function_name"`:
+		return 3, true, true
+	case `"function"`:
+		return 4, true, true
+	case `"arguments"`:
+		return 0, false, true
+	case `"parameters"`:
+		return 1, false, true
+	case `"args"`:
+		return 2, false, true
+	case `"params"`:
+		return 3, false, true
+	case `"input"`:
+		return 4, false, true
 	}
-	return len(keys)
+	return 0, false, false
 }
 
 // callFromObject reads one call from a valid JSON object.
@@ -216,9 +268,11 @@ func (x *extractor) callFromObject(obj string) parsed {
 			fn = v
 			continue
 		}
-		if i := keyRank(nameKeys, k); i < nameRank {
+		switch i, isName, ok := memberRole(k); {
+		case !ok:
+		case isName && i < nameRank:
 			name, nameRank = v, i
-		} else if i := keyRank(argsKeys, k); i < argsRank {
+		case !isName && i < argsRank:
 			args, argsRank = v, i
 		}
 	}
@@ -230,7 +284,7 @@ func (x *extractor) callFromObject(obj string) parsed {
 		// {"get_weather": {"city": "Paris"}}: the tool's name as the only key.
 		if n == 1 && onlyValue[0] == '{' {
 			if k := decodeString(onlyKey); x.known(k) {
-				return parsed{name: k, args: []byte(onlyValue)}
+				return parsed{name: k, args: x.copyArgs(onlyValue)}
 			}
 		}
 		return parsed{err: `the call has no "name"`}
@@ -253,7 +307,7 @@ func (x *extractor) arguments(raw string) (args []byte, fixes fixSet, msg string
 	case raw == "" || raw == "null":
 		return []byte("{}"), 0, "", nil
 	case raw[0] == '{':
-		return []byte(raw), 0, "", nil
+		return x.copyArgs(raw), 0, "", nil
 	case raw[0] == '"':
 		// A JSON string holding the arguments, as OpenAI's API writes them.
 		v, fixes, err := repairArguments(decodeString(raw), x.o.MaxDepth, x.o.MaxInputSize)

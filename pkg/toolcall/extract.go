@@ -39,8 +39,9 @@ type runState struct {
 	reason  []span
 	// budget bounds the bytes spent trying bare JSON that turns out not to be a call.
 	budget   int
-	quiet    bool // trying text that may not be calls: errors need no position
-	overflow int  // calls beyond MaxCalls
+	slab     []byte // backs the calls' arguments (copyArgs)
+	quiet    bool   // trying text that may not be calls: errors need no position
+	overflow int    // calls beyond MaxCalls
 	// line numbering, advanced lazily
 	lineAt, line int
 }

@@ -155,3 +155,38 @@ func TestExtractLinear(t *testing.T) {
 		})
 	}
 }
+
+// memberRole is the lists nameKeys and argsKeys written as a switch: they must agree.
+func TestMemberRoleMatchesKeyLists(t *testing.T) {
+	for want, k := range nameKeys {
+		if i, isName, ok := memberRole(k); !ok || !isName || i != want {
+			t.Errorf("memberRole(%s) = %d, %v, %v; want name rank %d", k, i, isName, ok, want)
+		}
+	}
+	for want, k := range argsKeys {
+		if i, isName, ok := memberRole(k); !ok || isName || i != want {
+			t.Errorf("memberRole(%s) = %d, %v, %v; want arguments rank %d", k, i, isName, ok, want)
+		}
+	}
+	for _, k := range []string{`"type"`, `"id"`, `name`, `""`} {
+		if _, _, ok := memberRole(k); ok {
+			t.Errorf("memberRole(%s) claims the key", k)
+		}
+	}
+}
+
+// The calls' arguments share one allocation; each must stay its own.
+func TestArgumentsDoNotShareCapacity(t *testing.T) {
+	ex := Extract(`<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call><tool_call>{"name": "b", "arguments": {"y": 2}}</tool_call>`, nil)
+	if len(ex.Calls) != 2 {
+		t.Fatalf("calls: %+v", ex.Calls)
+	}
+	_ = append(ex.Calls[0].Arguments, `garbage`...)
+	if got := string(ex.Calls[1].Arguments); got != `{"y": 2}` {
+		t.Fatalf("appending to the first call's arguments changed the second's: %s", got)
+	}
+	ex.Calls[0].Arguments[1] = 'X'
+	if got := string(ex.Calls[1].Arguments); got != `{"y": 2}` {
+		t.Fatalf("writing the first call's arguments changed the second's: %s", got)
+	}
+}

@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// `toolbus bench --json` ends with one JSON object of the figures: a short run here (the
+// figures themselves are recorded in docs/performance.md, not asserted).
+func TestBenchPrintsTheFigures(t *testing.T) {
+	stdout, stderr, code := runMain(t, "", "bench", "--json", "--responses", "200", "--calls-per-response", "2", "--concurrency", "8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var r map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("last line is not a JSON object: %v\n%s", err, stdout)
+	}
+	for _, k := range []string{"calls_per_sec", "p50_ms", "p99_ms", "ceiling_calls_per_sec", "ratio",
+		"cpu_seconds_per_1000_calls", "paced_responses_per_sec", "paced_p50_ms", "paced_p99_ms", "ceiling_paced_p50_ms"} {
+		if v, ok := r[k].(float64); !ok || v <= 0 {
+			t.Errorf("%s = %v, want a positive number", k, r[k])
+		}
+	}
+	if r["calls"] != float64(400) || r["responses"] != float64(200) {
+		t.Errorf("calls %v, responses %v; want 400 and 200", r["calls"], r["responses"])
+	}
+	if r["p50_ms"].(float64) > r["p99_ms"].(float64) {
+		t.Errorf("p50 %v above p99 %v", r["p50_ms"], r["p99_ms"])
+	}
+	for _, want := range []string{"toolbus:", "paced at", "ceiling (same hops", "ratio toolbus / ceiling"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the report lacks %q:\n%s", want, stdout)
+		}
+	}
+}
