@@ -84,8 +84,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		}
 		results = g.Results
 	}
-	out := Render(r.ResponseID, r.Conversation, results)
-	body, err := json.Marshal(out)
+	body, err := outputBody(r.ResponseID, r.Conversation, results)
 	if err != nil {
 		return err
 	}
@@ -102,4 +101,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		s.logger.Warn("gather mark done failed", "response", r.ResponseID, "err", err)
 	}
 	return nil
+}
+
+// outputBody is the encoded output of a response's results.
+func outputBody(responseID, conversation string, results []messages.ToolResult) ([]byte, error) {
+	return json.Marshal(Render(responseID, conversation, results))
 }

@@ -102,21 +102,32 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		meta.MsgID = meta.ResponseID
 		return s.publish(ctx, messages.OutputSubject(meta.Conversation), meta, w.Output)
 	}
-	out := make([]bus.Outgoing, 0, len(w.Calls))
-	for _, c := range w.Calls {
-		body, err := json.Marshal(c)
-		if err != nil {
-			return err
-		}
-		m := meta
-		m.MsgID, m.Index, m.Count = c.ID, c.Index, c.Count
-		out = append(out, bus.Outgoing{Subject: messages.CallSubject(meta.Conversation), Meta: m, Body: body})
+	out, err := callMessages(meta, w)
+	if err != nil {
+		return err
 	}
 	// The message ids make the repeated publishes of a retry no-ops.
 	if err := bus.PublishBatch(ctx, s.js, out); err != nil {
 		return bus.Retry(err, time.Second)
 	}
 	return nil
+}
+
+// callMessages encodes a response's calls as the messages to the executors, one each,
+// de-duplicated by the call's id.
+func callMessages(meta bus.Meta, w Work) ([]bus.Outgoing, error) {
+	out := make([]bus.Outgoing, 0, len(w.Calls))
+	subject := messages.CallSubject(meta.Conversation)
+	for _, c := range w.Calls {
+		body, err := json.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		m := meta
+		m.MsgID, m.Index, m.Count = c.ID, c.Index, c.Count
+		out = append(out, bus.Outgoing{Subject: subject, Meta: m, Body: body})
+	}
+	return out, nil
 }
 
 // publish sends v; a failure hands the response back, and the message ids make the

@@ -1,0 +1,31 @@
+package parser
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/internal/bus"
+)
+
+// BenchmarkParseStage is the parser's handler without the bus: a response of one clean
+// <tool_call> is extracted against the catalog, planned, its arguments checked against
+// the tool's schema, and its call message encoded.
+func BenchmarkParseStage(b *testing.B) {
+	cat := NewCatalog()
+	cat.Set("engineering", []catalogTool{{Name: "execute_tool", InputSchema: json.RawMessage(
+		`{"type": "object", "properties": {"tool_name": {"type": "string"}, "parameters": {"type": "object"}}, "required": ["tool_name"]}`)}})
+	s := &Service{opts: Options{Catalog: cat}}
+	text := "I will use the tools now.\n" +
+		`<tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 1}}}</tool_call>` + "\n"
+	meta := bus.Meta{Conversation: "bench", ResponseID: "r1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		opts := s.extractOptions("")
+		w := CheckArguments(Plan(meta.ResponseID, meta.Conversation, text, time.Time{}, &opts.Options), opts.checks)
+		out, err := callMessages(meta, w)
+		if err != nil || len(out) != 1 || w.Calls[0].Error != nil {
+			b.Fatal(err, w.Calls)
+		}
+	}
+}
