@@ -9,49 +9,53 @@ import (
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// The two block shapes; field order is the order the model sees.
-type okBlock struct {
-	Tool    string          `json:"tool"`
-	Success bool            `json:"success"`
-	Result  json.RawMessage `json:"result"`
-}
-
-type errBlock struct {
-	Tool      string             `json:"tool"`
-	Success   bool               `json:"success"`
-	Error     string             `json:"error"`
-	ErrorCode messages.ErrorCode `json:"error_code"`
-}
-
-// Block renders one result as a <tool_result> block: the JSON object indented by two
-// spaces, non-ASCII text left as it is.
+// Block renders one result as a <tool_result> block: the JSON object {"tool", "success",
+// "result"} or {"tool", "success", "error", "error_code"}, in that order, indented by
+// two spaces, non-ASCII text left as it is. The object is written directly and the raw
+// result indented in one pass (json.Indent), rather than encoding a struct, which
+// would compact and validate the result and then indent the whole again.
 func Block(r messages.ToolResult) string {
-	var v any
+	var buf bytes.Buffer
+	buf.Grow(len(r.Result)*5/4 + 128)
+	buf.WriteString("<tool_result>\n{\n  \"tool\": ")
+	writeString(&buf, r.Tool)
 	if r.Success {
-		res := r.Result
+		buf.WriteString(",\n  \"success\": true,\n  \"result\": ")
+		res := bytes.TrimSpace(r.Result)
 		if len(res) == 0 {
-			res = json.RawMessage("null")
+			res = []byte("null")
 		}
-		v = okBlock{Tool: r.Tool, Success: true, Result: res}
+		if err := json.Indent(&buf, res, "  ", "  "); err != nil {
+			// Only an invalid raw result can fail; say so instead of losing the call.
+			return Block(messages.ToolResult{Tool: r.Tool}.Fail(messages.Errorf(messages.CodeInternal, "the tool returned invalid JSON")))
+		}
 	} else {
 		e := r.Error
 		if e == nil {
 			e = &messages.ResultError{Code: messages.CodeInternal, Message: "the call failed without a reason"}
 		}
-		v = errBlock{Tool: r.Tool, Error: e.Message, ErrorCode: e.Code}
+		buf.WriteString(",\n  \"success\": false,\n  \"error\": ")
+		writeString(&buf, e.Message)
+		buf.WriteString(",\n  \"error_code\": ")
+		writeString(&buf, string(e.Code))
 	}
-	var buf bytes.Buffer
-	buf.WriteString("<tool_result>\n")
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		// Only an invalid raw result can fail; say so instead of losing the call.
-		return Block(messages.ToolResult{Tool: r.Tool}.Fail(messages.Errorf(messages.CodeInternal, "the tool returned invalid JSON")))
-	}
+	buf.WriteString("\n}\n")
 	// A result must not be able to close its own block early.
-	out := strings.ReplaceAll(buf.String()[len("<tool_result>\n"):], "</tool_result", `\u003c/tool_result`)
-	return "<tool_result>\n" + out + "</tool_result>"
+	body := buf.Bytes()[len("<tool_result>\n"):]
+	if bytes.Contains(body, []byte("</tool_result")) {
+		return "<tool_result>\n" + strings.ReplaceAll(string(body), "</tool_result", `\u003c/tool_result`) + "</tool_result>"
+	}
+	buf.WriteString("</tool_result>")
+	return buf.String()
+}
+
+// writeString writes s as a JSON string the way encoding/json does without HTML
+// escaping.
+func writeString(buf *bytes.Buffer, s string) {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	buf.Truncate(buf.Len() - 1) // Encode ends with a newline
 }
 
 // Render builds the output of a response from all of its results, in call order.

@@ -1,0 +1,66 @@
+package formatter
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// encoderBlock is Block as encoding/json writes it: a struct encoded with two-space
+// indentation and no HTML escaping. Block writes the same bytes by hand.
+func encoderBlock(r messages.ToolResult) string {
+	type okBlock struct {
+		Tool    string          `json:"tool"`
+		Success bool            `json:"success"`
+		Result  json.RawMessage `json:"result"`
+	}
+	type errBlock struct {
+		Tool      string             `json:"tool"`
+		Success   bool               `json:"success"`
+		Error     string             `json:"error"`
+		ErrorCode messages.ErrorCode `json:"error_code"`
+	}
+	var v any
+	if r.Success {
+		res := r.Result
+		if len(bytes.TrimSpace(res)) == 0 {
+			res = json.RawMessage("null")
+		}
+		v = okBlock{Tool: r.Tool, Success: true, Result: res}
+	} else {
+		e := r.Error
+		if e == nil {
+			e = &messages.ResultError{Code: messages.CodeInternal, Message: "the call failed without a reason"}
+		}
+		v = errBlock{Tool: r.Tool, Error: e.Message, ErrorCode: e.Code}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return encoderBlock(messages.ToolResult{Tool: r.Tool}.Fail(messages.Errorf(messages.CodeInternal, "the tool returned invalid JSON")))
+	}
+	return "<tool_result>\n" + strings.ReplaceAll(buf.String(), "</tool_result", `\u003c/tool_result`) + "</tool_result>"
+}
+
+func FuzzBlock(f *testing.F) {
+	f.Add("execute_tool", true, `{"a": [1, 2, {"b": "ü <&> \u2028"}], "c": {}, "d": []}`, "")
+	f.Add("clock", true, "  \n[ ]\t", "")
+	f.Add("t</tool_result>", true, `"</tool_result>"`, "")
+	f.Add("x", true, `{"a":}`, "")
+	f.Add("x\u2028\"\\", false, "", "boom \x01 <b>\xff</b>")
+	f.Add("", true, "", "")
+	f.Fuzz(func(t *testing.T, tool string, ok bool, result, msg string) {
+		r := messages.ToolResult{Tool: tool, Success: ok, Result: json.RawMessage(result)}
+		if !ok {
+			r.Error = &messages.ResultError{Code: messages.CodeToolError, Message: msg}
+		}
+		if got, want := Block(r), encoderBlock(r); got != want {
+			t.Fatalf("Block differs from encoding/json:\ngot  %q\nwant %q", got, want)
+		}
+	})
+}
