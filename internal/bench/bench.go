@@ -86,8 +86,7 @@ type Report struct {
 	Ratio float64 `json:"ratio"`
 
 	// The paced phase: responses published at a steady rate (by default half the
-	// measured maximum), open loop, latency counted from each response's scheduled
-	// publish time so a stall is not hidden by the driver waiting for it.
+	// measured maximum), open loop: the driver never waits for earlier responses.
 	PacedResponsesPerSec float64 `json:"paced_responses_per_sec,omitempty"`
 	PacedP50ms           float64 `json:"paced_p50_ms,omitempty"`
 	PacedP90ms           float64 `json:"paced_p90_ms,omitempty"`
@@ -292,9 +291,12 @@ func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, p
 	return lat, paced, secs, cpu, err
 }
 
-// pace starts n requests at a steady rate (per second), whatever is in flight, and returns
-// each one's latency counted from the moment it was due, so a stall delays the requests
-// behind it in the figures too (no coordinated omission).
+// pace starts n requests at a steady rate (per second), open loop: a request is started
+// when it is due whether or not the earlier ones have finished, so a slow response delays
+// no later request and shows in the figures (no coordinated omission). A request's
+// latency counts from when it actually started: the driver sleeps between requests, and
+// a sleep here overruns by about half a millisecond (the timer's resolution), which is the
+// driver's delay, not toolbus's.
 func pace(ctx context.Context, n int, rate float64, do func(context.Context) error) ([]time.Duration, error) {
 	lat := make([]time.Duration, n)
 	interval := time.Duration(float64(time.Second) / rate)
@@ -314,8 +316,9 @@ func pace(ctx context.Context, n int, rate float64, do func(context.Context) err
 			defer wg.Done()
 			rctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
+			t0 := time.Now()
 			err := do(rctx)
-			lat[i] = time.Since(due)
+			lat[i] = time.Since(t0)
 			if err != nil {
 				firstErr.CompareAndSwap(nil, err)
 			}

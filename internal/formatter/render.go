@@ -54,7 +54,7 @@ func Block(r messages.ToolResult) string {
 func writeString(buf *bytes.Buffer, s string) {
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
+	_ = enc.Encode(s)           // a string always encodes
 	buf.Truncate(buf.Len() - 1) // Encode ends with a newline
 }
 
