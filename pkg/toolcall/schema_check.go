@@ -105,13 +105,36 @@ func CheckArguments(tool string, schema *jsonschema.Resolved, args json.RawMessa
 	if !ok {
 		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: the arguments must be a JSON object", tool)
 	}
+	members := countMembers(m)
 	if err := schema.ApplyDefaults(&m); err != nil {
 		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %s", tool, DescribeSchemaError(err))
 	}
 	if err := schema.Validate(m); err != nil {
 		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %s", tool, DescribeSchemaError(err))
 	}
+	if countMembers(m) == members {
+		// No default was added (defaults only ever add members): the arguments stand as
+		// the model wrote them, in its order, and need no encoding again.
+		return args, nil
+	}
 	return json.Marshal(m)
+}
+
+// countMembers counts the object members in v, at every depth.
+func countMembers(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		n += len(v)
+		for _, x := range v {
+			n += countMembers(x)
+		}
+	case []any:
+		for _, x := range v {
+			n += countMembers(x)
+		}
+	}
+	return n
 }
 
 // DescribeSchemaError rewrites a jsonschema validation error so that it names the

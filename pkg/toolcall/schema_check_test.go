@@ -1,6 +1,9 @@
 package toolcall
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 func TestArgumentName(t *testing.T) {
 	tests := []struct{ ptr, want string }{
@@ -42,5 +45,25 @@ func TestResolveSchemaRejectsEndlessRefs(t *testing.T) {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// Defaults are applied at any depth; arguments that need none come back as written.
+func TestCheckArgumentsDefaults(t *testing.T) {
+	schema, err := ResolveSchema(json.RawMessage(`{"type": "object", "properties": {
+		"unit": {"type": "string", "default": "mm"},
+		"pipe": {"type": "object", "properties": {"material": {"type": "string", "default": "steel"}, "d": {"type": "number"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`{"pipe": {"d": 10}}`, `{"pipe":{"d":10,"material":"steel"},"unit":"mm"}`},
+		{`{"unit": "m", "pipe": {"d": 10}}`, `{"pipe":{"d":10,"material":"steel"},"unit":"m"}`},
+		{`{"unit": "m", "pipe": {"material": "Cu", "d": 10}}`, `{"unit": "m", "pipe": {"material": "Cu", "d": 10}}`},
+	} {
+		got, err := CheckArguments("t", schema, json.RawMessage(tc.in))
+		if err != nil || string(got) != tc.want {
+			t.Errorf("CheckArguments(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
+		}
 	}
 }
