@@ -2,6 +2,11 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
@@ -27,4 +32,164 @@ func (s KVSessions) Update(ctx context.Context, conversation string, fn func(*en
 		return true, fn(sess)
 	})
 	return err
+}
+
+// CachedSessions is KVSessions with the sessions in use held in memory and kept current
+// by a watch of the bucket, so that checking a calculator's domain, which every
+// execute_tool does, costs no round trip. The watch delivers every update of the bucket
+// in revision order; an entry is replaced only by a newer revision, so a slow read can
+// never bring back an older session. A session the cache says does not allow a
+// calculator is read again from the bucket before the call is refused (GetFresh): an
+// activation made through another replica a moment ago is never missed. Entries unused
+// for IdleTTL are dropped.
+type CachedSessions struct {
+	KVSessions
+	// IdleTTL bounds how long an unused session stays in memory. Default 10 minutes.
+	IdleTTL time.Duration
+
+	watching atomic.Bool // the watch is running: entries are kept current
+	mu       sync.Mutex
+	entries  map[string]*cachedSession // by key
+}
+
+type cachedSession struct {
+	sess engineering.Session
+	rev  uint64
+	used time.Time
+}
+
+var _ engineering.SessionStore = (*CachedSessions)(nil)
+
+// Follow watches the bucket until ctx is done. Until the watch is running (and while
+// it is being restarted) Get reads the bucket every time.
+func (s *CachedSessions) Follow(ctx context.Context) error {
+	ttl := s.IdleTTL
+	if ttl <= 0 {
+		ttl = 10 * time.Minute
+	}
+	sweep := time.NewTicker(max(ttl/4, time.Second))
+	defer sweep.Stop()
+	for failures := 0; ctx.Err() == nil; failures++ {
+		w, err := s.KV.WatchAll(ctx, jetstream.UpdatesOnly())
+		if err == nil {
+			s.follow(ctx, w, sweep.C, ttl)
+			_ = w.Stop()
+			failures = 0
+		}
+		s.watching.Store(false)
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(time.Duration(failures+1)*100*time.Millisecond, 2*time.Second)):
+		}
+	}
+	return nil
+}
+
+func (s *CachedSessions) follow(ctx context.Context, w jetstream.KeyWatcher, sweep <-chan time.Time, ttl time.Duration) {
+	// What was remembered before the watch began may have changed since.
+	s.mu.Lock()
+	clear(s.entries)
+	s.mu.Unlock()
+	s.watching.Store(true)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sweep:
+			s.sweep(time.Now().Add(-ttl))
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue
+			}
+			var sess engineering.Session
+			if e.Operation() == jetstream.KeyValuePut {
+				if err := json.Unmarshal(e.Value(), &sess); err != nil {
+					s.drop(e.Key())
+					continue
+				}
+			}
+			s.store(e.Key(), sess, e.Revision(), false)
+		}
+	}
+}
+
+// Get returns the session of conversation from memory, reading the bucket on a miss.
+func (s *CachedSessions) Get(ctx context.Context, conversation string) (engineering.Session, error) {
+	if !s.watching.Load() {
+		return s.KVSessions.Get(ctx, conversation)
+	}
+	key := bus.Key(conversation)
+	s.mu.Lock()
+	if e := s.entries[key]; e != nil {
+		e.used = time.Now()
+		sess := cloneSession(e.sess)
+		s.mu.Unlock()
+		return sess, nil
+	}
+	s.mu.Unlock()
+	return s.GetFresh(ctx, conversation)
+}
+
+// GetFresh reads the session of conversation from the bucket and remembers it.
+func (s *CachedSessions) GetFresh(ctx context.Context, conversation string) (engineering.Session, error) {
+	key := bus.Key(conversation)
+	sess, rev, err := bus.GetJSON[engineering.Session](ctx, s.KV, key)
+	if err != nil || !s.watching.Load() {
+		return sess, err
+	}
+	s.store(key, cloneSession(sess), rev, true)
+	return sess, nil
+}
+
+// Update applies fn in the bucket; the watch (or the next read) brings the new session.
+func (s *CachedSessions) Update(ctx context.Context, conversation string, fn func(*engineering.Session) error) error {
+	err := s.KVSessions.Update(ctx, conversation, fn)
+	s.drop(bus.Key(conversation))
+	return err
+}
+
+// cloneSession copies s, so that a caller changing what Get returned cannot change the cache.
+func cloneSession(s engineering.Session) engineering.Session {
+	return engineering.Session{ActiveDomains: slices.Clone(s.ActiveDomains), AllowedTools: slices.Clone(s.AllowedTools)}
+}
+
+// store keeps sess at rev unless a newer revision is held.
+// A read (used) counts as a use; a watched update of a key nobody reads is kept until
+// the sweep, so that a read racing with it cannot store the older value afterwards.
+func (s *CachedSessions) store(key string, sess engineering.Session, rev uint64, used bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.entries == nil {
+		s.entries = map[string]*cachedSession{}
+	}
+	e := s.entries[key]
+	if e == nil {
+		e = &cachedSession{used: time.Now()}
+		s.entries[key] = e
+	} else if rev < e.rev {
+		return
+	}
+	e.sess, e.rev = sess, rev
+	if used {
+		e.used = time.Now()
+	}
+}
+
+func (s *CachedSessions) drop(key string) {
+	s.mu.Lock()
+	delete(s.entries, key)
+	s.mu.Unlock()
+}
+
+func (s *CachedSessions) sweep(before time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, e := range s.entries {
+		if e.used.Before(before) {
+			delete(s.entries, k)
+		}
+	}
 }

@@ -224,11 +224,13 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, err
 		}
-		exec, err := NewExecutor(o.Config, o.Local, executor.KVSessions{KV: kv}, pool)
+		sessions := &executor.CachedSessions{KVSessions: executor.KVSessions{KV: kv}}
+		exec, err := NewExecutor(o.Config, o.Local, sessions, pool)
 		if err != nil {
 			pool.Close()
 			return nil, err
 		}
+		runs = append(runs, sessions.Follow)
 		exec.Tracer, exec.Metrics = tracer, metrics
 		health, err := js.KeyValue(ctx, messages.BucketHealth)
 		if err != nil {

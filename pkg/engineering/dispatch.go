@@ -241,6 +241,13 @@ func (s *Suite) execute(ctx context.Context, conversation string, raw json.RawMe
 		if err != nil {
 			return nil, storeError(err)
 		}
+		if f, ok := s.sessions.(FreshSessionStore); ok && !sess.Active(c.Domain()) && !sess.Allowed(c.Name) {
+			// A cached session may lag an activation made a moment ago elsewhere: ask
+			// the store itself before refusing.
+			if sess, err = f.GetFresh(ctx, conversation); err != nil {
+				return nil, storeError(err)
+			}
+		}
 		if !sess.Active(c.Domain()) && !sess.Allowed(c.Name) {
 			return nil, messages.Errorf(messages.CodeDomainNotActive,
 				"%s belongs to the domain %q, which is not active in this conversation. Call dispatch_engineering with {\"domain\": %q, \"action\": \"activate\"} first, then repeat this execute_tool call.",

@@ -41,6 +41,14 @@ func (s Session) clone() Session {
 	return Session{ActiveDomains: slices.Clone(s.ActiveDomains), AllowedTools: slices.Clone(s.AllowedTools)}
 }
 
+// FreshSessionStore is a SessionStore that serves Get from a cache which may briefly lag
+// the store; GetFresh reads the store itself. A calculator is refused for an inactive
+// domain only after GetFresh agrees.
+type FreshSessionStore interface {
+	SessionStore
+	GetFresh(ctx context.Context, conversation string) (Session, error)
+}
+
 // SessionStore keeps sessions by conversation id. Implementations must be safe for
 // concurrent use; sessiontest.Run is the suite every implementation must pass.
 type SessionStore interface {
