@@ -98,8 +98,22 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
+	// The handlers are long-lived workers rather than a goroutine per message: a worker
+	// keeps the stack its handler grew to (schema validation and JSON decoding recurse),
+	// where a new goroutine would grow and copy its stack for every message.
 	sem := make(chan struct{}, o.Concurrency)
+	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
+	for range o.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for msg := range work {
+				handleOne(handlerCtx, msg, h, o, log)
+				<-sem
+			}
+		}()
+	}
 	failures := 0
 	for ctx.Err() == nil {
 		// Wait for one free handler, then take every other free one.
@@ -123,11 +137,7 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 		if err == nil {
 			for msg := range batch.Messages() {
 				free--
-				wg.Add(1)
-				go func() {
-					defer func() { <-sem; wg.Done() }()
-					handleOne(handlerCtx, msg, h, o, log)
-				}()
+				work <- msg
 			}
 			err = batch.Error()
 		}
@@ -147,6 +157,7 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 		}
 		failures = 0
 	}
+	close(work)
 
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
