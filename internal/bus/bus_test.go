@@ -202,3 +202,47 @@ func TestKey(t *testing.T) {
 		t.Error("different ids share a key")
 	}
 }
+
+// A handler that outlasts AckWait keeps its message with heartbeats: it is handled once.
+func TestConsumeHeartbeatKeepsSlowMessage(t *testing.T) {
+	_, js := testJS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SLOW", Subjects: []string{"slow"}, Retention: jetstream.WorkQueuePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "slow", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	var calls, done atomic.Int32
+	h := func(ctx context.Context, msg jetstream.Msg) error {
+		calls.Add(1)
+		time.Sleep(1200 * time.Millisecond) // four times AckWait
+		done.Add(1)
+		return nil
+	}
+	cctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Consume(cctx, c, h, ConsumeOptions{Concurrency: 2, Heartbeat: 100 * time.Millisecond, FetchWait: 200 * time.Millisecond})
+	}()
+	for done.Load() < 1 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // a redelivery would be handled now
+	stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handled %d times, want once: the heartbeats did not hold the message", n)
+	}
+	if info, _ := s.Info(ctx); info.State.Msgs != 0 {
+		t.Errorf("%d messages left", info.State.Msgs)
+	}
+}

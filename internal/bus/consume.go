@@ -174,19 +174,27 @@ func handleOne(ctx context.Context, msg jetstream.Msg, h Handler, o ConsumeOptio
 	ctx, span := startConsumeSpan(ctx, o.Tracer, o.SpanName, o.consumer, msg)
 	defer span.End()
 	if heartbeat := o.Heartbeat; heartbeat > 0 {
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			t := time.NewTicker(heartbeat)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					_ = msg.InProgress()
-				}
+		// A timer rather than a goroutine with a ticker: most handlers finish long before
+		// the first beat, and then the timer only has to be stopped.
+		var mu sync.Mutex
+		stopped := false
+		var t *time.Timer
+		beat := func() {
+			_ = msg.InProgress()
+			mu.Lock()
+			if !stopped {
+				t.Reset(heartbeat)
 			}
+			mu.Unlock()
+		}
+		mu.Lock()
+		t = time.AfterFunc(heartbeat, beat)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			stopped = true
+			t.Stop()
+			mu.Unlock()
 		}()
 	}
 	start := time.Now()
