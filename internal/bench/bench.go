@@ -51,6 +51,9 @@ type Options struct {
 	Rate float64
 	// NoPaced skips the paced phase.
 	NoPaced bool
+	// InProcess connects to the embedded server in process (as `toolbus run` does)
+	// rather than over TCP loopback (as services on a deployed NATS do).
+	InProcess bool
 	Config  *config.Config
 	// Profile, when set, receives a CPU profile of the toolbus run.
 	Profile io.Writer
@@ -64,6 +67,7 @@ type Report struct {
 	CallsPerResponse int     `json:"calls_per_response"`
 	Concurrency      int     `json:"concurrency"`
 	Executors        int     `json:"executors"`
+	InProcess        bool    `json:"in_process,omitempty"`
 	Tool             string  `json:"tool"`
 	Seconds          float64 `json:"seconds"`
 	CallsPerSec      float64 `json:"calls_per_sec"`
@@ -165,7 +169,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
 	r := &Report{
 		Responses: o.Responses, Calls: o.Responses * o.CallsPerResponse, CallsPerResponse: o.CallsPerResponse,
-		Concurrency: o.Concurrency, Executors: o.Executors, Tool: o.Tool,
+		Concurrency: o.Concurrency, Executors: o.Executors, InProcess: o.InProcess, Tool: o.Tool,
 		NumCPU: runtime.NumCPU(), CPUModel: cpuModel(),
 	}
 	text := responseText(o.Tool, o.CallsPerResponse)
@@ -205,12 +209,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return r, nil
 }
 
-func startServer() (*nats.Conn, func(), error) {
+func startServer(inProcess bool) (*nats.Conn, func(), error) {
 	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := nats.Connect(srv.ClientURL())
+	var opts []nats.Option
+	if inProcess {
+		opts = append(opts, nats.InProcessServer(srv))
+	}
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
 	if err != nil {
 		stop()
 		return nil, nil, err
@@ -221,7 +229,7 @@ func startServer() (*nats.Conn, func(), error) {
 // runPipeline drives the pipeline at full speed, then (unless o.NoPaced) at a steady
 // pace, which it records in r.PacedResponsesPerSec.
 func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, paced []time.Duration, secs, cpu float64, err error) {
-	nc, stop, err := startServer()
+	nc, stop, err := startServer(o.InProcess)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}
@@ -396,7 +404,7 @@ func messageSizes(ctx context.Context, text string, cfg *config.Config, local *l
 // same consume loop and publishes, and nothing else: at full speed, then paced at rate
 // (when rate > 0).
 func runCeiling(ctx context.Context, o Options, sz sizes, rate float64) (lat, paced []time.Duration, secs, cpu float64, err error) {
-	nc, stop, err := startServer()
+	nc, stop, err := startServer(o.InProcess)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}

@@ -21,6 +21,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "run a local tool that takes this long instead of --tool (e.g. 20ms, for scaling runs)")
 	fs.Float64Var(&o.Rate, "rate", 0, "responses per second of the paced phase (default: half the measured throughput)")
 	fs.BoolVar(&o.NoPaced, "no-paced", false, "skip the paced phase")
+	fs.BoolVar(&o.InProcess, "in-process", false, "connect to the embedded server in process, as `toolbus run` does, instead of over TCP")
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the toolbus run (not the ceiling) to this file")
@@ -46,7 +47,11 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	}
 	w := env.Stdout
 	fmt.Fprintf(w, "machine: %d CPUs, %s\n", r.NumCPU, r.CPUModel)
-	fmt.Fprintf(w, "run: %d responses × %d calls of %s, %d in flight, %d executors\n", r.Responses, r.CallsPerResponse, r.Tool, r.Concurrency, r.Executors)
+	conn := "TCP loopback"
+	if r.InProcess {
+		conn = "in process"
+	}
+	fmt.Fprintf(w, "run: %d responses × %d calls of %s, %d in flight, %d executors, connected %s\n", r.Responses, r.CallsPerResponse, r.Tool, r.Concurrency, r.Executors, conn)
 	fmt.Fprintf(w, "toolbus: %.0f calls/s, %.0f responses/s; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; %.3f CPU s per 1000 calls\n",
 		r.CallsPerSec, r.ResponsesPerSec, r.P50ms, r.P90ms, r.P99ms, r.MaxMs, r.CPUSecondsPer1000Calls)
 	if r.PacedResponsesPerSec > 0 {

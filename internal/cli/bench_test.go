@@ -36,3 +36,21 @@ func TestBenchPrintsTheFigures(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchInProcess(t *testing.T) {
+	stdout, stderr, code := runMain(t, "", "bench", "--json", "--responses", "50", "--no-paced", "--in-process")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var r map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r["in_process"] != true || r["calls"] != float64(50) || r["paced_p50_ms"] != nil {
+		t.Errorf("in_process %v, calls %v, paced_p50_ms %v", r["in_process"], r["calls"], r["paced_p50_ms"])
+	}
+	if !strings.Contains(stdout, "connected in process") {
+		t.Errorf("the report does not say how it connected:\n%s", stdout)
+	}
+}
