@@ -54,7 +54,7 @@ type Options struct {
 	// InProcess connects to the embedded server in process (as `toolbus run` does)
 	// rather than over TCP loopback (as services on a deployed NATS do).
 	InProcess bool
-	Config  *config.Config
+	Config    *config.Config
 	// Profile, when set, receives a CPU profile of the toolbus run.
 	Profile io.Writer
 	Logger  *slog.Logger
