@@ -38,9 +38,14 @@ func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 }
 
 // startConsumeSpan starts the span of handling msg, as a child of the trace context the
-// message carries.
+// message carries. Its attributes are built only when the span records: with tracing
+// off (no exporter configured) a message costs no attribute allocations.
 func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer string, msg jetstream.Msg) (context.Context, trace.Span) {
 	ctx = ExtractTrace(ctx, msg.Headers())
+	ctx, span := tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer))
+	if !span.IsRecording() {
+		return ctx, span
+	}
 	m := MetaOf(msg)
 	attrs := []attribute.KeyValue{
 		telemetry.NATS,
@@ -58,5 +63,6 @@ func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer strin
 	if md, err := msg.Metadata(); err == nil {
 		attrs = append(attrs, telemetry.Delivery.Int64(int64(md.NumDelivered)))
 	}
-	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	span.SetAttributes(attrs...)
+	return ctx, span
 }

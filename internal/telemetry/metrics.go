@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +24,14 @@ type Metrics struct {
 	callSeconds  metric.Float64Histogram
 	retries      metric.Int64Counter
 	meter        metric.Meter
+	// stageAttrs holds the attribute options of Handled by stage and outcome: built once,
+	// as a set is hashed and sorted when it is made.
+	stageAttrs sync.Map // stageKey → stageOptions
 }
+
+type stageKey struct{ stage, outcome string }
+
+type stageOptions struct{ withOutcome, stage metric.MeasurementOption }
 
 // NewMetrics creates the instruments on mp; nil means a no-op provider.
 func NewMetrics(mp metric.MeterProvider) *Metrics {
@@ -46,11 +54,20 @@ func (m *Metrics) Handled(ctx context.Context, stage, outcome string, d time.Dur
 	if m == nil {
 		return
 	}
-	st := attribute.String("stage", stage)
-	m.messages.Add(ctx, 1, metric.WithAttributes(st, attribute.String("outcome", outcome)))
-	m.stageSeconds.Record(ctx, d.Seconds(), metric.WithAttributes(st))
+	k := stageKey{stage, outcome}
+	v, ok := m.stageAttrs.Load(k)
+	if !ok {
+		st := attribute.String("stage", stage)
+		v, _ = m.stageAttrs.LoadOrStore(k, stageOptions{
+			withOutcome: metric.WithAttributeSet(attribute.NewSet(st, attribute.String("outcome", outcome))),
+			stage:       metric.WithAttributeSet(attribute.NewSet(st)),
+		})
+	}
+	opts := v.(stageOptions)
+	m.messages.Add(ctx, 1, opts.withOutcome)
+	m.stageSeconds.Record(ctx, d.Seconds(), opts.stage)
 	if delivery > 1 {
-		m.redeliveries.Add(ctx, 1, metric.WithAttributes(st))
+		m.redeliveries.Add(ctx, 1, opts.stage)
 	}
 }
 
