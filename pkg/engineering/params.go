@@ -65,9 +65,12 @@ func readQuantity(name string, raw json.RawMessage, unitSym string) (x float64, 
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return 0, "", false, nil
 	}
-	usage := fmt.Errorf("%s must be a number in %s or a string with a unit, like \"12 %s\"", name, unitSym, unitSym)
-	if unitSym == "1" {
-		usage = fmt.Errorf("%s must be a plain number, like 0.85", name)
+	// The message for a value that is not a quantity, built only when one is found.
+	usage := func() error {
+		if unitSym == "1" {
+			return fmt.Errorf("%s must be a plain number, like 0.85", name)
+		}
+		return fmt.Errorf("%s must be a number in %s or a string with a unit, like \"12 %s\"", name, unitSym, unitSym)
 	}
 
 	var v float64
@@ -76,7 +79,7 @@ func readQuantity(name string, raw json.RawMessage, unitSym string) (x float64, 
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, "", false, usage
+			return 0, "", false, usage()
 		}
 		s = strings.TrimSpace(s)
 		if s == "" || s == "?" {
@@ -91,7 +94,7 @@ func readQuantity(name string, raw json.RawMessage, unitSym string) (x float64, 
 			Unit  string          `json:"unit"`
 		}
 		if err := json.Unmarshal(raw, &q); err != nil || len(q.Value) == 0 || q.Value[0] == '{' {
-			return 0, "", false, usage
+			return 0, "", false, usage()
 		}
 		if bytes.Equal(bytes.TrimSpace(q.Value), []byte("null")) {
 			return 0, "", false, nil
@@ -105,16 +108,16 @@ func readQuantity(name string, raw json.RawMessage, unitSym string) (x float64, 
 			_ = json.Unmarshal(q.Value, &s)
 			n = json.Number(strings.TrimSpace(s))
 		} else if err := json.Unmarshal(q.Value, &n); err != nil {
-			return 0, "", false, usage
+			return 0, "", false, usage()
 		}
 		if v, from, err = parseQuantity(n.String()); err != nil || from != "" {
-			return 0, "", false, usage
+			return 0, "", false, usage()
 		}
 		from = q.Unit
 	default:
 		var n json.Number
 		if err := json.Unmarshal(raw, &n); err != nil {
-			return 0, "", false, usage
+			return 0, "", false, usage()
 		}
 		if v, _, err = parseQuantity(n.String()); err != nil {
 			return 0, "", false, fmt.Errorf("%s: %v", name, err)

@@ -114,10 +114,12 @@ var units = func() map[string]unit {
 	return m
 }()
 
+var unitSpellings = strings.NewReplacer("²", "2", "³", "3", "^", "", "μ", "u", "µ", "u", " ", "", "\t", "")
+
 // normalizeUnit folds the spellings of one unit together: superscripts and ^ to digits,
 // micro signs to u, no spaces, lower case.
 func normalizeUnit(s string) string {
-	s = strings.NewReplacer("²", "2", "³", "3", "^", "", "μ", "u", "µ", "u", " ", "", "\t", "").Replace(s)
+	s = unitSpellings.Replace(s)
 	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
 	return strings.ToLower(s)
 }
