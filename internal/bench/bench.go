@@ -57,6 +57,9 @@ type Options struct {
 	Config    *config.Config
 	// Profile, when set, receives a CPU profile of the toolbus run.
 	Profile io.Writer
+	// AllocProfile, when set, receives the process's allocation profile after the
+	// toolbus run (from the start of the process: setup and warm-up are a small part).
+	AllocProfile io.Writer
 	Logger  *slog.Logger
 }
 
@@ -286,6 +289,12 @@ func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, p
 	cpu = cpuSeconds() - cpu0
 	if o.Profile != nil {
 		pprof.StopCPUProfile()
+	}
+	if o.AllocProfile != nil && err == nil {
+		runtime.GC() // the profile counts allocations up to the last collection
+		if err := pprof.Lookup("allocs").WriteTo(o.AllocProfile, 0); err != nil {
+			return nil, nil, 0, 0, err
+		}
 	}
 	if err != nil || o.NoPaced {
 		return lat, nil, secs, cpu, err

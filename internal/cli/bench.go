@@ -25,6 +25,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the toolbus run (not the ceiling) to this file")
+	allocProfile := fs.String("allocprofile", "", "write the allocation profile after the toolbus run to this file (go tool pprof -sample_index=alloc_space)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -35,6 +36,14 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 		}
 		defer f.Close()
 		o.Profile = f
+	}
+	if *allocProfile != "" {
+		f, err := os.Create(*allocProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		o.AllocProfile = f
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
