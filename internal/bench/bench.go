@@ -60,7 +60,7 @@ type Options struct {
 	// AllocProfile, when set, receives the process's allocation profile after the
 	// toolbus run (from the start of the process: setup and warm-up are a small part).
 	AllocProfile io.Writer
-	Logger  *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Report is the outcome of a run.
