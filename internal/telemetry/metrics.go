@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,9 @@ type Metrics struct {
 	// stageAttrs holds the attribute options of Handled by stage and outcome: built once,
 	// as a set is hashed and sorted when it is made.
 	stageAttrs sync.Map // stageKey → stageOptions
+	// callAttrs does the same for Call, by tool, server and outcome.
+	callAttrs  sync.Map // callKey → callOptions
+	callAttrsN atomic.Int64
 }
 
 type stageKey struct{ stage, outcome string }
@@ -76,10 +80,33 @@ func (m *Metrics) Call(ctx context.Context, tool, server, outcome string, d time
 	if m == nil {
 		return
 	}
-	attrs := metric.WithAttributes(attribute.String("tool", tool), attribute.String("server", server), attribute.String("outcome", outcome))
-	m.calls.Add(ctx, 1, attrs)
-	m.callSeconds.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("tool", tool), attribute.String("server", server)))
+	k := callKey{tool, server, outcome}
+	v, ok := m.callAttrs.Load(k)
+	if !ok {
+		toolServer := []attribute.KeyValue{attribute.String("tool", tool), attribute.String("server", server)}
+		opts := callOptions{
+			withOutcome: metric.WithAttributeSet(attribute.NewSet(append(toolServer, attribute.String("outcome", outcome))...)),
+			toolServer:  metric.WithAttributeSet(attribute.NewSet(toolServer...)),
+		}
+		// Tool names come from models: keep at most maxCachedCalls sets, build the rest
+		// each time.
+		if m.callAttrsN.Load() < maxCachedCalls {
+			m.callAttrsN.Add(1)
+			v, _ = m.callAttrs.LoadOrStore(k, opts)
+		} else {
+			v = opts
+		}
+	}
+	opts := v.(callOptions)
+	m.calls.Add(ctx, 1, opts.withOutcome)
+	m.callSeconds.Record(ctx, d.Seconds(), opts.toolServer)
 }
+
+const maxCachedCalls = 4096
+
+type callKey struct{ tool, server, outcome string }
+
+type callOptions struct{ withOutcome, toolServer metric.MeasurementOption }
 
 // Retry records one failed attempt that is tried again.
 func (m *Metrics) Retry(ctx context.Context, tool, server, code string) {
