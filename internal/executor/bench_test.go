@@ -41,7 +41,7 @@ func BenchmarkExecuteStage(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var call messages.ToolCall
-				if err := json.Unmarshal(msg, &call); err != nil {
+				if err := messages.DecodeCall(msg, &call); err != nil {
 					b.Fatal(err)
 				}
 				if _, ok := exec.Router.Info(call.Tool); !ok {

@@ -127,7 +127,7 @@ func metaOfRaw(raw *jetstream.RawStreamMsg) bus.Meta {
 // else internal.
 func (s *Service) answerLostCall(ctx context.Context, meta bus.Meta, raw *jetstream.RawStreamMsg, reason string) (*messages.ToolResult, error) {
 	var call messages.ToolCall
-	if err := json.Unmarshal(raw.Data, &call); err != nil || call.ID == "" {
+	if err := messages.DecodeCall(raw.Data, &call); err != nil || call.ID == "" {
 		return nil, nil // nothing to address a result to
 	}
 	claim, err := s.claims.Begin(ctx, call.ID)

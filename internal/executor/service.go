@@ -102,7 +102,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 	lastDelivery := maxDeliver > 0 && delivered >= maxDeliver
 
 	var call messages.ToolCall
-	if err := json.Unmarshal(msg.Data(), &call); err != nil || call.ID == "" {
+	if err := messages.DecodeCall(msg.Data(), &call); err != nil || call.ID == "" {
 		// Answer from the headers, so the response is not left waiting.
 		if meta.ResponseID == "" || meta.Count <= 0 {
 			return fmt.Errorf("undecodable call without routing headers: %v", err)

@@ -23,7 +23,7 @@ func BenchmarkFormatStage(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var r messages.ToolResult
-		if err := json.Unmarshal(msg, &r); err != nil {
+		if err := messages.DecodeResult(msg, &r); err != nil {
 			b.Fatal(err)
 		}
 		body, err := outputBody(r.ResponseID, r.Conversation, []messages.ToolResult{r})

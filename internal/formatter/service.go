@@ -66,7 +66,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	var r messages.ToolResult
-	if err := json.Unmarshal(msg.Data(), &r); err != nil || r.ResponseID == "" || r.Count <= 0 {
+	if err := messages.DecodeResult(msg.Data(), &r); err != nil || r.ResponseID == "" || r.Count <= 0 {
 		// A result nobody can place: it cannot complete any output.
 		return fmt.Errorf("undecodable result on %s: %v", msg.Subject(), err)
 	}

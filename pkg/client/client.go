@@ -8,7 +8,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -234,7 +233,7 @@ func (c *Client) Wait(ctx context.Context, conversation, responseID string) (*me
 
 func decode(data []byte) (*messages.Output, error) {
 	var out messages.Output
-	if err := json.Unmarshal(data, &out); err != nil {
+	if err := messages.DecodeOutput(data, &out); err != nil {
 		return nil, fmt.Errorf("client: undecodable output: %w", err)
 	}
 	return &out, nil

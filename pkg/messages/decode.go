@@ -1,0 +1,501 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Decoding the messages that travel between the stages. Every hop decodes one, and
+// encoding/json spends most of that time on reflection and on validating the whole
+// message before decoding it. DecodeCall, DecodeResult and DecodeOutput read the shape
+// toolbus itself writes directly and hand anything else (escaped keys, keys in another
+// case, duplicate keys, nulls, unknown fields, numbers an int cannot hold, …) to
+// encoding/json, so that they accept and produce exactly what json.Unmarshal does
+// (FuzzDecode checks that).
+
+// DecodeCall decodes a call message into c, as json.Unmarshal(data, c) does for a zero
+// c: what c held before is replaced, not merged.
+func DecodeCall(data []byte, c *ToolCall) error {
+	var v ToolCall
+	if decodeCall(data, &v) {
+		*c = v
+		return nil
+	}
+	*c = ToolCall{}
+	return json.Unmarshal(data, c)
+}
+
+// DecodeResult decodes a result message into r, as json.Unmarshal(data, r) does for a
+// zero r.
+func DecodeResult(data []byte, r *ToolResult) error {
+	var v ToolResult
+	if decodeResult(data, &v) {
+		*r = v
+		return nil
+	}
+	*r = ToolResult{}
+	return json.Unmarshal(data, r)
+}
+
+// DecodeOutput decodes an output message into o, as json.Unmarshal(data, o) does for a
+// zero o.
+func DecodeOutput(data []byte, o *Output) error {
+	var v Output
+	if decodeOutput(data, &v) {
+		*o = v
+		return nil
+	}
+	*o = Output{}
+	return json.Unmarshal(data, o)
+}
+
+func decodeCall(data []byte, c *ToolCall) bool {
+	return readObject(data, func(r *reader, key string) bool {
+		switch key {
+		case "id":
+			return r.str(&c.ID)
+		case "response_id":
+			return r.str(&c.ResponseID)
+		case "conversation":
+			return r.str(&c.Conversation)
+		case "index":
+			return r.int(&c.Index)
+		case "count":
+			return r.int(&c.Count)
+		case "tool":
+			return r.str(&c.Tool)
+		case "arguments":
+			return r.raw((*[]byte)(&c.Arguments))
+		case "repairs":
+			return r.strings(&c.Repairs)
+		case "deadline":
+			return r.time(&c.Deadline)
+		case "error":
+			c.Error = new(ResultError)
+			return r.resultError(c.Error)
+		}
+		return false
+	})
+}
+
+func decodeResult(data []byte, res *ToolResult) bool {
+	return readObject(data, func(r *reader, key string) bool {
+		return r.resultMember(res, key)
+	})
+}
+
+func (r *reader) resultMember(res *ToolResult, key string) bool {
+	switch key {
+	case "call_id":
+		return r.str(&res.CallID)
+	case "response_id":
+		return r.str(&res.ResponseID)
+	case "conversation":
+		return r.str(&res.Conversation)
+	case "index":
+		return r.int(&res.Index)
+	case "count":
+		return r.int(&res.Count)
+	case "tool":
+		return r.str(&res.Tool)
+	case "success":
+		return r.bool(&res.Success)
+	case "result":
+		return r.raw((*[]byte)(&res.Result))
+	case "error":
+		res.Error = new(ResultError)
+		return r.resultError(res.Error)
+	case "attempts":
+		return r.int(&res.Attempts)
+	case "backend":
+		return r.str(&res.Backend)
+	case "duration_ms":
+		return r.float(&res.DurationMS)
+	}
+	return false
+}
+
+func decodeOutput(data []byte, o *Output) bool {
+	return readObject(data, func(r *reader, key string) bool {
+		switch key {
+		case "response_id":
+			return r.str(&o.ResponseID)
+		case "conversation":
+			return r.str(&o.Conversation)
+		case "kind":
+			return r.str((*string)(&o.Kind))
+		case "text":
+			return r.str(&o.Text)
+		case "results":
+			return r.array(func() bool {
+				var or OutputResult
+				if !r.object(func(key string) bool {
+					switch key {
+					case "tool":
+						return r.str(&or.Tool)
+					case "success":
+						return r.bool(&or.Success)
+					case "result":
+						return r.raw((*[]byte)(&or.Result))
+					case "error":
+						or.Error = new(ResultError)
+						return r.resultError(or.Error)
+					case "attempts":
+						return r.int(&or.Attempts)
+					}
+					return false
+				}) {
+					return false
+				}
+				o.Results = append(o.Results, or)
+				return true
+			}, func() { o.Results = []OutputResult{} })
+		}
+		return false
+	})
+}
+
+func (r *reader) resultError(e *ResultError) bool {
+	return r.object(func(key string) bool {
+		switch key {
+		case "code":
+			return r.str((*string)(&e.Code))
+		case "message":
+			return r.str(&e.Message)
+		}
+		return false
+	})
+}
+
+// reader reads one JSON value of the shapes above; every method returns false when the
+// input is anything it does not read exactly as encoding/json would.
+type reader struct {
+	data []byte
+	i    int
+	seen []string // keys of the objects being read, to refuse duplicates
+	buf  [24]string
+}
+
+// readObject reads data as one object whose members member reads, and nothing after it.
+func readObject(data []byte, member func(r *reader, key string) bool) bool {
+	r := &reader{data: data}
+	r.seen = r.buf[:0]
+	if !r.object(func(key string) bool { return member(r, key) }) {
+		return false
+	}
+	r.ws()
+	return r.i == len(r.data)
+}
+
+func (r *reader) ws() {
+	for r.i < len(r.data) {
+		switch r.data[r.i] {
+		case ' ', '\t', '\n', '\r':
+			r.i++
+		default:
+			return
+		}
+	}
+}
+
+func (r *reader) peek() byte {
+	r.ws()
+	if r.i < len(r.data) {
+		return r.data[r.i]
+	}
+	return 0
+}
+
+// object reads {"key": value, …}, calling member for each key with the reader at its value.
+func (r *reader) object(member func(key string) bool) bool {
+	if r.peek() != '{' {
+		return false
+	}
+	r.i++
+	mark := len(r.seen)
+	defer func() { r.seen = r.seen[:mark] }()
+	if r.peek() == '}' {
+		r.i++
+		return true
+	}
+	for {
+		if r.peek() != '"' {
+			return false
+		}
+		key, ok := r.plainString()
+		if !ok {
+			return false
+		}
+		for _, k := range r.seen[mark:] {
+			if k == key {
+				return false
+			}
+		}
+		r.seen = append(r.seen, key)
+		if r.peek() != ':' {
+			return false
+		}
+		r.i++
+		if r.peek() == 'n' || !member(key) {
+			return false // null, or a key read otherwise
+		}
+		switch r.peek() {
+		case ',':
+			r.i++
+		case '}':
+			r.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// array reads [value, …], calling elem with the reader at each value; empty runs for [].
+func (r *reader) array(elem func() bool, empty func()) bool {
+	if r.peek() != '[' {
+		return false
+	}
+	r.i++
+	if r.peek() == ']' {
+		r.i++
+		empty()
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		switch r.peek() {
+		case ',':
+			r.i++
+		case ']':
+			r.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// plainString reads a string without escapes, of valid UTF-8 and no control bytes.
+func (r *reader) plainString() (string, bool) {
+	start := r.i + 1
+	ascii := true
+	for j := start; j < len(r.data); j++ {
+		c := r.data[j]
+		switch {
+		case c == '"':
+			s := r.data[start:j]
+			if !ascii && !utf8.Valid(s) {
+				return "", false
+			}
+			r.i = j + 1
+			return string(s), true
+		case c == '\\' || c < 0x20:
+			return "", false
+		case c >= 0x80:
+			ascii = false
+		}
+	}
+	return "", false
+}
+
+func (r *reader) str(dst *string) bool {
+	if r.peek() != '"' {
+		return false
+	}
+	if s, ok := r.plainString(); ok {
+		*dst = s
+		return true
+	}
+	// Escapes: the string alone goes through encoding/json.
+	end, ok := r.stringEnd(r.i)
+	if !ok {
+		return false
+	}
+	if json.Unmarshal(r.data[r.i:end], dst) != nil {
+		return false
+	}
+	r.i = end
+	return true
+}
+
+// stringEnd returns the index after the string starting at i.
+func (r *reader) stringEnd(i int) (int, bool) {
+	for j := i + 1; j < len(r.data); j++ {
+		switch r.data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, true
+		}
+	}
+	return 0, false
+}
+
+func (r *reader) strings(dst *[]string) bool {
+	var out []string
+	ok := r.array(func() bool {
+		var s string
+		if !r.str(&s) {
+			return false
+		}
+		out = append(out, s)
+		return true
+	}, func() { out = []string{} })
+	if ok {
+		*dst = out
+	}
+	return ok
+}
+
+// number returns the JSON number at the reader, checked against JSON's grammar.
+func (r *reader) number() ([]byte, bool) {
+	r.ws()
+	d, i := r.data, r.i
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	default:
+		return nil, false
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			return nil, false
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			return nil, false
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	n := d[r.i:i]
+	r.i = i
+	return n, true
+}
+
+func (r *reader) int(dst *int) bool {
+	n, ok := r.number()
+	if !ok || len(n) > 18 || bytes.ContainsAny(n, ".eE") {
+		return false // a fraction or exponent, or near the int's limits: encoding/json decides
+	}
+	v, err := strconv.Atoi(string(n))
+	if err != nil {
+		return false
+	}
+	*dst = v
+	return true
+}
+
+func (r *reader) float(dst *float64) bool {
+	n, ok := r.number()
+	if !ok {
+		return false
+	}
+	v, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		return false
+	}
+	*dst = v
+	return true
+}
+
+func (r *reader) bool(dst *bool) bool {
+	r.ws()
+	switch {
+	case bytes.HasPrefix(r.data[r.i:], []byte("true")):
+		*dst, r.i = true, r.i+4
+	case bytes.HasPrefix(r.data[r.i:], []byte("false")):
+		*dst, r.i = false, r.i+5
+	default:
+		return false
+	}
+	return true
+}
+
+// time reads a string as time.Time's UnmarshalJSON does.
+func (r *reader) time(dst *time.Time) bool {
+	if r.peek() != '"' {
+		return false
+	}
+	end, ok := r.stringEnd(r.i)
+	if !ok || !json.Valid(r.data[r.i:end]) || dst.UnmarshalJSON(r.data[r.i:end]) != nil {
+		return false
+	}
+	r.i = end
+	return true
+}
+
+// raw reads any JSON value and keeps a copy of its bytes, as json.RawMessage does.
+func (r *reader) raw(dst *[]byte) bool {
+	r.ws()
+	start := r.i
+	end, ok := r.valueEnd(start)
+	if !ok || !json.Valid(r.data[start:end]) {
+		return false
+	}
+	*dst = bytes.Clone(r.data[start:end])
+	r.i = end
+	return true
+}
+
+// valueEnd returns the index after the value starting at i, following strings and
+// brackets only; json.Valid checks the value itself.
+func (r *reader) valueEnd(i int) (int, bool) {
+	d := r.data
+	if i >= len(d) {
+		return 0, false
+	}
+	switch d[i] {
+	case '"':
+		return r.stringEnd(i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(d); j++ {
+			switch d[j] {
+			case '"':
+				e, ok := r.stringEnd(j)
+				if !ok {
+					return 0, false
+				}
+				j = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, true
+				}
+			}
+		}
+		return 0, false
+	}
+	// A number or a literal: up to the next delimiter.
+	j := i
+	for j < len(d) && d[j] != ',' && d[j] != '}' && d[j] != ']' && d[j] != ' ' && d[j] != '\n' && d[j] != '\t' && d[j] != '\r' {
+		j++
+	}
+	return j, j > i
+}
