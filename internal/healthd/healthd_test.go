@@ -89,13 +89,19 @@ func TestDownAndUp(t *testing.T) {
 		t.Errorf("up after %v, want within one interval (%v)", took, interval)
 	}
 
-	// Subscribers saw each change, and heartbeats in between.
+	// Subscribers saw each change, and heartbeats in between. The last change reaches
+	// the subscription a moment after the bucket, where the test saw it.
 	var states []messages.HealthState
-	for _, st := range published() {
-		if st.ChangedAt.Equal(st.CheckedAt) {
-			states = append(states, st.State)
+	changes := func() bool {
+		states = states[:0]
+		for _, st := range published() {
+			if st.ChangedAt.Equal(st.CheckedAt) {
+				states = append(states, st.State)
+			}
 		}
+		return len(states) >= 3
 	}
+	waitFor(t, 5*time.Second, "the three changes published", changes)
 	if want := []messages.HealthState{messages.HealthUp, messages.HealthDown, messages.HealthUp}; !equal(states, want) {
 		t.Errorf("changes published: %v, want %v", states, want)
 	}
