@@ -26,7 +26,7 @@ func encoderBlock(r messages.ToolResult) string {
 	var v any
 	if r.Success {
 		res := r.Result
-		if len(bytes.TrimSpace(res)) == 0 {
+		if len(bytes.Trim(res, " \t\r\n")) == 0 { // a result of JSON whitespace alone is null
 			res = json.RawMessage("null")
 		}
 		v = okBlock{Tool: r.Tool, Success: true, Result: res}

@@ -21,7 +21,7 @@ func Block(r messages.ToolResult) string {
 	writeString(&buf, r.Tool)
 	if r.Success {
 		buf.WriteString(",\n  \"success\": true,\n  \"result\": ")
-		res := bytes.TrimSpace(r.Result)
+		res := bytes.Trim(r.Result, " \t\r\n") // JSON's whitespace only: \v or U+00A0 make the result invalid
 		if len(res) == 0 {
 			res = []byte("null")
 		}
