@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,8 @@ type CachedSessions struct {
 	KVSessions
 	// IdleTTL bounds how long an unused session stays in memory. Default 10 minutes.
 	IdleTTL time.Duration
+	// Logger reports a watch that cannot be started; nil discards.
+	Logger *slog.Logger
 
 	watching atomic.Bool // the watch is running: entries are kept current
 	mu       sync.Mutex
@@ -75,6 +78,8 @@ func (s *CachedSessions) Follow(ctx context.Context) error {
 			s.follow(ctx, w, sweep.C, ttl)
 			_ = w.Stop()
 			failures = 0
+		} else if s.Logger != nil && ctx.Err() == nil && failures%50 == 0 {
+			s.Logger.Warn("cannot watch the sessions bucket; reading it on every call", "err", err, "failures", failures+1)
 		}
 		s.watching.Store(false)
 		select {

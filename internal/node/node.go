@@ -224,7 +224,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, err
 		}
-		sessions := &executor.CachedSessions{KVSessions: executor.KVSessions{KV: kv}}
+		sessions := &executor.CachedSessions{KVSessions: executor.KVSessions{KV: kv}, Logger: log}
 		exec, err := NewExecutor(o.Config, o.Local, sessions, pool)
 		if err != nil {
 			pool.Close()
