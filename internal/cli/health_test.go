@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -78,22 +77,9 @@ func TestHealthProbe(t *testing.T) {
 }
 
 func TestHealthFromBucket(t *testing.T) {
-	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	nc, js := bustest.Provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := bus.Provision(ctx, js, bus.Topology{Memory: true}); err != nil {
-		t.Fatal(err)
-	}
 	kv, _ := js.KeyValue(ctx, messages.BucketHealth)
 	now := time.Now().UTC()
 	for _, st := range []messages.HealthStatus{
@@ -109,7 +95,7 @@ func TestHealthFromBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stdout, stderr, code := runMain(t, "", "health", "--nats", srv.ClientURL(), "--json")
+	stdout, stderr, code := runMain(t, "", "health", "--nats", nc.ConnectedUrl(), "--json")
 	var statuses []messages.HealthStatus
 	if code != 0 || json.Unmarshal([]byte(stdout), &statuses) != nil {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
@@ -119,7 +105,7 @@ func TestHealthFromBucket(t *testing.T) {
 	}
 
 	// With a configuration: its servers only, "gone" never probed.
-	stdout, stderr, code = runMain(t, "", "health", "--nats", srv.ClientURL(), "--config", healthConfig(t))
+	stdout, stderr, code = runMain(t, "", "health", "--nats", nc.ConnectedUrl(), "--config", healthConfig(t))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/executor"
 	"github.com/toolbus/toolbus/internal/healthd"
@@ -155,22 +153,9 @@ func newGateServer(t *testing.T) *gateServer {
 // The executor fails a call to a server healthd marks down at once, without trying it,
 // and lets one trial through after the cool-down.
 func TestGateWithHealthd(t *testing.T) {
-	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	nc, js := bustest.Provisioned(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := bus.Provision(ctx, js, bus.Topology{Memory: true}); err != nil {
-		t.Fatal(err)
-	}
 
 	tickets := newGateServer(t)
 	servers := map[string]mcpwire.ServerConfig{"tickets": {Type: "http", URL: tickets.URL}}

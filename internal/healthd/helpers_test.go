@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -131,26 +132,7 @@ func (m *mcpHTTP) stop() {
 // and buckets in memory, and returns a connection.
 func natsJS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.Provision(ctx, js, bus.Topology{Memory: true}); err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	return bustest.Provisioned(t)
 }
 
 func healthKV(t *testing.T, js jetstream.JetStream) jetstream.KeyValue {

@@ -4,7 +4,9 @@
 package bustest
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,4 +43,17 @@ func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstre
 func JetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	return Connect(t, Server(t))
+}
+
+// Provisioned starts a server, connects to it and provisions toolbus's streams and
+// buckets in memory.
+func Provisioned(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, js := JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.Topology{Memory: true}); err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }
