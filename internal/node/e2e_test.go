@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -28,6 +30,44 @@ func startBus(t *testing.T) (connect func(name string) *nats.Conn) {
 		nc, _ := bustest.Connect(t, url, nats.Name(name))
 		return nc
 	}
+}
+
+// startEach runs each service as a node of its own on a connection of its own, with o
+// (whose Services it sets), until the test ends.
+func startEach(t *testing.T, connect func(string) *nats.Conn, o node.Options, services ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var nodes []*node.Node
+	t.Cleanup(func() {
+		cancel()
+		for _, n := range nodes {
+			n.Wait()
+		}
+	})
+	for _, svc := range services {
+		o.Services = []string{svc}
+		n, err := node.Start(ctx, connect(svc), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+}
+
+// flakyOrders is a local tool lookup_order that fails its first call with
+// server_unavailable (message msg) and answers every later one; tries counts the calls.
+func flakyOrders(msg string, tries *atomic.Int32) *localtools.Registry {
+	local := localtools.New()
+	local.Add(localtools.Tool{
+		Info: messages.ToolInfo{Name: "lookup_order", Idempotent: true},
+		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			if tries.Add(1) == 1 {
+				return nil, &messages.ToolError{Code: messages.CodeServerUnavailable, Message: msg}
+			}
+			return json.RawMessage(`{"status":"shipped"}`), nil
+		},
+	})
+	return local
 }
 
 // startServices runs the parser, formatter and healthd on one connection and

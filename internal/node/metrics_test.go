@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -13,8 +12,6 @@ import (
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/client"
-	"github.com/toolbus/toolbus/pkg/localtools"
-	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Metrics through the Prometheus endpoint: calls by tool, server and outcome, retries,
@@ -28,16 +25,7 @@ func TestMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var tries atomic.Int32
-	local := localtools.New()
-	local.Add(localtools.Tool{
-		Info: messages.ToolInfo{Name: "lookup_order", Idempotent: true},
-		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
-			if tries.Add(1) == 1 {
-				return nil, &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "503"}
-			}
-			return json.RawMessage(`{"status":"shipped"}`), nil
-		},
-	})
+	local := flakyOrders("503", &tries)
 	sctx, stop := context.WithCancel(ctx)
 	n, err := node.Start(sctx, connect("node"), node.Options{Services: []string{node.Parser, node.Executor, node.Formatter}, Local: local, MeterProvider: mp})
 	if err != nil {

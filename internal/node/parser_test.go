@@ -29,21 +29,7 @@ func TestParserUsesTheCatalog(t *testing.T) {
 		}); err != nil {
 		t.Fatal(err)
 	}
-	sctx, stop := context.WithCancel(ctx)
-	var nodes []*node.Node
-	for _, svc := range []string{node.Executor, node.Parser, node.Formatter} {
-		n, err := node.Start(sctx, connect(svc), node.Options{Services: []string{svc}, Local: local})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
-	defer func() {
-		stop()
-		for _, n := range nodes {
-			n.Wait()
-		}
-	}()
+	startEach(t, connect, node.Options{Local: local}, node.Executor, node.Parser, node.Formatter)
 	c, err := client.New(connect("orchestrator"))
 	if err != nil {
 		t.Fatal(err)

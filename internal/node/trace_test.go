@@ -2,15 +2,12 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
-	"github.com/toolbus/toolbus/pkg/localtools"
-	"github.com/toolbus/toolbus/pkg/messages"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -25,31 +22,8 @@ func TestTracePipeline(t *testing.T) {
 	defer cancel()
 
 	var tries atomic.Int32
-	local := localtools.New()
-	local.Add(localtools.Tool{
-		Info: messages.ToolInfo{Name: "lookup_order", Idempotent: true},
-		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
-			if tries.Add(1) == 1 {
-				return nil, &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "orders backend returned 503"}
-			}
-			return json.RawMessage(`{"status":"shipped"}`), nil
-		},
-	})
-	sctx, stop := context.WithCancel(ctx)
-	var nodes []*node.Node
-	for _, svc := range node.All {
-		n, err := node.Start(sctx, connect(svc), node.Options{Services: []string{svc}, Local: local, TracerProvider: tp})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
-	defer func() {
-		stop()
-		for _, n := range nodes {
-			n.Wait()
-		}
-	}()
+	local := flakyOrders("orders backend returned 503", &tries)
+	startEach(t, connect, node.Options{Local: local, TracerProvider: tp}, node.All...)
 
 	c, err := client.New(connect("orchestrator"))
 	if err != nil {
