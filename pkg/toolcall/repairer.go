@@ -244,6 +244,25 @@ func (r *repairer) startsValue(i int) bool {
 	return q != quoteNone
 }
 
+// end ends the container whose closing bracket is closer at c, which closes something
+// (see closes): its own bracket is taken, the other kind of bracket too when no container
+// of that kind (opened by otherOpen) encloses it, and anything else is left to the
+// container it closes, this one being unclosed.
+func (r *repairer) end(c, closer, otherOpen byte, trailingComma bool, unclosed fix) {
+	if trailingComma {
+		r.fixes.add(fixTrailingComma)
+	}
+	switch {
+	case c == closer:
+		r.pos++
+	case (c == ']' || c == '}') && !r.encloses(otherOpen): // the other kind of bracket
+		r.fixes.add(fixMismatchedBracket)
+		r.pos++
+	default:
+		r.fixes.add(unclosed)
+	}
+}
+
 // closes reports whether c ends the current container when it is not its own bracket.
 func (r *repairer) closes(c byte) bool {
 	return c == '}' || c == ']' || c == ')' && r.inCall
@@ -268,17 +287,7 @@ func (r *repairer) object() bool {
 		}
 		c := s[r.pos]
 		if r.closes(c) {
-			if comma && members > 0 {
-				r.fixes.add(fixTrailingComma)
-			}
-			if c == '}' {
-				r.pos++
-			} else if c == ']' && !r.encloses('[') {
-				r.fixes.add(fixMismatchedBracket)
-				r.pos++
-			} else {
-				r.fixes.add(fixUnclosedObject) // leave c to the container it closes
-			}
+			r.end(c, '}', '[', comma && members > 0, fixUnclosedObject)
 			break
 		}
 		if c == ',' || c == ';' {
@@ -401,17 +410,7 @@ func (r *repairer) array() bool {
 		}
 		c := s[r.pos]
 		if r.closes(c) {
-			if comma && n > 0 {
-				r.fixes.add(fixTrailingComma)
-			}
-			if c == ']' {
-				r.pos++
-			} else if c == '}' && !r.encloses('{') {
-				r.fixes.add(fixMismatchedBracket)
-				r.pos++
-			} else {
-				r.fixes.add(fixUnclosedArray)
-			}
+			r.end(c, ']', '{', comma && n > 0, fixUnclosedArray)
 			break
 		}
 		if c == ',' {
