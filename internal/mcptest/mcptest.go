@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -51,4 +53,41 @@ func NPMPackage(t testing.TB, name string) string {
 		t.Fatal("node is not on PATH, yet the npm servers are installed")
 	}
 	return dir
+}
+
+// Proc is a live process, as /proc/<pid>/stat gives it.
+type Proc struct{ PID, PPID, PGRP int }
+
+// Procs lists the live (not zombie) processes for which keep is true; it skips the test
+// where there is no /proc.
+func Procs(t testing.TB, keep func(Proc) bool) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc to count processes in")
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) < 3 || fields[0] == "Z" {
+			continue
+		}
+		p := Proc{PID: pid}
+		p.PPID, _ = strconv.Atoi(fields[1])
+		p.PGRP, _ = strconv.Atoi(fields[2])
+		if keep(p) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -10,18 +10,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/toolbus/toolbus/internal/mcptest"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolbus/toolbus/internal/mcptest"
 
 	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
@@ -264,42 +266,14 @@ func mcpStartTicketService(t *testing.T) string {
 // marker ("KEY=value"): the stdio servers a test's pool started.
 func mcpChildren(t *testing.T, marker string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Skip("no /proc to count processes in")
-	}
 	self := os.Getpid()
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	return mcptest.Procs(t, func(p mcptest.Proc) bool {
+		if p.PPID != self {
+			return false
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		s := string(stat)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 2 || fields[0] == "Z" {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(fields[1]); ppid != self {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if string(kv) == marker {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
+		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "environ"))
+		return err == nil && slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool { return string(kv) == marker })
+	})
 }
 
 // mcpOneChild waits for exactly one child with marker and returns its pid.

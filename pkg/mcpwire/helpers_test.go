@@ -3,16 +3,16 @@ package mcpwire_test
 import (
 	"context"
 	"flag"
-	"github.com/toolbus/toolbus/internal/mcptest"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolbus/toolbus/internal/mcptest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -92,33 +92,9 @@ func freePort(t testing.TB) int {
 // procs lists the live (not zombie) processes whose parent or process group is id.
 func procs(t testing.TB, parent, group int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Skip("no /proc to count processes in")
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-		s := string(stat)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 3 || fields[0] == "Z" {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		pgrp, _ := strconv.Atoi(fields[2])
-		if (parent > 0 && ppid == parent) || (group > 0 && pgrp == group) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return mcptest.Procs(t, func(p mcptest.Proc) bool {
+		return parent > 0 && p.PPID == parent || group > 0 && p.PGRP == group
+	})
 }
 
 var (
