@@ -44,10 +44,11 @@ func BenchmarkExecuteStage(b *testing.B) {
 				if err := messages.DecodeCall(msg, &call); err != nil {
 					b.Fatal(err)
 				}
-				if _, ok := exec.Router.Info(call.Tool); !ok {
-					b.Fatal("unrouted")
+				backend, info, err := exec.Router.Resolve(call.Tool)
+				if err != nil {
+					b.Fatal(err)
 				}
-				res, _ := exec.ExecuteOutcome(ctx, call)
+				res, _ := exec.ExecuteResolved(ctx, call, backend, info, err)
 				if !res.Success {
 					b.Fatal(res.Error)
 				}

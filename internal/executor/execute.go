@@ -89,9 +89,16 @@ type Outcome struct {
 // ExecuteOutcome is [Executor.Execute] that also says whether a failure may be retried
 // later (by another delivery) and whether the tool may have run.
 func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (messages.ToolResult, Outcome) {
+	b, info, err := e.Router.Resolve(call.Tool)
+	return e.ExecuteResolved(ctx, call, b, info, err)
+}
+
+// ExecuteResolved is [Executor.ExecuteOutcome] for a call the caller has resolved already
+// with e.Router.Resolve (b, info and err are what it returned), so that the route is
+// looked up once per call.
+func (e *Executor) ExecuteResolved(ctx context.Context, call messages.ToolCall, b Backend, info messages.ToolInfo, err error) (messages.ToolResult, Outcome) {
 	start := time.Now()
 	res := messages.ResultFor(call)
-	b, info, err := e.Router.Resolve(call.Tool)
 	if err != nil {
 		res = res.Fail(err)
 		e.Metrics.Call(ctx, call.Tool, "", string(res.Error.Code), time.Since(start))

@@ -61,12 +61,6 @@ type Describer interface {
 	Info(name string) (messages.ToolInfo, bool)
 }
 
-// Info describes the tool called name.
-func (r *Router) Info(name string) (messages.ToolInfo, bool) {
-	_, info, err := r.Resolve(name)
-	return info, err == nil
-}
-
 // Resolve routes the tool called name and describes it, routing once.
 func (r *Router) Resolve(name string) (Backend, messages.ToolInfo, error) {
 	b, err := r.Route(name)

@@ -130,7 +130,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 	// A read-only or idempotent call does no harm when run twice, so its first delivery
 	// skips the claim: two key-value writes fewer on the hot path. Redeliveries claim, to
 	// answer from a stored result and to count attempts across deliveries.
-	info, _ := s.exec.Router.Info(call.Tool)
+	backend, info, routeErr := s.exec.Router.Resolve(call.Tool)
 	claimed := delivered > 1 || !(info.ReadOnly || info.Idempotent)
 	var claim Claim
 	if claimed {
@@ -158,7 +158,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, maxDeliver int)
 		}
 	}
 
-	res, oc := s.exec.ExecuteOutcome(ctx, call)
+	res, oc := s.exec.ExecuteResolved(ctx, call, backend, info, routeErr)
 	res.Attempts += claim.PriorAttempts
 	span.SetAttributes(telemetry.Server.String(res.Backend), telemetry.Attempt.Int(res.Attempts))
 	outcome := "ok"
