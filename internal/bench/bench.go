@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/formatter"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/parser"
 	"github.com/toolbus/toolbus/pkg/client"
@@ -91,6 +91,18 @@ type Report struct {
 	CeilingPacedP99ms             float64 `json:"ceiling_paced_p99_ms,omitempty"`
 	// Ratio is CallsPerSec / CeilingCallsPerSec.
 	Ratio float64 `json:"ratio"`
+
+	// The plain relay: the same hops and messages relayed with nats.go's Consume and
+	// asynchronous publishes, each message acked once its outgoing messages are stored:
+	// what the bus allows without toolbus's stage runner.
+	RelayCallsPerSec float64 `json:"relay_calls_per_sec"`
+	RelayP50ms       float64 `json:"relay_p50_ms"`
+	RelayP99ms       float64 `json:"relay_p99_ms"`
+	// CeilingVsRelay is CeilingCallsPerSec / RelayCallsPerSec: the stage runner's
+	// plumbing against the plain relay.
+	CeilingVsRelay float64 `json:"ceiling_vs_relay"`
+	// RatioVsRelay is CallsPerSec / RelayCallsPerSec.
+	RatioVsRelay float64 `json:"ratio_vs_relay"`
 
 	// The paced phase: responses published at a steady rate (by default half the
 	// measured maximum), open loop: the driver never waits for earlier responses.
@@ -198,10 +210,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.P50ms, r.P90ms, r.P99ms, r.MaxMs = pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100)
 	r.CPUSecondsPer1000Calls = cpu / float64(r.Calls) * 1000
 
-	clat, cpaced, csecs, ccpu, err := runCeiling(ctx, o, sizes, r.PacedResponsesPerSec)
+	clat, cpaced, csecs, ccpu, err := runCeiling(ctx, o, sizes, r.PacedResponsesPerSec, false)
 	if err != nil {
 		return nil, err
 	}
+	rlat, _, rsecs, _, err := runCeiling(ctx, o, sizes, 0, true)
+	if err != nil {
+		return nil, err
+	}
+	r.RelayCallsPerSec = float64(r.Calls) / rsecs
+	r.RelayP50ms, r.RelayP99ms = pct(rlat, 50), pct(rlat, 99)
 	r.CeilingCPUSecondsPer1000Calls = ccpu / float64(r.Calls) * 1000
 	if cpaced != nil {
 		r.CeilingPacedP50ms, r.CeilingPacedP99ms = pct(cpaced, 50), pct(cpaced, 99)
@@ -209,6 +227,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.CeilingCallsPerSec = float64(r.Calls) / csecs
 	r.CeilingP50ms, r.CeilingP99ms = pct(clat, 50), pct(clat, 99)
 	r.Ratio = r.CallsPerSec / r.CeilingCallsPerSec
+	r.CeilingVsRelay = r.CeilingCallsPerSec / r.RelayCallsPerSec
+	r.RatioVsRelay = r.CallsPerSec / r.RelayCallsPerSec
 	return r, nil
 }
 
@@ -399,20 +419,20 @@ func messageSizes(ctx context.Context, text string, cfg *config.Config, local *l
 	for _, c := range w.Calls {
 		b, _ := json.Marshal(c)
 		sz.call = max(sz.call, len(b))
-		r := exec.Execute(ctx, c)
+		r, _ := exec.Execute(ctx, c)
 		results = append(results, r)
 		b, _ = json.Marshal(r)
 		sz.result = max(sz.result, len(b))
 	}
-	b, _ := json.Marshal(formatter.Render("0123456789abcdefghij", conversation, results))
+	b, _ := json.Marshal(messages.RenderOutput("0123456789abcdefghij", conversation, results))
 	sz.output = len(b)
 	return sz, nil
 }
 
 // runCeiling relays messages of the pipeline's sizes through the same hops with the
-// same consume loop and publishes, and nothing else: at full speed, then paced at rate
-// (when rate > 0).
-func runCeiling(ctx context.Context, o Options, sz sizes, rate float64) (lat, paced []time.Duration, secs, cpu float64, err error) {
+// stage runner and handlers that only produce the next message, and nothing else (or,
+// with plain, with [plainRelay]): at full speed, then paced at rate (when rate > 0).
+func runCeiling(ctx context.Context, o Options, sz sizes, rate float64, plain bool) (lat, paced []time.Duration, secs, cpu float64, err error) {
 	nc, stop, err := startServer(o.InProcess)
 	if err != nil {
 		return nil, nil, 0, 0, err
@@ -461,8 +481,8 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64) (lat, pa
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				bus.Consume(sctx, cons, func(ctx context.Context, msg jetstream.Msg) error {
-					id, idx := msg.Headers().Get("Id"), msg.Headers().Get("Idx")
+				relay := func(h nats.Header) ([]bus.Outgoing, bool) {
+					id, idx := h.Get(messages.HeaderResponseID), h.Get(messages.HeaderCallIndex)
 					fan := 1
 					switch i {
 					case 0: // a response becomes its calls
@@ -474,25 +494,33 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64) (lat, pa
 							done := gathered[id] == o.CallsPerResponse
 							gatherMu.Unlock()
 							if !done {
-								return nil
+								return nil, true
 							}
 						}
 						idx = ""
 					}
+					out := make([]bus.Outgoing, 0, fan)
 					for k := range fan {
 						if i == 0 {
 							idx = fmt.Sprint(k)
 						}
-						m := &nats.Msg{Subject: next[i] + "." + conversation, Data: bodies[i], Header: nats.Header{}}
-						m.Header.Set("Id", id)
-						m.Header.Set("Idx", idx)
-						m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s/%d/%s", id, i, idx))
-						if _, err := js.PublishMsg(ctx, m); err != nil {
-							return bus.Retry(err, 100*time.Millisecond)
+						m := bus.Meta{ResponseID: id, MsgID: fmt.Sprintf("%s/%d/%s", id, i, idx)}
+						if idx != "" {
+							m.Index, _ = strconv.Atoi(idx)
+							m.Count = o.CallsPerResponse
 						}
+						out = append(out, bus.Outgoing{Subject: next[i] + "." + conversation, Body: bodies[i], Meta: m})
 					}
-					return nil
-				}, bus.ConsumeOptions{Concurrency: 16})
+					return out, true
+				}
+				if plain {
+					plainRelay(sctx, js, cons, relay)
+					return
+				}
+				bus.Run(sctx, cons, js, func(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
+					out, _ := relay(d.Header)
+					return out, nil
+				}, bus.RunOptions{Concurrency: 16})
 			}()
 		}
 	}
@@ -501,7 +529,7 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64) (lat, pa
 	waiters := map[string]chan struct{}{}
 	sub, err := nc.Subscribe("ceil.output."+conversation, func(m *nats.Msg) {
 		waitMu.Lock()
-		ch := waiters[m.Header.Get("Id")]
+		ch := waiters[m.Header.Get(messages.HeaderResponseID)]
 		waitMu.Unlock()
 		if ch != nil {
 			close(ch)
@@ -521,9 +549,7 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64) (lat, pa
 		waiters[id] = ch
 		waitMu.Unlock()
 		defer func() { waitMu.Lock(); delete(waiters, id); waitMu.Unlock() }()
-		m := &nats.Msg{Subject: "ceil.responses." + conversation, Data: body, Header: nats.Header{}}
-		m.Header.Set("Id", id)
-		m.Header.Set(jetstream.MsgIDHeader, id)
+		m := &nats.Msg{Subject: "ceil.responses." + conversation, Data: body, Header: bus.Meta{ResponseID: id, MsgID: id}.Header()}
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			return err
 		}
@@ -542,6 +568,59 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64) (lat, pa
 	}
 	paced, err = pace(ctx, o.Responses, rate, relay)
 	return lat, paced, secs, cpu, err
+}
+
+// plainRelay is the plain relay the runner is measured against: nats.go's Consume, each
+// handled message's outgoing messages published asynchronously, and the message acked
+// once they are stored.
+func plainRelay(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, relay func(nats.Header) ([]bus.Outgoing, bool)) {
+	type pending struct {
+		msg     jetstream.Msg
+		futures []jetstream.PubAckFuture
+	}
+	acks := make(chan pending, 1024)
+	go func() {
+		for {
+			var p pending
+			select {
+			case p = <-acks:
+			case <-ctx.Done():
+				return
+			}
+			ok := true
+			for _, f := range p.futures {
+				select {
+				case <-f.Ok():
+				case <-f.Err():
+					ok = false
+				}
+			}
+			if ok {
+				p.msg.Ack()
+			} else {
+				p.msg.Nak()
+			}
+		}
+	}()
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		out, _ := relay(msg.Headers())
+		p := pending{msg: msg}
+		for _, o := range out {
+			f, err := js.PublishMsgAsync(&nats.Msg{Subject: o.Subject, Header: o.Meta.Header(), Data: o.Body})
+			if err == nil {
+				p.futures = append(p.futures, f)
+			}
+		}
+		select {
+		case acks <- p:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return
+	}
+	<-ctx.Done()
+	cc.Stop()
 }
 
 // replicas of hop i: the executor hop runs as many as the pipeline's executors.

@@ -100,23 +100,27 @@ func TestConsumeAckContract(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	var done atomic.Int32
-	h := func(ctx context.Context, msg jetstream.Msg) error {
-		body := string(msg.Data())
+	h := func(ctx context.Context, d *Delivery) ([]Outgoing, error) {
+		body := string(d.Data)
 		mu.Lock()
 		seen[body]++
 		n := seen[body]
 		mu.Unlock()
+		if d.Delivered != n {
+			t.Errorf("%s: delivery %d, handled %d times", body, d.Delivered, n)
+		}
+		out := []Outgoing{{Subject: messages.ResultSubject(body), Meta: Meta{MsgID: body}, Body: []byte(body)}}
 		switch {
 		case body == "retry-once" && n == 1:
-			return Retry(errors.New("transient"), 10*time.Millisecond)
+			return out, Retry(errors.New("transient"), 10*time.Millisecond)
 		case body == "panic-once" && n == 1:
 			panic("bad input")
 		case body == "term":
 			done.Add(1)
-			return errors.New("cannot answer")
+			return out, errors.New("cannot answer")
 		}
 		done.Add(1)
-		return nil
+		return out, nil
 	}
 	c, err := js.Consumer(ctx, messages.StreamCalls, messages.ConsumerExecutor)
 	if err != nil {
@@ -124,7 +128,7 @@ func TestConsumeAckContract(t *testing.T) {
 	}
 	cctx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
-	go func() { errc <- Consume(cctx, c, h, ConsumeOptions{Concurrency: 2}) }()
+	go func() { errc <- Run(cctx, c, js, h, RunOptions{Concurrency: 2}) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for done.Load() < 4 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -147,6 +151,18 @@ func TestConsumeAckContract(t *testing.T) {
 	info, _ := s.Info(ctx)
 	if info.State.Msgs != 0 {
 		t.Errorf("%d messages left in the work queue", info.State.Msgs)
+	}
+	// What a handler returns is published only when it succeeded: one message each for
+	// ok, retry-once and panic-once, none for term.
+	results, _ := js.Stream(ctx, messages.StreamResults)
+	info, _ = results.Info(ctx)
+	if info.State.Msgs != 3 {
+		t.Errorf("%d messages published, want 3", info.State.Msgs)
+	}
+	for _, body := range []string{"ok", "retry-once", "panic-once"} {
+		if _, err := results.GetLastMsgForSubject(ctx, messages.ResultSubject(body)); err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
 	}
 }
 
@@ -212,7 +228,9 @@ func TestConsumeHeartbeatKeepsSlowMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 300 * time.Millisecond})
+	// Ten beats per AckWait: a loaded machine may delay a beat several times over
+	// without the message being redelivered.
+	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,21 +238,21 @@ func TestConsumeHeartbeatKeepsSlowMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls, done atomic.Int32
-	h := func(ctx context.Context, msg jetstream.Msg) error {
+	h := func(ctx context.Context, d *Delivery) ([]Outgoing, error) {
 		calls.Add(1)
-		time.Sleep(1200 * time.Millisecond) // four times AckWait
+		time.Sleep(3 * time.Second) // three times AckWait
 		done.Add(1)
-		return nil
+		return nil, nil
 	}
 	cctx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Consume(cctx, c, h, ConsumeOptions{Concurrency: 2, Heartbeat: 100 * time.Millisecond, FetchWait: 200 * time.Millisecond})
+		errc <- Run(cctx, c, js, h, RunOptions{Concurrency: 2, Heartbeat: 100 * time.Millisecond, FetchWait: 200 * time.Millisecond})
 	}()
 	for done.Load() < 1 && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond) // a redelivery would be handled now
+	time.Sleep(1500 * time.Millisecond) // a redelivery (after AckWait) would be handled now
 	stop()
 	if err := <-errc; err != nil {
 		t.Fatal(err)

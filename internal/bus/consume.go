@@ -15,16 +15,67 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Handler handles one message. Its return decides the message's fate:
+// Delivery is one message of a stage's consumer as the stage sees it: its body, its
+// routing metadata and where it stands among its deliveries.
+type Delivery struct {
+	Subject string
+	Header  nats.Header
+	Data    []byte
+	Meta    Meta
+	// Sequence is the message's sequence in its stream.
+	Sequence uint64
+	// Delivered counts the deliveries of the message, this one included.
+	Delivered int
+	// Last is set on the last delivery the consumer allows (its MaxDeliver): a stage
+	// that hands the message back now loses it to the dead-letter stage.
+	Last bool
+
+	published []func(context.Context) error
+}
+
+// OnPublished asks the runner to call f once every message the handler returned is
+// stored, before the delivery is acknowledged: for a clean-up that must not happen
+// unless the handler's messages are safe (the dead-letter stage deletes the message it
+// answered). An error from f hands the delivery back.
+func (d *Delivery) OnPublished(f func(context.Context) error) {
+	d.published = append(d.published, f)
+}
+
+// Handler is a stage: it handles one delivery and returns the messages it produces. It
+// knows nothing of NATS. Its return decides what [Run] does:
 //
-//   - nil: the message is acknowledged.
-//   - an error wrapping a [*RetryError]: the message is handed back with the error's
-//     delay, for this or another replica to try again.
-//   - any other error: the message is terminated (never redelivered) and the error logged.
-//     Handlers return it only for a message no answer can be written for.
+//   - nil error: out is published (each message de-duplicated by its Meta.MsgID), and
+//     once the streams acknowledged every one, the delivery is acknowledged. When a
+//     publish fails the delivery is handed back instead; the message ids make the
+//     repeated publishes of the next delivery no-ops.
+//   - an error wrapping a [*RetryError]: nothing is published; the delivery is handed
+//     back with the error's delay, for this or another replica to try again.
+//   - any other error: nothing is published; the delivery is terminated (never
+//     redelivered) and the error logged. A stage returns it only for a message no
+//     answer can be written for.
+//   - a panic: handled as a retry after a second, so one bad message cannot crash a
+//     service.
 //
-// The context is cancelled when the drain timeout after shutdown has passed.
-type Handler func(ctx context.Context, msg jetstream.Msg) error
+// The context carries the message's trace and is cancelled when the drain timeout after
+// shutdown has passed.
+type Handler func(ctx context.Context, d *Delivery) (out []Outgoing, err error)
+
+// Middleware wraps a stage's handler, for counting or logging; it must keep the ack
+// contract of [Handler].
+type Middleware func(Handler) Handler
+
+// Decoded makes a [Handler] of a stage that takes a decoded message: decode reads the
+// delivery (an error terminates it: no answer can be written for a message nobody can
+// read), then stage handles the value.
+func Decoded[In any](decode func(*Delivery) (In, error), stage func(context.Context, In, *Delivery) ([]Outgoing, error)) Handler {
+	return func(ctx context.Context, d *Delivery) ([]Outgoing, error) {
+		in, err := decode(d)
+		if err != nil {
+			return nil, fmt.Errorf("undecodable message on %s: %w", d.Subject, err)
+		}
+		return stage(ctx, in, d)
+	}
+}
 
 // RetryError asks for redelivery after Delay.
 type RetryError struct {
@@ -35,11 +86,11 @@ type RetryError struct {
 func (e *RetryError) Error() string { return fmt.Sprintf("retry in %v: %v", e.Delay, e.Err) }
 func (e *RetryError) Unwrap() error { return e.Err }
 
-// Retry wraps err so that [Consume] hands the message back after delay.
+// Retry wraps err so that [Run] hands the message back after delay.
 func Retry(err error, delay time.Duration) error { return &RetryError{Delay: delay, Err: err} }
 
-// ConsumeOptions tunes [Consume]. The zero value handles one message at a time.
-type ConsumeOptions struct {
+// RunOptions tunes [Run]. The zero value handles one message at a time.
+type RunOptions struct {
 	// Concurrency is the number of messages handled at once. Default 1.
 	Concurrency int
 	// Heartbeat, when set, marks a message in progress at this interval while its handler
@@ -50,27 +101,55 @@ type ConsumeOptions struct {
 	DrainTimeout time.Duration
 	// FetchWait is how long one pull request waits for messages. Default 5s.
 	FetchWait time.Duration
+	// PublishRetryDelay is the delay of a delivery handed back because publishing what
+	// its handler produced failed. Default 1s.
+	PublishRetryDelay time.Duration
 	// SpanName names the span of each message's handling, e.g. "parse"; it continues the
 	// trace the message carries. Tracer nil means the global tracer provider.
 	SpanName string
 	Tracer   trace.Tracer
 	// Middleware, when set, wraps the handler (stats, for example).
-	Middleware func(Handler) Handler
+	Middleware Middleware
 	// Metrics, when set, counts each message by outcome and times it, as stage SpanName.
 	Metrics *telemetry.Metrics
 	Logger  *slog.Logger
-
-	consumer string
 }
 
-// Consume feeds the messages of c to h until ctx is done, then stops fetching, waits for
-// in-flight handlers up to the drain timeout and returns. Messages not acknowledged by
-// then are redelivered by JetStream after AckWait.
+// runner is one [Run]'s state.
+type runner struct {
+	o          RunOptions
+	h          Handler
+	js         jetstream.Publisher
+	consumer   string
+	maxDeliver int
+	log        *slog.Logger
+	// acks carries handled deliveries whose outgoing messages are being published, in
+	// the order they were handled, to the goroutine that acks them.
+	acks chan pending
+}
+
+// pending is a handled delivery waiting for the stream acks of what it produced.
+type pending struct {
+	ctx     context.Context
+	msg     jetstream.Msg
+	span    trace.Span
+	start   time.Time
+	d       *Delivery
+	futures []jetstream.PubAckFuture
+	err     error // a publish that failed before it left
+}
+
+// Run feeds the messages of c to h until ctx is done, publishes what h returns on js,
+// and acknowledges, hands back or terminates each message as [Handler] says. Then it
+// stops fetching, waits for in-flight handlers up to the drain timeout and returns.
+// Messages not acknowledged by then are redelivered by JetStream after AckWait.
 //
 // It pulls only as many messages as it has free handlers: a message buffered in the
 // client would have its ack timer running while nobody works on it, and would count
-// against the consumer's MaxAckPending, starving other replicas.
-func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOptions) error {
+// against the consumer's MaxAckPending, starving other replicas. A handler's worker is
+// free again as soon as its messages are sent: their stream acks are awaited, and the
+// delivery acknowledged, by one goroutine in the order the deliveries were handled.
+func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Handler, o RunOptions) error {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
 	}
@@ -80,9 +159,8 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 	if o.FetchWait <= 0 {
 		o.FetchWait = 5 * time.Second
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if o.PublishRetryDelay <= 0 {
+		o.PublishRetryDelay = time.Second
 	}
 	if o.Tracer == nil {
 		o.Tracer = telemetry.Tracer(nil)
@@ -93,10 +171,17 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 	if o.Middleware != nil {
 		h = o.Middleware(h)
 	}
-	consumer := c.CachedInfo().Name
-	o.consumer = consumer
+	r := &runner{o: o, h: h, js: js, log: o.Logger, acks: make(chan pending, 4*o.Concurrency)}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	info := c.CachedInfo()
+	r.consumer, r.maxDeliver = info.Name, info.Config.MaxDeliver
+
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
+	ackerDone := make(chan struct{})
+	go func() { defer close(ackerDone); r.acker() }()
 
 	// The handlers are long-lived workers rather than a goroutine per message: a worker
 	// keeps the stack its handler grew to (schema validation and JSON decoding recurse),
@@ -109,11 +194,27 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 		go func() {
 			defer wg.Done()
 			for msg := range work {
-				handleOne(handlerCtx, msg, h, o, log)
+				r.handle(handlerCtx, msg)
 				<-sem
 			}
 		}()
 	}
+	r.fetch(ctx, c, sem, work)
+	close(work)
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(r.acks); <-ackerDone; close(done) }()
+	select {
+	case <-done:
+	case <-time.After(o.DrainTimeout):
+		cancelHandlers()
+		<-done
+	}
+	return nil
+}
+
+// fetch pulls messages for free workers until ctx is done.
+func (r *runner) fetch(ctx context.Context, c jetstream.Consumer, sem chan struct{}, work chan<- jetstream.Msg) {
 	failures := 0
 	for ctx.Err() == nil {
 		// Wait for one free handler, then take every other free one.
@@ -123,7 +224,7 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 			continue
 		}
 		free := 1
-		for free < o.Concurrency {
+		for free < r.o.Concurrency {
 			select {
 			case sem <- struct{}{}:
 				free++
@@ -132,7 +233,7 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 			}
 			break
 		}
-		fctx, cancel := context.WithTimeout(ctx, o.FetchWait)
+		fctx, cancel := context.WithTimeout(ctx, r.o.FetchWait)
 		batch, err := c.Fetch(free, jetstream.FetchContext(fctx))
 		if err == nil {
 			for msg := range batch.Messages() {
@@ -148,7 +249,7 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
 			// The server is away (restart, leader change): back off, keep trying.
 			failures++
-			log.Warn("fetch failed", "err", err, "failures", failures)
+			r.log.Warn("fetch failed", "err", err, "failures", failures)
 			select {
 			case <-ctx.Done():
 			case <-time.After(min(time.Duration(failures)*100*time.Millisecond, 2*time.Second)):
@@ -157,52 +258,78 @@ func Consume(ctx context.Context, c jetstream.Consumer, h Handler, o ConsumeOpti
 		}
 		failures = 0
 	}
-	close(work)
-
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(o.DrainTimeout):
-		cancelHandlers()
-		<-done
-	}
-	return nil
 }
 
-func handleOne(ctx context.Context, msg jetstream.Msg, h Handler, o ConsumeOptions, log *slog.Logger) {
-	ctx, span := startConsumeSpan(ctx, o.Tracer, o.SpanName, o.consumer, msg)
-	defer span.End()
-	if heartbeat := o.Heartbeat; heartbeat > 0 {
-		// A timer rather than a goroutine with a ticker: most handlers finish long before
-		// the first beat, and then the timer only has to be stopped.
-		var mu sync.Mutex
-		stopped := false
-		var t *time.Timer
-		beat := func() {
-			_ = msg.InProgress()
-			mu.Lock()
-			if !stopped {
-				t.Reset(heartbeat)
-			}
-			mu.Unlock()
+// delivery reads what a stage needs of msg.
+func (r *runner) delivery(msg jetstream.Msg) *Delivery {
+	d := &Delivery{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data(), Meta: MetaOf(msg), Delivered: 1}
+	if md, err := msg.Metadata(); err == nil {
+		d.Sequence, d.Delivered = md.Sequence.Stream, int(md.NumDelivered)
+	}
+	d.Last = r.maxDeliver > 0 && d.Delivered >= r.maxDeliver
+	return d
+}
+
+// handle runs the handler on msg and sends what it returned; the acker finishes.
+func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
+	d := r.delivery(msg)
+	ctx, span := startConsumeSpan(ctx, r.o.Tracer, r.o.SpanName, r.consumer, d)
+	p := pending{ctx: ctx, msg: msg, span: span, start: time.Now(), d: d}
+	stop := r.heartbeat(msg)
+	out, err := safeHandle(ctx, d, r.h)
+	stop()
+	if err != nil {
+		r.finish(p, err)
+		return
+	}
+	// Sent now, acknowledged by the streams while this worker takes the next message.
+	for _, o := range out {
+		m := &nats.Msg{Subject: o.Subject, Header: o.Meta.Header(), Data: o.Body}
+		InjectTrace(ctx, m.Header)
+		f, perr := r.js.PublishMsgAsync(m)
+		if perr != nil {
+			p.err = fmt.Errorf("publish %s: %w", o.Subject, perr)
+			break
 		}
-		mu.Lock()
-		t = time.AfterFunc(heartbeat, beat)
-		mu.Unlock()
-		defer func() {
-			mu.Lock()
-			stopped = true
-			t.Stop()
-			mu.Unlock()
-		}()
+		p.futures = append(p.futures, f)
 	}
-	start := time.Now()
-	err := safeHandle(ctx, msg, h)
-	var delivery uint64
-	if md, mdErr := msg.Metadata(); mdErr == nil {
-		delivery = md.NumDelivered
+	r.acks <- p
+}
+
+// acker waits for the stream acks of each handled delivery's messages, in order, and
+// then acknowledges the delivery (or hands it back when a publish failed).
+func (r *runner) acker() {
+	for p := range r.acks {
+		err := p.err
+		for _, f := range p.futures {
+			if err != nil {
+				break
+			}
+			select {
+			case <-f.Ok():
+			case perr := <-f.Err():
+				err = fmt.Errorf("publish %s: %w", f.Msg().Subject, perr)
+			case <-p.ctx.Done():
+				err = p.ctx.Err()
+			}
+		}
+		for _, f := range p.d.published {
+			if err != nil {
+				break
+			}
+			err = f(p.ctx)
+		}
+		if err != nil {
+			err = Retry(err, r.o.PublishRetryDelay)
+		}
+		r.finish(p, err)
 	}
+}
+
+// finish settles a handled delivery: ack on nil, nak with delay on a retry, term
+// otherwise; and ends its span and metrics.
+func (r *runner) finish(p pending, err error) {
+	defer p.span.End()
 	var retry *RetryError
 	outcome := "ack"
 	switch {
@@ -211,31 +338,61 @@ func handleOne(ctx context.Context, msg jetstream.Msg, h Handler, o ConsumeOptio
 	case err != nil:
 		outcome = "term"
 	}
-	o.Metrics.Handled(ctx, o.SpanName, outcome, time.Since(start), delivery)
+	r.o.Metrics.Handled(p.ctx, r.o.SpanName, outcome, time.Since(p.start), uint64(p.d.Delivered))
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		p.span.SetStatus(codes.Error, err.Error())
 	}
 	switch {
 	case err == nil:
-		if aerr := msg.Ack(); aerr != nil {
-			log.WarnContext(ctx, "ack failed; the message will be redelivered", "subject", msg.Subject(), "err", aerr)
+		if aerr := p.msg.Ack(); aerr != nil {
+			r.log.WarnContext(p.ctx, "ack failed; the message will be redelivered", "subject", p.d.Subject, "err", aerr)
 		}
-	case errors.As(err, &retry):
-		span.SetAttributes(telemetry.RetryReason.String(retry.Err.Error()))
-		log.InfoContext(ctx, "handing message back", "subject", msg.Subject(), "delay", retry.Delay, "err", retry.Err)
-		_ = msg.NakWithDelay(retry.Delay)
+	case retry != nil:
+		p.span.SetAttributes(telemetry.RetryReason.String(retry.Err.Error()))
+		r.log.InfoContext(p.ctx, "handing message back", "subject", p.d.Subject, "delay", retry.Delay, "err", retry.Err)
+		_ = p.msg.NakWithDelay(retry.Delay)
 	default:
-		log.ErrorContext(ctx, "dropping message that cannot be answered", "subject", msg.Subject(), "err", err)
-		_ = msg.TermWithReason(err.Error())
+		r.log.ErrorContext(p.ctx, "dropping message that cannot be answered", "subject", p.d.Subject, "err", err)
+		_ = p.msg.TermWithReason(err.Error())
 	}
 }
 
-// safeHandle turns a handler panic into a retry, so one bad message cannot crash a service.
-func safeHandle(ctx context.Context, msg jetstream.Msg, h Handler) (err error) {
+// heartbeat marks msg in progress every RunOptions.Heartbeat until the returned
+// function is called. A timer rather than a goroutine with a ticker: most handlers finish
+// long before the first beat, and then the timer only has to be stopped.
+func (r *runner) heartbeat(msg jetstream.Msg) (stop func()) {
+	every := r.o.Heartbeat
+	if every <= 0 {
+		return func() {}
+	}
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	beat := func() {
+		_ = msg.InProgress()
+		mu.Lock()
+		if !stopped {
+			t.Reset(every)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	t = time.AfterFunc(every, beat)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
+}
+
+// safeHandle turns a handler panic into a retry.
+func safeHandle(ctx context.Context, d *Delivery, h Handler) (out []Outgoing, err error) {
 	defer func() {
-		if r := recover(); r != nil {
-			err = Retry(fmt.Errorf("handler panic: %v", r), time.Second)
+		if rec := recover(); rec != nil {
+			out, err = nil, Retry(fmt.Errorf("handler panic: %v", rec), time.Second)
 		}
 	}()
-	return h(ctx, msg)
+	return h(ctx, d)
 }

@@ -1,9 +1,9 @@
 package bus
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -56,16 +56,13 @@ func MetaOf(msg jetstream.Msg) Meta {
 	return m
 }
 
-// Publish publishes body to subject with m's headers and the trace context of ctx, and
-// waits for the stream's ack, so a message is never lost between stages. m.MsgID makes
-// a repeated publish a no-op.
-func Publish(ctx context.Context, js jetstream.Publisher, subject string, m Meta, body []byte) error {
-	msg := &nats.Msg{Subject: subject, Header: m.Header(), Data: body}
-	InjectTrace(ctx, msg.Header)
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("publish %s: %w", subject, err)
+// JSON returns the message of v, encoded as JSON, to subject with m's headers.
+func JSON(subject string, m Meta, v any) (Outgoing, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return Outgoing{}, fmt.Errorf("encode the message to %s: %w", subject, err)
 	}
-	return nil
+	return Outgoing{Subject: subject, Meta: m, Body: body}, nil
 }
 
 // Key turns an id into a valid key-value key: ids made of key-safe bytes are used as
@@ -88,37 +85,9 @@ func keySafe(s string) bool {
 	return s[0] != '/' && s[len(s)-1] != '/'
 }
 
-// Outgoing is one message of a [PublishBatch].
+// Outgoing is one message a stage produces; the stage runner publishes it.
 type Outgoing struct {
 	Subject string
 	Meta    Meta
 	Body    []byte
-}
-
-// PublishBatch publishes msgs concurrently and waits for every ack: one round trip
-// instead of one per message. Each carries the trace context of ctx.
-func PublishBatch(ctx context.Context, js jetstream.JetStream, msgs []Outgoing) error {
-	if len(msgs) == 1 {
-		return Publish(ctx, js, msgs[0].Subject, msgs[0].Meta, msgs[0].Body)
-	}
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for _, o := range msgs {
-		msg := &nats.Msg{Subject: o.Subject, Header: o.Meta.Header(), Data: o.Body}
-		InjectTrace(ctx, msg.Header)
-		f, err := js.PublishMsgAsync(msg)
-		if err != nil {
-			return fmt.Errorf("publish %s: %w", o.Subject, err)
-		}
-		futures = append(futures, f)
-	}
-	for i, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("publish %s: %w", msgs[i].Subject, err)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -40,17 +39,17 @@ func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 // startConsumeSpan starts the span of handling msg, as a child of the trace context the
 // message carries. Its attributes are built only when the span records: with tracing
 // off (no exporter configured) a message costs no attribute allocations.
-func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer string, msg jetstream.Msg) (context.Context, trace.Span) {
-	ctx = ExtractTrace(ctx, msg.Headers())
+func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer string, d *Delivery) (context.Context, trace.Span) {
+	ctx = ExtractTrace(ctx, d.Header)
 	ctx, span := tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer))
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	m := MetaOf(msg)
+	m := d.Meta
 	attrs := []attribute.KeyValue{
 		telemetry.NATS,
 		telemetry.MessagingOperation.String("process"),
-		telemetry.MessagingDestination.String(msg.Subject()),
+		telemetry.MessagingDestination.String(d.Subject),
 		telemetry.MessagingConsumer.String(consumer),
 		telemetry.Conversation.String(m.Conversation),
 	}
@@ -60,9 +59,7 @@ func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer strin
 	if m.ResponseID != "" {
 		attrs = append(attrs, telemetry.ResponseID.String(m.ResponseID))
 	}
-	if md, err := msg.Metadata(); err == nil {
-		attrs = append(attrs, telemetry.Delivery.Int64(int64(md.NumDelivered)))
-	}
+	attrs = append(attrs, telemetry.Delivery.Int64(int64(d.Delivered)))
 	span.SetAttributes(attrs...)
 	return ctx, span
 }

@@ -73,6 +73,8 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 		fmt.Fprintf(w, "ceiling paced at %.0f responses/s: latency p50 %.2f ms, p99 %.2f ms\n", r.PacedResponsesPerSec, r.CeilingPacedP50ms, r.CeilingPacedP99ms)
 	}
 	fmt.Fprintf(w, "ratio toolbus / ceiling: %.2f\n", r.Ratio)
+	fmt.Fprintf(w, "plain relay (nats.go Consume, async publish): %.0f calls/s, latency p50 %.2f ms, p99 %.2f ms\n", r.RelayCallsPerSec, r.RelayP50ms, r.RelayP99ms)
+	fmt.Fprintf(w, "ratio ceiling / plain relay: %.2f; toolbus / plain relay: %.2f\n", r.CeilingVsRelay, r.RatioVsRelay)
 	if *asJSON {
 		b, err := json.Marshal(r)
 		if err != nil {

@@ -60,7 +60,7 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tools := exec.Router.Tools()
+	tools := exec.Router.Tools(ctx)
 	if dialect != "" {
 		decls, err := mcpwire.Declarations(dialect, declared(ctx, pool, tools))
 		if err != nil {

@@ -44,11 +44,11 @@ func BenchmarkExecuteStage(b *testing.B) {
 				if err := messages.DecodeCall(msg, &call); err != nil {
 					b.Fatal(err)
 				}
-				backend, info, err := exec.Router.Resolve(call.Tool)
+				route, err := exec.Router.Resolve(ctx, call.Tool)
 				if err != nil {
 					b.Fatal(err)
 				}
-				res, _ := exec.ExecuteResolved(ctx, call, backend, info, err)
+				res, _ := exec.ExecuteRoute(ctx, call, route, err)
 				if !res.Success {
 					b.Fatal(res.Error)
 				}

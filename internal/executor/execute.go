@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,17 +35,10 @@ func (p RetryPolicy) backoff(ctx context.Context) backoff.BackOff {
 		p.MaxAttempts = 3
 	}
 	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = cmp(p.InitialInterval, 100*time.Millisecond)
-	b.MaxInterval = cmp(p.MaxInterval, 2*time.Second)
-	b.MaxElapsedTime = cmp(p.MaxElapsed, 10*time.Second)
+	b.InitialInterval = cmp.Or(p.InitialInterval, 100*time.Millisecond)
+	b.MaxInterval = cmp.Or(p.MaxInterval, 2*time.Second)
+	b.MaxElapsedTime = cmp.Or(p.MaxElapsed, 10*time.Second)
 	return backoff.WithContext(backoff.WithMaxRetries(b, uint64(p.MaxAttempts-1)), ctx)
-}
-
-func cmp(v, def time.Duration) time.Duration {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // Executor runs calls on their backends. It knows nothing of NATS.
@@ -70,14 +64,6 @@ type Gate interface {
 	Report(backend string, err error)
 }
 
-// Execute runs one call, with in-process retries of safe transient failures, and returns
-// its result; it never fails and never panics. The result's error keeps the Unsent mark
-// of the last failure in [Outcome].
-func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) messages.ToolResult {
-	res, _ := e.ExecuteOutcome(ctx, call)
-	return res
-}
-
 // Outcome says how a failed call may be handled further.
 type Outcome struct {
 	// Retryable: the failure is transient and repeating the call is safe.
@@ -86,17 +72,18 @@ type Outcome struct {
 	MaybeRan bool
 }
 
-// ExecuteOutcome is [Executor.Execute] that also says whether a failure may be retried
-// later (by another delivery) and whether the tool may have run.
-func (e *Executor) ExecuteOutcome(ctx context.Context, call messages.ToolCall) (messages.ToolResult, Outcome) {
-	b, info, err := e.Router.Resolve(call.Tool)
-	return e.ExecuteResolved(ctx, call, b, info, err)
+// Execute routes one call and runs it, with in-process retries of safe transient
+// failures, and returns its result and whether a failure may be retried later (by
+// another delivery); it never fails and never panics.
+func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) (messages.ToolResult, Outcome) {
+	r, err := e.Router.Resolve(ctx, call.Tool)
+	return e.ExecuteRoute(ctx, call, r, err)
 }
 
-// ExecuteResolved is [Executor.ExecuteOutcome] for a call the caller has resolved already
-// with e.Router.Resolve (b, info and err are what it returned), so that the route is
-// looked up once per call.
-func (e *Executor) ExecuteResolved(ctx context.Context, call messages.ToolCall, b Backend, info messages.ToolInfo, err error) (messages.ToolResult, Outcome) {
+// ExecuteRoute is [Executor.Execute] for a call the caller has resolved already with
+// e.Router.Resolve (r and err are what it returned), so that the route is looked up
+// once per call.
+func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r Route, err error) (messages.ToolResult, Outcome) {
 	start := time.Now()
 	res := messages.ResultFor(call)
 	if err != nil {
@@ -104,8 +91,8 @@ func (e *Executor) ExecuteResolved(ctx context.Context, call messages.ToolCall, 
 		e.Metrics.Call(ctx, call.Tool, "", string(res.Error.Code), time.Since(start))
 		return res, Outcome{}
 	}
-	res.Backend = b.Name()
-	safe := info.ReadOnly || info.Idempotent
+	res.Backend = r.Server
+	safe := r.Info.ReadOnly || r.Info.Idempotent
 
 	var out json.RawMessage
 	var last *messages.ToolError
@@ -117,19 +104,19 @@ func (e *Executor) ExecuteResolved(ctx context.Context, call messages.ToolCall, 
 	op := func() error {
 		res.Attempts++
 		actx, span := tracer.Start(ctx, "attempt "+strconv.Itoa(res.Attempts), trace.WithAttributes(
-			telemetry.Tool.String(call.Tool), telemetry.Server.String(b.Name()), telemetry.Attempt.Int(res.Attempts)))
+			telemetry.Tool.String(call.Tool), telemetry.Server.String(r.Server), telemetry.Attempt.Int(res.Attempts)))
 		defer span.End()
 		if e.Gate != nil {
-			if err = e.Gate.Allow(b.Name()); err != nil {
+			if err = e.Gate.Allow(r.Server); err != nil {
 				// The server is known to be down: answer now, retry nothing.
 				refused, last = true, messages.AsToolError(err)
 				span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
 				return backoff.Permanent(err)
 			}
-			out, err = e.attempt(actx, b, call)
-			e.Gate.Report(b.Name(), err)
+			out, err = e.attempt(actx, r, call)
+			e.Gate.Report(r.Server, err)
 		} else {
-			out, err = e.attempt(actx, b, call)
+			out, err = e.attempt(actx, r, call)
 		}
 		if err == nil {
 			return nil
@@ -139,7 +126,7 @@ func (e *Executor) ExecuteResolved(ctx context.Context, call messages.ToolCall, 
 		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
 		if last.Code.Retryable() && (safe || last.Unsent) && !deadlinePassed(call) {
 			span.SetAttributes(telemetry.RetryReason.String(last.Message))
-			e.Metrics.Retry(ctx, call.Tool, b.Name(), string(last.Code))
+			e.Metrics.Retry(ctx, call.Tool, r.Server, string(last.Code))
 			return err
 		}
 		return backoff.Permanent(err)
@@ -150,7 +137,7 @@ func (e *Executor) ExecuteResolved(ctx context.Context, call messages.ToolCall, 
 	if err != nil {
 		outcome = string(last.Code)
 	}
-	e.Metrics.Call(ctx, call.Tool, b.Name(), outcome, time.Since(start))
+	e.Metrics.Call(ctx, call.Tool, r.Server, outcome, time.Since(start))
 	if err != nil {
 		if refused {
 			return res.Fail(last), Outcome{}
@@ -174,7 +161,7 @@ func deadlinePassed(call messages.ToolCall) bool {
 
 // attempt runs the call once under its timeout, turning panics and plain errors into
 // *messages.ToolError.
-func (e *Executor) attempt(ctx context.Context, b Backend, call messages.ToolCall) (out json.RawMessage, err error) {
+func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall) (out json.RawMessage, err error) {
 	timeout := e.Timeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
@@ -195,7 +182,7 @@ func (e *Executor) attempt(ctx context.Context, b Backend, call messages.ToolCal
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	out, err = b.Call(ctx, call.Conversation, call.Tool, args)
+	out, err = r.Call(ctx, call.Conversation, args)
 	if err != nil {
 		var te *messages.ToolError
 		switch {

@@ -82,7 +82,7 @@ func TestExecute(t *testing.T) {
 			if tt.call != "" {
 				name = tt.call
 			}
-			res, oc := e.ExecuteOutcome(context.Background(), messages.ToolCall{ID: "r/0", ResponseID: "r", Tool: name, Count: 1})
+			res, oc := e.Execute(context.Background(), messages.ToolCall{ID: "r/0", ResponseID: "r", Tool: name, Count: 1})
 			if tt.wantCode == "" {
 				if !res.Success || string(res.Result) != `{"ok":true}` {
 					t.Fatalf("want success, got %+v", res)
@@ -111,7 +111,7 @@ func TestExecuteHonoursCallDeadline(t *testing.T) {
 	reg := localtools.New()
 	reg.Add(flaky("t", 99, &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "down", Unsent: true}, true, &calls))
 	e := &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, MaxElapsed: time.Minute}}
-	res, oc := e.ExecuteOutcome(context.Background(), messages.ToolCall{Tool: "t", Deadline: time.Now().Add(30 * time.Millisecond)})
+	res, oc := e.Execute(context.Background(), messages.ToolCall{Tool: "t", Deadline: time.Now().Add(30 * time.Millisecond)})
 	if res.Success || oc.Retryable {
 		t.Fatalf("a call past its deadline must fail for good: %+v %+v", res, oc)
 	}

@@ -187,14 +187,14 @@ func TestGateWithHealthd(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec := &executor.Executor{
-		Router:  executor.NewRouter(executor.MCPBackends(pool)...),
+		Router:  executor.NewRouter(executor.MCPBackend{Pool: pool}),
 		Timeout: 5 * time.Second,
 		Retry:   executor.RetryPolicy{MaxAttempts: 3, InitialInterval: 50 * time.Millisecond},
 		Gate:    gate,
 	}
 	call := func(id string) (messages.ToolResult, time.Duration) {
 		start := time.Now()
-		res := exec.Execute(ctx, messages.ToolCall{ID: id, Tool: "lookup", Arguments: json.RawMessage(`{}`)})
+		res, _ := exec.Execute(ctx, messages.ToolCall{ID: id, Tool: "lookup", Arguments: json.RawMessage(`{}`)})
 		return res, time.Since(start)
 	}
 	healthIs := func(want messages.HealthState) func() bool {

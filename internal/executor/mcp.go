@@ -5,113 +5,75 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// DefaultMCPWait bounds how long [MCPBackend.Tools] and [MCPBackend.Has] wait for the
-// servers' first tools/list.
-const DefaultMCPWait = 10 * time.Second
-
-// MCPBackend runs the tools of one remote MCP server through a pool shared by every
-// server, so that results report "mcp:<server>".
+// MCPBackend runs the tools of the MCP servers of a pool, including servers added while
+// toolbus runs ([mcpwire.Pool.Update]). Routes name the server "mcp:<server>".
 type MCPBackend struct {
-	Pool   *mcpwire.Pool
-	Server string
-	// Wait bounds how long Tools and Has wait for the servers' first answer (they
-	// connect on first use). Default [DefaultMCPWait].
-	Wait time.Duration
-	// RoutedOnly makes the backend claim only the names the configuration routes to
-	// its server explicitly, and list no tools. Such backends go first in a [Router],
-	// so that routes win over every other backend.
+	Pool *mcpwire.Pool
+	// RoutedOnly makes the backend resolve only the names the configuration routes to a
+	// server explicitly, and list no tools. Such a backend goes first in a [Router], so
+	// that routes win over every other backend; a second MCPBackend, last, serves the
+	// servers' own tools.
 	RoutedOnly bool
 }
 
-// MCPBackends returns a backend for each enabled server of pool, sorted by name.
-func MCPBackends(pool *mcpwire.Pool) []Backend {
-	var out []Backend
-	for _, st := range pool.Status() {
-		out = append(out, MCPBackend{Pool: pool, Server: st.Server})
-	}
-	return out
-}
-
-// MCPRoutedBackends returns the [MCPBackend.RoutedOnly] twin of each backend of
-// [MCPBackends].
-func MCPRoutedBackends(pool *mcpwire.Pool) []Backend {
-	var out []Backend
-	for _, st := range pool.Status() {
-		out = append(out, MCPBackend{Pool: pool, Server: st.Server, RoutedOnly: true})
-	}
-	return out
-}
-
-func (b MCPBackend) Name() string { return "mcp:" + b.Server }
-
-// Tools lists the server's visible tools under the names a model calls them by.
-func (b MCPBackend) Tools() []messages.ToolInfo {
+// Tools lists the servers' visible tools under the names a model calls them by, after
+// waiting (up to ctx) for every server's first answer.
+func (b MCPBackend) Tools(ctx context.Context) []messages.ToolInfo {
 	if b.RoutedOnly {
 		return nil
 	}
-	ctx, cancel := b.waitCtx()
-	defer cancel()
-	var out []messages.ToolInfo
-	for _, t := range b.Pool.Tools(ctx) {
-		if t.Server != b.Server {
-			continue
-		}
-		out = append(out, messages.ToolInfo{
-			Name: t.Name, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
-			ReadOnly: t.ReadOnly, Idempotent: t.Idempotent,
-		})
+	tools := b.Pool.Tools(ctx)
+	out := make([]messages.ToolInfo, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, info(t.Name, t))
 	}
 	return out
 }
 
-// Has reports whether name resolves to this server, including to refuse it: a tool the
-// configuration forbids, or a bare name several servers share (the first one answers
-// with the names to use instead).
-func (b MCPBackend) Has(name string) bool {
-	if server, routed := b.Pool.Route(name); b.RoutedOnly && (!routed || server != b.Server) {
-		return false
+// Resolve looks name up in the pool once; the route carries the server's tool to call.
+// A name the configuration forbids, or a bare name several servers share, is refused
+// here with the error the model sees.
+func (b MCPBackend) Resolve(ctx context.Context, name string) (Route, bool, error) {
+	if b.RoutedOnly {
+		if server, routed := b.Pool.Route(name); !routed || server == "" {
+			return Route{}, false, nil
+		}
 	}
-	ctx, cancel := b.waitCtx()
-	defer cancel()
 	t, err := b.Pool.Lookup(ctx, name)
-	if err != nil && !errors.Is(err, mcpwire.ErrNotAllowed) && !errors.Is(err, mcpwire.ErrAmbiguous) {
-		return false
+	switch {
+	case err == nil:
+	case errors.Is(err, mcpwire.ErrNotAllowed), errors.Is(err, mcpwire.ErrAmbiguous):
+		return Route{Server: "mcp:" + t.Server, Info: messages.ToolInfo{Name: name}, MCP: t}, true, mcpError(err, name, t)
+	case b.RoutedOnly:
+		return Route{Info: messages.ToolInfo{Name: name}}, true, mcpError(err, name, t)
+	default:
+		return Route{}, false, nil
 	}
-	return t.Server == b.Server
+	pool := b.Pool
+	return Route{Server: "mcp:" + t.Server, Info: info(name, t), MCP: t,
+		run: func(ctx context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
+			out, err := pool.CallTool(ctx, t, args)
+			if err != nil {
+				return nil, mcpError(err, name, t)
+			}
+			return out, nil
+		}}, true, nil
 }
 
-// Call runs the tool. Failures are *messages.ToolError: isError → tool_error, rejected
-// arguments → invalid_arguments, unreachable server → server_unavailable, deadline →
-// timeout, and a connection lost during a call of a tool that is neither read-only nor
-// idempotent → outcome_unknown.
-func (b MCPBackend) Call(ctx context.Context, _ string, name string, args json.RawMessage) (json.RawMessage, error) {
-	t, err := b.Pool.Lookup(ctx, name)
-	if err != nil {
-		return nil, mcpError(err, name, t)
-	}
-	out, err := b.Pool.CallTool(ctx, t, args)
-	if err != nil {
-		return nil, mcpError(err, name, t)
-	}
-	return out, nil
+func info(name string, t mcpwire.Tool) messages.ToolInfo {
+	return messages.ToolInfo{Name: name, Description: t.Description, InputSchema: t.InputSchema,
+		OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly, Idempotent: t.Idempotent}
 }
 
-func (b MCPBackend) waitCtx() (context.Context, context.CancelFunc) {
-	wait := b.Wait
-	if wait <= 0 {
-		wait = DefaultMCPWait
-	}
-	return context.WithTimeout(context.Background(), wait)
-}
-
-// mcpError maps an error of [mcpwire.Pool] to the code a model sees.
+// mcpError maps an error of [mcpwire.Pool] to the code a model sees: isError →
+// tool_error, rejected arguments → invalid_arguments, unreachable server →
+// server_unavailable, deadline → timeout, and a connection lost during a call of a tool
+// that is neither read-only nor idempotent → outcome_unknown.
 func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
 	te := func(code messages.ErrorCode, format string, args ...any) *messages.ToolError {
 		return &messages.ToolError{Code: code, Message: fmt.Sprintf(format, args...), Err: err}

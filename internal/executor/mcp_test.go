@@ -91,7 +91,7 @@ func TestMCPBackendErrors(t *testing.T) {
 		"b":    {Command: "in-memory"},
 		"down": {Type: "http", URL: "http://127.0.0.1:" + closedPort(t) + "/mcp"},
 	})
-	router := executor.NewRouter(executor.MCPBackends(p)...)
+	router := executor.NewRouter(executor.MCPBackend{Pool: p})
 	tests := []struct {
 		name        string
 		tool        string
@@ -113,20 +113,14 @@ func TestMCPBackendErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			b, err := router.Route(tt.tool)
-			if tt.wantBackend == "" {
-				if messages.AsToolError(err).Code != tt.wantErr {
-					t.Fatalf("Route: err = %v, want %s", err, tt.wantErr)
-				}
-				return
+			r, err := router.Resolve(ctx, tt.tool)
+			if r.Server != tt.wantBackend {
+				t.Fatalf("backend = %q, want %q", r.Server, tt.wantBackend)
 			}
-			if err != nil {
-				t.Fatalf("Route: %v", err)
+			var out json.RawMessage
+			if err == nil {
+				out, err = r.Call(ctx, "c1", json.RawMessage(`{}`))
 			}
-			if b.Name() != tt.wantBackend {
-				t.Fatalf("backend = %s, want %s", b.Name(), tt.wantBackend)
-			}
-			out, err := b.Call(ctx, "c1", tt.tool, json.RawMessage(`{}`))
 			if tt.wantErr == "" {
 				if err != nil || string(out) != `{"ok":true}` {
 					t.Fatalf("Call = %s, %v", out, err)
@@ -135,7 +129,7 @@ func TestMCPBackendErrors(t *testing.T) {
 			}
 			var te *messages.ToolError
 			if !errors.As(err, &te) || te.Code != tt.wantErr {
-				t.Fatalf("Call: err = %v, want %s", err, tt.wantErr)
+				t.Fatalf("err = %v, want %s", err, tt.wantErr)
 			}
 			if ctx.Err() != nil {
 				t.Fatal("the call ended with the test's deadline, not by itself")
@@ -149,11 +143,8 @@ func TestMCPBackendErrors(t *testing.T) {
 
 func TestMCPBackendTools(t *testing.T) {
 	p := newMCPPool(t, map[string]mcpwire.ServerConfig{"a": {Command: "in-memory", AllowedTools: []string{"ok", "fail"}}})
-	backends := executor.MCPBackends(p)
-	if len(backends) != 1 {
-		t.Fatalf("%d backends, want 1", len(backends))
-	}
-	tools := backends[0].Tools()
+	backend := executor.MCPBackend{Pool: p}
+	tools := backend.Tools(context.Background())
 	if len(tools) != 2 || tools[0].Name != "a__fail" || tools[1].Name != "a__ok" {
 		t.Fatalf("tools = %+v", tools)
 	}
@@ -161,8 +152,8 @@ func TestMCPBackendTools(t *testing.T) {
 		t.Errorf("annotations or schema lost: %+v", tools)
 	}
 	// Through the executor, as the stage runs it.
-	exec := &executor.Executor{Router: executor.NewRouter(backends...)}
-	res := exec.Execute(context.Background(), messages.ToolCall{Tool: "ok", Arguments: json.RawMessage(`{}`)})
+	exec := &executor.Executor{Router: executor.NewRouter(backend)}
+	res, _ := exec.Execute(context.Background(), messages.ToolCall{Tool: "ok", Arguments: json.RawMessage(`{}`)})
 	if !res.Success || string(res.Result) != `{"ok":true}` || res.Backend != "mcp:a" {
 		t.Errorf("result = %+v", res)
 	}
@@ -171,11 +162,9 @@ func TestMCPBackendTools(t *testing.T) {
 // localOK is a backend of its own that also has a tool called "ok".
 type localOK struct{}
 
-func (localOK) Name() string               { return "local" }
-func (localOK) Tools() []messages.ToolInfo { return []messages.ToolInfo{{Name: "ok"}} }
-func (localOK) Has(name string) bool       { return name == "ok" }
-func (localOK) Call(context.Context, string, string, json.RawMessage) (json.RawMessage, error) {
-	return json.RawMessage(`"local"`), nil
+func (localOK) Tools(context.Context) []messages.ToolInfo { return []messages.ToolInfo{{Name: "ok"}} }
+func (localOK) Resolve(_ context.Context, name string) (executor.Route, bool, error) {
+	return executor.Route{Server: "local", Info: messages.ToolInfo{Name: name}}, name == "ok", nil
 }
 
 func TestMCPRoutesWin(t *testing.T) {
@@ -194,11 +183,7 @@ func TestMCPRoutesWin(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	var backends []executor.Backend
-	backends = append(backends, executor.MCPRoutedBackends(p)...)
-	backends = append(backends, localOK{})
-	backends = append(backends, executor.MCPBackends(p)...)
-	router := executor.NewRouter(backends...)
+	router := executor.NewRouter(executor.MCPBackend{Pool: p, RoutedOnly: true}, localOK{}, executor.MCPBackend{Pool: p})
 
 	tests := []struct {
 		name, tool, wantBackend string
@@ -211,14 +196,14 @@ func TestMCPRoutesWin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := router.Route(tt.tool)
+			got, err := router.Resolve(context.Background(), tt.tool)
 			if tt.wantErr {
 				if err == nil {
-					t.Fatalf("routed to %s, want no backend", got.Name())
+					t.Fatalf("routed to %s, want no backend", got.Server)
 				}
 				return
 			}
-			if err != nil || got.Name() != tt.wantBackend {
+			if err != nil || got.Server != tt.wantBackend {
 				t.Fatalf("Route = %v, %v; want %s", got, err, tt.wantBackend)
 			}
 		})

@@ -8,19 +8,41 @@ import (
 
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Backend runs the tools of one kind.
 type Backend interface {
-	// Name is what results report as their backend: "local", "engineering", "mcp:<server>".
-	Name() string
 	// Tools lists the tools a model may call.
-	Tools() []messages.ToolInfo
-	// Has reports whether the backend runs the tool called name.
-	Has(name string) bool
-	// Call runs the tool. A failure is a *messages.ToolError.
-	Call(ctx context.Context, conversation, name string, args json.RawMessage) (json.RawMessage, error)
+	Tools(ctx context.Context) []messages.ToolInfo
+	// Resolve finds the tool called name. ok is false when the tool is not this
+	// backend's; ok with an error means the backend owns the name but refuses the call
+	// (a tool the configuration forbids, a bare name several servers share).
+	Resolve(ctx context.Context, name string) (r Route, ok bool, err error)
+}
+
+// Route is a call resolved: the backend that runs it and everything looked up on the
+// way, carried with the call so that nothing is looked up twice.
+type Route struct {
+	// Server is what results, metrics and the breaker call the backend: "local",
+	// "engineering" or "mcp:<server>".
+	Server string
+	// Info describes the tool; its annotations decide claims and retries.
+	Info messages.ToolInfo
+	// MCP is the server's tool, for a route to an MCP server.
+	MCP mcpwire.Tool
+
+	run func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error)
+}
+
+// Call runs the tool. A failure is a *messages.ToolError (or an error the executor
+// reports as tool_error).
+func (r Route) Call(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
+	if r.run == nil {
+		return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q", r.Info.Name)
+	}
+	return r.run(ctx, conversation, args)
 }
 
 // Router picks the backend of a tool: the first backend that has it, in the order given.
@@ -29,64 +51,28 @@ type Router struct{ backends []Backend }
 // NewRouter returns a router over backends, in priority order.
 func NewRouter(backends ...Backend) *Router { return &Router{backends: backends} }
 
-// Dispatcher is a backend that stands for several whose set changes while toolbus runs,
-// such as the servers of an MCP pool: the router hands a call to the backend Dispatch
-// picks, so that results name it.
-type Dispatcher interface {
-	Backend
-	Dispatch(name string) (Backend, bool)
-}
-
-// Route returns the backend of the tool called name.
-func (r *Router) Route(name string) (Backend, error) {
-	for _, b := range r.backends {
-		if d, ok := b.(Dispatcher); ok {
-			if picked, ok := d.Dispatch(name); ok {
-				return picked, nil
-			}
-			continue
-		}
-		if b.Has(name) {
-			return b, nil
-		}
-	}
-	return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q; available tools: %s", name, strings.Join(r.names(), ", "))
-}
-
 // Backends returns the router's backends in priority order.
 func (r *Router) Backends() []Backend { return r.backends }
 
-// Describer is implemented by backends that can describe one tool without listing all.
-type Describer interface {
-	Info(name string) (messages.ToolInfo, bool)
-}
-
-// Resolve routes the tool called name and describes it, routing once.
-func (r *Router) Resolve(name string) (Backend, messages.ToolInfo, error) {
-	b, err := r.Route(name)
-	if err != nil {
-		return nil, messages.ToolInfo{}, err
-	}
-	if d, ok := b.(Describer); ok {
-		if info, ok := d.Info(name); ok {
-			return b, info, nil
-		}
-		return b, messages.ToolInfo{Name: name}, nil
-	}
-	for _, t := range b.Tools() {
-		if t.Name == name {
-			return b, t, nil
+// Resolve routes the tool called name, once. Waiting for a backend that does not know
+// its tools yet (an MCP server that has not listed them) ends with ctx. A name no
+// backend has is an unknown_tool error; a refused one carries its backend's error.
+func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
+	for _, b := range r.backends {
+		if route, ok, err := b.Resolve(ctx, name); ok {
+			return route, err
 		}
 	}
-	return b, messages.ToolInfo{Name: name}, nil
+	return Route{Info: messages.ToolInfo{Name: name}}, messages.Errorf(messages.CodeUnknownTool,
+		"there is no tool called %q; available tools: %s", name, strings.Join(r.names(ctx), ", "))
 }
 
 // Tools lists every tool of every backend.
-func (r *Router) Tools() []messages.ToolInfo {
+func (r *Router) Tools(ctx context.Context) []messages.ToolInfo {
 	var out []messages.ToolInfo
 	seen := map[string]bool{}
 	for _, b := range r.backends {
-		for _, t := range b.Tools() {
+		for _, t := range b.Tools(ctx) {
 			if !seen[t.Name] {
 				seen[t.Name] = true
 				out = append(out, t)
@@ -96,9 +82,9 @@ func (r *Router) Tools() []messages.ToolInfo {
 	return out
 }
 
-func (r *Router) names() []string {
+func (r *Router) names(ctx context.Context) []string {
 	var names []string
-	for _, t := range r.Tools() {
+	for _, t := range r.Tools(ctx) {
 		names = append(names, t.Name)
 	}
 	sort.Strings(names)
@@ -108,27 +94,35 @@ func (r *Router) names() []string {
 // LocalBackend runs the tools of a [localtools.Registry].
 type LocalBackend struct{ Registry *localtools.Registry }
 
-func (LocalBackend) Name() string                 { return "local" }
-func (b LocalBackend) Tools() []messages.ToolInfo { return b.Registry.Tools() }
-func (b LocalBackend) Has(name string) bool       { _, ok := b.Registry.Lookup(name); return ok }
-func (b LocalBackend) Info(name string) (messages.ToolInfo, bool) {
-	t, ok := b.Registry.Lookup(name)
-	return t.Info, ok
-}
-func (b LocalBackend) Call(ctx context.Context, _ string, name string, args json.RawMessage) (json.RawMessage, error) {
+func (b LocalBackend) Tools(context.Context) []messages.ToolInfo { return b.Registry.Tools() }
+
+func (b LocalBackend) Resolve(_ context.Context, name string) (Route, bool, error) {
 	t, ok := b.Registry.Lookup(name)
 	if !ok {
-		return nil, messages.Errorf(messages.CodeUnknownTool, "there is no local tool called %q", name)
+		return Route{}, false, nil
 	}
-	return t.Run(ctx, args)
+	return Route{Server: "local", Info: t.Info, run: func(ctx context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
+		return t.Run(ctx, args)
+	}}, true, nil
 }
 
 // EngineeringBackend runs the engineering suite's visible tools.
 type EngineeringBackend struct{ Suite *engineering.Suite }
 
-func (EngineeringBackend) Name() string                 { return "engineering" }
-func (b EngineeringBackend) Tools() []messages.ToolInfo { return b.Suite.Tools() }
-func (b EngineeringBackend) Has(name string) bool       { return b.Suite.Has(name) }
-func (b EngineeringBackend) Call(ctx context.Context, conversation, name string, args json.RawMessage) (json.RawMessage, error) {
-	return b.Suite.Call(ctx, conversation, name, args)
+func (b EngineeringBackend) Tools(context.Context) []messages.ToolInfo { return b.Suite.Tools() }
+
+func (b EngineeringBackend) Resolve(_ context.Context, name string) (Route, bool, error) {
+	if !b.Suite.Has(name) {
+		return Route{}, false, nil
+	}
+	info := messages.ToolInfo{Name: name}
+	for _, t := range b.Suite.Tools() {
+		if t.Name == name {
+			info = t
+			break
+		}
+	}
+	return Route{Server: "engineering", Info: info, run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
+		return b.Suite.Call(ctx, conversation, name, args)
+	}}, true, nil
 }

@@ -1,13 +1,16 @@
 package formatter
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+
+	"github.com/toolbus/toolbus/internal/bus"
 
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// BenchmarkFormatStage is the formatter's handler for a one-call response without the
+// BenchmarkFormatStage is the formatter's stage for a one-call response without the
 // bus: the result message is decoded, rendered as a <tool_result> block and the output
 // encoded. The result is an engineering calculator's, of the size toolbus bench sends.
 func BenchmarkFormatStage(b *testing.B) {
@@ -20,14 +23,12 @@ func BenchmarkFormatStage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	h := bus.Decoded(Decode, (&Stage{}).Format)
+	d := &bus.Delivery{Data: msg, Delivered: 1}
 	b.ReportAllocs()
 	for b.Loop() {
-		var r messages.ToolResult
-		if err := messages.DecodeResult(msg, &r); err != nil {
-			b.Fatal(err)
-		}
-		body, err := outputBody(r.ResponseID, r.Conversation, []messages.ToolResult{r})
-		if err != nil || len(body) == 0 {
+		out, err := h(context.Background(), d)
+		if err != nil || len(out) != 1 || len(out[0].Body) == 0 {
 			b.Fatal(err)
 		}
 	}

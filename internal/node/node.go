@@ -4,6 +4,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,8 +16,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/claims"
 	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/deadletter"
 	"github.com/toolbus/toolbus/internal/executor"
 	"github.com/toolbus/toolbus/internal/formatter"
 	"github.com/toolbus/toolbus/internal/healthd"
@@ -202,12 +206,14 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				routed = append(routed, name)
 			}
 		}
+		p := &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
 				return nil, err
 			}
-			runs = append(runs, parser.New(js, &parser.Options{Extract: extract, Catalog: catalog, Routed: routed, Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}).Run)
+			runs = append(runs, runStage(js, messages.StreamResponses, messages.ConsumerParser, p.Parse, false,
+				bus.RunOptions{Concurrency: 16, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 		}
 	case Executor:
 		kv, err := js.KeyValue(ctx, messages.BucketSessions)
@@ -217,6 +223,10 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		catalog, err := js.KeyValue(ctx, messages.BucketCatalog)
 		if err != nil {
 			return nil, fmt.Errorf("executor: catalog bucket: %w", err)
+		}
+		calls, err := js.KeyValue(ctx, messages.BucketCalls)
+		if err != nil {
+			return nil, fmt.Errorf("executor: calls bucket: %w", err)
 		}
 		pool, err := NewPool(o.Config, log, func(server string, tools []mcpwire.Tool) {
 			mirrorCatalog(catalog, server, tools, log)
@@ -250,34 +260,34 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			<-ctx.Done()
 			return pool.Close()
 		})
+		owner := "executor-" + nuid.Next()
 		for i := range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
 				return nil, err
 			}
-			svc, err := executor.New(ctx, js, exec, &executor.Options{
-				Concurrency: o.Config.Executor.Concurrency, QuietTools: o.Config.Executor.QuietTools,
-				Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log,
-			})
-			if err != nil {
-				return nil, err
-			}
-			runs = append(runs, svc.Run)
+			st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: owner}, QuietTools: o.Config.Executor.QuietTools, Logger: log}
+			runs = append(runs, runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true,
+				bus.RunOptions{Concurrency: cmp.Or(o.Config.Executor.Concurrency, 16), SpanName: "execute", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 			if i == 0 {
-				runs = append(runs, svc.RunDeadLetters)
+				dl := &deadletter.Stage{Messages: deadletter.Streams{JS: js}, Claims: claims.KV{KV: calls, Owner: owner}}
+				runs = append(runs, runStage(js, messages.StreamAdvisories, messages.ConsumerDeadLetter, bus.Decoded(deadletter.Decode, dl.Handle), false,
+					bus.RunOptions{SpanName: "dead-letter", Tracer: tracer, Logger: log}))
 			}
 		}
 	case Formatter:
+		gather, err := js.KeyValue(ctx, messages.BucketGather)
+		if err != nil {
+			return nil, fmt.Errorf("formatter: gather bucket: %w", err)
+		}
+		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
 				return nil, err
 			}
-			f, err := formatter.New(ctx, js, &formatter.Options{Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log})
-			if err != nil {
-				return nil, err
-			}
-			runs = append(runs, f.Run)
+			runs = append(runs, runStage(js, messages.StreamResults, messages.ConsumerFormatter, bus.Decoded(formatter.Decode, f.Format), false,
+				bus.RunOptions{Concurrency: 16, SpanName: "format", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 		}
 	case Healthd:
 		_, observe, err := stage()
@@ -293,6 +303,22 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		return nil, fmt.Errorf("unknown service %q (want %v)", name, All)
 	}
 	return runs, nil
+}
+
+// runStage is the run of one replica of a stage: the stage runner on the stage's durable
+// consumer. With heartbeat, a message is marked in progress every third of the
+// consumer's AckWait while its handler runs (calls may take long).
+func runStage(js jetstream.JetStream, stream, consumer string, h bus.Handler, heartbeat bool, o bus.RunOptions) runFunc {
+	return func(ctx context.Context) error {
+		c, err := js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return fmt.Errorf("%s: %w", consumer, err)
+		}
+		if heartbeat {
+			o.Heartbeat = max(c.CachedInfo().Config.AckWait/3, 100*time.Millisecond)
+		}
+		return bus.Run(ctx, c, js, h, o)
+	}
 }
 
 // NewPool returns the pool of the configuration's MCP servers; onCatalog, when set, is
@@ -348,7 +374,7 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 	}
 	var backends []executor.Backend
 	if pool != nil {
-		backends = append(backends, mcpServers{pool: pool, routed: true})
+		backends = append(backends, executor.MCPBackend{Pool: pool, RoutedOnly: true})
 	}
 	backends = append(backends, executor.LocalBackend{Registry: local})
 	if config.On(cfg.Engineering.Enabled) {
@@ -356,7 +382,7 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 		backends = append(backends, executor.EngineeringBackend{Suite: suite})
 	}
 	if pool != nil {
-		backends = append(backends, mcpServers{pool: pool})
+		backends = append(backends, executor.MCPBackend{Pool: pool})
 	}
 	return &executor.Executor{
 		Router:  executor.NewRouter(backends...),

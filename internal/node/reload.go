@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -143,17 +142,23 @@ func watchPool(cfg *config.Config, pool *mcpwire.Pool, changed func(), log *slog
 // to a server: the parser checks a call against the schema of the tool that runs it.
 func mirrorInProcess(kv jetstream.KeyValue, router *executor.Router, pool *mcpwire.Pool, log *slog.Logger) {
 	for _, b := range router.Backends() {
-		if b.Name() != "local" && b.Name() != "engineering" {
+		var name string
+		switch b.(type) {
+		case executor.LocalBackend:
+			name = "local"
+		case executor.EngineeringBackend:
+			name = "engineering"
+		default:
 			continue
 		}
 		var tools []messages.ToolInfo
-		for _, t := range b.Tools() {
+		for _, t := range b.Tools(context.Background()) {
 			if server, routed := pool.Route(t.Name); routed && server != "" {
 				continue
 			}
 			tools = append(tools, t)
 		}
-		mirrorCatalog(kv, b.Name(), catalogTools(b.Name(), tools), log)
+		mirrorCatalog(kv, name, catalogTools(name, tools), log)
 	}
 }
 
@@ -203,94 +208,4 @@ func restartNeeded(old, next *config.Config) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// mcpServers is the executor backend of every server of a pool, including those added
-// while running: unlike a fixed list of [executor.MCPBackend]s, it follows
-// [mcpwire.Pool.Update]. Dispatch picks the server's own backend, which the router
-// (through executor.Dispatcher) hands the call to, so that results and the gate name
-// "mcp:<server>".
-type mcpServers struct {
-	pool *mcpwire.Pool
-	// routed: only the names the configuration routes to a server (these go first in
-	// the router, so that routes win over every other backend); no tools listed.
-	routed bool
-}
-
-func (b mcpServers) Name() string { return "mcp" }
-
-// Tools lists the visible tools of every server.
-func (b mcpServers) Tools() []messages.ToolInfo {
-	if b.routed {
-		return nil
-	}
-	var out []messages.ToolInfo
-	for _, st := range b.pool.Status() {
-		out = append(out, executor.MCPBackend{Pool: b.pool, Server: st.Server}.Tools()...)
-	}
-	return out
-}
-
-// Dispatch returns the backend of the server that runs name, or refuses it (a tool the
-// configuration forbids, a bare name several servers share).
-func (b mcpServers) Dispatch(name string) (executor.Backend, bool) {
-	var server string
-	if b.routed {
-		s, ok := b.pool.Route(name)
-		if !ok || s == "" {
-			return nil, false
-		}
-		server = s
-	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), executor.DefaultMCPWait)
-		defer cancel()
-		t, err := b.pool.Lookup(ctx, name)
-		if err != nil && !errors.Is(err, mcpwire.ErrNotAllowed) && !errors.Is(err, mcpwire.ErrAmbiguous) {
-			return nil, false
-		}
-		server = t.Server
-	}
-	if server == "" {
-		return nil, false
-	}
-	mb := mcpServer{executor.MCPBackend{Pool: b.pool, Server: server, RoutedOnly: b.routed}}
-	if !mb.Has(name) {
-		return nil, false
-	}
-	return mb, true
-}
-
-func (b mcpServers) Has(name string) bool { _, ok := b.Dispatch(name); return ok }
-
-func (b mcpServers) Info(name string) (messages.ToolInfo, bool) {
-	mb, ok := b.Dispatch(name)
-	if !ok {
-		return messages.ToolInfo{}, false
-	}
-	return mb.(mcpServer).Info(name)
-}
-
-func (b mcpServers) Call(ctx context.Context, conversation, name string, args json.RawMessage) (json.RawMessage, error) {
-	mb, ok := b.Dispatch(name)
-	if !ok {
-		return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q on any MCP server", name)
-	}
-	return mb.Call(ctx, conversation, name, args)
-}
-
-// mcpServer is one server's backend that can also describe a routed tool (whose
-// [executor.MCPBackend] lists no tools), so that its annotations decide retries.
-type mcpServer struct{ executor.MCPBackend }
-
-func (b mcpServer) Info(name string) (messages.ToolInfo, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), executor.DefaultMCPWait)
-	defer cancel()
-	t, err := b.Pool.Lookup(ctx, name)
-	if err != nil || t.Server != b.Server {
-		return messages.ToolInfo{Name: name}, true
-	}
-	return messages.ToolInfo{
-		Name: name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
-		ReadOnly: t.ReadOnly, Idempotent: t.Idempotent,
-	}, true
 }

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/claims"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/executor"
 	"github.com/toolbus/toolbus/pkg/client"
@@ -191,18 +193,17 @@ func startReloadingPipeline(t *testing.T, path string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec, err := NewExecutor(cfg, nil, engineering.NewMemorySessions(), nil)
+	exec, err := NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := append([]executor.Backend{mcpServers{pool: pool, routed: true}}, exec.Router.Backends()...)
-	exec.Router = executor.NewRouter(append(backends, mcpServers{pool: pool})...)
 	mirrorInProcess(catalog, exec.Router, pool, log)
-	svc, err := executor.New(ctx, js, exec, nil)
+	calls, err := js.KeyValue(ctx, messages.BucketCalls)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := []runFunc{svc.Run, watchPool(cfg, pool, func() { mirrorInProcess(catalog, exec.Router, pool, log) }, log), func(ctx context.Context) error {
+	st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: "test"}}
+	runs := []runFunc{runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true, bus.RunOptions{Concurrency: 16}), watchPool(cfg, pool, func() { mirrorInProcess(catalog, exec.Router, pool, log) }, log), func(ctx context.Context) error {
 		<-ctx.Done()
 		return pool.Close()
 	}}

@@ -357,17 +357,17 @@ func (st *Stage) Observe(d time.Duration, err error) {
 // Wrap returns h counted: each message's duration, its error and the messages in
 // flight. It changes nothing of h's ack contract.
 func (st *Stage) Wrap(h bus.Handler) bus.Handler {
-	return func(ctx context.Context, msg jetstream.Msg) error {
+	return func(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
 		st.mu.Lock()
 		st.stats.InFlight++
 		st.mu.Unlock()
 		start := time.Now()
-		err := h(ctx, msg)
+		out, err := h(ctx, d)
 		st.mu.Lock()
 		st.stats.InFlight--
 		st.mu.Unlock()
 		st.Observe(time.Since(start), err)
-		return err
+		return out, err
 	}
 }
 

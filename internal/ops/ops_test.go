@@ -141,19 +141,19 @@ func TestMicro(t *testing.T) {
 	}
 	stop := run(t, srv)
 
-	handler := stages[0].Wrap(func(ctx context.Context, msg jetstream.Msg) error {
+	handler := stages[0].Wrap(func(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
 		time.Sleep(time.Millisecond)
 		if ctx.Value(failKey{}) != nil {
-			return bus.Retry(errors.New("the server is away"), time.Second)
+			return nil, bus.Retry(errors.New("the server is away"), time.Second)
 		}
-		return nil
+		return nil, nil
 	})
 	for _, fail := range []bool{false, true, false} {
 		ctx := context.Background()
 		if fail {
 			ctx = context.WithValue(ctx, failKey{}, true)
 		}
-		_ = handler(ctx, nil)
+		_, _ = handler(ctx, &bus.Delivery{})
 	}
 
 	// nats micro ls: every replica answers PING with its own id.

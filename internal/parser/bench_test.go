@@ -1,9 +1,11 @@
 package parser
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
-	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/toolbus/toolbus/internal/bus"
 )
@@ -15,17 +17,15 @@ func BenchmarkParseStage(b *testing.B) {
 	cat := NewCatalog()
 	cat.Set("engineering", []catalogTool{{Name: "execute_tool", InputSchema: json.RawMessage(
 		`{"type": "object", "properties": {"tool_name": {"type": "string"}, "parameters": {"type": "object"}}, "required": ["tool_name"]}`)}})
-	s := &Service{opts: Options{Catalog: cat}}
+	s := &Stage{Catalog: cat}
 	text := "I will use the tools now.\n" +
 		`<tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 1}}}</tool_call>` + "\n"
-	meta := bus.Meta{Conversation: "bench", ResponseID: "r1"}
+	d := &bus.Delivery{Data: []byte(text), Header: nats.Header{}, Meta: bus.Meta{Conversation: "bench", ResponseID: "r1"}, Delivered: 1}
 	b.ReportAllocs()
 	for b.Loop() {
-		opts := s.extractOptions("")
-		w := CheckArguments(Plan(meta.ResponseID, meta.Conversation, text, time.Time{}, &opts.Options), opts.checks)
-		out, err := callMessages(meta, w)
-		if err != nil || len(out) != 1 || w.Calls[0].Error != nil {
-			b.Fatal(err, w.Calls)
+		out, err := s.Parse(context.Background(), d)
+		if err != nil || len(out) != 1 {
+			b.Fatal(err, out)
 		}
 	}
 }

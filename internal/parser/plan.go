@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/toolbus/toolbus/internal/formatter"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
@@ -24,7 +23,7 @@ type Work struct {
 func Plan(responseID, conversation, text string, deadline time.Time, opts *toolcall.Options) Work {
 	ext := toolcall.Extract(text, opts)
 	if len(ext.Calls) == 0 {
-		out := formatter.NoToolCall(responseID, conversation)
+		out := messages.NoToolCall(responseID, conversation)
 		return Work{Output: &out}
 	}
 	n := len(ext.Calls)

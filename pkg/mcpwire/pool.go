@@ -225,20 +225,54 @@ func (p *Pool) Catalog(ctx context.Context) *Catalog {
 // Tools lists the tools a model may call; see [Pool.Catalog].
 func (p *Pool) Tools(ctx context.Context) []Tool { return p.Catalog(ctx).Tools() }
 
-// Lookup resolves a tool name as [Catalog.Resolve] does. Unless the name is qualified
-// with its server, it first waits (up to ctx) for the servers that have not answered
-// their first connection attempt yet.
+// Lookup resolves a tool name as [Catalog.Resolve] does. A name the servers listed so
+// far resolve is answered at once; a name they do not know (or refuse) waits (up to
+// ctx) only while a server that has not answered its first connection attempt could
+// still list it, and is resolved again as each one answers. A server that never answers thus delays only
+// the names nobody else has.
 func (p *Pool) Lookup(ctx context.Context, name string) (Tool, error) {
 	if p.closed.Load() {
 		return Tool{}, ErrClosed
 	}
 	p.run()
-	// A qualified name means one server whatever the others list; a bare one may turn
-	// ambiguous, or be refused, by a server that has not answered yet.
-	if t, err := p.catalog.Load().Resolve(name); err == nil && t.Remote != name {
-		return t, nil
+	for {
+		t, err := p.catalog.Load().Resolve(name)
+		if err == nil || errors.Is(err, ErrAmbiguous) {
+			return t, err // more servers cannot make it less ambiguous
+		}
+		var waiting []<-chan struct{}
+		for _, s := range p.sorted() {
+			if !isDone(s.tried) {
+				waiting = append(waiting, s.tried)
+			}
+		}
+		if len(waiting) == 0 || ctx.Err() != nil {
+			return t, err
+		}
+		select {
+		case <-anyDone(waiting):
+		case <-ctx.Done():
+		}
 	}
-	return p.Catalog(ctx).Resolve(name)
+}
+
+// anyDone is closed when one of chans is.
+func anyDone(chans []<-chan struct{}) <-chan struct{} {
+	if len(chans) == 1 {
+		return chans[0]
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	for _, ch := range chans {
+		go func() {
+			select {
+			case <-ch:
+				once.Do(func() { close(done) })
+			case <-done:
+			}
+		}()
+	}
+	return done
 }
 
 // Route returns the server an explicit route sends name to. ok is false when name has

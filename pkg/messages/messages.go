@@ -111,6 +111,31 @@ type OutputResult struct {
 	Attempts int `json:"attempts,omitempty"`
 }
 
+// DeadCall is what the dead-letter stream keeps of a call that exhausted its deliveries
+// with a transient failure: the call and the error it was answered with. It travels on
+// [DeadSubject] with the call's id as message id.
+type DeadCall struct {
+	Call   ToolCall   `json:"call"`
+	Result ToolResult `json:"result"`
+}
+
+// DeadLetter is what the dead-letter stream keeps of a message no stage finished (it ran
+// out of deliveries) or that a stage terminated: the message with its history and what
+// was answered in its place.
+type DeadLetter struct {
+	Stream     string              `json:"stream"`
+	Sequence   uint64              `json:"sequence"`
+	Subject    string              `json:"subject"`
+	Header     map[string][]string `json:"header,omitempty"`
+	Data       json.RawMessage     `json:"data,omitempty"`
+	Text       string              `json:"text,omitempty"`
+	Deliveries uint64              `json:"deliveries"`
+	Reason     string              `json:"reason"`
+	// Answer is what was published in its place, if anything: a [ToolResult] or an
+	// [Output].
+	Answer any `json:"answer,omitempty"`
+}
+
 // HealthState is a server's state as healthd last saw it.
 type HealthState string
 

@@ -57,3 +57,28 @@ func Provisioned(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	}
 	return nc, js
 }
+
+// Publish publishes body to subject with m's headers and waits for the stream's ack.
+func Publish(t testing.TB, js jetstream.JetStream, subject string, m bus.Meta, body []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: m.Header(), Data: body}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RunStage runs h with the stage runner on the durable consumer of stream until the test
+// ends.
+func RunStage(t testing.TB, js jetstream.JetStream, stream, consumer string, h bus.Handler, o bus.RunOptions) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); bus.Run(ctx, c, js, h, o) }()
+	t.Cleanup(func() { cancel(); <-done })
+}

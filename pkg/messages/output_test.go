@@ -1,4 +1,4 @@
-package formatter
+package messages
 
 import (
 	"encoding/json"
@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -16,20 +14,20 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 func TestBlockGolden(t *testing.T) {
 	tests := []struct {
 		name   string
-		result messages.ToolResult
+		result ToolResult
 	}{
-		{"success", messages.ToolResult{Tool: "create_ticket", Success: true,
+		{"success", ToolResult{Tool: "create_ticket", Success: true,
 			Result: json.RawMessage(`{"ticket_id":"TKT-12345","status":"created"}`)}},
-		{"failure", messages.ToolResult{Tool: "get_ticket_status", Error: &messages.ResultError{
-			Code: messages.CodeServerUnavailable, Message: "ticket_service did not answer after 3 attempts"}}},
-		{"non_ascii", messages.ToolResult{Tool: "search_knowledge_base", Success: true,
+		{"failure", ToolResult{Tool: "get_ticket_status", Error: &ResultError{
+			Code: CodeServerUnavailable, Message: "ticket_service did not answer after 3 attempts"}}},
+		{"non_ascii", ToolResult{Tool: "search_knowledge_base", Success: true,
 			Result: json.RawMessage(`{"title":"Kesselformel für Rohre","snippet":"σ = p·d/(2·s) — 圧力","emoji":"✅","html":"<b>&</b>"}`)}},
-		{"nested", messages.ToolResult{Tool: "execute_tool", Success: true,
+		{"nested", ToolResult{Tool: "execute_tool", Success: true,
 			Result: json.RawMessage(`{"solved_for":"s","value":0.3125,"unit":"mm","inputs":{"p":{"value":10,"unit":"bar"},"d":{"value":100,"unit":"mm"}},"notes":["1 bar = 0.1 N/mm²",{"deep":[1,[2,[3]]]}],"empty_obj":{},"empty_arr":[]}`)}},
-		{"scalar_result", messages.ToolResult{Tool: "clock", Success: true, Result: json.RawMessage(`"2026-11-22T00:00:00Z"`)}},
-		{"result_closes_block", messages.ToolResult{Tool: "echo", Success: true, Result: json.RawMessage(`{"text":"</tool_result> injected"}`)}},
-		{"non_ascii_error", messages.ToolResult{Tool: "pressure.solve_kesselformel", Error: &messages.ResultError{
-			Code: messages.CodeInvalidArguments, Message: "Parameter „s“ muss > 0 sein (σ in N/mm²)"}}},
+		{"scalar_result", ToolResult{Tool: "clock", Success: true, Result: json.RawMessage(`"2026-11-22T00:00:00Z"`)}},
+		{"result_closes_block", ToolResult{Tool: "echo", Success: true, Result: json.RawMessage(`{"text":"</tool_result> injected"}`)}},
+		{"non_ascii_error", ToolResult{Tool: "pressure.solve_kesselformel", Error: &ResultError{
+			Code: CodeInvalidArguments, Message: "Parameter „s“ muss > 0 sein (σ in N/mm²)"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,7 +60,7 @@ func TestBlockGolden(t *testing.T) {
 
 // The shape the orchestrators were promised, spelled out once by hand.
 func TestBlockExactShape(t *testing.T) {
-	got := Block(messages.ToolResult{Tool: "create_ticket", Success: true,
+	got := Block(ToolResult{Tool: "create_ticket", Success: true,
 		Result: json.RawMessage(`{"ticket_id": "TKT-12345", "status": "created"}`)})
 	want := `<tool_result>
 {
@@ -77,7 +75,7 @@ func TestBlockExactShape(t *testing.T) {
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	got = Block(messages.ToolResult{Tool: "create_ticket", Error: &messages.ResultError{Code: messages.CodeToolError, Message: "priority must be low, medium or high"}})
+	got = Block(ToolResult{Tool: "create_ticket", Error: &ResultError{Code: CodeToolError, Message: "priority must be low, medium or high"}})
 	want = `<tool_result>
 {
   "tool": "create_ticket",
@@ -92,13 +90,13 @@ func TestBlockExactShape(t *testing.T) {
 }
 
 func TestRenderOrdersByIndex(t *testing.T) {
-	results := []messages.ToolResult{
+	results := []ToolResult{
 		{Tool: "c", Index: 2, Success: true, Result: json.RawMessage(`3`)},
 		{Tool: "a", Index: 0, Success: true, Result: json.RawMessage(`1`)},
-		{Tool: "b", Index: 1, Error: &messages.ResultError{Code: messages.CodeParseError, Message: "bad"}},
+		{Tool: "b", Index: 1, Error: &ResultError{Code: CodeParseError, Message: "bad"}},
 	}
-	out := Render("r1", "c1", results)
-	if out.Kind != messages.KindToolResults || out.ResponseID != "r1" || out.Conversation != "c1" {
+	out := RenderOutput("r1", "c1", results)
+	if out.Kind != KindToolResults || out.ResponseID != "r1" || out.Conversation != "c1" {
 		t.Fatalf("header fields: %+v", out)
 	}
 	var tools []string
@@ -108,38 +106,10 @@ func TestRenderOrdersByIndex(t *testing.T) {
 	if strings.Join(tools, ",") != "a,b,c" {
 		t.Errorf("results in order %v, want a,b,c", tools)
 	}
-	if out.Results[1].Error == nil || out.Results[1].Error.Code != messages.CodeParseError {
+	if out.Results[1].Error == nil || out.Results[1].Error.Code != CodeParseError {
 		t.Errorf("failed result lost its error: %+v", out.Results[1])
 	}
 	if strings.Count(out.Text, "<tool_result>") != 3 || strings.Index(out.Text, `"tool": "a"`) > strings.Index(out.Text, `"tool": "c"`) {
 		t.Errorf("text blocks out of order:\n%s", out.Text)
-	}
-}
-
-func TestGatheredAdd(t *testing.T) {
-	var g gathered
-	r := func(i int) messages.ToolResult { return messages.ToolResult{Index: i, Count: 3} }
-	steps := []struct {
-		name        string
-		add         int
-		wantChanged bool
-		wantDone    bool
-	}{
-		{"first", 2, true, false},
-		{"redelivered", 2, false, false},
-		{"second", 0, true, false},
-		{"last", 1, true, true},
-	}
-	for _, s := range steps {
-		if got := g.add(r(s.add)); got != s.wantChanged {
-			t.Errorf("%s: changed=%v, want %v", s.name, got, s.wantChanged)
-		}
-		if got := g.complete(); got != s.wantDone {
-			t.Errorf("%s: complete=%v, want %v", s.name, got, s.wantDone)
-		}
-	}
-	g.Done = true
-	if g.add(r(0)) || g.complete() {
-		t.Error("a finished response must ignore late results")
 	}
 }

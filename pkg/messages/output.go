@@ -1,12 +1,10 @@
-package formatter
+package messages
 
 import (
 	"bytes"
 	"encoding/json"
 	"sort"
 	"strings"
-
-	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Block renders one result as a <tool_result> block: the JSON object {"tool", "success",
@@ -14,7 +12,7 @@ import (
 // two spaces, non-ASCII text left as it is. The object is written directly and the raw
 // result indented in one pass (json.Indent), rather than encoding a struct, which
 // would compact and validate the result and then indent the whole again.
-func Block(r messages.ToolResult) string {
+func Block(r ToolResult) string {
 	var buf bytes.Buffer
 	buf.Grow(len(r.Result)*5/4 + 128)
 	buf.WriteString("<tool_result>\n{\n  \"tool\": ")
@@ -27,12 +25,12 @@ func Block(r messages.ToolResult) string {
 		}
 		if err := json.Indent(&buf, res, "  ", "  "); err != nil {
 			// Only an invalid raw result can fail; say so instead of losing the call.
-			return Block(messages.ToolResult{Tool: r.Tool}.Fail(messages.Errorf(messages.CodeInternal, "the tool returned invalid JSON")))
+			return Block(ToolResult{Tool: r.Tool}.Fail(Errorf(CodeInternal, "the tool returned invalid JSON")))
 		}
 	} else {
 		e := r.Error
 		if e == nil {
-			e = &messages.ResultError{Code: messages.CodeInternal, Message: "the call failed without a reason"}
+			e = &ResultError{Code: CodeInternal, Message: "the call failed without a reason"}
 		}
 		buf.WriteString(",\n  \"success\": false,\n  \"error\": ")
 		writeString(&buf, e.Message)
@@ -58,28 +56,28 @@ func writeString(buf *bytes.Buffer, s string) {
 	buf.Truncate(buf.Len() - 1) // Encode ends with a newline
 }
 
-// Render builds the output of a response from all of its results, in call order.
-func Render(responseID, conversation string, results []messages.ToolResult) messages.Output {
-	sorted := make([]messages.ToolResult, len(results))
+// RenderOutput builds the output of a response from all of its results, in call order.
+func RenderOutput(responseID, conversation string, results []ToolResult) Output {
+	sorted := make([]ToolResult, len(results))
 	copy(sorted, results)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Index < sorted[j].Index })
-	out := messages.Output{
-		ResponseID: responseID, Conversation: conversation, Kind: messages.KindToolResults,
-		Results: make([]messages.OutputResult, len(sorted)),
+	out := Output{
+		ResponseID: responseID, Conversation: conversation, Kind: KindToolResults,
+		Results: make([]OutputResult, len(sorted)),
 	}
 	blocks := make([]string, len(sorted))
 	for i, r := range sorted {
 		blocks[i] = Block(r)
-		out.Results[i] = messages.OutputResult{Tool: r.Tool, Success: r.Success, Result: r.Result, Error: r.Error, Attempts: r.Attempts}
+		out.Results[i] = OutputResult{Tool: r.Tool, Success: r.Success, Result: r.Result, Error: r.Error, Attempts: r.Attempts}
 	}
 	out.Text = strings.Join(blocks, "\n")
 	return out
 }
 
 // NoToolCall is the output of a response without a call.
-func NoToolCall(responseID, conversation string) messages.Output {
-	return messages.Output{
-		ResponseID: responseID, Conversation: conversation, Kind: messages.KindNoToolCall,
-		Results: []messages.OutputResult{},
+func NoToolCall(responseID, conversation string) Output {
+	return Output{
+		ResponseID: responseID, Conversation: conversation, Kind: KindNoToolCall,
+		Results: []OutputResult{},
 	}
 }

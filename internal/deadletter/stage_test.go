@@ -1,4 +1,4 @@
-package executor
+package deadletter
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
-	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/internal/claims"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -23,15 +23,13 @@ func TestDeadLetters(t *testing.T) {
 	if err := bus.Provision(ctx, js, bus.Topology{MaxDeliver: 2}); err != nil {
 		t.Fatal(err)
 	}
-	exec := &Executor{Router: NewRouter(LocalBackend{Registry: localtools.New()})}
-	svc, err := New(ctx, js, exec, &Options{RedeliveryDelay: 10 * time.Millisecond})
+	kv, err := js.KeyValue(ctx, messages.BucketCalls)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dctx, stopDead := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { svc.RunDeadLetters(dctx); close(done) }()
-	defer func() { stopDead(); <-done }()
+	calls := claims.KV{KV: kv, Owner: "test"}
+	stage := &Stage{Messages: Streams{JS: js}, Claims: calls, RetryDelay: 10 * time.Millisecond}
+	bustest.RunStage(t, js, messages.StreamAdvisories, messages.ConsumerDeadLetter, bus.Decoded(Decode, stage.Handle), bus.RunOptions{})
 
 	results, _ := nc.SubscribeSync(messages.AllResults)
 	outputs, _ := nc.SubscribeSync(messages.AllOutputs)
@@ -40,11 +38,11 @@ func TestDeadLetters(t *testing.T) {
 	// and handed back every time.
 	call := messages.ToolCall{ID: "r1/0", ResponseID: "r1", Conversation: "c", Count: 1, Tool: "create_ticket", Arguments: json.RawMessage(`{}`)}
 	body, _ := json.Marshal(call)
-	bus.Publish(ctx, js, messages.CallSubject("c"), bus.Meta{ResponseID: "r1", Conversation: "c", Count: 1, MsgID: call.ID}, body)
-	if _, err := svc.claims.Begin(ctx, call.ID); err != nil {
+	bustest.Publish(t, js, messages.CallSubject("c"), bus.Meta{ResponseID: "r1", Conversation: "c", Count: 1, MsgID: call.ID}, body)
+	if _, err := calls.Begin(ctx, call.ID); err != nil {
 		t.Fatal(err)
 	}
-	bus.Publish(ctx, js, messages.ResponseSubject("c"), bus.Meta{ResponseID: "r2", Conversation: "c", MsgID: "r2"}, []byte(`<tool_call>{"name": "x"}</tool_call>`))
+	bustest.Publish(t, js, messages.ResponseSubject("c"), bus.Meta{ResponseID: "r2", Conversation: "c", MsgID: "r2"}, []byte(`<tool_call>{"name": "x"}</tool_call>`))
 	for _, sc := range [][2]string{{messages.StreamCalls, messages.ConsumerExecutor}, {messages.StreamResponses, messages.ConsumerParser}} {
 		cons, err := js.Consumer(ctx, sc[0], sc[1])
 		if err != nil {

@@ -1,27 +1,25 @@
-package formatter
+package messages
 
 import (
 	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // encoderBlock is Block as encoding/json writes it: a struct encoded with two-space
 // indentation and no HTML escaping. Block writes the same bytes by hand.
-func encoderBlock(r messages.ToolResult) string {
+func encoderBlock(r ToolResult) string {
 	type okBlock struct {
 		Tool    string          `json:"tool"`
 		Success bool            `json:"success"`
 		Result  json.RawMessage `json:"result"`
 	}
 	type errBlock struct {
-		Tool      string             `json:"tool"`
-		Success   bool               `json:"success"`
-		Error     string             `json:"error"`
-		ErrorCode messages.ErrorCode `json:"error_code"`
+		Tool      string    `json:"tool"`
+		Success   bool      `json:"success"`
+		Error     string    `json:"error"`
+		ErrorCode ErrorCode `json:"error_code"`
 	}
 	var v any
 	if r.Success {
@@ -33,7 +31,7 @@ func encoderBlock(r messages.ToolResult) string {
 	} else {
 		e := r.Error
 		if e == nil {
-			e = &messages.ResultError{Code: messages.CodeInternal, Message: "the call failed without a reason"}
+			e = &ResultError{Code: CodeInternal, Message: "the call failed without a reason"}
 		}
 		v = errBlock{Tool: r.Tool, Error: e.Message, ErrorCode: e.Code}
 	}
@@ -42,7 +40,7 @@ func encoderBlock(r messages.ToolResult) string {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		return encoderBlock(messages.ToolResult{Tool: r.Tool}.Fail(messages.Errorf(messages.CodeInternal, "the tool returned invalid JSON")))
+		return encoderBlock(ToolResult{Tool: r.Tool}.Fail(Errorf(CodeInternal, "the tool returned invalid JSON")))
 	}
 	return "<tool_result>\n" + strings.ReplaceAll(buf.String(), "</tool_result", `\u003c/tool_result`) + "</tool_result>"
 }
@@ -55,9 +53,9 @@ func FuzzBlock(f *testing.F) {
 	f.Add("x\u2028\"\\", false, "", "boom \x01 <b>\xff</b>")
 	f.Add("", true, "", "")
 	f.Fuzz(func(t *testing.T, tool string, ok bool, result, msg string) {
-		r := messages.ToolResult{Tool: tool, Success: ok, Result: json.RawMessage(result)}
+		r := ToolResult{Tool: tool, Success: ok, Result: json.RawMessage(result)}
 		if !ok {
-			r.Error = &messages.ResultError{Code: messages.CodeToolError, Message: msg}
+			r.Error = &ResultError{Code: CodeToolError, Message: msg}
 		}
 		if got, want := Block(r), encoderBlock(r); got != want {
 			t.Fatalf("Block differs from encoding/json:\ngot  %q\nwant %q", got, want)

@@ -1,0 +1,159 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/claims"
+	"github.com/toolbus/toolbus/internal/telemetry"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Stage is the executor stage: per call, claim its id, run it (or answer from the stored
+// result when a redelivery finds one), store the result, and return it to be published
+// with message id = call id. A transient failure that is safe to repeat is handed back
+// with a delay until the consumer's last delivery, which answers with the error and
+// also returns a copy of the call for the dead-letter stream.
+type Stage struct {
+	Exec   *Executor
+	Claims claims.Store
+	// RedeliveryDelay is how long a call handed back after a transient failure waits
+	// before another delivery. Default 2s.
+	RedeliveryDelay time.Duration
+	// QuietTools are logged at debug level instead of info (tools polled often).
+	QuietTools []string
+	Logger     *slog.Logger
+}
+
+// Decode reads a call message. A body that cannot be read is answered from the headers
+// as a call carrying an internal error, so that its response is not left waiting.
+func Decode(d *bus.Delivery) (messages.ToolCall, error) {
+	var call messages.ToolCall
+	err := messages.DecodeCall(d.Data, &call)
+	if err == nil && call.ID != "" {
+		return call, nil
+	}
+	m := d.Meta
+	if m.ResponseID == "" || m.Count <= 0 {
+		return call, fmt.Errorf("a call without routing headers: %v", err)
+	}
+	if err == nil {
+		err = fmt.Errorf("no call id")
+	}
+	return messages.ToolCall{
+		ID: messages.CallID(m.ResponseID, m.Index), ResponseID: m.ResponseID, Conversation: m.Conversation,
+		Index: m.Index, Count: m.Count,
+		Error: &messages.ResultError{Code: messages.CodeInternal, Message: fmt.Sprintf("the call message could not be decoded: %v", err)},
+	}, nil
+}
+
+// Execute answers one call.
+func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Delivery) ([]bus.Outgoing, error) {
+	span := trace.SpanFromContext(ctx)
+	span.SetName("execute " + call.Tool)
+	span.SetAttributes(telemetry.Tool.String(call.Tool))
+	if call.Error != nil {
+		// The parser's verdict (or an unreadable message): answer it, run nothing.
+		span.SetAttributes(telemetry.ErrorCode.String(string(call.Error.Code)))
+		res := messages.ResultFor(call)
+		res.Error = call.Error
+		s.Exec.Metrics.Call(ctx, call.Tool, "parser", string(call.Error.Code), 0)
+		return s.answer(call, res, false)
+	}
+
+	// A read-only or idempotent call does no harm when run twice, so its first delivery
+	// skips the claim: two key-value writes fewer on the hot path. Redeliveries claim, to
+	// answer from a stored result and to count attempts across deliveries.
+	route, routeErr := s.Exec.Router.Resolve(ctx, call.Tool)
+	safe := route.Info.ReadOnly || route.Info.Idempotent
+	claimed := d.Delivered > 1 || !safe
+	var claim claims.Claim
+	if claimed {
+		var err error
+		if claim, err = s.Claims.Begin(ctx, call.ID); err != nil {
+			return nil, bus.Retry(err, s.redeliveryDelay())
+		}
+	}
+	switch {
+	case claim.Result != nil:
+		// Done before (the ack or the publish was lost): answer again, de-duplicated.
+		return s.answer(call, *claim.Result, false)
+	case claim.Abandoned != nil:
+		if !safe {
+			res := messages.ResultFor(call).Fail(messages.Errorf(messages.CodeOutcomeUnknown,
+				"the call to %q was started by an executor that stopped before it finished (%s, started %s); "+
+					"the tool may or may not have run, and it is not idempotent, so it was not run again: check its effect before calling it again",
+				call.Tool, claim.Abandoned.Owner, claim.Abandoned.Started.Format(time.RFC3339)))
+			res.Attempts = d.Delivered
+			return s.finish(ctx, call, res, true, false)
+		}
+		if err := s.Claims.TakeOver(ctx, call.ID, &claim); err != nil {
+			// Another replica took it over; let JetStream sort out who answers.
+			return nil, bus.Retry(err, s.redeliveryDelay())
+		}
+	}
+
+	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr)
+	res.Attempts += claim.PriorAttempts
+	span.SetAttributes(telemetry.Server.String(res.Backend), telemetry.Attempt.Int(res.Attempts))
+	outcome := "ok"
+	if res.Error != nil {
+		outcome = string(res.Error.Code)
+		span.SetAttributes(telemetry.ErrorCode.String(outcome))
+	}
+	// Arguments and results are never logged: they may hold secrets.
+	level := slog.LevelInfo
+	if slices.Contains(s.QuietTools, call.Tool) {
+		level = slog.LevelDebug
+	}
+	s.logger().Log(ctx, level, "call", "call", call.ID, "tool", call.Tool, "server", res.Backend,
+		"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
+	if !res.Success && oc.Retryable && !d.Last {
+		if err := s.Claims.Release(ctx, call.ID, res.Attempts); err != nil {
+			s.logger().Warn("release claim", "call", call.ID, "err", err)
+		}
+		return nil, bus.Retry(fmt.Errorf("call %s: %s", call.ID, res.Error.Message), s.redeliveryDelay())
+	}
+	return s.finish(ctx, call, res, claimed, !res.Success && oc.Retryable)
+}
+
+// finish stores the result of a claimed call and answers it; an exhausted call is also
+// copied to the dead-letter stream.
+func (s *Stage) finish(ctx context.Context, call messages.ToolCall, res messages.ToolResult, claimed, exhausted bool) ([]bus.Outgoing, error) {
+	if claimed {
+		if err := s.Claims.Finish(ctx, call.ID, res); err != nil {
+			return nil, bus.Retry(err, s.redeliveryDelay())
+		}
+	}
+	return s.answer(call, res, exhausted)
+}
+
+// answer is the result message of call, and with dead set its dead-letter copy.
+func (s *Stage) answer(call messages.ToolCall, res messages.ToolResult, dead bool) ([]bus.Outgoing, error) {
+	m := bus.Meta{ResponseID: call.ResponseID, Conversation: call.Conversation, MsgID: call.ID, Index: call.Index, Count: call.Count}
+	out, err := bus.JSON(messages.ResultSubject(call.Conversation), m, res)
+	if err != nil || !dead {
+		return []bus.Outgoing{out}, err
+	}
+	copy, err := bus.JSON(messages.DeadSubject(call.Conversation), m, messages.DeadCall{Call: call, Result: res})
+	return []bus.Outgoing{out, copy}, err
+}
+
+func (s *Stage) redeliveryDelay() time.Duration {
+	if s.RedeliveryDelay > 0 {
+		return s.RedeliveryDelay
+	}
+	return 2 * time.Second
+}
+
+func (s *Stage) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}

@@ -1,0 +1,331 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/claims"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// memClaims keeps claims in memory with the bucket's semantics.
+type memClaims struct {
+	mu  sync.Mutex
+	m   map[string]claims.Record
+	log []string // "begin id", "finish id", "release id"
+}
+
+func (c *memClaims) Begin(_ context.Context, id string) (claims.Claim, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, "begin "+id)
+	if c.m == nil {
+		c.m = map[string]claims.Record{}
+	}
+	prev, ok := c.m[id]
+	c.m[id] = claims.Record{State: "running", Owner: "me", Started: time.Now()}
+	switch {
+	case !ok:
+		return claims.Claim{}, nil
+	case prev.State == "done":
+		c.m[id] = prev
+		return claims.Claim{Result: prev.Result}, nil
+	case prev.State == "released":
+		return claims.Claim{PriorAttempts: prev.Attempts}, nil
+	}
+	c.m[id] = prev
+	return claims.Claim{Abandoned: &prev}, nil
+}
+
+func (c *memClaims) TakeOver(_ context.Context, id string, cl *claims.Claim) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[id] = claims.Record{State: "running", Owner: "me"}
+	cl.Abandoned = nil
+	return nil
+}
+
+func (c *memClaims) Finish(_ context.Context, id string, r messages.ToolResult) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, "finish "+id)
+	c.m[id] = claims.Record{State: "done", Result: &r}
+	return nil
+}
+
+func (c *memClaims) Release(_ context.Context, id string, attempts int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, "release "+id)
+	if c.m == nil {
+		c.m = map[string]claims.Record{}
+	}
+	c.m[id] = claims.Record{State: "released", Attempts: attempts}
+	return nil
+}
+
+func counting(name string, info messages.ToolInfo, runs *atomic.Int32, fail func(n int32) error) localtools.Tool {
+	info.Name = name
+	return localtools.Tool{Info: info, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		n := runs.Add(1)
+		if fail != nil {
+			if err := fail(n); err != nil {
+				return nil, err
+			}
+		}
+		return json.Marshal(map[string]int32{"run": n})
+	}}
+}
+
+func TestExecuteStage(t *testing.T) {
+	unsent := func(below int32) func(int32) error {
+		return func(n int32) error {
+			if n <= below {
+				return &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "connection refused", Unsent: true}
+			}
+			return nil
+		}
+	}
+	type delivery struct {
+		n    int
+		last bool
+	}
+	tests := []struct {
+		name string
+		info messages.ToolInfo
+		fail func(int32) error
+		// prior is the record an earlier delivery left ("" none, "running", "done").
+		prior      string
+		parserErr  bool
+		deliveries []delivery
+		// want, per delivery: "retry", or the error code of the answer ("ok" for success).
+		want       []string
+		wantRuns   int32
+		wantDead   bool
+		wantClaims string
+	}{
+		{name: "read-only first delivery takes no claim", info: messages.ToolInfo{ReadOnly: true},
+			deliveries: []delivery{{1, false}}, want: []string{"ok"}, wantRuns: 1, wantClaims: ""},
+		{name: "side effects are claimed and stored", deliveries: []delivery{{1, false}}, want: []string{"ok"}, wantRuns: 1,
+			wantClaims: "begin r/0,finish r/0"},
+		{name: "redelivery is answered from the store", deliveries: []delivery{{1, false}, {2, false}}, want: []string{"ok", "ok"}, wantRuns: 1,
+			wantClaims: "begin r/0,finish r/0,begin r/0"},
+		{name: "abandoned side effect is not repeated", prior: "running", deliveries: []delivery{{2, false}},
+			want: []string{string(messages.CodeOutcomeUnknown)}, wantRuns: 0, wantClaims: "begin r/0,finish r/0"},
+		{name: "abandoned idempotent call runs again", info: messages.ToolInfo{Idempotent: true}, prior: "running", deliveries: []delivery{{2, false}},
+			want: []string{"ok"}, wantRuns: 1, wantClaims: "begin r/0,finish r/0"},
+		{name: "a call the parser refused is answered, never run", parserErr: true, deliveries: []delivery{{1, false}},
+			want: []string{string(messages.CodeParseError)}, wantRuns: 0},
+		{name: "transient failure is handed back, then succeeds", fail: unsent(3),
+			deliveries: []delivery{{1, false}, {2, false}}, want: []string{"retry", "ok"}, wantRuns: 4,
+			wantClaims: "begin r/0,release r/0,begin r/0,finish r/0"},
+		{name: "still failing on the last delivery: answered and dead-lettered", info: messages.ToolInfo{Idempotent: true}, fail: unsent(100),
+			deliveries: []delivery{{1, false}, {2, true}}, want: []string{"retry", string(messages.CodeServerUnavailable)}, wantRuns: 4, wantDead: true,
+			wantClaims: "release r/0,begin r/0,finish r/0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var runs atomic.Int32
+			reg := localtools.New()
+			reg.Add(counting("t", tt.info, &runs, tt.fail))
+			cl := &memClaims{}
+			switch tt.prior {
+			case "running":
+				cl.m = map[string]claims.Record{"r/0": {State: "running", Owner: "dead"}}
+			}
+			s := &Stage{Claims: cl, Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg}),
+				Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}}}
+			call := messages.ToolCall{ID: "r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: "t", Arguments: json.RawMessage(`{}`)}
+			if tt.parserErr {
+				call.Error = &messages.ResultError{Code: messages.CodeParseError, Message: "cut off"}
+			}
+			var dead bool
+			for i, d := range tt.deliveries {
+				out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: d.n, Last: d.last})
+				var retry *bus.RetryError
+				if tt.want[i] == "retry" {
+					if !errors.As(err, &retry) || len(out) != 0 {
+						t.Fatalf("delivery %d: %v, %d messages; want a retry", d.n, err, len(out))
+					}
+					continue
+				}
+				if err != nil || len(out) == 0 {
+					t.Fatalf("delivery %d: %v, %d messages", d.n, err, len(out))
+				}
+				if out[0].Subject != messages.ResultSubject("c") || out[0].Meta.MsgID != "r/0" {
+					t.Errorf("result to %s id %q", out[0].Subject, out[0].Meta.MsgID)
+				}
+				var res messages.ToolResult
+				if err := json.Unmarshal(out[0].Body, &res); err != nil {
+					t.Fatal(err)
+				}
+				got := "ok"
+				if res.Error != nil {
+					got = string(res.Error.Code)
+				}
+				if got != tt.want[i] {
+					t.Errorf("delivery %d: answered %s (%v), want %s", d.n, got, res.Error, tt.want[i])
+				}
+				for _, o := range out[1:] {
+					dead = dead || o.Subject == messages.DeadSubject("c")
+				}
+			}
+			if runs.Load() != tt.wantRuns {
+				t.Errorf("ran %d times, want %d", runs.Load(), tt.wantRuns)
+			}
+			if dead != tt.wantDead {
+				t.Errorf("dead-letter copy %v, want %v", dead, tt.wantDead)
+			}
+			if got := strings.Join(cl.log, ","); got != tt.wantClaims {
+				t.Errorf("claims %q, want %q", got, tt.wantClaims)
+			}
+		})
+	}
+}
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string
+		meta     bus.Meta
+		wantCode messages.ErrorCode
+		wantErr  bool
+	}{
+		{name: "call", body: `{"id":"r/0","response_id":"r","conversation":"c","index":0,"count":1,"tool":"t"}`},
+		{name: "unreadable, answered from the headers", body: `{"id":`, meta: bus.Meta{ResponseID: "r", Conversation: "c", Index: 1, Count: 2},
+			wantCode: messages.CodeInternal},
+		{name: "unreadable without headers", body: `{"id":`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			call, err := Decode(&bus.Delivery{Data: []byte(tt.body), Meta: tt.meta})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v", err)
+			}
+			if tt.wantErr {
+				return
+			}
+			var code messages.ErrorCode
+			if call.Error != nil {
+				code = call.Error.Code
+			}
+			if code != tt.wantCode {
+				t.Errorf("code %q, want %q", code, tt.wantCode)
+			}
+			if tt.wantCode != "" && (call.ID != "r/1" || call.Count != 2) {
+				t.Errorf("call from headers: %+v", call)
+			}
+		})
+	}
+}
+
+func TestCallLogQuietTools(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	reg := localtools.New()
+	var runs atomic.Int32
+	reg.Add(counting("poll_status", messages.ToolInfo{ReadOnly: true}, &runs, nil))
+	reg.Add(counting("create_ticket", messages.ToolInfo{}, &runs, nil))
+	s := &Stage{Claims: &memClaims{}, Logger: log, QuietTools: []string{"poll_status"},
+		Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg})}}
+	for _, tool := range []string{"poll_status", "create_ticket"} {
+		call := messages.ToolCall{ID: tool + "/0", ResponseID: tool, Conversation: "c", Count: 1, Tool: tool, Arguments: json.RawMessage(`{"secret":"hunter2"}`)}
+		if _, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("ran %d calls, want 2", runs.Load())
+	}
+	out := buf.String()
+	if !strings.Contains(out, `"tool":"create_ticket"`) || strings.Contains(out, `"tool":"poll_status"`) {
+		t.Errorf("log:\n%s", out)
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("arguments were logged:\n%s", out)
+	}
+}
+
+// Through the runner on a real JetStream: a backend that stays down is handed back
+// until the last delivery, answered once and copied to the dead-letter stream.
+func TestAlwaysDownIsAnsweredAndDeadLettered(t *testing.T) {
+	var runs atomic.Int32
+	reg := localtools.New()
+	reg.Add(counting("t", messages.ToolInfo{Idempotent: true}, &runs, func(int32) error {
+		return &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "503 from tickets"}
+	}))
+	nc, js := bustest.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.Topology{MaxDeliver: 3}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, messages.BucketCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan messages.ToolResult, 10)
+	sub, err := nc.Subscribe(messages.AllResults, func(m *nats.Msg) {
+		var r messages.ToolResult
+		json.Unmarshal(m.Data, &r)
+		results <- r
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	s := &Stage{Claims: claims.KV{KV: kv, Owner: "test"}, RedeliveryDelay: 10 * time.Millisecond,
+		Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}}}
+	bustest.RunStage(t, js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(Decode, s.Execute), bus.RunOptions{Concurrency: 4})
+	call := messages.ToolCall{ID: "resp/0", ResponseID: "resp", Conversation: "c", Count: 1, Tool: "t", Arguments: json.RawMessage(`{}`)}
+	body, _ := json.Marshal(call)
+	bustest.Publish(t, js, messages.CallSubject("c"), bus.Meta{ResponseID: "resp", Conversation: "c", Count: 1, MsgID: call.ID}, body)
+
+	var r messages.ToolResult
+	select {
+	case r = <-results:
+	case <-ctx.Done():
+		t.Fatal("no result")
+	}
+	if r.Success || r.Error.Code != messages.CodeServerUnavailable {
+		t.Fatalf("want server_unavailable, got %+v", r)
+	}
+	if runs.Load() != 6 || r.Attempts != 6 {
+		t.Errorf("ran %d times, result says %d attempts; want 3 deliveries × 2 = 6", runs.Load(), r.Attempts)
+	}
+	st, err := js.Stream(ctx, messages.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dead-letter stream holds %d calls, want 1", info.State.Msgs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case extra := <-results:
+		t.Errorf("a second result was published: %+v", extra)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

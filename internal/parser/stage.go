@@ -1,0 +1,108 @@
+package parser
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/telemetry"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Stage is the parser.
+type Stage struct {
+	// Extract configures extraction and repair: the format pin and the limits. Known tools
+	// and schemas come from Catalog.
+	Extract *toolcall.Options
+	// Catalog, when set, names the tools and their input schemas; see [Catalog.Follow].
+	Catalog *Catalog
+	// Routed are tool names the configuration routes to a server explicitly: their
+	// arguments are checked by that server, whatever other backends call a tool so.
+	Routed []string
+}
+
+// ResponseID returns the id of a response message: the response id header, else its
+// Nats-Msg-Id, else one derived from its stream sequence (stable across redeliveries).
+func ResponseID(d *bus.Delivery) string {
+	switch {
+	case d.Meta.ResponseID != "":
+		return d.Meta.ResponseID
+	case d.Meta.MsgID != "":
+		return d.Meta.MsgID
+	}
+	return d.Meta.Conversation + "-" + strconv.FormatUint(d.Sequence, 10)
+}
+
+// Parse takes one response and returns its calls, one message each to the executors
+// (de-duplicated by the call's id), or the no_tool_call output of a response without
+// a call.
+func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
+	meta := d.Meta
+	meta.ResponseID = ResponseID(d)
+	var deadline time.Time
+	if v := d.Header.Get(messages.HeaderDeadline); v != "" {
+		deadline, _ = time.Parse(time.RFC3339Nano, v)
+	}
+	opts := s.extractOptions(d.Header.Get(messages.HeaderFormat))
+	w := Plan(meta.ResponseID, meta.Conversation, string(d.Data), deadline, &opts.Options)
+	w = CheckArguments(w, opts.checks)
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.ResponseID.String(meta.ResponseID),
+		attribute.Int("toolbus.calls", len(w.Calls)))
+
+	if w.Output != nil {
+		meta.MsgID = meta.ResponseID
+		out, err := bus.JSON(messages.OutputSubject(meta.Conversation), meta, w.Output)
+		return []bus.Outgoing{out}, err
+	}
+	out := make([]bus.Outgoing, 0, len(w.Calls))
+	subject := messages.CallSubject(meta.Conversation)
+	for _, c := range w.Calls {
+		m := meta
+		m.MsgID, m.Index, m.Count = c.ID, c.Index, c.Count
+		o, err := bus.JSON(subject, m, c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+type extractOptions struct {
+	toolcall.Options
+	checks map[string]*jsonschema.Resolved
+}
+
+// extractOptions are the configured options with the catalog's tools and a response's
+// format pin.
+func (s *Stage) extractOptions(format string) extractOptions {
+	var o extractOptions
+	if s.Extract != nil {
+		o.Options = *s.Extract
+	}
+	if s.Catalog != nil {
+		snap := s.Catalog.current()
+		o.KnownTools, o.Schemas, o.checks = snap.known, snap.schemas, snap.checks
+		if len(s.Routed) > 0 {
+			checks := make(map[string]*jsonschema.Resolved, len(o.checks))
+			for name, r := range o.checks {
+				if !slices.Contains(s.Routed, name) {
+					checks[name] = r
+				}
+			}
+			o.checks = checks
+		}
+	}
+	if format != "" {
+		if f, err := toolcall.ParseFormat(format); err == nil {
+			o.Format = f
+		}
+	}
+	return o
+}
