@@ -520,7 +520,7 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64, plain bo
 				bus.Run(sctx, cons, js, func(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
 					out, _ := relay(d.Header)
 					return out, nil
-				}, bus.RunOptions{Concurrency: 16})
+				}, bus.RunOptions{Concurrency: 16, Prefetch: 128})
 			}()
 		}
 	}

@@ -264,3 +264,62 @@ func TestConsumeHeartbeatKeepsSlowMessage(t *testing.T) {
 		t.Errorf("%d messages left", info.State.Msgs)
 	}
 }
+
+// With Prefetch, messages buffered while the handlers turn slow are kept in progress and
+// handled by this replica, once each, although they wait longer than AckWait.
+func TestRunPrefetchSlowHandlers(t *testing.T) {
+	_, js := testJS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SLOWQ", Subjects: []string{"slowq"}, Retention: jetstream.WorkQueuePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		if _, err := js.Publish(ctx, "slowq", []byte{byte('a' + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var done atomic.Int32
+	h := func(ctx context.Context, d *Delivery) ([]Outgoing, error) {
+		mu.Lock()
+		seen[string(d.Data)]++
+		mu.Unlock()
+		time.Sleep(200 * time.Millisecond) // 20 messages, 2 at a time: twice AckWait in all
+		done.Add(1)
+		return nil, nil
+	}
+	cctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Run(cctx, c, js, h, RunOptions{Concurrency: 2, Prefetch: 32, Heartbeat: 100 * time.Millisecond})
+	}()
+	for done.Load() < n && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // a redelivery (after AckWait) would be handled now
+	stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != n {
+		t.Errorf("%d of %d messages handled", len(seen), n)
+	}
+	for k, v := range seen {
+		if v != 1 {
+			t.Errorf("message %q handled %d times", k, v)
+		}
+	}
+	if info, _ := s.Info(ctx); info.State.Msgs != 0 {
+		t.Errorf("%d messages left", info.State.Msgs)
+	}
+}

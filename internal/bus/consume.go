@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,9 +102,19 @@ type RunOptions struct {
 	DrainTimeout time.Duration
 	// FetchWait is how long one pull request waits for messages. Default 5s.
 	FetchWait time.Duration
+	// Prefetch, when set, keeps up to this many messages buffered in the client beyond
+	// the ones being handled, so that the next message is there when a worker frees up,
+	// as long as handlers are fast; see [Run]. Zero pulls only what free workers can take.
+	Prefetch int
+	// SlowAfter is how long the runner waits for a free worker while streaming before
+	// it considers the handlers slow and stops buffering. Default 50ms.
+	SlowAfter time.Duration
 	// PublishRetryDelay is the delay of a delivery handed back because publishing what
 	// its handler produced failed. Default 1s.
 	PublishRetryDelay time.Duration
+	// PublishTimeout bounds the wait for the streams to acknowledge what a handler
+	// produced. Default 5s.
+	PublishTimeout time.Duration
 	// SpanName names the span of each message's handling, e.g. "parse"; it continues the
 	// trace the message carries. Tracer nil means the global tracer provider.
 	SpanName string
@@ -122,7 +133,9 @@ type runner struct {
 	js         jetstream.Publisher
 	consumer   string
 	maxDeliver int
-	log        *slog.Logger
+	// beatEvery is the interval of the heartbeats of messages held for a worker.
+	beatEvery time.Duration
+	log       *slog.Logger
 	// acks carries handled deliveries whose outgoing messages are being published, in
 	// the order they were handled, to the goroutine that acks them.
 	acks chan pending
@@ -144,11 +157,14 @@ type pending struct {
 // stops fetching, waits for in-flight handlers up to the drain timeout and returns.
 // Messages not acknowledged by then are redelivered by JetStream after AckWait.
 //
-// It pulls only as many messages as it has free handlers: a message buffered in the
-// client would have its ack timer running while nobody works on it, and would count
-// against the consumer's MaxAckPending, starving other replicas. A handler's worker is
-// free again as soon as its messages are sent: their stream acks are awaited, and the
-// delivery acknowledged, by one goroutine in the order the deliveries were handled.
+// Without Prefetch it pulls only as many messages as it has free handlers: a message
+// buffered in the client would have its ack timer running while nobody works on it, and
+// would count against the consumer's MaxAckPending, starving other replicas. With
+// Prefetch it keeps messages buffered while handlers are fast, which saves the server
+// round trip per pull that otherwise bounds a busy stage, and falls back to pulling
+// only for free workers when they turn slow. A handler's worker is free again as soon
+// as its messages are sent: their stream acks are awaited, and the delivery
+// acknowledged, by one goroutine in the order the deliveries were handled.
 func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Handler, o RunOptions) error {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
@@ -161,6 +177,12 @@ func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Ha
 	}
 	if o.PublishRetryDelay <= 0 {
 		o.PublishRetryDelay = time.Second
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = 5 * time.Second
+	}
+	if o.SlowAfter <= 0 {
+		o.SlowAfter = 50 * time.Millisecond
 	}
 	if o.Tracer == nil {
 		o.Tracer = telemetry.Tracer(nil)
@@ -177,6 +199,7 @@ func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Ha
 	}
 	info := c.CachedInfo()
 	r.consumer, r.maxDeliver = info.Name, info.Config.MaxDeliver
+	r.beatEvery = cmp.Or(o.Heartbeat, max(info.Config.AckWait/3, 100*time.Millisecond))
 
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
@@ -199,7 +222,7 @@ func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Ha
 			}
 		}()
 	}
-	r.fetch(ctx, c, sem, work)
+	r.pull(ctx, c, sem, work)
 	close(work)
 
 	done := make(chan struct{})
@@ -213,7 +236,8 @@ func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Ha
 	return nil
 }
 
-// fetch pulls messages for free workers until ctx is done.
+// fetch pulls messages for free workers until ctx is done: each pull request asks for
+// as many messages as there are free workers at that moment.
 func (r *runner) fetch(ctx context.Context, c jetstream.Consumer, sem chan struct{}, work chan<- jetstream.Msg) {
 	failures := 0
 	for ctx.Err() == nil {
@@ -232,6 +256,13 @@ func (r *runner) fetch(ctx context.Context, c jetstream.Consumer, sem chan struc
 			default:
 			}
 			break
+		}
+		if r.o.Prefetch > 0 && free == r.o.Concurrency {
+			// Every worker is free: the slow handlers are done, stream again.
+			for ; free > 0; free-- {
+				<-sem
+			}
+			return
 		}
 		fctx, cancel := context.WithTimeout(ctx, r.o.FetchWait)
 		batch, err := c.Fetch(free, jetstream.FetchContext(fctx))
@@ -257,6 +288,113 @@ func (r *runner) fetch(ctx context.Context, c jetstream.Consumer, sem chan struc
 			continue
 		}
 		failures = 0
+	}
+}
+
+// pull feeds free workers until ctx is done. With Prefetch, messages stream in (a pull
+// iterator keeps up to Prefetch buffered) as long as the workers keep up. When no worker
+// frees up within SlowAfter, the handlers have turned slow: a buffered message would
+// wait behind them with its ack timer running while other replicas may be idle. The
+// iterator is then drained, the messages it held are kept in progress (heartbeats) and
+// handed to the next free workers, and pulling falls back to asking only for free
+// workers until a pull finds every worker free again.
+func (r *runner) pull(ctx context.Context, c jetstream.Consumer, sem chan struct{}, work chan<- jetstream.Msg) {
+	for ctx.Err() == nil {
+		if r.o.Prefetch > 0 {
+			r.stream(ctx, c, sem, work)
+		}
+		r.fetch(ctx, c, sem, work)
+	}
+}
+
+// stream hands the messages of a pull iterator to free workers until ctx is done or the
+// workers turn slow.
+func (r *runner) stream(ctx context.Context, c jetstream.Consumer, sem chan struct{}, work chan<- jetstream.Msg) {
+	it, err := c.Messages(jetstream.PullMaxMessages(r.o.Prefetch), jetstream.PullThresholdMessages(max(1, r.o.Prefetch*3/4)),
+		jetstream.PullExpiry(r.o.FetchWait))
+	if err != nil {
+		r.log.Warn("pull failed", "err", err)
+		return
+	}
+	defer context.AfterFunc(ctx, it.Stop)()
+	slow := time.NewTimer(r.o.SlowAfter)
+	defer slow.Stop()
+	for ctx.Err() == nil {
+		slow.Reset(r.o.SlowAfter)
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		case <-slow.C:
+			r.log.Debug("handlers slow: pulling only for free workers")
+			it.Drain()
+			r.handOver(ctx, it, sem, work)
+			return
+		}
+		msg, err := it.Next()
+		if err != nil {
+			<-sem
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			// Heartbeats missed or the connection away: the iterator keeps trying.
+			r.log.Debug("pull", "err", err)
+			continue
+		}
+		work <- msg
+	}
+	it.Stop()
+}
+
+// handOver gives the messages a drained iterator still holds to the next free workers,
+// marking them in progress while they wait.
+func (r *runner) handOver(ctx context.Context, it jetstream.MessagesContext, sem chan struct{}, work chan<- jetstream.Msg) {
+	var held []jetstream.Msg
+	for {
+		// Bounded: a drain needs the server, which may be away. What is left in the
+		// iterator then is redelivered after AckWait, never handled here.
+		msg, err := it.Next(jetstream.NextMaxWait(r.o.SlowAfter))
+		if err != nil {
+			it.Stop()
+			break
+		}
+		held = append(held, msg)
+	}
+	if len(held) == 0 {
+		return
+	}
+	var mu sync.Mutex
+	waiting := held
+	beat := time.NewTicker(r.beatEvery)
+	stop := make(chan struct{})
+	go func() {
+		defer beat.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-beat.C:
+				mu.Lock()
+				for _, m := range waiting {
+					_ = m.InProgress()
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	defer close(stop)
+	for len(held) > 0 {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return // not acknowledged: redelivered after AckWait
+		}
+		msg := held[0]
+		held = held[1:]
+		mu.Lock()
+		waiting = held
+		mu.Unlock()
+		work <- msg
 	}
 }
 
@@ -299,8 +437,13 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 // acker waits for the stream acks of each handled delivery's messages, in order, and
 // then acknowledges the delivery (or hands it back when a publish failed).
 func (r *runner) acker() {
+	timeout := time.NewTimer(0)
 	for p := range r.acks {
 		err := p.err
+		// A stream ack may never come (its leader died with the publish): the delivery
+		// is handed back after PublishTimeout, and the message ids make the next
+		// delivery's publishes no-ops where the first ones were stored after all.
+		timeout.Reset(r.o.PublishTimeout)
 		for _, f := range p.futures {
 			if err != nil {
 				break
@@ -309,8 +452,16 @@ func (r *runner) acker() {
 			case <-f.Ok():
 			case perr := <-f.Err():
 				err = fmt.Errorf("publish %s: %w", f.Msg().Subject, perr)
+			case <-timeout.C:
+				err = fmt.Errorf("publish %s: no ack from the stream within %v", f.Msg().Subject, r.o.PublishTimeout)
 			case <-p.ctx.Done():
 				err = p.ctx.Err()
+			}
+		}
+		if !timeout.Stop() {
+			select {
+			case <-timeout.C:
+			default:
 			}
 		}
 		for _, f := range p.d.published {

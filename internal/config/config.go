@@ -63,6 +63,12 @@ type Executor struct {
 	Timeout     mcpwire.Duration `json:"timeout,omitzero"`
 	// QuietTools are logged at debug level instead of info: tools polled often.
 	QuietTools []string `json:"quiet_tools,omitempty"`
+	// Prefetch is how many calls a replica keeps buffered ahead of its free workers
+	// while calls are fast (default 128; see bus.RunOptions): it saves a server round
+	// trip per pull. When no worker frees up within 50ms the replica stops buffering,
+	// keeps what it holds in progress, and pulls only for free workers until they are
+	// all free again. -1 never buffers.
+	Prefetch int `json:"prefetch,omitempty"`
 }
 
 // Health configures healthd.

@@ -65,6 +65,8 @@ type Service struct {
 
 	mu   sync.Mutex
 	busy map[string]bool // targets whose last probe has not returned yet
+	// changed is signalled by [Service.Apply]: the leader probes the new targets.
+	changed chan struct{}
 }
 
 // New returns a health daemon for the targets of cfg ([Targets]).
@@ -110,8 +112,40 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config
 		nc: nc, kv: kv, opts: o, targets: targets,
 		lease: &lease{kv: kv, id: o.ID, ttl: o.LeaseTTL},
 		log:   o.Logger.With("replica", o.ID),
-		busy:  map[string]bool{},
+		busy:  map[string]bool{}, changed: make(chan struct{}, 1),
 	}, nil
+}
+
+// Apply makes the targets of cfg the ones probed, as a configuration reload does for
+// the executor: a server added is probed from now on, one whose configuration changed
+// is probed anew, and one removed is forgotten (its status deleted from the health
+// bucket).
+func (s *Service) Apply(cfg *config.Config) {
+	targets := Targets(cfg, &TargetOptions{HTTPClient: s.opts.HTTPClient, RequestTimeout: s.opts.Timeout})
+	s.mu.Lock()
+	s.targets = targets
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) current() []Target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.targets
+}
+
+// forget deletes a removed server's status.
+func (s *Service) forget(ctx context.Context, name string) {
+	dctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	if err := s.kv.Delete(dctx, bus.Key(name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		s.log.Warn("health: forget a removed server", "server", name, "err", err)
+		return
+	}
+	s.log.Info("health: server removed from the configuration; forgotten", "server", name)
 }
 
 // ID is the replica's name.
@@ -127,7 +161,7 @@ func (s *Service) Run(ctx context.Context) error {
 		if err := s.lease.acquire(ctx, s.log); err != nil {
 			return nil // ctx is done
 		}
-		s.log.Info("health: leading; probing", "targets", len(s.targets), "interval", s.opts.Interval)
+		s.log.Info("health: leading; probing", "targets", len(s.current()), "interval", s.opts.Interval)
 		s.lead(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -140,15 +174,43 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) lead(ctx context.Context) {
 	lctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, t := range s.targets {
-		wg.Go(func() { s.watch(lctx, t) })
+	type running struct {
+		spec   string
+		cancel context.CancelFunc
 	}
+	watching := map[string]running{}
+	// reconcile probes every current target: new ones and those whose configuration
+	// changed start anew; those removed are stopped and forgotten.
+	reconcile := func() {
+		current := map[string]bool{}
+		for _, t := range s.current() {
+			current[t.Name] = true
+			if w, ok := watching[t.Name]; ok && w.spec == t.spec {
+				continue
+			} else if ok {
+				w.cancel()
+			}
+			tctx, tcancel := context.WithCancel(lctx)
+			watching[t.Name] = running{spec: t.spec, cancel: tcancel}
+			wg.Go(func() { s.watch(tctx, t) })
+		}
+		for name, w := range watching {
+			if !current[name] {
+				w.cancel()
+				delete(watching, name)
+				s.forget(ctx, name)
+			}
+		}
+	}
+	reconcile()
 	renew := time.NewTicker(s.lease.ttl / 3)
 	defer renew.Stop()
 	for lost := false; !lost; {
 		select {
 		case <-ctx.Done():
 			lost = true
+		case <-s.changed:
+			reconcile()
 		case <-renew.C:
 			if err := s.lease.renew(ctx); err != nil {
 				s.log.Warn("health: renewing the lease", "err", err)

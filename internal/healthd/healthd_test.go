@@ -72,11 +72,9 @@ func TestDownAndUp(t *testing.T) {
 	srv.stop()
 	took := waitFor(t, 10*time.Second, "down after the server stopped", isState(messages.HealthDown))
 	// The first failing probe comes at most one interval after the stop; the down
-	// state needs threshold of them. Allow as much again for a slow machine.
+	// state needs threshold of them (timings are logged, not asserted: the machine may
+	// be busy).
 	t.Logf("down %v after the stop (interval × threshold = %v)", took, interval*threshold)
-	if limit := 2 * interval * threshold; took > limit+interval {
-		t.Errorf("down after %v, want within about %v", took, interval*threshold)
-	}
 	st, _ = status(t, kv, "tickets")
 	if st.Failures < threshold || st.Error == "" || st.Tools != 2 {
 		t.Errorf("down status %+v", st)
@@ -84,9 +82,9 @@ func TestDownAndUp(t *testing.T) {
 
 	srv.start()
 	took = waitFor(t, 10*time.Second, "up after the server returned", isState(messages.HealthUp))
-	t.Logf("up %v after the restart", took)
-	if took > 3*interval {
-		t.Errorf("up after %v, want within one interval (%v)", took, interval)
+	t.Logf("up %v after the restart (interval %v)", took, interval)
+	if st, _ := status(t, kv, "tickets"); st.Failures != 0 {
+		t.Errorf("up with %d failures counted, want the first good probe to reset them", st.Failures)
 	}
 
 	// Subscribers saw each change, and heartbeats in between. The last change reaches
@@ -107,6 +105,34 @@ func TestDownAndUp(t *testing.T) {
 	}
 	if n := len(published()); n <= len(states) {
 		t.Errorf("%d statuses published, want a heartbeat every interval", n)
+	}
+}
+
+// healthd follows the configuration as the executor does: a server added is probed, one
+// removed is forgotten.
+func TestApplyFollowsConfig(t *testing.T) {
+	nc, js := natsJS(t)
+	kv := healthKV(t, js)
+	a, b := startMCPHTTP(t, nil), startMCPHTTP(t, nil)
+	h, _ := startHealthd(t, nc, js, serversConfig(map[string]string{"a": a.URL()}), healthd.Options{
+		Interval: 100 * time.Millisecond, Timeout: time.Second, LeaseTTL: time.Second,
+	})
+	upState := func(name string) func() bool {
+		return func() bool { st, _ := status(t, kv, name); return st.State == messages.HealthUp }
+	}
+	waitFor(t, 10*time.Second, "a up", upState("a"))
+	if _, ok := status(t, kv, "b"); ok {
+		t.Fatal("b probed before it was configured")
+	}
+	h.Apply(serversConfig(map[string]string{"a": a.URL(), "b": b.URL()}))
+	waitFor(t, 10*time.Second, "b up after it was added", upState("b"))
+	h.Apply(serversConfig(map[string]string{"b": b.URL()}))
+	waitFor(t, 10*time.Second, "a forgotten after it was removed", func() bool { _, ok := status(t, kv, "a"); return !ok })
+	// Forgotten for good: no late probe writes it back.
+	before := b.lists.Load()
+	waitFor(t, 10*time.Second, "b probed twice more", func() bool { return b.lists.Load() >= before+2 })
+	if _, ok := status(t, kv, "a"); ok {
+		t.Error("a came back after it was removed")
 	}
 }
 

@@ -1,21 +1,17 @@
 package healthd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/localtools"
@@ -44,6 +40,9 @@ type Target struct {
 	Name      string
 	Transport string
 	Probe     func(ctx context.Context) Result
+	// spec is the configuration the target was built from: a target whose spec changes
+	// with a configuration reload is probed anew.
+	spec string
 }
 
 // Transport of the in-process backends.
@@ -79,165 +78,34 @@ func Targets(cfg *config.Config, opts *TargetOptions) []Target {
 	if o.BaseDir == "" && cfg.Source != "" {
 		o.BaseDir = filepath.Dir(cfg.Source)
 	}
-	targets := []Target{localTarget(cfg.Local, o.BaseDir)}
+	local := localTarget(cfg.Local, o.BaseDir)
+	spec, _ := json.Marshal(cfg.Local)
+	local.spec = o.BaseDir + string(spec)
+	targets := []Target{local}
 	if config.On(cfg.Engineering.Enabled) {
 		n := len(engineering.New(&engineering.Options{Expose: cfg.Engineering.Expose}).Tools())
-		targets = append(targets, Target{Name: "engineering", Transport: inProcess, Probe: func(context.Context) Result {
+		targets = append(targets, Target{Name: "engineering", Transport: inProcess, spec: cfg.Engineering.Expose, Probe: func(context.Context) Result {
 			return Result{Tools: n}
 		}})
 	}
 	for _, name := range cfg.ServerNames() {
-		sc := cfg.MCPServers[name]
-		t := Target{Name: name, Transport: string(sc.Transport())}
-		if sc.Transport() == mcpwire.TransportJSONRPC {
-			t.Probe = func(ctx context.Context) Result { return probeJSONRPC(ctx, sc, o.HTTPClient) }
-		} else {
-			t.Probe = func(ctx context.Context) Result { return probeMCP(ctx, sc, o.HTTPClient) }
-		}
-		targets = append(targets, t)
+		targets = append(targets, serverTarget(name, cfg.MCPServers[name], o.HTTPClient))
 	}
 	return targets
 }
 
-// clientInfo is how healthd introduces itself to servers.
-var clientInfo = &mcp.Implementation{Name: "toolbus-healthd", Version: "0.1.0"}
+// closeGrace is how long closing a probed session may take: a stdio server gets two
+// seconds to exit (mcpwire's grace) before it is killed.
+const closeGrace = 2 * time.Second
 
-// closeGrace is how long a probed session gets to close before its server is killed.
-const closeGrace = time.Second
-
-// probeMCP opens a fresh session, lists the tools and closes the session. tools/list is
-// the probe for every protocol version: servers of 2026-07-28 and later have no ping.
-func probeMCP(ctx context.Context, sc mcpwire.ServerConfig, base *http.Client) Result {
-	start := time.Now()
-	var t mcp.Transport
-	var cmd *exec.Cmd
-	switch sc.Transport() {
-	case mcpwire.TransportStdio:
-		cmd = exec.Command(sc.Command, sc.Args...)
-		cmd.Dir = sc.Cwd
-		cmd.Env = os.Environ()
-		for k, v := range sc.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		cmd.WaitDelay = closeGrace
-		ownProcessGroup(cmd)
-		defer killGroup(cmd)
-		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: closeGrace}
-	case mcpwire.TransportHTTP:
-		t = &mcp.StreamableClientTransport{
-			Endpoint: sc.URL, HTTPClient: sc.HTTPClient(base), MaxRetries: -1, DisableStandaloneSSE: true,
-		}
-	case mcpwire.TransportSSE:
-		t = &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: sc.HTTPClient(base)}
-	default:
-		return Result{Err: fmt.Errorf("unknown transport %q", sc.Type)}
-	}
-	// The SSE transport keeps Connect's context for the stream: cancel it only after
-	// the session is closed.
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cs, err := mcp.NewClient(clientInfo, nil).Connect(sctx, t, nil)
-	if err != nil {
-		return Result{Latency: time.Since(start), Err: describe(ctx, "connect", err)}
-	}
-	defer closeBounded(cs, cmd)
-	init := cs.InitializeResult()
-	r := Result{Protocol: init.ProtocolVersion}
-	if init.Capabilities != nil && init.Capabilities.Tools == nil {
-		// A server without tools answered the handshake: it is up, with none.
-		r.Latency = time.Since(start)
-		return r
-	}
-	cursor := ""
-	for range maxPages {
-		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
-		if err != nil {
-			r.Latency, r.Err = time.Since(start), describe(ctx, "tools/list", err)
-			return r
-		}
-		r.Tools += len(res.Tools)
-		if cursor = res.NextCursor; cursor == "" {
-			break
-		}
-	}
-	r.Latency = time.Since(start)
-	return r
-}
-
-// maxPages bounds tools/list pagination against a server that never stops paging.
-const maxPages = 100
-
-// closeBounded closes a probed session, killing a stdio server that does not exit in
-// time, so that closing never holds the probe up for long.
-func closeBounded(cs *mcp.ClientSession, cmd *exec.Cmd) {
-	done := make(chan struct{})
-	go func() {
-		_ = cs.Close()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(closeGrace):
-		if cmd != nil {
-			killGroup(cmd)
-		}
-		<-done
-	}
-}
-
-// describe names the step that failed, and says "no answer within the timeout" rather
-// than "context deadline exceeded".
-func describe(ctx context.Context, step string, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%s: no answer in time: %w", step, ctx.Err())
-	}
-	return fmt.Errorf("%s: %w", step, err)
-}
-
-// probeJSONRPC posts tools/list to a plain JSON-RPC service. Any JSON-RPC answer, an
-// error included (a service without tools/list), means the service is up.
-func probeJSONRPC(ctx context.Context, sc mcpwire.ServerConfig, base *http.Client) Result {
-	start := time.Now()
-	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sc.URL, bytes.NewReader(body))
-	if err != nil {
-		return Result{Err: err}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := sc.HTTPClient(base).Do(req)
-	if err != nil {
-		return Result{Latency: time.Since(start), Err: describe(ctx, "tools/list", err)}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	r := Result{Latency: time.Since(start)}
-	if err != nil {
-		r.Err = describe(ctx, "tools/list", err)
-		return r
-	}
-	var answer struct {
-		Result *struct {
-			Tools []json.RawMessage `json:"tools"`
-		} `json:"result"`
-		Error *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	switch {
-	case json.Unmarshal(data, &answer) == nil && answer.Error != nil:
-		if answer.Error.Code != -32601 { // method not found: a service without tools
-			r.Note = fmt.Sprintf("tools/list: %d %s", answer.Error.Code, answer.Error.Message)
-		}
-	case resp.StatusCode >= 500:
-		r.Err = fmt.Errorf("tools/list: HTTP %s", resp.Status)
-	case answer.Result != nil:
-		r.Tools = len(answer.Result.Tools)
-	default:
-		r.Err = fmt.Errorf("tools/list: HTTP %s with no JSON-RPC answer", resp.Status)
-	}
-	return r
+// serverTarget probes a configured server through mcpwire, which dials it exactly as the
+// executor's pool does.
+func serverTarget(name string, sc mcpwire.ServerConfig, base *http.Client) Target {
+	spec, _ := json.Marshal(sc)
+	return Target{Name: name, Transport: string(sc.Transport()), spec: string(spec), Probe: func(ctx context.Context) Result {
+		r := mcpwire.Probe(ctx, name, sc, &mcpwire.ProbeOptions{HTTPClient: base, ClientName: "toolbus-healthd"})
+		return Result{Latency: r.Latency, Protocol: r.Protocol, Tools: r.Tools, Err: r.Err, Note: r.Note}
+	}}
 }
 
 // localTarget checks the local tools: the tools folder can be read and its tools are

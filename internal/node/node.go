@@ -213,7 +213,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				return nil, err
 			}
 			runs = append(runs, runStage(js, messages.StreamResponses, messages.ConsumerParser, p.Parse, false,
-				bus.RunOptions{Concurrency: 16, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+				bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 		}
 	case Executor:
 		kv, err := js.KeyValue(ctx, messages.BucketSessions)
@@ -268,7 +268,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			}
 			st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: owner}, QuietTools: o.Config.Executor.QuietTools, Logger: log}
 			runs = append(runs, runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true,
-				bus.RunOptions{Concurrency: cmp.Or(o.Config.Executor.Concurrency, 16), SpanName: "execute", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+				bus.RunOptions{Concurrency: cmp.Or(o.Config.Executor.Concurrency, 16), Prefetch: executorPrefetch(o.Config.Executor.Prefetch), SpanName: "execute", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 			if i == 0 {
 				dl := &deadletter.Stage{Messages: deadletter.Streams{JS: js}, Claims: claims.KV{KV: calls, Owner: owner}}
 				runs = append(runs, runStage(js, messages.StreamAdvisories, messages.ConsumerDeadLetter, bus.Decoded(deadletter.Decode, dl.Handle), false,
@@ -287,7 +287,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				return nil, err
 			}
 			runs = append(runs, runStage(js, messages.StreamResults, messages.ConsumerFormatter, bus.Decoded(formatter.Decode, f.Format), false,
-				bus.RunOptions{Concurrency: 16, SpanName: "format", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+				bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "format", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 		}
 	case Healthd:
 		_, observe, err := stage()
@@ -299,10 +299,33 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			return nil, err
 		}
 		runs = append(runs, h.Run)
+		if o.Config.Source != "" {
+			// healthd follows the configuration file as the executor does.
+			runs = append(runs, func(ctx context.Context) error {
+				return WatchConfig(ctx, o.Config.Source, func(next *config.Config) error { h.Apply(next); return nil }, log)
+			})
+		}
 	default:
 		return nil, fmt.Errorf("unknown service %q (want %v)", name, All)
 	}
 	return runs, nil
+}
+
+// stagePrefetch is how many messages the parser and the formatter, whose handlers take
+// microseconds, keep buffered ahead of their workers: enough for the pull iterator to
+// ask for messages in large batches (16 reaches 0.7 of the bus's throughput, 128 all of
+// it; see docs/performance.md).
+const stagePrefetch = 128
+
+// executorPrefetch is the executor's RunOptions.Prefetch for the configured value.
+func executorPrefetch(configured int) int {
+	switch {
+	case configured < 0:
+		return 0
+	case configured == 0:
+		return stagePrefetch
+	}
+	return configured
 }
 
 // runStage is the run of one replica of a stage: the stage runner on the stage's durable

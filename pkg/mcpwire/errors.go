@@ -37,6 +37,7 @@ type ToolError struct {
 // JSON-RPC error codes toolbus branches on.
 const (
 	codeMethodNotFound = -32601
+	codeParseError     = -32700
 	codeInvalidParams  = -32602
 )
 
