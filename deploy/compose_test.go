@@ -192,7 +192,7 @@ func TestCompose(t *testing.T) {
 	top := root(t)
 	stages := dockerStages(t)
 
-	want := slices.Concat(natsNodes, node.All, []string{"engineering", "ticket-service", "jaeger", "toolbus"})
+	want := slices.Concat(natsNodes, node.AllServices(), []string{"engineering", "ticket-service", "jaeger", "toolbus"})
 	for _, name := range want {
 		if _, ok := p.Services[name]; !ok {
 			t.Errorf("no service %q", name)
@@ -246,7 +246,7 @@ func TestCompose(t *testing.T) {
 	// The toolbus services: one binary each, flags and environment the code accepts, their
 	// own NATS user, every cluster node, three replicas of every stream.
 	vars := configVars(t)
-	for _, name := range node.All {
+	for _, name := range node.AllServices() {
 		s := p.Services[name]
 		built(s, "toolbus")
 		spec := serviceSpec(t, name)

@@ -460,7 +460,7 @@ func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.T
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := map[string]asyncErrors{}
 	var nodes []*node.Node
-	for _, name := range node.All {
+	for _, name := range node.AllServices() {
 		nc, e := connectAs(t, urls, name, pw[name])
 		n, err := node.Start(ctx, nc, node.Options{Services: []string{name}, Topology: topo})
 		if err != nil {

@@ -25,7 +25,7 @@ func (c headerCarrier) Keys() []string {
 
 // InjectTrace writes the trace context of ctx into h.
 func InjectTrace(ctx context.Context, h nats.Header) {
-	telemetry.Propagator.Inject(ctx, headerCarrier(h))
+	telemetry.Propagator().Inject(ctx, headerCarrier(h))
 }
 
 // ExtractTrace returns ctx carrying the trace context found in h.
@@ -33,7 +33,7 @@ func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 	if h == nil {
 		return ctx
 	}
-	return telemetry.Propagator.Extract(ctx, headerCarrier(h))
+	return telemetry.Propagator().Extract(ctx, headerCarrier(h))
 }
 
 // startConsumeSpan starts the span of handling msg, as a child of the trace context the
@@ -47,7 +47,7 @@ func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer strin
 	}
 	m := d.Meta
 	attrs := []attribute.KeyValue{
-		telemetry.NATS,
+		telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS),
 		telemetry.MessagingOperation.String("process"),
 		telemetry.MessagingDestination.String(d.Subject),
 		telemetry.MessagingConsumer.String(consumer),

@@ -15,6 +15,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
@@ -59,8 +60,8 @@ type Parser struct {
 
 // Executor configures the executor stage.
 type Executor struct {
-	Concurrency int              `json:"concurrency,omitempty"`
-	Timeout     mcpwire.Duration `json:"timeout,omitzero"`
+	Concurrency int               `json:"concurrency,omitempty"`
+	Timeout     messages.Duration `json:"timeout,omitzero"`
 	// QuietTools are logged at debug level instead of info: tools polled often.
 	QuietTools []string `json:"quiet_tools,omitempty"`
 	// Prefetch is how many calls a replica keeps buffered ahead of its free workers
@@ -73,7 +74,7 @@ type Executor struct {
 
 // Health configures healthd.
 type Health struct {
-	Interval mcpwire.Duration `json:"interval,omitzero"`
+	Interval messages.Duration `json:"interval,omitzero"`
 }
 
 // NATS configures the connection and the shape of the streams. Every service provisions
@@ -82,12 +83,12 @@ type NATS struct {
 	// URL of the NATS servers; flags and TOOLBUS_NATS_URL win.
 	URL string `json:"url,omitempty"`
 	// StreamReplicas: 1 for a single server, 3 on a cluster.
-	StreamReplicas  int              `json:"stream_replicas,omitempty"`
-	AckWait         mcpwire.Duration `json:"ack_wait,omitzero"`
-	MaxDeliver      int              `json:"max_deliver,omitempty"`
-	MaxAckPending   int              `json:"max_ack_pending,omitempty"`
-	OutputMaxAge    mcpwire.Duration `json:"output_max_age,omitzero"`
-	DuplicateWindow mcpwire.Duration `json:"duplicate_window,omitzero"`
+	StreamReplicas  int               `json:"stream_replicas,omitempty"`
+	AckWait         messages.Duration `json:"ack_wait,omitzero"`
+	MaxDeliver      int               `json:"max_deliver,omitempty"`
+	MaxAckPending   int               `json:"max_ack_pending,omitempty"`
+	OutputMaxAge    messages.Duration `json:"output_max_age,omitzero"`
+	DuplicateWindow messages.Duration `json:"duplicate_window,omitzero"`
 }
 
 // Topology is the stream shape the configuration asks for.

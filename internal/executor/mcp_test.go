@@ -87,7 +87,7 @@ func closedPort(t *testing.T) string {
 
 func TestMCPBackendErrors(t *testing.T) {
 	p := newMCPPool(t, map[string]mcpwire.ServerConfig{
-		"a":    {Command: "in-memory", Timeout: mcpwire.Duration(300 * time.Millisecond), BlockedTools: []string{"picky"}},
+		"a":    {Command: "in-memory", Timeout: messages.Duration(300 * time.Millisecond), BlockedTools: []string{"picky"}},
 		"b":    {Command: "in-memory"},
 		"down": {Type: "http", URL: "http://127.0.0.1:" + closedPort(t) + "/mcp"},
 	})

@@ -45,8 +45,8 @@ const (
 	Healthd   = "healthd"
 )
 
-// All is every service.
-var All = []string{Parser, Executor, Formatter, Healthd}
+// AllServices returns every service, in the order of the flow.
+func AllServices() []string { return []string{Parser, Executor, Formatter, Healthd} }
 
 // Options configures a [Node].
 type Options struct {
@@ -54,7 +54,7 @@ type Options struct {
 	// Topology of streams and buckets, provisioned at start; the zero value means the
 	// configuration's.
 	Topology bus.Topology
-	// Services to run; empty means [All].
+	// Services to run; empty means [AllServices].
 	Services []string
 	// Replicas of each stage in this process (executors, parsers, formatters). Default 1.
 	Replicas int
@@ -84,7 +84,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 		o.Config = &config.Config{}
 	}
 	if len(o.Services) == 0 {
-		o.Services = All
+		o.Services = AllServices()
 	}
 	if o.Replicas <= 0 {
 		o.Replicas = 1
@@ -306,7 +306,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			})
 		}
 	default:
-		return nil, fmt.Errorf("unknown service %q (want %v)", name, All)
+		return nil, fmt.Errorf("unknown service %q (want %v)", name, AllServices())
 	}
 	return runs, nil
 }

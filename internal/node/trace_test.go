@@ -23,7 +23,7 @@ func TestTracePipeline(t *testing.T) {
 
 	var tries atomic.Int32
 	local := flakyOrders("orders backend returned 503", &tries)
-	startEach(t, connect, node.Options{Local: local, TracerProvider: tp}, node.All...)
+	startEach(t, connect, node.Options{Local: local, TracerProvider: tp}, node.AllServices()...)
 
 	c, err := client.New(connect("orchestrator"))
 	if err != nil {

@@ -40,11 +40,15 @@ const (
 	RetryReason          = attribute.Key("toolbus.retry_reason")
 )
 
-// NATS is the messaging.system attribute.
-var NATS = MessagingSystem.String("nats")
+// MessagingSystemNATS is the value of MessagingSystem on every span toolbus records.
+const MessagingSystemNATS = "nats"
 
-// Propagator carries W3C trace context and baggage.
-var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+// propagator carries W3C trace context and baggage.
+var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// Propagator returns the propagator of toolbus's trace context: W3C trace context and
+// baggage.
+func Propagator() propagation.TextMapPropagator { return propagator }
 
 // Enabled reports whether the environment asks for traces to be exported.
 func Enabled(getenv func(string) string) bool {
@@ -63,7 +67,7 @@ func Enabled(getenv func(string) string) bool {
 // "grpc" or "http/protobuf", the default). service is the default of OTEL_SERVICE_NAME.
 // The returned function flushes and stops it; it is a no-op when tracing is off.
 func Setup(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
-	otel.SetTextMapPropagator(Propagator)
+	otel.SetTextMapPropagator(propagator)
 	if !Enabled(nil) {
 		return func(context.Context) error { return nil }, nil
 	}

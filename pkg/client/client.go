@@ -81,7 +81,7 @@ func (c *Client) Submit(ctx context.Context, conversation, text string, o *Submi
 	}
 	// The response's trace: a child of the caller's span in ctx, or a new root.
 	ctx, span := telemetry.TracerFor(ctx).Start(ctx, "send toolbus.responses", trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(telemetry.NATS, telemetry.MessagingOperation.String("send"),
+		trace.WithAttributes(telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS), telemetry.MessagingOperation.String("send"),
 			telemetry.MessagingDestination.String(msg.Subject), telemetry.MessagingMessageID.String(id),
 			telemetry.Conversation.String(conversation), telemetry.ResponseID.String(id)))
 	defer span.End()

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Config is the "local" section of toolbus's configuration: which built-in tools are on
@@ -35,20 +37,20 @@ type ToolsConfig struct {
 	Folder  string `json:"folder,omitempty"`
 	// Env lists the environment a tool gets: "NAME" passes the executor's variable,
 	// "NAME=value" sets one. Nothing else is passed.
-	Env            []string `json:"env,omitempty"`
-	Timeout        Duration `json:"timeout,omitzero"`
-	MaxOutputBytes int64    `json:"max_output_bytes,omitempty"`
-	RescanInterval Duration `json:"rescan_interval,omitzero"`
+	Env            []string          `json:"env,omitempty"`
+	Timeout        messages.Duration `json:"timeout,omitzero"`
+	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
+	RescanInterval messages.Duration `json:"rescan_interval,omitzero"`
 }
 
 // KnowledgeBaseConfig configures search_knowledge_base; see [KnowledgeOptions].
 type KnowledgeBaseConfig struct {
-	Enabled         *bool    `json:"enabled,omitempty"`
-	Folder          string   `json:"folder,omitempty"`
-	Extensions      []string `json:"extensions,omitempty"`
-	MaxFileBytes    int64    `json:"max_file_bytes,omitempty"`
-	MaxResults      int      `json:"max_results,omitempty"`
-	RefreshInterval Duration `json:"refresh_interval,omitzero"`
+	Enabled         *bool             `json:"enabled,omitempty"`
+	Folder          string            `json:"folder,omitempty"`
+	Extensions      []string          `json:"extensions,omitempty"`
+	MaxFileBytes    int64             `json:"max_file_bytes,omitempty"`
+	MaxResults      int               `json:"max_results,omitempty"`
+	RefreshInterval messages.Duration `json:"refresh_interval,omitzero"`
 }
 
 // FileWriterConfig configures file_writer; see [FileWriterOptions].

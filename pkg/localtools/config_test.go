@@ -29,7 +29,7 @@ func TestConfigJSON(t *testing.T) {
 		time.Duration(c.KnowledgeBase.RefreshInterval) != time.Minute || c.FileWriter.on() || !c.Tools.on() || !c.KnowledgeBase.on() {
 		t.Errorf("decoded %+v", c)
 	}
-	var d Duration
+	var d messages.Duration
 	if err := json.Unmarshal([]byte(`"soon"`), &d); err == nil {
 		t.Error("a bad duration was accepted")
 	}

@@ -33,7 +33,7 @@ type manifest struct {
 		ReadOnlyHint   bool `json:"readOnlyHint"`
 		IdempotentHint bool `json:"idempotentHint"`
 	} `json:"annotations"`
-	Timeout Duration `json:"timeout"`
+	Timeout messages.Duration `json:"timeout"`
 }
 
 // toolSpec is a checked manifest.

@@ -1,7 +1,6 @@
 package mcpwire
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Transport is how toolbus reaches a server.
@@ -35,17 +35,17 @@ type ServerConfig struct {
 	Headers map[string]string `json:"headers,omitempty"`
 
 	// Timeout of one call. Default 60s.
-	Timeout      Duration `json:"timeout,omitzero"`
-	AllowedTools []string `json:"allowedTools,omitempty"`
-	BlockedTools []string `json:"blockedTools,omitempty"`
-	Prefix       string   `json:"prefix,omitempty"`
+	Timeout      messages.Duration `json:"timeout,omitzero"`
+	AllowedTools []string          `json:"allowedTools,omitempty"`
+	BlockedTools []string          `json:"blockedTools,omitempty"`
+	Prefix       string            `json:"prefix,omitempty"`
 	// Enabled false turns the server off without removing it. Default true.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Retry shapes the backoff between reconnects and between attempts of a call.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 	// RefreshInterval is how often the server's tools are listed again, besides on
 	// connect and on notifications/tools/list_changed. Default 5m.
-	RefreshInterval Duration `json:"refreshInterval,omitzero"`
+	RefreshInterval messages.Duration `json:"refreshInterval,omitzero"`
 }
 
 // RetryPolicy is a server's exponential backoff with jitter.
@@ -53,9 +53,9 @@ type RetryPolicy struct {
 	// MaxAttempts of one call, the first included. Default 3.
 	MaxAttempts int `json:"maxAttempts,omitempty"`
 	// InitialInterval is the first wait. Default 200ms.
-	InitialInterval Duration `json:"initialInterval,omitzero"`
+	InitialInterval messages.Duration `json:"initialInterval,omitzero"`
 	// MaxInterval caps the wait. Default 30s.
-	MaxInterval Duration `json:"maxInterval,omitzero"`
+	MaxInterval messages.Duration `json:"maxInterval,omitzero"`
 }
 
 // Defaults of the per-server settings.
@@ -165,31 +165,6 @@ func (c ServerConfig) Validate() error {
 	}
 	if c.Retry != nil && (c.Retry.MaxAttempts < 0 || c.Retry.InitialInterval < 0 || c.Retry.MaxInterval < 0) {
 		return fmt.Errorf("retry: values must not be negative")
-	}
-	return nil
-}
-
-// Duration is a time.Duration written in JSON as "30s" or as seconds.
-type Duration time.Duration
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	switch v := v.(type) {
-	case float64:
-		*d = Duration(v * float64(time.Second))
-	case string:
-		p, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("duration %q: %w", v, err)
-		}
-		*d = Duration(p)
-	default:
-		return fmt.Errorf("duration: want a string like \"30s\" or a number of seconds")
 	}
 	return nil
 }

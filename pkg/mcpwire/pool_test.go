@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 type addIn struct {
@@ -229,7 +230,7 @@ func TestPoolListChanged(t *testing.T) {
 
 func TestPoolTimeout(t *testing.T) {
 	p := newPool(t, map[string]mcpwire.ServerConfig{
-		"slow": {Command: "in-memory", Timeout: mcpwire.Duration(300 * time.Millisecond)},
+		"slow": {Command: "in-memory", Timeout: messages.Duration(300 * time.Millisecond)},
 	}, &mcpwire.Options{Dial: inMemory(testServer())})
 	ctx := ctxT(t)
 	_, err := p.Call(ctx, "hang", nil)
@@ -470,7 +471,7 @@ func TestPoolCloseDespiteAnUnansweredPost(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	p, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{
-		"remote": {Type: "sse", URL: srv.URL, Timeout: mcpwire.Duration(time.Second)},
+		"remote": {Type: "sse", URL: srv.URL, Timeout: messages.Duration(time.Second)},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -499,7 +500,7 @@ func TestPoolServerComesUpLater(t *testing.T) {
 	l.Close() // nobody listens yet
 	p := newPool(t, map[string]mcpwire.ServerConfig{"late": {
 		Type: "http", URL: "http://" + addr + "/mcp",
-		Retry: &mcpwire.RetryPolicy{InitialInterval: mcpwire.Duration(20 * time.Millisecond), MaxInterval: mcpwire.Duration(100 * time.Millisecond)},
+		Retry: &mcpwire.RetryPolicy{InitialInterval: messages.Duration(20 * time.Millisecond), MaxInterval: messages.Duration(100 * time.Millisecond)},
 	}}, nil)
 	ctx := ctxT(t)
 	if _, err := p.Call(ctx, "late__greet", nil); !errors.Is(err, mcpwire.ErrUnavailable) {

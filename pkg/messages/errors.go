@@ -34,15 +34,6 @@ const (
 	CodeInternal ErrorCode = "internal"
 )
 
-// Codes lists every error code, in the order of DESIGN.md.
-func Codes() []ErrorCode {
-	return []ErrorCode{
-		CodeParseError, CodeUnknownTool, CodeInvalidArguments, CodeNotAllowed,
-		CodeDomainNotActive, CodeServerUnavailable, CodeTimeout, CodeToolError,
-		CodeOutcomeUnknown, CodeInternal,
-	}
-}
-
 // Retryable reports whether a failure with this code may succeed when tried again
 // without any change by the model.
 func (c ErrorCode) Retryable() bool {

@@ -23,6 +23,7 @@ func TestExtract(t *testing.T) {
 		opts      *Options
 		wantNames []string
 		wantErr   bool // some call failed
+		wantArgs  []string
 	}{
 		{name: "nil options", in: `<tool_call>{"name": "a"}</tool_call>`, wantNames: []string{"a"}},
 		{name: "invalid utf8 arguments", in: "<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": \"\xff\"}}</tool_call>", wantNames: []string{"a"}},
@@ -35,7 +36,7 @@ func TestExtract(t *testing.T) {
 		{name: "too deep", in: `<tool_call>{"name": "a", "arguments": {"x": [[[[[1]]]]]}}</tool_call>`, opts: &Options{MaxDepth: 5}, wantNames: []string{"a"}, wantErr: true},
 		{name: "schema coercion", in: `<tool_call>{"name": "a", "arguments": {"n": "3", "ok": "true", "list": "[1, 2]", "s": 5, "keep": "x"}}</tool_call>`,
 			opts:      &Options{Schemas: map[string]json.RawMessage{"a": json.RawMessage(`{"type": "object", "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}, "list": {"type": "array"}, "s": {"type": "string"}, "keep": {"type": "number"}}}`)}},
-			wantNames: []string{"a"}},
+			wantNames: []string{"a"}, wantArgs: []string{`{"n": 3, "ok": true, "list": [1, 2], "s": "5", "keep": "x"}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,7 +44,10 @@ func TestExtract(t *testing.T) {
 			checkExtraction(t, tt.in, ex)
 			var names []string
 			failed := false
-			for _, c := range ex.Calls {
+			for i, c := range ex.Calls {
+				if i < len(tt.wantArgs) && string(c.Arguments) != tt.wantArgs[i] {
+					t.Errorf("call %d: arguments %s, want %s", i, c.Arguments, tt.wantArgs[i])
+				}
 				names = append(names, c.Name)
 				if c.Err != nil {
 					failed = true

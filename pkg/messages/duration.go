@@ -1,4 +1,4 @@
-package localtools
+package messages
 
 import (
 	"encoding/json"
@@ -8,7 +8,8 @@ import (
 )
 
 // Duration is a time.Duration written in JSON as a string like "30s" or a number of
-// seconds, as everywhere in toolbus's configuration.
+// seconds, as everywhere in toolbus's configuration (the mcpServers entries, the local
+// tools, the executor).
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
