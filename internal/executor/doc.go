@@ -1,9 +1,13 @@
 // Package executor is the stage that runs tool calls. Every replica pulls from one shared
-// durable consumer on the calls stream; [Executor.Execute] routes a call to its backend
-// (local tools, the engineering suite, later MCP servers) and turns whatever happens
-// into a [messages.ToolResult]; [Service] is the plumbing that feeds it and publishes
-// the result with Nats-Msg-Id = call id.
+// durable consumer on the calls stream; [Stage.Execute] is the stage function: it claims
+// a call (internal/claims), resolves it once with [Router.Resolve] into a [Route] — the
+// backend, the tool's description and the call itself — runs it with retries
+// ([Executor.ExecuteRoute]) and returns the [messages.ToolResult] for the runner to
+// publish with message id = call id.
 //
-// Engineering sessions live in the sessions key-value bucket ([KVSessions]), so a domain
-// activated through one replica is active on all of them.
+// Backends, one file each: local tools ([LocalBackend], local.go), the engineering suite
+// ([EngineeringBackend], engineering.go, with the session stores that make an
+// activation visible to every replica: [KVSessions] and [CachedSessions]) and the MCP
+// servers of a pool ([MCPBackend], mcp.go). The circuit breaker over backends is
+// [Breaker] (gate.go).
 package executor

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/toolbus/toolbus/pkg/engineering"
-	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -89,40 +87,4 @@ func (r *Router) names(ctx context.Context) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// LocalBackend runs the tools of a [localtools.Registry].
-type LocalBackend struct{ Registry *localtools.Registry }
-
-func (b LocalBackend) Tools(context.Context) []messages.ToolInfo { return b.Registry.Tools() }
-
-func (b LocalBackend) Resolve(_ context.Context, name string) (Route, bool, error) {
-	t, ok := b.Registry.Lookup(name)
-	if !ok {
-		return Route{}, false, nil
-	}
-	return Route{Server: "local", Info: t.Info, run: func(ctx context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
-		return t.Run(ctx, args)
-	}}, true, nil
-}
-
-// EngineeringBackend runs the engineering suite's visible tools.
-type EngineeringBackend struct{ Suite *engineering.Suite }
-
-func (b EngineeringBackend) Tools(context.Context) []messages.ToolInfo { return b.Suite.Tools() }
-
-func (b EngineeringBackend) Resolve(_ context.Context, name string) (Route, bool, error) {
-	if !b.Suite.Has(name) {
-		return Route{}, false, nil
-	}
-	info := messages.ToolInfo{Name: name}
-	for _, t := range b.Suite.Tools() {
-		if t.Name == name {
-			info = t
-			break
-		}
-	}
-	return Route{Server: "engineering", Info: info, run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
-		return b.Suite.Call(ctx, conversation, name, args)
-	}}, true, nil
 }

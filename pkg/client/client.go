@@ -1,9 +1,12 @@
 // Package client is the Go client for orchestrators: publish a model's response to
 // toolbus and wait for its output.
 //
-//	c := client.New(nc)
-//	out, err := c.Ask(ctx, "conv-1", modelText)
+//	c, err := client.New(nc)
+//	...
+//	out, err := c.Ask(ctx, "conv-1", modelText, nil)
 //	// feed out.Text back to the model
+//
+// The package's Example runs it whole, with toolbus on an embedded NATS.
 package client
 
 import (

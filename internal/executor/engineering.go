@@ -12,7 +12,29 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
+
+// EngineeringBackend runs the engineering suite's visible tools.
+type EngineeringBackend struct{ Suite *engineering.Suite }
+
+func (b EngineeringBackend) Tools(context.Context) []messages.ToolInfo { return b.Suite.Tools() }
+
+func (b EngineeringBackend) Resolve(_ context.Context, name string) (Route, bool, error) {
+	if !b.Suite.Has(name) {
+		return Route{}, false, nil
+	}
+	info := messages.ToolInfo{Name: name}
+	for _, t := range b.Suite.Tools() {
+		if t.Name == name {
+			info = t
+			break
+		}
+	}
+	return Route{Server: "engineering", Info: info, run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
+		return b.Suite.Call(ctx, conversation, name, args)
+	}}, true, nil
+}
 
 // KVSessions keeps engineering sessions in a JetStream key-value bucket, keyed by
 // conversation. Updates are compare-and-set, so concurrent replicas never lose an

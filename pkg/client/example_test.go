@@ -1,0 +1,56 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/client"
+)
+
+// An orchestrator asks toolbus to run the calls in a model's answer and feeds the
+// output's text back to the model. Here toolbus runs in the same process on an
+// embedded NATS; in a deployment the client only needs the NATS connection.
+func Example() {
+	dir, _ := os.MkdirTemp("", "toolbus-example")
+	defer os.RemoveAll(dir)
+	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	services, err := node.Start(ctx, nc, node.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { cancel(); services.Wait() }()
+
+	c, err := client.New(nc)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	modelText := "Let me activate the geometry calculators.\n" +
+		`<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "activate"}}</tool_call>`
+	out, err := c.Ask(ctx, "conv-1", modelText, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out.Kind, len(out.Results), out.Results[0].Tool, out.Results[0].Success)
+	// Output: tool_results 1 dispatch_engineering true
+}
