@@ -28,7 +28,9 @@ type Options struct {
 	// ClientInfo is how toolbus introduces itself to servers. Default "toolbus".
 	ClientInfo *mcp.Implementation
 	// HTTPClient is the base client of http, sse and jsonrpc servers; headers from the
-	// configuration are added to it. Default: a client with no timeout (streams are long).
+	// configuration are added to it. Default: a client with no timeout (streams are
+	// long) whose transport keeps up to 256 idle connections per server (net/http's
+	// default keeps 2: calls in flight beyond that would dial a new connection each).
 	HTTPClient *http.Client
 	// Dial, when set, may provide the transport of a server instead of its
 	// configuration, for servers in the same process (mcp.NewInMemoryTransports). It is
@@ -77,6 +79,11 @@ func NewPool(servers map[string]ServerConfig, opts *Options) (*Pool, error) {
 	}
 	if p.opts.Logger == nil {
 		p.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if p.opts.HTTPClient == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 256
+		p.opts.HTTPClient = &http.Client{Transport: t}
 	}
 	if p.opts.ClientInfo == nil {
 		p.opts.ClientInfo = &mcp.Implementation{Name: "toolbus", Version: "0.1.0"}

@@ -604,3 +604,38 @@ func TestPoolUpdate(t *testing.T) {
 		}
 	}
 }
+
+// Calls in flight to one http server reuse their connections: 16 at a time open about
+// 16 connections, not one per call (net/http's default transport keeps only 2 idle).
+func TestPoolReusesConnections(t *testing.T) {
+	s := testServer()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewUnstartedServer(h)
+	var conns atomic.Int32
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	p := newPool(t, map[string]mcpwire.ServerConfig{"remote": {Type: "http", URL: srv.URL}}, nil)
+	const calls, inFlight = 400, 16
+	var wg sync.WaitGroup
+	var next atomic.Int32
+	for range inFlight {
+		wg.Go(func() {
+			for next.Add(1) <= calls {
+				if out, err := p.Call(ctxT(t), "greet", nil); err != nil || string(out) != `"hello"` {
+					t.Errorf("greet = %s, %v", out, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := conns.Load(); n > 4*inFlight {
+		t.Errorf("%d connections for %d calls, %d in flight: connections are not reused", n, calls, inFlight)
+	}
+	t.Logf("%d connections for %d calls", conns.Load(), calls)
+}
