@@ -639,3 +639,72 @@ func TestPoolReusesConnections(t *testing.T) {
 	}
 	t.Logf("%d connections for %d calls", conns.Load(), calls)
 }
+
+// A server that accepts connections and never answers delays only the names it could
+// own: a tool another server listed resolves at once, and a name nobody has waits no
+// longer than the caller's context, while the silent server's first attempt is still
+// under way.
+func TestPoolLookupDoesNotWaitForASilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	stop := make(chan struct{})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held.Go(func() { <-stop; c.Close() }) // accepted, never answered
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); close(stop); held.Wait() })
+	srv := testServer()
+	p := newPool(t, map[string]mcpwire.ServerConfig{
+		"fast":   {Command: "in-memory"},
+		"silent": {Type: "http", URL: "http://" + ln.Addr().String() + "/mcp", Timeout: messages.Duration(time.Hour)},
+	}, &mcpwire.Options{Dial: func(ctx context.Context, server string) (mcp.Transport, error) {
+		if server != "fast" {
+			return nil, nil
+		}
+		return inMemory(srv)(ctx, server)
+	}})
+	silentPending := func() bool {
+		for _, st := range p.Status() {
+			if st.Server == "silent" {
+				return !st.Connected && st.Err == nil
+			}
+		}
+		return false
+	}
+	start, cancelStart := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	p.Lookup(start, "greet") // starts the pool
+	cancelStart()
+	eventually(t, "fast listed", func() bool {
+		for _, st := range p.Status() {
+			if st.Server == "fast" && st.Connected {
+				return true
+			}
+		}
+		return false
+	})
+	wait, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+	tool, err := p.Lookup(wait, "greet")
+	if err != nil || tool.Server != "fast" {
+		t.Fatalf("greet resolved to %+v, %v", tool, err)
+	}
+	if wait.Err() != nil {
+		t.Fatal("the lookup of a tool another server listed waited for the silent server until its context ended")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := p.Lookup(ctx, "nobody_has_this"); !errors.Is(err, mcpwire.ErrUnknownTool) {
+		t.Fatalf("unknown name: err = %v, want ErrUnknownTool", err)
+	}
+	if !silentPending() {
+		t.Fatal("the silent server answered; the test proves nothing")
+	}
+}
