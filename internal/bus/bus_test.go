@@ -323,3 +323,64 @@ func TestRunPrefetchSlowHandlers(t *testing.T) {
 		t.Errorf("%d messages left", info.State.Msgs)
 	}
 }
+
+// OnPublished runs after the handler's messages are stored and before the ack; its
+// error hands the delivery back, and the next delivery's publish is de-duplicated.
+func TestRunOnPublished(t *testing.T) {
+	_, js := testJS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Provision(ctx, js, Topology{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, messages.CallSubject("c"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	results, _ := js.Stream(ctx, messages.StreamResults)
+	var hooks atomic.Int32
+	stored := make(chan uint64, 4)
+	h := func(ctx context.Context, d *Delivery) ([]Outgoing, error) {
+		d.OnPublished(func(ctx context.Context) error {
+			info, err := results.Info(ctx)
+			if err != nil {
+				return err
+			}
+			stored <- info.State.Msgs
+			if hooks.Add(1) == 1 {
+				return errors.New("clean-up failed")
+			}
+			return nil
+		})
+		return []Outgoing{{Subject: messages.ResultSubject("c"), Meta: Meta{MsgID: "once"}, Body: []byte("r")}}, nil
+	}
+	c, err := js.Consumer(ctx, messages.StreamCalls, messages.ConsumerExecutor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- Run(cctx, c, js, h, RunOptions{PublishRetryDelay: 10 * time.Millisecond}) }()
+	for range 2 {
+		select {
+		case n := <-stored:
+			if n != 1 {
+				t.Errorf("the hook ran with %d messages stored, want 1 (after the publish, de-duplicated)", n)
+			}
+		case <-ctx.Done():
+			t.Fatal("the hook did not run twice: a failing hook must hand the delivery back")
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // a third run would show now
+	stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if n := hooks.Load(); n != 2 {
+		t.Errorf("hook ran %d times, want 2", n)
+	}
+	if info, _ := js.Stream(ctx, messages.StreamCalls); info != nil {
+		if st, _ := info.Info(ctx); st.State.Msgs != 0 {
+			t.Errorf("%d calls left: the second delivery was not acked", st.State.Msgs)
+		}
+	}
+}

@@ -29,6 +29,12 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// Tracing as the services set it up: OTEL_* variables, off (no-op) without them.
+	stopTelemetry, err := startTelemetry(ctx, "toolbus-bench")
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

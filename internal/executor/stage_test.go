@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,65 +15,10 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/claims"
+	"github.com/toolbus/toolbus/internal/claims/claimstest"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
-
-// memClaims keeps claims in memory with the bucket's semantics.
-type memClaims struct {
-	mu  sync.Mutex
-	m   map[string]claims.Record
-	log []string // "begin id", "finish id", "release id"
-}
-
-func (c *memClaims) Begin(_ context.Context, id string) (claims.Claim, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.log = append(c.log, "begin "+id)
-	if c.m == nil {
-		c.m = map[string]claims.Record{}
-	}
-	prev, ok := c.m[id]
-	c.m[id] = claims.Record{State: "running", Owner: "me", Started: time.Now()}
-	switch {
-	case !ok:
-		return claims.Claim{}, nil
-	case prev.State == "done":
-		c.m[id] = prev
-		return claims.Claim{Result: prev.Result}, nil
-	case prev.State == "released":
-		return claims.Claim{PriorAttempts: prev.Attempts}, nil
-	}
-	c.m[id] = prev
-	return claims.Claim{Abandoned: &prev}, nil
-}
-
-func (c *memClaims) TakeOver(_ context.Context, id string, cl *claims.Claim) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[id] = claims.Record{State: "running", Owner: "me"}
-	cl.Abandoned = nil
-	return nil
-}
-
-func (c *memClaims) Finish(_ context.Context, id string, r messages.ToolResult) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.log = append(c.log, "finish "+id)
-	c.m[id] = claims.Record{State: "done", Result: &r}
-	return nil
-}
-
-func (c *memClaims) Release(_ context.Context, id string, attempts int) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.log = append(c.log, "release "+id)
-	if c.m == nil {
-		c.m = map[string]claims.Record{}
-	}
-	c.m[id] = claims.Record{State: "released", Attempts: attempts}
-	return nil
-}
 
 func counting(name string, info messages.ToolInfo, runs *atomic.Int32, fail func(n int32) error) localtools.Tool {
 	info.Name = name
@@ -140,10 +84,10 @@ func TestExecuteStage(t *testing.T) {
 			var runs atomic.Int32
 			reg := localtools.New()
 			reg.Add(counting("t", tt.info, &runs, tt.fail))
-			cl := &memClaims{}
+			cl := &claimstest.Memory{}
 			switch tt.prior {
 			case "running":
-				cl.m = map[string]claims.Record{"r/0": {State: "running", Owner: "dead"}}
+				cl.Set("r/0", claims.Record{State: "running", Owner: "dead"})
 			}
 			s := &Stage{Claims: cl, Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg}),
 				Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}}}
@@ -188,7 +132,7 @@ func TestExecuteStage(t *testing.T) {
 			if dead != tt.wantDead {
 				t.Errorf("dead-letter copy %v, want %v", dead, tt.wantDead)
 			}
-			if got := strings.Join(cl.log, ","); got != tt.wantClaims {
+			if got := strings.Join(cl.Log(), ","); got != tt.wantClaims {
 				t.Errorf("claims %q, want %q", got, tt.wantClaims)
 			}
 		})
@@ -238,7 +182,7 @@ func TestCallLogQuietTools(t *testing.T) {
 	var runs atomic.Int32
 	reg.Add(counting("poll_status", messages.ToolInfo{ReadOnly: true}, &runs, nil))
 	reg.Add(counting("create_ticket", messages.ToolInfo{}, &runs, nil))
-	s := &Stage{Claims: &memClaims{}, Logger: log, QuietTools: []string{"poll_status"},
+	s := &Stage{Claims: &claimstest.Memory{}, Logger: log, QuietTools: []string{"poll_status"},
 		Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg})}}
 	for _, tool := range []string{"poll_status", "create_ticket"} {
 		call := messages.ToolCall{ID: tool + "/0", ResponseID: tool, Conversation: "c", Count: 1, Tool: tool, Arguments: json.RawMessage(`{"secret":"hunter2"}`)}
