@@ -136,9 +136,9 @@ func (s *Stage) finish(ctx context.Context, call messages.ToolCall, res messages
 // answer is the result message of call, and with dead set its dead-letter copy.
 func (s *Stage) answer(call messages.ToolCall, res messages.ToolResult, dead bool) ([]bus.Outgoing, error) {
 	m := bus.Meta{ResponseID: call.ResponseID, Conversation: call.Conversation, MsgID: call.ID, Index: call.Index, Count: call.Count}
-	out, err := bus.JSON(messages.ResultSubject(call.Conversation), m, res)
-	if err != nil || !dead {
-		return []bus.Outgoing{out}, err
+	out := bus.Outgoing{Subject: messages.ResultSubject(call.Conversation), Meta: m, Body: messages.AppendResult(make([]byte, 0, 256+len(res.Result)), &res)}
+	if !dead {
+		return []bus.Outgoing{out}, nil
 	}
 	copy, err := bus.JSON(messages.DeadSubject(call.Conversation), m, messages.DeadCall{Call: call, Result: res})
 	return []bus.Outgoing{out, copy}, err

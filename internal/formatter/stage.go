@@ -54,13 +54,10 @@ func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 		}
 		results = all
 	}
-	out, err := bus.JSON(messages.OutputSubject(r.Conversation), bus.Meta{
+	o := messages.RenderOutput(r.ResponseID, r.Conversation, results)
+	return []bus.Outgoing{{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
 		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: r.ResponseID,
-	}, messages.RenderOutput(r.ResponseID, r.Conversation, results))
-	if err != nil {
-		return nil, err
-	}
-	return []bus.Outgoing{out}, nil
+	}, Body: messages.AppendOutput(make([]byte, 0, 2*len(o.Text)+128), &o)}}, nil
 }
 
 func (s *Stage) retryDelay() time.Duration {

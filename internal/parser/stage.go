@@ -57,19 +57,15 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 
 	if w.Output != nil {
 		meta.MsgID = meta.ResponseID
-		out, err := bus.JSON(messages.OutputSubject(meta.Conversation), meta, w.Output)
-		return []bus.Outgoing{out}, err
+		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, w.Output)}}, nil
 	}
 	out := make([]bus.Outgoing, 0, len(w.Calls))
 	subject := messages.CallSubject(meta.Conversation)
-	for _, c := range w.Calls {
+	for i := range w.Calls {
+		c := &w.Calls[i]
 		m := meta
 		m.MsgID, m.Index, m.Count = c.ID, c.Index, c.Count
-		o, err := bus.JSON(subject, m, c)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
+		out = append(out, bus.Outgoing{Subject: subject, Meta: m, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
 	}
 	return out, nil
 }

@@ -1,0 +1,208 @@
+package messages
+
+import (
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Encoding the messages that travel between the stages. encoding/json spends most of its
+// time on them on reflection and on compacting and validating the raw JSON they carry
+// (arguments, results), which the stages have validated already. AppendCall,
+// AppendResult and AppendOutput write the same JSON objects directly: the same keys, in
+// the same order, with the same fields left out when empty; FuzzEncode checks that
+// json.Unmarshal reads back what json.Marshal would have written.
+//
+// The raw fields (ToolCall.Arguments, ToolResult.Result, OutputResult.Result) are written
+// as they are, so they must hold valid JSON, as they do everywhere in toolbus: the
+// parser writes arguments it produced or checked, the executor validates every result.
+// Empty raw arguments are written as null, as encoding/json does.
+
+// AppendCall appends the JSON encoding of c to b.
+func AppendCall(b []byte, c *ToolCall) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, c.ID)
+	b = append(b, `,"response_id":`...)
+	b = appendString(b, c.ResponseID)
+	b = append(b, `,"conversation":`...)
+	b = appendString(b, c.Conversation)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(c.Index), 10)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, int64(c.Count), 10)
+	b = append(b, `,"tool":`...)
+	b = appendString(b, c.Tool)
+	b = append(b, `,"arguments":`...)
+	b = appendRaw(b, c.Arguments)
+	if len(c.Repairs) > 0 {
+		b = append(b, `,"repairs":[`...)
+		for i, r := range c.Repairs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, r)
+		}
+		b = append(b, ']')
+	}
+	if !c.Deadline.IsZero() {
+		b = append(b, `,"deadline":"`...)
+		b = c.Deadline.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	if c.Error != nil {
+		b = append(b, `,"error":`...)
+		b = appendError(b, c.Error)
+	}
+	return append(b, '}')
+}
+
+// AppendResult appends the JSON encoding of r to b.
+func AppendResult(b []byte, r *ToolResult) []byte {
+	b = append(b, `{"call_id":`...)
+	b = appendString(b, r.CallID)
+	b = append(b, `,"response_id":`...)
+	b = appendString(b, r.ResponseID)
+	b = append(b, `,"conversation":`...)
+	b = appendString(b, r.Conversation)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(r.Index), 10)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, int64(r.Count), 10)
+	b = append(b, `,"tool":`...)
+	b = appendString(b, r.Tool)
+	b = append(b, `,"success":`...)
+	b = strconv.AppendBool(b, r.Success)
+	if len(r.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = append(b, r.Result...)
+	}
+	if r.Error != nil {
+		b = append(b, `,"error":`...)
+		b = appendError(b, r.Error)
+	}
+	if r.Attempts != 0 {
+		b = append(b, `,"attempts":`...)
+		b = strconv.AppendInt(b, int64(r.Attempts), 10)
+	}
+	if r.Backend != "" {
+		b = append(b, `,"backend":`...)
+		b = appendString(b, r.Backend)
+	}
+	if r.DurationMS != 0 && !math.IsNaN(r.DurationMS) && !math.IsInf(r.DurationMS, 0) {
+		b = append(b, `,"duration_ms":`...)
+		b = strconv.AppendFloat(b, r.DurationMS, 'g', -1, 64)
+	}
+	return append(b, '}')
+}
+
+// AppendOutput appends the JSON encoding of o to b.
+func AppendOutput(b []byte, o *Output) []byte {
+	b = append(b, `{"response_id":`...)
+	b = appendString(b, o.ResponseID)
+	b = append(b, `,"conversation":`...)
+	b = appendString(b, o.Conversation)
+	b = append(b, `,"kind":`...)
+	b = appendString(b, string(o.Kind))
+	b = append(b, `,"text":`...)
+	b = appendString(b, o.Text)
+	b = append(b, `,"results":`...)
+	if o.Results == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range o.Results {
+			r := &o.Results[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"tool":`...)
+			b = appendString(b, r.Tool)
+			b = append(b, `,"success":`...)
+			b = strconv.AppendBool(b, r.Success)
+			if len(r.Result) > 0 {
+				b = append(b, `,"result":`...)
+				b = append(b, r.Result...)
+			}
+			if r.Error != nil {
+				b = append(b, `,"error":`...)
+				b = appendError(b, r.Error)
+			}
+			if r.Attempts != 0 {
+				b = append(b, `,"attempts":`...)
+				b = strconv.AppendInt(b, int64(r.Attempts), 10)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+func appendError(b []byte, e *ResultError) []byte {
+	b = append(b, `{"code":`...)
+	b = appendString(b, string(e.Code))
+	b = append(b, `,"message":`...)
+	b = appendString(b, e.Message)
+	return append(b, '}')
+}
+
+func appendRaw(b []byte, raw []byte) []byte {
+	if len(raw) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, raw...)
+}
+
+// appendString appends s as a JSON string: quotes, backslashes and control characters
+// escaped, invalid UTF-8 replaced by U+FFFD, as encoding/json writes it (without its HTML
+// escaping, which JSON does not need).
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			// Valid JSON, but not valid JavaScript: escaped, as encoding/json does.
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
