@@ -48,6 +48,13 @@
 // become one array. What even that parser cannot read gives a [*SyntaxError] with the
 // line, the column and what was expected.
 //
+// Text that ends inside a value — a string, a number, a key, a literal — is repaired
+// and marked [RepairTruncatedValue]. [Extract] does not let such a call run when the
+// response itself ended there (the model hit its token limit: a value cut short is a
+// wrong argument, not a sloppy one): the call is a parse_error saying which argument was
+// cut, in every format. A call that lacks only closers after complete values (a final
+// }, ] or closing tag) is repaired and runs.
+//
 // A backslash that does not start a JSON escape is kept as a character ("C:\dir",
 // "\d+"). So is one that does, where the model plainly did not mean an escape: \b or \f
 // next to a letter (C:\files, \bword), and \n, \r or \t inside a Windows path: the text

@@ -1,7 +1,10 @@
 package toolcall
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -176,6 +179,9 @@ func (x *extractor) think(at, limit int) int {
 }
 
 func (x *extractor) result() Extraction {
+	for i := range x.calls {
+		x.cutOff(&x.calls[i])
+	}
 	ex := Extraction{
 		Calls:     x.calls,
 		Content:   x.join(x.content, ""),
@@ -191,6 +197,96 @@ func (x *extractor) result() Extraction {
 		})
 	}
 	return ex
+}
+
+// cutOff marks a call the response ended inside of — inside a string, a number, a key
+// or a literal of its arguments, where the model hit its token limit — as a parse_error,
+// so that it is never run with a value cut short. Missing closers after complete values
+// are only repaired: the call runs. A value cut at a closing tag the model did write is
+// not a cut-off either: the model ended the call there.
+func (x *extractor) cutOff(c *Call) {
+	if c.Err != nil || !slices.Contains(c.Repairs, RepairTruncatedValue) {
+		return
+	}
+	if !slices.Contains(c.Repairs, RepairUnclosedTag) && (closedByTag(c.Format) || !isBlank(x.text[c.End:])) {
+		return
+	}
+	where := "its arguments"
+	if p := lastPath(c.Arguments); p != "" {
+		where = "the value of " + strconv.Quote(p)
+	}
+	c.Err = messages.Errorf(messages.CodeParseError,
+		"the call to %q was cut off: the response ended inside %s, so the call was not run; write the whole call again", c.Name, where)
+}
+
+// closedByTag reports whether a call of format f ends with a closing tag when complete.
+func closedByTag(f Format) bool {
+	switch f {
+	case FormatLlamaJSON, FormatPythonic, FormatMistral, FormatJSON:
+		return false
+	}
+	return true
+}
+
+// lastPath returns the path of the last value in the JSON document raw, keys joined by
+// "." and array indexes in brackets: where a document cut off at its end was cut.
+func lastPath(raw json.RawMessage) string {
+	type level struct {
+		key   string
+		index int // of the current element, for an array
+		array bool
+	}
+	var stack []level
+	path := func() string {
+		var b strings.Builder
+		for _, l := range stack {
+			if l.array {
+				b.WriteString("[" + strconv.Itoa(l.index) + "]")
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(l.key)
+		}
+		return b.String()
+	}
+	// value records that a value starts in the innermost container.
+	last := ""
+	value := func() {
+		if n := len(stack); n > 0 && stack[n-1].array {
+			stack[n-1].index++
+		}
+		last = path()
+	}
+	expectKey := false
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return last
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				value()
+				stack = append(stack, level{array: t == '[', index: -1})
+				expectKey = t == '{'
+			default:
+				stack = stack[:len(stack)-1]
+				expectKey = len(stack) > 0 && !stack[len(stack)-1].array
+			}
+		default:
+			if k, ok := t.(string); ok && expectKey {
+				stack[len(stack)-1].key = k
+				expectKey = false
+				continue
+			}
+			value()
+			expectKey = len(stack) > 0 && !stack[len(stack)-1].array
+		}
+	}
 }
 
 // join returns the text of spans, trimmed: concatenated when sep is "", else each part

@@ -117,6 +117,7 @@ func (r *repairer) str(open, key bool) {
 		out = append(out, s[start:pos]...)
 		if pos >= len(s) {
 			r.fixes.add(fixUnclosedString)
+			r.fixes.add(fixTruncatedValue)
 			out = append(out, '"')
 			break
 		}

@@ -26,7 +26,7 @@ func TestRepairJSON(t *testing.T) {
 		{name: "deep enough", in: strings.Repeat("[", DefaultMaxDepth) + strings.Repeat("]", DefaultMaxDepth), want: strings.Repeat("[", DefaultMaxDepth) + strings.Repeat("]", DefaultMaxDepth)},
 		{name: "too large", in: `"` + strings.Repeat("x", DefaultMaxInputSize) + `"`, wantErr: ErrTooLarge},
 		{name: "only whitespace", in: " \n\t ", wantErr: errSyntax},
-		{name: "lone quote", in: `"`, want: `""`, repairs: []string{RepairUnclosedString}},
+		{name: "lone quote", in: `"`, want: `""`, repairs: []string{RepairUnclosedString, RepairTruncatedValue}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -334,6 +334,9 @@ func (r *repairer) object() bool {
 		r.out = append(r.out, ':')
 		r.space()
 		if r.eof() || s[r.pos] == ',' || r.closes(s[r.pos]) {
+			if r.eof() {
+				r.fixes.add(fixTruncatedValue) // a key, and the text ended before its value
+			}
 			r.fixes.add(fixMissingValue)
 			r.out = append(r.out, "null"...)
 		} else if !r.value() {
@@ -545,6 +548,9 @@ func (r *repairer) number() bool {
 		return r.unquoted(start)
 	}
 	r.pos = i
+	if i == len(s) {
+		r.fixes.add(fixTruncatedValue) // the number may have had more digits
+	}
 	if sign != '+' && intEnd > intStart && (frac < 0 || fracEnd > frac+1) && (exp < 0 || isDigit(s[i-1])) {
 		r.out = append(r.out, s[start:i]...) // already JSON
 		return true
@@ -620,6 +626,7 @@ func (r *repairer) word() bool {
 			for _, full := range [...]string{"true", "false", "null"} {
 				if strings.HasPrefix(full, w) {
 					r.fixes.add(fixTruncatedLiteral)
+					r.fixes.add(fixTruncatedValue)
 					r.out = append(r.out, full...)
 					r.pos = i
 					return true
@@ -645,6 +652,9 @@ func (r *repairer) unquoted(start int) bool {
 	tok := strings.TrimRight(s[start:i], " \t")
 	if tok == "" {
 		return r.fail(start, "expected a value, found "+describeAt(s, start))
+	}
+	if i == len(s) {
+		r.fixes.add(fixTruncatedValue)
 	}
 	r.pos = start + len(tok)
 	r.fixes.add(fixUnquotedString)

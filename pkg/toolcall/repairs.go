@@ -34,6 +34,7 @@ const (
 	RepairUnclosedObject     = "unclosed_object"        // a missing } (cut-off output)
 	RepairUnclosedArray      = "unclosed_array"         // a missing ]
 	RepairTruncatedLiteral   = "truncated_literal"      // tru, fals, nul at the end
+	RepairTruncatedValue     = "truncated_value"        // the text ended inside a value: a string, number, key or literal
 	RepairConcatenatedValues = "concatenated_values"    // {"a": 1}\n{"b": 2} → [{"a":1},{"b":2}]
 
 	// Repairs of the call around the JSON, which only Extract reports.
@@ -80,6 +81,7 @@ const (
 	fixStringArguments
 	fixUnclosedTag
 	fixSchemaCoercion
+	fixTruncatedValue
 	numFixes
 )
 
@@ -91,7 +93,7 @@ var fixNames = [numFixes]string{
 	RepairMissingComma, RepairEllipsis, RepairStringConcat, RepairUnescapedQuote,
 	RepairControlCharacter, RepairInvalidEscape, RepairInvalidUTF8, RepairMismatchedBracket,
 	RepairUnclosedString, RepairUnclosedObject, RepairUnclosedArray, RepairTruncatedLiteral,
-	RepairConcatenatedValues, RepairStringArguments, RepairUnclosedTag, RepairSchemaCoercion,
+	RepairConcatenatedValues, RepairStringArguments, RepairUnclosedTag, RepairSchemaCoercion, RepairTruncatedValue,
 }
 
 // fixSet records which repairs were applied, so that recording one costs an OR.

@@ -198,6 +198,9 @@ func (x *extractor) xmlArgs(tool string, from, to int, st xmlStyle) (args []byte
 			ve, after = vs+i, vs+i+len(st.valClose)
 		} else {
 			fixes.add(fixUnclosedTag)
+			if isBlank(x.text[ve:]) {
+				fixes.add(fixTruncatedValue) // the response ended inside this value
+			}
 		}
 		val := s[vs:ve]
 		val = strings.TrimPrefix(val, "\n")

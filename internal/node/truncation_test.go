@@ -1,0 +1,74 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// A response cut off inside a value of a call's arguments (the model hit its token
+// limit) is answered parse_error in every format and the tool never runs; a call that
+// lacks only its closers after complete values still runs.
+func TestCutOffCallsAreNotRun(t *testing.T) {
+	var runs atomic.Int32
+	local := localtools.New()
+	local.Add(localtools.Tool{
+		Info: messages.ToolInfo{Name: "create_ticket", InputSchema: json.RawMessage(`{"type": "object", "properties": {"issue_summary": {"type": "string"}, "priority": {"type": "integer"}}}`)},
+		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			runs.Add(1)
+			return json.RawMessage(`{"ticket": "T-1"}`), nil
+		},
+	})
+	connect := startBus(t)
+	startEach(t, connect, node.Options{Local: local}, node.AllServices()...)
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tests := []struct {
+		name, text string
+		cut        bool
+	}{
+		{"tool_call, inside a string", `<tool_call>{"name": "create_ticket", "arguments": {"issue_summary": "Login fails after the pass`, true},
+		{"tool_call, inside a number", `<tool_call>{"name": "create_ticket", "arguments": {"issue_summary": "Login", "priority": 1`, true},
+		{"tool_call, after a key", `<tool_call>{"name": "create_ticket", "arguments": {"issue_summary": "Login", "priority":`, true},
+		{"qwen3-coder xml", "<tool_call>\n<function=create_ticket>\n<parameter=issue_summary>\nLogin fails after the pass", true},
+		{"mistral", `[TOOL_CALLS][{"name": "create_ticket", "arguments": {"issue_summary": "Login fails after the pass`, true},
+		{"llama json", `<|python_tag|>{"name": "create_ticket", "parameters": {"issue_summary": "Login fails after the pass`, true},
+		{"pythonic", `<|python_start|>[create_ticket(issue_summary="Login fails after the pass`, true},
+		{"missing closers only", `<tool_call>{"name": "create_ticket", "arguments": {"issue_summary": "Login fails"`, false},
+		{"missing closing tag only", `<tool_call>{"name": "create_ticket", "arguments": {"issue_summary": "Login fails"}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := runs.Load()
+			out, err := c.Ask(ctx, "cut", tt.text, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Results) != 1 {
+				t.Fatalf("%d results: %+v", len(out.Results), out)
+			}
+			r := out.Results[0]
+			ran := runs.Load() - before
+			if tt.cut {
+				if r.Success || r.Error == nil || r.Error.Code != messages.CodeParseError || ran != 0 {
+					t.Errorf("cut-off call: success %v, error %+v, the tool ran %d times; want parse_error and no run", r.Success, r.Error, ran)
+				}
+				return
+			}
+			if !r.Success || ran != 1 {
+				t.Errorf("complete call: success %v, error %+v, the tool ran %d times; want it run once", r.Success, r.Error, ran)
+			}
+		})
+	}
+}
