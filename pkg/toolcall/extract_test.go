@@ -197,12 +197,12 @@ func TestArgumentsDoNotShareCapacity(t *testing.T) {
 
 func TestLastPath(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"issue_summary":"Login fails"}`:            "issue_summary",
-		`{"a":1,"b":{"c":[1,2,{"d":"x"}]}}`:          "b.c[2].d",
-		`{"a":1,"b":null}`:                           "b",
-		`{"a":[1,2]}`:                                "a[1]",
-		`{"a":{"b":1},"c":[]}`:                       "c",
-		`{}`:                                         "",
+		`{"issue_summary":"Login fails"}`:   "issue_summary",
+		`{"a":1,"b":{"c":[1,2,{"d":"x"}]}}`: "b.c[2].d",
+		`{"a":1,"b":null}`:                  "b",
+		`{"a":[1,2]}`:                       "a[1]",
+		`{"a":{"b":1},"c":[]}`:              "c",
+		`{}`:                                "",
 		`{"tool_name":"x","parameters":{"r":"1.5"}}`: "parameters.r",
 	} {
 		if got := lastPath(json.RawMessage(in)); got != want {
