@@ -30,7 +30,7 @@ type parsed struct {
 
 // add appends a call read from block b.
 func (x *extractor) add(b blk, p parsed) {
-	if len(x.calls) >= x.o.MaxCalls {
+	if len(x.calls) >= overflowCap*x.o.MaxCalls {
 		x.overflow++
 		return
 	}
@@ -67,8 +67,20 @@ func (x *extractor) add(b blk, p parsed) {
 		}
 	}
 	c.Repairs = fixes.names()
+	if c.Index >= x.o.MaxCalls {
+		// Beyond the limit: answered, not run, so the model knows which calls to send again.
+		c.Arguments = json.RawMessage("{}")
+		c.Err = messages.Errorf(messages.CodeParseError,
+			"the response has more than %d tool calls, the limit; this one (call %d) was not run: send it again in a later response",
+			x.o.MaxCalls, c.Index+1)
+	}
 	x.calls = append(x.calls, c)
 }
+
+// overflowCap bounds the calls beyond MaxCalls that are answered one by one, in units of
+// MaxCalls: a response of thousands of calls costs a bounded number of messages, the
+// rest answered together by one failed call.
+const overflowCap = 2
 
 // estimateCalls guesses how many calls the response holds when its first one is read
 // from b: one, plus as many again as the text after b holds b's first bytes (at most 16),

@@ -192,8 +192,8 @@ func (x *extractor) result() Extraction {
 			Index:     len(ex.Calls),
 			Arguments: json.RawMessage("{}"),
 			Err: messages.Errorf(messages.CodeParseError,
-				"the response has more than %d tool calls, the limit; the calls after the first %d were not run",
-				x.o.MaxCalls, x.o.MaxCalls),
+				"the response has more than %d tool calls, the limit; the calls after the first %d were not run, and the calls after the first %d are not listed",
+				x.o.MaxCalls, x.o.MaxCalls, len(ex.Calls)),
 		})
 	}
 	return ex

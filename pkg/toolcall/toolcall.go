@@ -126,8 +126,9 @@ type Options struct {
 	MaxInputSize int
 	// MaxDepth bounds the nesting of arguments (default DefaultMaxDepth).
 	MaxDepth int
-	// MaxCalls bounds the calls in one response (default DefaultMaxCalls); the calls
-	// after it are reported as one failed call.
+	// MaxCalls bounds the calls run from one response (default DefaultMaxCalls). Each
+	// call after it, up to as many again, is a failed call saying so; the calls after
+	// those are reported together as one failed call.
 	MaxCalls int
 }
 

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,5 +71,41 @@ func TestCutOffCallsAreNotRun(t *testing.T) {
 				t.Errorf("complete call: success %v, error %+v, the tool ran %d times; want it run once", r.Success, r.Error, ran)
 			}
 		})
+	}
+}
+
+// Over max_calls, the calls up to the limit run and each further call is answered with
+// an error saying so; none of them runs.
+func TestCallsOverTheLimit(t *testing.T) {
+	var runs atomic.Int32
+	local := localtools.New()
+	local.Add(localtools.Tool{Info: messages.ToolInfo{Name: "count", ReadOnly: true},
+		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.Marshal(runs.Add(1)) }})
+	connect := startBus(t)
+	startEach(t, connect, node.Options{Local: local}, node.AllServices()...)
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const limit, calls = 64, 66 // the default max_calls
+	out, err := c.Ask(ctx, "limits", strings.Repeat(`<tool_call>{"name": "count", "arguments": {}}</tool_call>`, calls), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != calls {
+		t.Fatalf("%d results, want one per call (%d)", len(out.Results), calls)
+	}
+	for i, r := range out.Results {
+		if i < limit && !r.Success {
+			t.Errorf("call %d: %+v", i, r.Error)
+		}
+		if i >= limit && (r.Success || r.Error == nil || !strings.Contains(r.Error.Message, "limit")) {
+			t.Errorf("call %d beyond the limit: success %v, %+v", i, r.Success, r.Error)
+		}
+	}
+	if n := runs.Load(); n != limit {
+		t.Errorf("the tool ran %d times, want %d", n, limit)
 	}
 }
