@@ -24,6 +24,9 @@ type Record struct {
 	Started time.Time `json:"started,omitzero"`
 	// Attempts counts the attempts of earlier deliveries.
 	Attempts int `json:"attempts,omitempty"`
+	// FirstAttempt is when the call was first tried: its time budget counts from there,
+	// across deliveries.
+	FirstAttempt time.Time `json:"first_attempt,omitzero"`
 	// Result is the stored answer once done.
 	Result *messages.ToolResult `json:"result,omitempty"`
 }
@@ -41,8 +44,10 @@ type Claim struct {
 	// Abandoned is set when an earlier delivery claimed the call and never finished it:
 	// its executor died, and whether the tool ran is unknown.
 	Abandoned *Record
-	// PriorAttempts counts the attempts of earlier deliveries that failed safely.
+	// PriorAttempts counts the attempts of earlier deliveries that failed safely, and
+	// FirstAttempt is when the first of them started.
 	PriorAttempts int
+	FirstAttempt  time.Time
 	rev           uint64
 }
 
@@ -57,8 +62,9 @@ type Store interface {
 	// Finish stores the result of call id.
 	Finish(ctx context.Context, id string, r messages.ToolResult) error
 	// Release gives up the claim of a call whose failure is safe to retry, so its next
-	// delivery runs it again; attempts is the number of attempts made so far.
-	Release(ctx context.Context, id string, attempts int) error
+	// delivery runs it again; attempts is the number of attempts made so far, the first
+	// of them at first.
+	Release(ctx context.Context, id string, attempts int, first time.Time) error
 }
 
 // KV keeps claims in the calls key-value bucket, with compare-and-set.
@@ -87,7 +93,7 @@ func (c KV) Begin(ctx context.Context, id string) (Claim, error) {
 	case prev.State == stateDone && prev.Result != nil:
 		return Claim{Result: prev.Result}, nil
 	case prev.State == stateReleased:
-		cl := Claim{rev: prevRev, PriorAttempts: prev.Attempts}
+		cl := Claim{rev: prevRev, PriorAttempts: prev.Attempts, FirstAttempt: prev.FirstAttempt}
 		if err := c.TakeOver(ctx, id, &cl); err != nil {
 			return Claim{}, err
 		}
@@ -120,8 +126,8 @@ func (c KV) Finish(ctx context.Context, id string, r messages.ToolResult) error 
 }
 
 // Release implements [Store].
-func (c KV) Release(ctx context.Context, id string, attempts int) error {
-	rec, _ := json.Marshal(Record{State: stateReleased, Owner: c.Owner, Attempts: attempts})
+func (c KV) Release(ctx context.Context, id string, attempts int, first time.Time) error {
+	rec, _ := json.Marshal(Record{State: stateReleased, Owner: c.Owner, Attempts: attempts, FirstAttempt: first.UTC()})
 	_, err := c.KV.Put(ctx, bus.Key(id), rec)
 	return err
 }

@@ -60,8 +60,13 @@ type Parser struct {
 
 // Executor configures the executor stage.
 type Executor struct {
-	Concurrency int               `json:"concurrency,omitempty"`
-	Timeout     messages.Duration `json:"timeout,omitzero"`
+	Concurrency int `json:"concurrency,omitempty"`
+	// Timeout is a call's time budget, from its first attempt to its answer, across
+	// attempts and deliveries (default 60s); an mcpServers entry's timeout and
+	// ToolTimeouts override it for their calls.
+	Timeout messages.Duration `json:"timeout,omitzero"`
+	// ToolTimeouts are the budgets of single tools, by the name a model calls them by.
+	ToolTimeouts map[string]messages.Duration `json:"tool_timeouts,omitempty"`
 	// QuietTools are logged at debug level instead of info: tools polled often.
 	QuietTools []string `json:"quiet_tools,omitempty"`
 	// Prefetch is how many calls a replica keeps buffered ahead of its free workers

@@ -44,9 +44,14 @@ func (p RetryPolicy) backoff(ctx context.Context) backoff.BackOff {
 // Executor runs calls on their backends. It knows nothing of NATS.
 type Executor struct {
 	Router *Router
-	// Timeout bounds one call when the call carries no earlier deadline. Default 60s.
+	// Timeout is a call's time budget, from its first attempt to its answer, across
+	// attempts and deliveries (each attempt gets what remains), unless ToolTimeouts or
+	// the route (an MCP server's timeout) say otherwise; a call's own Deadline
+	// (Toolbus-Deadline) ends it earlier. Default 60s.
 	Timeout time.Duration
-	Retry   RetryPolicy
+	// ToolTimeouts are the budgets of single tools, by the name a model calls them by.
+	ToolTimeouts map[string]time.Duration
+	Retry        RetryPolicy
 	// Tracer records one span per attempt; nil means the global tracer provider.
 	Tracer trace.Tracer
 	// Gate, when set, fails calls to a backend marked down before they are tried.
@@ -77,14 +82,41 @@ type Outcome struct {
 // another delivery); it never fails and never panics.
 func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) (messages.ToolResult, Outcome) {
 	r, err := e.Router.Resolve(ctx, call.Tool)
-	return e.ExecuteRoute(ctx, call, r, err)
+	return e.ExecuteRoute(ctx, call, r, err, time.Time{})
+}
+
+// Budget returns when the time budget of call, on route r, first tried at first, runs
+// out: the most specific timeout (the tool's, the route's, the executor's) after first,
+// or the call's own deadline if that is earlier.
+func (e *Executor) Budget(call messages.ToolCall, r Route, first time.Time) time.Time {
+	timeout := cmp.Or(e.ToolTimeouts[call.Tool], r.Timeout, e.Timeout, 60*time.Second)
+	end := first.Add(timeout)
+	if !call.Deadline.IsZero() && call.Deadline.Before(end) {
+		end = call.Deadline
+	}
+	return end
 }
 
 // ExecuteRoute is [Executor.Execute] for a call the caller has resolved already with
 // e.Router.Resolve (r and err are what it returned), so that the route is looked up
-// once per call.
-func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r Route, err error) (messages.ToolResult, Outcome) {
+// once per call. first is when an earlier delivery first tried the call (zero: now);
+// the call's time budget counts from there.
+func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r Route, err error, first time.Time) (messages.ToolResult, Outcome) {
 	start := time.Now()
+	if first.IsZero() {
+		first = start
+	}
+	budget := e.Budget(call, r, first)
+	if err == nil && !start.Before(budget) {
+		// An earlier delivery used the budget up: answer now, try nothing.
+		res := messages.ResultFor(call)
+		res.Backend = r.Server
+		e.Metrics.Call(ctx, call.Tool, r.Server, string(messages.CodeTimeout), 0)
+		return res.Fail(messages.Errorf(messages.CodeTimeout,
+			"the call to %q ran out of its time budget of %v before it could be tried again", call.Tool, budget.Sub(first).Round(time.Millisecond))), Outcome{}
+	}
+	ctx, cancel := context.WithDeadline(ctx, budget)
+	defer cancel()
 	res := messages.ResultFor(call)
 	if err != nil {
 		res = res.Fail(err)
@@ -124,7 +156,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		last = messages.AsToolError(err)
 		span.SetStatus(codes.Error, last.Message)
 		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
-		if last.Code.Retryable() && (safe || last.Unsent) && !deadlinePassed(call) {
+		if last.Code.Retryable() && (safe || last.Unsent) && time.Now().Before(budget) {
 			span.SetAttributes(telemetry.RetryReason.String(last.Message))
 			e.Metrics.Retry(ctx, call.Tool, r.Server, string(last.Code))
 			return err
@@ -142,8 +174,14 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		if refused {
 			return res.Fail(last), Outcome{}
 		}
+		if last.Code == messages.CodeTimeout && !safe && !last.Unsent {
+			// It may still complete on the server: say so, and never repeat it.
+			last = &messages.ToolError{Code: messages.CodeOutcomeUnknown, Err: last, Message: fmt.Sprintf(
+				"the call to %q did not finish within its time budget of %v; it may still complete, and it was not repeated: check its effect before calling it again",
+				call.Tool, budget.Sub(first).Round(time.Millisecond))}
+		}
 		oc := Outcome{
-			Retryable: last.Code.Retryable() && (safe || last.Unsent) && !deadlinePassed(call),
+			Retryable: last.Code.Retryable() && (safe || last.Unsent) && time.Now().Before(budget),
 			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
 		}
 		return res.Fail(last), oc
@@ -155,24 +193,10 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	return res, Outcome{}
 }
 
-func deadlinePassed(call messages.ToolCall) bool {
-	return !call.Deadline.IsZero() && !time.Now().Before(call.Deadline)
-}
-
 // attempt runs the call once under its timeout, turning panics and plain errors into
 // *messages.ToolError.
 func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall) (out json.RawMessage, err error) {
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = 60 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if !call.Deadline.IsZero() {
-		var cancelDeadline context.CancelFunc
-		ctx, cancelDeadline = context.WithDeadline(ctx, call.Deadline)
-		defer cancelDeadline()
-	}
+	// ctx ends with the call's time budget: the attempt gets what remains of it.
 	defer func() {
 		if r := recover(); r != nil {
 			err = messages.Errorf(messages.CodeInternal, "the tool %q crashed: %v", call.Tool, r)
@@ -188,7 +212,7 @@ func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall)
 		switch {
 		case errors.As(err, &te):
 		case errors.Is(err, context.DeadlineExceeded):
-			err = &messages.ToolError{Code: messages.CodeTimeout, Message: fmt.Sprintf("the tool %q did not finish in time", call.Tool), Err: err}
+			err = &messages.ToolError{Code: messages.CodeTimeout, Message: fmt.Sprintf("the tool %q did not finish within its time budget", call.Tool), Err: err}
 		default:
 			err = &messages.ToolError{Code: messages.CodeToolError, Message: err.Error(), Err: err}
 		}

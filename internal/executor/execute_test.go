@@ -62,8 +62,15 @@ func TestExecute(t *testing.T) {
 				return json.RawMessage(`{oops`), nil
 			}}
 		}, wantCode: messages.CodeToolError, wantCalls: 1, wantMaybeRan: true},
-		{name: "timeout", timeout: 20 * time.Millisecond, tool: func(c *atomic.Int32) localtools.Tool {
+		{name: "side effect past its budget: outcome unknown, not repeated", timeout: 20 * time.Millisecond, tool: func(c *atomic.Int32) localtools.Tool {
 			return localtools.Tool{Info: messages.ToolInfo{Name: "t"}, Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+				c.Add(1)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}}
+		}, wantCode: messages.CodeOutcomeUnknown, wantCalls: 1, wantMaybeRan: true},
+		{name: "read-only past its budget: timeout, no attempt after the budget", timeout: 20 * time.Millisecond, tool: func(c *atomic.Int32) localtools.Tool {
+			return localtools.Tool{Info: messages.ToolInfo{Name: "t", ReadOnly: true}, Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
 				c.Add(1)
 				<-ctx.Done()
 				return nil, ctx.Err()

@@ -55,7 +55,7 @@ func (b MCPBackend) Resolve(ctx context.Context, name string) (Route, bool, erro
 		return Route{}, false, nil
 	}
 	pool := b.Pool
-	return Route{Server: "mcp:" + t.Server, Info: info(name, t), MCP: t,
+	return Route{Server: "mcp:" + t.Server, Info: info(name, t), MCP: t, Timeout: pool.Timeout(t.Server),
 		run: func(ctx context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
 			out, err := pool.CallTool(ctx, t, args)
 			if err != nil {

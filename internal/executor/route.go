@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -30,6 +31,9 @@ type Route struct {
 	Info messages.ToolInfo
 	// MCP is the server's tool, for a route to an MCP server.
 	MCP mcpwire.Tool
+	// Timeout, when set, is the time budget of calls on this route (an MCP server's
+	// configured timeout); see [Executor.Budget].
+	Timeout time.Duration
 
 	run func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error)
 }

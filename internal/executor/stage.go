@@ -98,7 +98,11 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		}
 	}
 
-	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr)
+	first := claim.FirstAttempt // the call's time budget counts from its first attempt
+	if first.IsZero() {
+		first = time.Now()
+	}
+	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr, first)
 	res.Attempts += claim.PriorAttempts
 	span.SetAttributes(telemetry.Server.String(res.Backend), telemetry.Attempt.Int(res.Attempts))
 	outcome := "ok"
@@ -114,7 +118,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	s.logger().Log(ctx, level, "call", "call", call.ID, "tool", call.Tool, "server", res.Backend,
 		"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
 	if !res.Success && oc.Retryable && !d.Last {
-		if err := s.Claims.Release(ctx, call.ID, res.Attempts); err != nil {
+		if err := s.Claims.Release(ctx, call.ID, res.Attempts, first); err != nil {
 			s.logger().Warn("release claim", "call", call.ID, "err", err)
 		}
 		return nil, bus.Retry(fmt.Errorf("call %s: %s", call.ID, res.Error.Message), s.redeliveryDelay())

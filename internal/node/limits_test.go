@@ -109,3 +109,58 @@ func TestCallsOverTheLimit(t *testing.T) {
 		t.Errorf("the tool ran %d times, want %d", n, limit)
 	}
 }
+
+// A call's timeout is its budget from the first attempt to the answer: an 8 s read-only
+// tool with a 2 s budget is answered timeout after the one attempt that fits, and a tool
+// that keeps failing transiently is tried only while its budget lasts, across
+// deliveries.
+func TestTimeoutIsTheCallsBudget(t *testing.T) {
+	var slow, flaky atomic.Int32
+	local := localtools.New()
+	local.Add(localtools.Tool{Info: messages.ToolInfo{Name: "slow_report", ReadOnly: true},
+		Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			slow.Add(1)
+			select {
+			case <-time.After(8 * time.Second):
+				return json.RawMessage(`"done"`), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}})
+	local.Add(localtools.Tool{Info: messages.ToolInfo{Name: "flaky_lookup", ReadOnly: true},
+		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			flaky.Add(1)
+			return nil, &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "connection refused", Unsent: true}
+		}})
+	connect := startBus(t)
+	cfg := mcpConfig(t, `{"executor": {"timeout": "2s"}}`)
+	startEach(t, connect, node.Options{Config: cfg, Local: local}, node.AllServices()...)
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	out, err := c.Ask(ctx, "budget", `<tool_call>{"name": "slow_report", "arguments": {}}</tool_call>`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := out.Results[0]; r.Success || r.Error.Code != messages.CodeTimeout || slow.Load() != 1 {
+		t.Errorf("slow tool: %+v, attempts seen by the tool %d; want timeout after one attempt", r.Error, slow.Load())
+	}
+
+	out, err = c.Ask(ctx, "budget", `<tool_call>{"name": "flaky_lookup", "arguments": {}}</tool_call>`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Results[0]
+	if r.Success || (r.Error.Code != messages.CodeTimeout && r.Error.Code != messages.CodeServerUnavailable) {
+		t.Errorf("flaky tool: %+v", r.Error)
+	}
+	// The redelivery delay (2 s) is as long as the budget: the first delivery's attempts
+	// are all the call gets; a second delivery finds the budget spent and tries nothing.
+	if n := flaky.Load(); int(n) != r.Attempts || n > 3 {
+		t.Errorf("the tool saw %d attempts, the result says %d; want the first delivery's (at most 3)", n, r.Attempts)
+	}
+}

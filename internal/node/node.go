@@ -407,8 +407,13 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 	if pool != nil {
 		backends = append(backends, executor.MCPBackend{Pool: pool})
 	}
+	tools := map[string]time.Duration{}
+	for name, d := range cfg.Executor.ToolTimeouts {
+		tools[name] = time.Duration(d)
+	}
 	return &executor.Executor{
-		Router:  executor.NewRouter(backends...),
-		Timeout: time.Duration(cfg.Executor.Timeout),
+		Router:       executor.NewRouter(backends...),
+		Timeout:      time.Duration(cfg.Executor.Timeout),
+		ToolTimeouts: tools,
 	}, nil
 }

@@ -282,6 +282,14 @@ func anyDone(chans []<-chan struct{}) <-chan struct{} {
 	return done
 }
 
+// Timeout returns the timeout configured for server, or 0 when it has none of its own.
+func (p *Pool) Timeout(server string) time.Duration {
+	if s, ok := p.server(server); ok {
+		return time.Duration(s.cfg.Timeout)
+	}
+	return 0
+}
+
 // Route returns the server an explicit route sends name to. ok is false when name has
 // no route; server is "" when the route sends it to the local tools.
 func (p *Pool) Route(name string) (server string, ok bool) {

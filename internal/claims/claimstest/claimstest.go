@@ -55,7 +55,7 @@ func (c *Memory) Begin(_ context.Context, id string) (claims.Claim, error) {
 		return claims.Claim{Result: prev.Result}, nil
 	case prev.State == "released":
 		c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
-		return claims.Claim{PriorAttempts: prev.Attempts}, nil
+		return claims.Claim{PriorAttempts: prev.Attempts, FirstAttempt: prev.FirstAttempt}, nil
 	}
 	return claims.Claim{Abandoned: &prev}, nil
 }
@@ -79,10 +79,10 @@ func (c *Memory) Finish(_ context.Context, id string, r messages.ToolResult) err
 }
 
 // Release implements claims.Store.
-func (c *Memory) Release(_ context.Context, id string, attempts int) error {
+func (c *Memory) Release(_ context.Context, id string, attempts int, first time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.log = append(c.log, "release "+id)
-	c.put(id, claims.Record{State: "released", Attempts: attempts})
+	c.put(id, claims.Record{State: "released", Attempts: attempts, FirstAttempt: first})
 	return nil
 }
