@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/claims"
 	"github.com/toolbus/toolbus/internal/telemetry"
@@ -25,6 +26,9 @@ type Stage struct {
 	// RedeliveryDelay is how long a call handed back after a transient failure waits
 	// before another delivery. Default 2s.
 	RedeliveryDelay time.Duration
+	// StoreWait bounds how long a result is retried into the calls bucket while NATS is
+	// away before the call is handed back. Default 30s.
+	StoreWait time.Duration
 	// QuietTools are logged at debug level instead of info (tools polled often).
 	QuietTools []string
 	Logger     *slog.Logger
@@ -85,6 +89,13 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		return s.answer(call, *claim.Result, false)
 	case claim.Abandoned != nil:
 		if !safe {
+			// The executor that claimed it may be alive, still storing the result
+			// through a NATS outage: until it must have finished or given up, look again
+			// later rather than report a known outcome as unknown.
+			if alive := s.Exec.Budget(call, route, claim.Abandoned.Started).Add(s.storeWait()); !d.Last && time.Now().Before(alive) {
+				return nil, bus.Retry(fmt.Errorf("call %s is claimed by %s since %s", call.ID, claim.Abandoned.Owner,
+					claim.Abandoned.Started.Format(time.RFC3339)), s.redeliveryDelay())
+			}
 			res := messages.ResultFor(call).Fail(messages.Errorf(messages.CodeOutcomeUnknown,
 				"the call to %q was started by an executor that stopped before it finished (%s, started %s); "+
 					"the tool may or may not have run, and it is not idempotent, so it was not run again: check its effect before calling it again",
@@ -130,11 +141,26 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 // copied to the dead-letter stream.
 func (s *Stage) finish(ctx context.Context, call messages.ToolCall, res messages.ToolResult, claimed, exhausted bool) ([]bus.Outgoing, error) {
 	if claimed {
-		if err := s.Claims.Finish(ctx, call.ID, res); err != nil {
+		// The call ran: its result is kept until it is stored, through a NATS outage,
+		// so that a redelivery answers with it rather than with outcome_unknown.
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, s.storeWait()
+		err := backoff.Retry(func() error { return s.Claims.Finish(ctx, call.ID, res) }, backoff.WithContext(b, ctx))
+		if err != nil {
+			s.logger().Warn("the result could not be stored", "call", call.ID, "err", err)
 			return nil, bus.Retry(err, s.redeliveryDelay())
 		}
 	}
 	return s.answer(call, res, exhausted)
+}
+
+// storeWait bounds the retries of storing a result, and so how long a claim may stay
+// "running" past its call's budget while its executor is alive.
+func (s *Stage) storeWait() time.Duration {
+	if s.StoreWait > 0 {
+		return s.StoreWait
+	}
+	return 30 * time.Second
 }
 
 // answer is the result message of call, and with dead set its dead-letter copy.

@@ -68,6 +68,10 @@ func TestExecuteStage(t *testing.T) {
 			wantClaims: "begin r/0,finish r/0,begin r/0"},
 		{name: "abandoned side effect is not repeated", prior: "running", deliveries: []delivery{{2, false}},
 			want: []string{string(messages.CodeOutcomeUnknown)}, wantRuns: 0, wantClaims: "begin r/0,finish r/0"},
+		{name: "a recent claim may be alive: looked at again later", prior: "recent", deliveries: []delivery{{2, false}},
+			want: []string{"retry"}, wantRuns: 0, wantClaims: "begin r/0"},
+		{name: "a recent claim on the last delivery: outcome unknown", prior: "recent", deliveries: []delivery{{5, true}},
+			want: []string{string(messages.CodeOutcomeUnknown)}, wantRuns: 0, wantClaims: "begin r/0,finish r/0"},
 		{name: "abandoned idempotent call runs again", info: messages.ToolInfo{Idempotent: true}, prior: "running", deliveries: []delivery{{2, false}},
 			want: []string{"ok"}, wantRuns: 1, wantClaims: "begin r/0,finish r/0"},
 		{name: "a call the parser refused is answered, never run", parserErr: true, deliveries: []delivery{{1, false}},
@@ -88,6 +92,8 @@ func TestExecuteStage(t *testing.T) {
 			switch tt.prior {
 			case "running":
 				cl.Set("r/0", claims.Record{State: "running", Owner: "dead"})
+			case "recent":
+				cl.Set("r/0", claims.Record{State: "running", Owner: "busy", Started: time.Now()})
 			}
 			s := &Stage{Claims: cl, Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg}),
 				Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}}}

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -148,5 +150,119 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	stopServices()
 	for _, n := range nodes {
 		n.Wait()
+	}
+}
+
+// A NATS restart in the middle of many calls with side effects: every call whose tool ran
+// is answered with its real result, counted from the tool's side; none is reported
+// outcome_unknown because its result could not be stored while the server was away.
+func TestNATSRestartKnownOutcomes(t *testing.T) {
+	dir, port := t.TempDir(), freePort(t)
+	start := func() func() {
+		_, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir, Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stop
+	}
+	stop := start()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	connect := func(name string) *nats.Conn {
+		nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	var ranMu sync.Mutex
+	ran := map[int]int{} // n → times the tool ran
+	local := localtools.New()
+	local.Add(localtools.Tool{Info: messages.ToolInfo{Name: "create_ticket"},
+		Run: func(_ context.Context, args json.RawMessage) (json.RawMessage, error) {
+			var in struct{ N int }
+			if err := json.Unmarshal(args, &in); err != nil {
+				return nil, err
+			}
+			ranMu.Lock()
+			ran[in.N]++
+			ranMu.Unlock()
+			return json.Marshal(map[string]int{"ticket": in.N})
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sctx, stopServices := context.WithCancel(ctx)
+	var nodes []*node.Node
+	for _, svc := range []string{node.Parser, node.Executor, node.Executor, node.Formatter} {
+		n, err := node.Start(sctx, connect(svc), node.Options{Services: []string{svc}, Local: local, Topology: bus.Topology{AckWait: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	defer func() {
+		stopServices()
+		for _, n := range nodes {
+			n.Wait()
+		}
+	}()
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 2000
+	results := make([]messages.OutputResult, total)
+	var done atomic.Int32
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range total {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			text := fmt.Sprintf(`<tool_call>{"name": "create_ticket", "arguments": {"n": %d}}</tool_call>`, i)
+			for ctx.Err() == nil {
+				actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+				out, err := c.Ask(actx, "tickets", text, &client.SubmitOptions{ResponseID: fmt.Sprintf("ticket-%d", i)})
+				acancel()
+				if err == nil && len(out.Results) == 1 {
+					results[i] = out.Results[0]
+					done.Add(1)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	for done.Load() < total/3 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	time.Sleep(500 * time.Millisecond)
+	stop = start()
+	defer func() { stop() }()
+	wg.Wait()
+	if n := done.Load(); n != total {
+		t.Fatalf("%d of %d calls answered", n, total)
+	}
+	ranMu.Lock()
+	defer ranMu.Unlock()
+	unknown := 0
+	for i, r := range results {
+		switch {
+		case ran[i] > 1:
+			t.Errorf("call %d ran %d times", i, ran[i])
+		case ran[i] == 1 && !r.Success:
+			unknown++
+			if unknown <= 5 {
+				t.Errorf("call %d ran, but was answered %+v", i, r.Error)
+			}
+		case ran[i] == 0 && r.Success:
+			t.Errorf("call %d never ran, but was answered success", i)
+		}
+	}
+	if unknown > 0 {
+		t.Errorf("%d calls that ran were not answered with their result", unknown)
 	}
 }
