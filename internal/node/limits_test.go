@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/internal/node"
-	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -27,14 +25,7 @@ func TestCutOffCallsAreNotRun(t *testing.T) {
 			return json.RawMessage(`{"ticket": "T-1"}`), nil
 		},
 	})
-	connect := startBus(t)
-	startEach(t, connect, node.Options{Local: local}, node.AllServices()...)
-	c, err := client.New(connect("orchestrator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	p := startMCPPipeline(t, nil, local)
 	tests := []struct {
 		name, text string
 		cut        bool
@@ -52,10 +43,7 @@ func TestCutOffCallsAreNotRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := runs.Load()
-			out, err := c.Ask(ctx, "cut", tt.text, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := p.askText(tt.text)
 			if len(out.Results) != 1 {
 				t.Fatalf("%d results: %+v", len(out.Results), out)
 			}
@@ -81,19 +69,9 @@ func TestCallsOverTheLimit(t *testing.T) {
 	local := localtools.New()
 	local.Add(localtools.Tool{Info: messages.ToolInfo{Name: "count", ReadOnly: true},
 		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.Marshal(runs.Add(1)) }})
-	connect := startBus(t)
-	startEach(t, connect, node.Options{Local: local}, node.AllServices()...)
-	c, err := client.New(connect("orchestrator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	p := startMCPPipeline(t, nil, local)
 	const limit, calls = 64, 66 // the default max_calls
-	out, err := c.Ask(ctx, "limits", strings.Repeat(`<tool_call>{"name": "count", "arguments": {}}</tool_call>`, calls), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := p.askText(strings.Repeat(`<tool_call>{"name": "count", "arguments": {}}</tool_call>`, calls))
 	if len(out.Results) != calls {
 		t.Fatalf("%d results, want one per call (%d)", len(out.Results), calls)
 	}
@@ -132,29 +110,13 @@ func TestTimeoutIsTheCallsBudget(t *testing.T) {
 			flaky.Add(1)
 			return nil, &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "connection refused", Unsent: true}
 		}})
-	connect := startBus(t)
-	cfg := mcpConfig(t, `{"executor": {"timeout": "2s"}}`)
-	startEach(t, connect, node.Options{Config: cfg, Local: local}, node.AllServices()...)
-	c, err := client.New(connect("orchestrator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-
-	out, err := c.Ask(ctx, "budget", `<tool_call>{"name": "slow_report", "arguments": {}}</tool_call>`, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startMCPPipeline(t, mcpConfig(t, `{"executor": {"timeout": "2s"}}`), local)
+	out := p.askText(`<tool_call>{"name": "slow_report", "arguments": {}}</tool_call>`)
 	if r := out.Results[0]; r.Success || r.Error.Code != messages.CodeTimeout || slow.Load() != 1 {
 		t.Errorf("slow tool: %+v, attempts seen by the tool %d; want timeout after one attempt", r.Error, slow.Load())
 	}
 
-	out, err = c.Ask(ctx, "budget", `<tool_call>{"name": "flaky_lookup", "arguments": {}}</tool_call>`, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := out.Results[0]
+	r := p.askText(`<tool_call>{"name": "flaky_lookup", "arguments": {}}</tool_call>`).Results[0]
 	if r.Success || (r.Error.Code != messages.CodeTimeout && r.Error.Code != messages.CodeServerUnavailable) {
 		t.Errorf("flaky tool: %+v", r.Error)
 	}

@@ -127,9 +127,15 @@ func (p *mcpPipeline) askOutput(calls ...mcpCall) *messages.Output {
 		}
 		fmt.Fprintf(&text, "<tool_call>%s</tool_call>\n", b)
 	}
+	return p.askText(text.String())
+}
+
+// askText submits text as a model's response and returns its output.
+func (p *mcpPipeline) askText(text string) *messages.Output {
+	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := p.client.Ask(ctx, "mcp-test", text.String(), nil)
+	out, err := p.client.Ask(ctx, "mcp-test", text, nil)
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -29,9 +29,11 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// The file-backed server is stopped and started again (same store) in the middle of a
-// run: every response still gets exactly one output.
-func TestNATSRestartLosesNothing(t *testing.T) {
+// restartableServer starts a file-backed embedded server for t on a fixed port; restart
+// stops it and, half a second later, starts it again on the same store. Clients made by
+// connect reconnect forever.
+func restartableServer(t *testing.T) (connect func(name string) *nats.Conn, restart func()) {
+	t.Helper()
 	dir, port := t.TempDir(), freePort(t)
 	start := func() func() {
 		_, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir, Port: port})
@@ -41,8 +43,9 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 		return stop
 	}
 	stop := start()
+	t.Cleanup(func() { stop() })
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	connect := func(name string) *nats.Conn {
+	connect = func(name string) *nats.Conn {
 		nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -50,6 +53,18 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 		t.Cleanup(nc.Close)
 		return nc
 	}
+	restart = func() {
+		stop()
+		time.Sleep(500 * time.Millisecond)
+		stop = start()
+	}
+	return connect, restart
+}
+
+// The file-backed server is stopped and started again (same store) in the middle of a
+// run: every response still gets exactly one output.
+func TestNATSRestartLosesNothing(t *testing.T) {
+	connect, restart := restartableServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sctx, stopServices := context.WithCancel(ctx)
@@ -117,11 +132,8 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	for done.Load() < total/3 && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
-	stop()
-	time.Sleep(500 * time.Millisecond)
-	stop = start()
+	restart()
 	restarted := time.Now()
-	defer func() { stop() }()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -157,24 +169,7 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 // is answered with its real result, counted from the tool's side; none is reported
 // outcome_unknown because its result could not be stored while the server was away.
 func TestNATSRestartKnownOutcomes(t *testing.T) {
-	dir, port := t.TempDir(), freePort(t)
-	start := func() func() {
-		_, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir, Port: port})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return stop
-	}
-	stop := start()
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	connect := func(name string) *nats.Conn {
-		nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
+	connect, restart := restartableServer(t)
 	var ranMu sync.Mutex
 	ran := map[int]int{} // n → times the tool ran
 	local := localtools.New()
@@ -238,10 +233,7 @@ func TestNATSRestartKnownOutcomes(t *testing.T) {
 	for done.Load() < total/3 && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
-	stop()
-	time.Sleep(500 * time.Millisecond)
-	stop = start()
-	defer func() { stop() }()
+	restart()
 	wg.Wait()
 	if n := done.Load(); n != total {
 		t.Fatalf("%d of %d calls answered", n, total)

@@ -21,18 +21,7 @@ import (
 
 // AppendCall appends the JSON encoding of c to b.
 func AppendCall(b []byte, c *ToolCall) []byte {
-	b = append(b, `{"id":`...)
-	b = appendString(b, c.ID)
-	b = append(b, `,"response_id":`...)
-	b = appendString(b, c.ResponseID)
-	b = append(b, `,"conversation":`...)
-	b = appendString(b, c.Conversation)
-	b = append(b, `,"index":`...)
-	b = strconv.AppendInt(b, int64(c.Index), 10)
-	b = append(b, `,"count":`...)
-	b = strconv.AppendInt(b, int64(c.Count), 10)
-	b = append(b, `,"tool":`...)
-	b = appendString(b, c.Tool)
+	b = appendAddress(b, `{"id":`, c.ID, c.ResponseID, c.Conversation, c.Index, c.Count, c.Tool)
 	b = append(b, `,"arguments":`...)
 	b = appendRaw(b, c.Arguments)
 	if len(c.Repairs) > 0 {
@@ -59,18 +48,7 @@ func AppendCall(b []byte, c *ToolCall) []byte {
 
 // AppendResult appends the JSON encoding of r to b.
 func AppendResult(b []byte, r *ToolResult) []byte {
-	b = append(b, `{"call_id":`...)
-	b = appendString(b, r.CallID)
-	b = append(b, `,"response_id":`...)
-	b = appendString(b, r.ResponseID)
-	b = append(b, `,"conversation":`...)
-	b = appendString(b, r.Conversation)
-	b = append(b, `,"index":`...)
-	b = strconv.AppendInt(b, int64(r.Index), 10)
-	b = append(b, `,"count":`...)
-	b = strconv.AppendInt(b, int64(r.Count), 10)
-	b = append(b, `,"tool":`...)
-	b = appendString(b, r.Tool)
+	b = appendAddress(b, `{"call_id":`, r.CallID, r.ResponseID, r.Conversation, r.Index, r.Count, r.Tool)
 	b = append(b, `,"success":`...)
 	b = strconv.AppendBool(b, r.Success)
 	if len(r.Result) > 0 {
@@ -137,6 +115,23 @@ func AppendOutput(b []byte, o *Output) []byte {
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// appendAddress writes the fields that place a call or a result, the first of them
+// opened by idKey.
+func appendAddress(b []byte, idKey, id, responseID, conversation string, index, count int, tool string) []byte {
+	b = append(b, idKey...)
+	b = appendString(b, id)
+	b = append(b, `,"response_id":`...)
+	b = appendString(b, responseID)
+	b = append(b, `,"conversation":`...)
+	b = appendString(b, conversation)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, int64(count), 10)
+	b = append(b, `,"tool":`...)
+	return appendString(b, tool)
 }
 
 func appendError(b []byte, e *ResultError) []byte {
