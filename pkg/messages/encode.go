@@ -49,20 +49,7 @@ func AppendCall(b []byte, c *ToolCall) []byte {
 // AppendResult appends the JSON encoding of r to b.
 func AppendResult(b []byte, r *ToolResult) []byte {
 	b = appendAddress(b, `{"call_id":`, r.CallID, r.ResponseID, r.Conversation, r.Index, r.Count, r.Tool)
-	b = append(b, `,"success":`...)
-	b = strconv.AppendBool(b, r.Success)
-	if len(r.Result) > 0 {
-		b = append(b, `,"result":`...)
-		b = append(b, r.Result...)
-	}
-	if r.Error != nil {
-		b = append(b, `,"error":`...)
-		b = appendError(b, r.Error)
-	}
-	if r.Attempts != 0 {
-		b = append(b, `,"attempts":`...)
-		b = strconv.AppendInt(b, int64(r.Attempts), 10)
-	}
+	b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts)
 	if r.Backend != "" {
 		b = append(b, `,"backend":`...)
 		b = appendString(b, r.Backend)
@@ -96,20 +83,7 @@ func AppendOutput(b []byte, o *Output) []byte {
 			}
 			b = append(b, `{"tool":`...)
 			b = appendString(b, r.Tool)
-			b = append(b, `,"success":`...)
-			b = strconv.AppendBool(b, r.Success)
-			if len(r.Result) > 0 {
-				b = append(b, `,"result":`...)
-				b = append(b, r.Result...)
-			}
-			if r.Error != nil {
-				b = append(b, `,"error":`...)
-				b = appendError(b, r.Error)
-			}
-			if r.Attempts != 0 {
-				b = append(b, `,"attempts":`...)
-				b = strconv.AppendInt(b, int64(r.Attempts), 10)
-			}
+			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -132,6 +106,26 @@ func appendAddress(b []byte, idKey, id, responseID, conversation string, index, 
 	b = strconv.AppendInt(b, int64(count), 10)
 	b = append(b, `,"tool":`...)
 	return appendString(b, tool)
+}
+
+// appendOutcome writes how a call ended: "success", and "result", "error" and
+// "attempts" when set.
+func appendOutcome(b []byte, success bool, result []byte, e *ResultError, attempts int) []byte {
+	b = append(b, `,"success":`...)
+	b = strconv.AppendBool(b, success)
+	if len(result) > 0 {
+		b = append(b, `,"result":`...)
+		b = append(b, result...)
+	}
+	if e != nil {
+		b = append(b, `,"error":`...)
+		b = appendError(b, e)
+	}
+	if attempts != 0 {
+		b = append(b, `,"attempts":`...)
+		b = strconv.AppendInt(b, int64(attempts), 10)
+	}
+	return b
 }
 
 func appendError(b []byte, e *ResultError) []byte {
