@@ -481,7 +481,7 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64, plain bo
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				relay := func(h nats.Header) ([]bus.Outgoing, bool) {
+				relay := func(h nats.Header) []bus.Outgoing {
 					id, idx := h.Get(messages.HeaderResponseID), h.Get(messages.HeaderCallIndex)
 					fan := 1
 					switch i {
@@ -494,7 +494,7 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64, plain bo
 							done := gathered[id] == o.CallsPerResponse
 							gatherMu.Unlock()
 							if !done {
-								return nil, true
+								return nil
 							}
 						}
 						idx = ""
@@ -511,15 +511,14 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64, plain bo
 						}
 						out = append(out, bus.Outgoing{Subject: next[i] + "." + conversation, Body: bodies[i], Meta: m})
 					}
-					return out, true
+					return out
 				}
 				if plain {
 					plainRelay(sctx, js, cons, relay)
 					return
 				}
 				bus.Run(sctx, cons, js, func(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
-					out, _ := relay(d.Header)
-					return out, nil
+					return relay(d.Header), nil
 				}, bus.RunOptions{Concurrency: 16, Prefetch: 128})
 			}()
 		}
@@ -573,7 +572,7 @@ func runCeiling(ctx context.Context, o Options, sz sizes, rate float64, plain bo
 // plainRelay is the plain relay the runner is measured against: nats.go's Consume, each
 // handled message's outgoing messages published asynchronously, and the message acked
 // once they are stored.
-func plainRelay(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, relay func(nats.Header) ([]bus.Outgoing, bool)) {
+func plainRelay(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, relay func(nats.Header) []bus.Outgoing) {
 	type pending struct {
 		msg     jetstream.Msg
 		futures []jetstream.PubAckFuture
@@ -603,7 +602,7 @@ func plainRelay(ctx context.Context, js jetstream.JetStream, cons jetstream.Cons
 		}
 	}()
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		out, _ := relay(msg.Headers())
+		out := relay(msg.Headers())
 		p := pending{msg: msg}
 		for _, o := range out {
 			f, err := js.PublishMsgAsync(&nats.Msg{Subject: o.Subject, Header: o.Meta.Header(), Data: o.Body})
