@@ -30,9 +30,12 @@ type ServerConfig struct {
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
-	Cwd     string            `json:"cwd,omitempty"`
-	URL     string            `json:"url,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
+	// InheritEnv names variables of toolbus's own environment a stdio server also gets,
+	// beyond the few every server gets (see [DefaultEnv]).
+	InheritEnv []string          `json:"inheritEnv,omitempty"`
+	Cwd        string            `json:"cwd,omitempty"`
+	URL        string            `json:"url,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
 
 	// Timeout of one call. Default 60s.
 	Timeout      messages.Duration `json:"timeout,omitzero"`

@@ -12,6 +12,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -151,21 +154,47 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 	return s, nil
 }
 
-// command builds the child process of a stdio server: the parent's environment plus the
-// configured one, its own process group so that it and its children can be killed
+// command builds the child process of a stdio server: a minimal environment
+// ([serverEnv]), its own process group so that it and its children can be killed
 // together, and stderr into the log.
 func command(cfg ServerConfig, log *slog.Logger) *exec.Cmd {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Dir = cfg.Cwd
-	cmd.Env = os.Environ()
-	for k, v := range cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = serverEnv(cfg, os.LookupEnv)
 	cmd.Stderr = &logWriter{log: log}
 	// A grandchild holding stderr open must not keep Wait from returning.
 	cmd.WaitDelay = terminateGrace
 	ownProcessGroup(cmd)
 	return cmd
+}
+
+// DefaultEnv names the variables of toolbus's environment every stdio server gets, as
+// the reference MCP clients pass them (the TypeScript SDK's getDefaultEnvironment):
+// enough to find programs and a home, nothing of toolbus's own secrets.
+func DefaultEnv() []string {
+	if runtime.GOOS == "windows" {
+		return []string{"APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PROCESSOR_ARCHITECTURE",
+			"SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "USERNAME", "USERPROFILE", "PROGRAMFILES"}
+	}
+	return []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+}
+
+// serverEnv is the environment of a stdio server: DefaultEnv and cfg.InheritEnv from
+// toolbus's own (lookup), then cfg.Env, which wins.
+func serverEnv(cfg ServerConfig, lookup func(string) (string, bool)) []string {
+	var env []string
+	for _, name := range slices.Concat(DefaultEnv(), cfg.InheritEnv) {
+		if _, set := cfg.Env[name]; set {
+			continue
+		}
+		if v, ok := lookup(name); ok && !strings.HasPrefix(v, "()") { // no exported shell functions
+			env = append(env, name+"="+v)
+		}
+	}
+	for k, v := range cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
 }
 
 // logWriter logs a child's stderr at debug level, one record per write.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -118,5 +119,36 @@ func TestStdioEnvAndCwd(t *testing.T) {
 	}}, nil)
 	if err := p.Connect(ctxT(t)); err != nil {
 		t.Fatalf("the server did not start with the configured env and cwd: %v", err)
+	}
+}
+
+// A stdio server gets a minimal environment — the few variables every server needs,
+// those inheritEnv names, and its configured env — never toolbus's own secrets.
+func TestStdioMinimalEnv(t *testing.T) {
+	t.Setenv("TOOLBUS_TEST_CANARY", "s3cret-canary")
+	t.Setenv("TOOLBUS_TEST_SHARED", "shared-value")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "env")
+	p := newPool(t, map[string]mcpwire.ServerConfig{"sh": {
+		Command:    "sh",
+		Args:       []string{"-c", `env > "$OUT" && exec "$SERVER"`},
+		Env:        map[string]string{"OUT": out, "SERVER": stdioServer(t), "HOME": dir},
+		InheritEnv: []string{"TOOLBUS_TEST_SHARED"},
+	}}, nil)
+	if err := p.Connect(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := string(data)
+	if strings.Contains(env, "s3cret-canary") {
+		t.Errorf("the server saw toolbus's environment:\n%s", env)
+	}
+	for _, want := range []string{"TOOLBUS_TEST_SHARED=shared-value", "PATH=", "HOME=" + dir} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the server's environment lacks %s:\n%s", want, env)
+		}
 	}
 }
