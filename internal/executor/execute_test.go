@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,5 +126,36 @@ func TestExecuteHonoursCallDeadline(t *testing.T) {
 	}
 	if calls.Load() >= 1000 {
 		t.Errorf("retried %d times, ignoring the deadline", calls.Load())
+	}
+}
+
+func TestUnknownToolSuggestsTheClosest(t *testing.T) {
+	reg := localtools.New()
+	for i := range 40 {
+		reg.Add(localtools.Tool{Info: messages.ToolInfo{Name: fmt.Sprintf("tool_%02d", i)}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }})
+	}
+	reg.Add(localtools.Tool{Info: messages.ToolInfo{Name: "tickets__create_ticket"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }})
+	e := &Executor{Router: NewRouter(LocalBackend{Registry: reg})}
+	res, _ := e.Execute(context.Background(), messages.ToolCall{Tool: "create_ticket"})
+	if res.Error == nil || res.Error.Code != messages.CodeUnknownTool {
+		t.Fatalf("result %+v", res)
+	}
+	msg := res.Error.Message
+	if !strings.HasPrefix(msg, `there is no tool called "create_ticket"; the closest of the 41 tools: tickets__create_ticket, `) {
+		t.Errorf("message %q", msg)
+	}
+	if n := strings.Count(msg, ", ") + 1; n != maxSuggestions {
+		t.Errorf("%d names listed, want %d: %s", n, maxSuggestions, msg)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"abc", "", 3}, {"kitten", "sitting", 3}, {"clock", "clocks", 1}, {"flaw", "lawn", 2}} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
 	}
 }
