@@ -185,7 +185,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	services := fs.String("services", "", "comma-separated services to run (default all: parser,executor,formatter,healthd)")
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	jsonLogs := fs.Bool("json-logs", false, "log JSON lines")
-	opsAddr := fs.String("ops-addr", envDefault(env, "ops-addr", ":8081"), "address of /healthz and /readyz (TOOLBUS_OPS_ADDR; empty: none)")
+	opsAddr := addOpsFlag(fs, env, ":8081")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("connect to %s: %w", redactURLs(*url), err)
 	}
 	defer nc.Close()
-	opsSrv, mp, err := startOps(ctx, nc, *opsAddr, log)
+	opsSrv, mp, err := startOps(ctx, nc, opsAddr, log)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 
@@ -26,7 +27,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 	replicas := fs.Int("replicas", 1, "replicas of the service in this process")
 	streamReplicas := fs.Int("stream-replicas", 0, "JetStream replicas of streams and buckets, 3 on a cluster (default: the config's nats.stream_replicas, else 1)")
 	verbose := fs.Bool("v", false, "log everything to stderr")
-	opsAddr := fs.String("ops-addr", envDefault(env, "ops-addr", ":8081"), "address of /healthz and /readyz (TOOLBUS_OPS_ADDR; empty: none)")
+	ops := addOpsFlag(fs, env, defaultOpsAddr(name))
 	if err := parseFlags(fs, args); err != nil {
 		return 2
 	}
@@ -46,7 +47,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 			return err
 		}
 		defer nc.Drain()
-		opsSrv, mp, err := startOps(ctx, nc, *opsAddr, log)
+		opsSrv, mp, err := startOps(ctx, nc, ops, log)
 		if err != nil {
 			return err
 		}
@@ -75,15 +76,56 @@ func topology(cfg *config.Config, replicas int) bus.Topology {
 	return t
 }
 
+// defaultOpsAddr is the default ops address of a service: one port each, so that the
+// services start side by side on one host with no flags (a taken default gives way to a
+// free port).
+func defaultOpsAddr(service string) string {
+	switch service {
+	case node.Parser:
+		return ":8081"
+	case node.Executor:
+		return ":8082"
+	case node.Formatter:
+		return ":8083"
+	case node.Healthd:
+		return ":8084"
+	}
+	return ":8081"
+}
+
+// opsFlag is --ops-addr: the address, and whether it was given rather than defaulted.
+type opsFlag struct {
+	addr     string
+	fromEnv  bool
+	fromFlag *bool
+}
+
+func (f *opsFlag) explicit() bool { return f.fromEnv || *f.fromFlag }
+
+// addOpsFlag defines --ops-addr on fs with def as its default (TOOLBUS_OPS_ADDR wins).
+func addOpsFlag(fs *flag.FlagSet, env Env, def string) *opsFlag {
+	f := &opsFlag{addr: envDefault(env, "ops-addr", def), fromFlag: new(bool)}
+	f.fromEnv = f.addr != def
+	fs.Func("ops-addr", "address of /healthz, /readyz and /metrics (TOOLBUS_OPS_ADDR; empty: none; default "+def+
+		", or a free port when that is taken)", func(v string) error {
+		f.addr, *f.fromFlag = v, true
+		return nil
+	})
+	return f
+}
+
 // startOps serves /healthz, /readyz, /metrics and the micro registrations until ctx is
 // done; it returns the meter provider whose metrics /metrics serves.
-func startOps(ctx context.Context, nc *nats.Conn, addr string, log *slog.Logger) (*ops.Server, metric.MeterProvider, error) {
+func startOps(ctx context.Context, nc *nats.Conn, f *opsFlag, log *slog.Logger) (*ops.Server, metric.MeterProvider, error) {
 	mp, metrics, err := telemetry.NewPrometheus()
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := ops.New(nc, &ops.Options{Addr: addr, Metrics: metrics, Logger: log})
+	srv, err := ops.New(nc, &ops.Options{Addr: f.addr, AnyPortIfTaken: !f.explicit(), Metrics: metrics, Logger: log})
 	if err != nil {
+		if f.explicit() {
+			return nil, nil, fmt.Errorf("--ops-addr %s (or TOOLBUS_OPS_ADDR): %w", f.addr, err)
+		}
 		return nil, nil, err
 	}
 	go func() {

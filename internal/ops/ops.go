@@ -54,6 +54,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -66,6 +67,10 @@ import (
 // Options configures a [Server]. The zero value means the defaults.
 type Options struct {
 	// Addr is where the HTTP server listens, e.g. ":8081"; port 0 picks a free one.
+	// With AnyPortIfTaken, a port another process holds gives way to a free one (logged,
+	// and registered in the micro metadata as "ops"): for default addresses, so that
+	// services started side by side on one host need no flags.
+	AnyPortIfTaken bool
 	// Empty serves no HTTP (micro only).
 	Addr string
 	// Version of the micro services, semantic. Default "0.1.0".
@@ -130,7 +135,14 @@ func New(nc *nats.Conn, opts *Options) (*Server, error) {
 	}
 	s := &Server{nc: nc, js: js, opts: o, log: o.Logger}
 	if o.Addr != "" {
-		if s.ln, err = net.Listen("tcp", o.Addr); err != nil {
+		s.ln, err = net.Listen("tcp", o.Addr)
+		if err != nil && o.AnyPortIfTaken && errors.Is(err, syscall.EADDRINUSE) {
+			host, _, _ := net.SplitHostPort(o.Addr)
+			if s.ln, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err == nil {
+				s.log.Info("ops: the default address is taken; listening on a free port", "wanted", o.Addr, "addr", s.ln.Addr().String())
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("ops: %w", err)
 		}
 		s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
@@ -311,7 +323,7 @@ func (s *Server) AddStage(name, description string) (*Stage, error) {
 		Name:               "toolbus-" + name,
 		Version:            s.opts.Version,
 		Description:        description,
-		Metadata:           map[string]string{"stage": name, "host": host, "pid": strconv.Itoa(os.Getpid())},
+		Metadata:           map[string]string{"stage": name, "host": host, "pid": strconv.Itoa(os.Getpid()), "ops": st.srv.Addr()},
 		QueueGroupDisabled: true,
 		StatsHandler:       func(*micro.Endpoint) any { return st.Stats() },
 	})

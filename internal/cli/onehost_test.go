@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/client"
+)
+
+// syncBuffer is a bytes.Buffer safe for the services' concurrent logging.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The services start side by side on one host with no flag but --nats — parser,
+// formatter, healthd and three executors — and answer a response. Their default ops
+// ports differ per service, and a taken default gives way to a free port. An address
+// given explicitly that is taken is an error naming the flag.
+func TestServicesOnOneHost(t *testing.T) {
+	url := bustest.Server(t)
+	// Hold the executor's default port, as a fourth program on the host might.
+	if l, err := net.Listen("tcp", ":8082"); err == nil {
+		t.Cleanup(func() { l.Close() })
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	logs := make([]*syncBuffer, 0, 6)
+	codes := make(chan string, 6)
+	for _, name := range []string{"parser", "formatter", "healthd", "executor", "executor", "executor"} {
+		out := &syncBuffer{}
+		logs = append(logs, out)
+		wg.Go(func() {
+			env := Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: out, Getenv: func(string) string { return "" }}
+			if code := Service(ctx, name, []string{"--nats", url}, env); code != 0 {
+				codes <- name + ": " + out.String()
+			}
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	nc, _ := bustest.Connect(t, url)
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithTimeout(ctx, time.Minute)
+	defer acancel()
+	done := make(chan error, 1)
+	go func() {
+		out, err := c.Ask(actx, "one-host", `<tool_call>{"name": "clock", "arguments": {}}</tool_call>`, nil)
+		if err == nil && (len(out.Results) != 1 || !out.Results[0].Success) {
+			err = errorString("output " + out.Text)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case failed := <-codes:
+		t.Fatalf("a service exited: %s", failed)
+	}
+
+	// An explicit address that is taken is an error naming the flag.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var out syncBuffer
+	env := Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}
+	if code := Service(ctx, "parser", []string{"--nats", url, "--ops-addr", l.Addr().String()}, env); code == 0 || !strings.Contains(out.String(), "--ops-addr") {
+		t.Errorf("a taken --ops-addr: exit %d, output %q; want an error naming the flag", code, out.String())
+	}
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
