@@ -148,14 +148,3 @@ func TestUnknownToolSuggestsTheClosest(t *testing.T) {
 		t.Errorf("%d names listed, want %d: %s", n, maxSuggestions, msg)
 	}
 }
-
-func TestEditDistance(t *testing.T) {
-	for _, tt := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"abc", "", 3}, {"kitten", "sitting", 3}, {"clock", "clocks", 1}, {"flaw", "lawn", 2}} {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
-}

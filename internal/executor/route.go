@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // Backend runs the tools of one kind.
@@ -66,7 +67,7 @@ func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
 		}
 	}
 	names := r.names(ctx)
-	closest := closestNames(name, names, maxSuggestions)
+	closest := toolcall.ClosestNames(name, names, maxSuggestions)
 	if len(closest) == len(names) {
 		return Route{Info: messages.ToolInfo{Name: name}}, messages.Errorf(messages.CodeUnknownTool,
 			"there is no tool called %q; available tools: %s", name, strings.Join(closest, ", "))
@@ -78,56 +79,6 @@ func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
 // maxSuggestions bounds the tool names an unknown_tool error lists: a model's context is
 // no place for a catalog of hundreds.
 const maxSuggestions = 10
-
-// closestNames returns up to n of names, the closest to name first: by edit distance,
-// case-insensitive, with names that contain name or that name contains (a server
-// prefix added or left out) counted as close; ties in alphabetical order.
-func closestNames(name string, names []string, n int) []string {
-	if len(names) <= n {
-		return names
-	}
-	type scored struct {
-		name string
-		d    int
-	}
-	q := strings.ToLower(name)
-	all := make([]scored, 0, len(names))
-	for _, c := range names {
-		lc := strings.ToLower(c)
-		d := editDistance(q, lc)
-		if strings.Contains(lc, q) || strings.Contains(q, lc) {
-			d = min(d, 1)
-		}
-		all = append(all, scored{c, d})
-	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].d < all[j].d })
-	out := make([]string, 0, n)
-	for _, s := range all[:n] {
-		out = append(out, s.name)
-	}
-	return out
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
 
 // Tools lists every tool of every backend.
 func (r *Router) Tools(ctx context.Context) []messages.ToolInfo {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // DomainInfo is one domain in the answer of dispatch_engineering info.
@@ -272,7 +273,7 @@ func (s *Suite) unknownCalculator(name string) string {
 	for _, c := range s.calcs {
 		_, tool, _ := strings.Cut(c.Name, ".")
 		n := strings.ToLower(name)
-		if strings.Contains(n, strings.ToLower(tool)) || strings.Contains(tool, n) || editDistance(n, strings.ToLower(c.Name)) <= 3 || editDistance(n, tool) <= 3 {
+		if strings.Contains(n, strings.ToLower(tool)) || strings.Contains(tool, n) || toolcall.EditDistance(n, strings.ToLower(c.Name)) <= 3 || toolcall.EditDistance(n, tool) <= 3 {
 			near = append(near, c.Name)
 		}
 	}
@@ -280,27 +281,6 @@ func (s *Suite) unknownCalculator(name string) string {
 		return fmt.Sprintf("unknown calculator %q; did you mean %s?", name, strings.Join(near, " or "))
 	}
 	return fmt.Sprintf("unknown calculator %q; the domains are %s: dispatch_engineering {\"domain\": \"<domain>\", \"action\": \"list\"} shows their calculators", name, strings.Join(s.domains, ", "))
-}
-
-// editDistance is the Levenshtein distance of a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // runCalculator runs c on its JSON parameters.
