@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,10 @@ type Stage struct {
 	// StoreWait bounds how long a result is retried into the calls bucket while NATS is
 	// away before the call is handed back. Default 30s.
 	StoreWait time.Duration
+	// MaxResultBytes bounds a result as it travels on: a larger one is cut to a preview
+	// saying so (messages.CapResult), so that its message fits the bus and the tool is
+	// not run again because its answer could not be published. Default 256 KiB.
+	MaxResultBytes int
 	// QuietTools are logged at debug level instead of info (tools polled often).
 	QuietTools []string
 	Logger     *slog.Logger
@@ -114,6 +119,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		first = time.Now()
 	}
 	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr, first)
+	res = messages.CapResult(res, cmp.Or(s.MaxResultBytes, 256<<10))
 	res.Attempts += claim.PriorAttempts
 	span.SetAttributes(telemetry.Server.String(res.Backend), telemetry.Attempt.Int(res.Attempts))
 	outcome := "ok"

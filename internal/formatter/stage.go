@@ -1,6 +1,7 @@
 package formatter
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -22,6 +23,10 @@ type Stage struct {
 	// RetryDelay is the delay of a result handed back because the gatherer failed.
 	// Default 1s.
 	RetryDelay time.Duration
+	// MaxOutputBytes bounds an output message (the connection's payload limit, less a
+	// margin for headers): the results of a response too large for it together are cut
+	// to previews until it fits (messages.CapResult). Default 1 MB less 64 KiB.
+	MaxOutputBytes int
 }
 
 // Decode reads a result message; one nobody can place cannot complete any output.
@@ -54,10 +59,29 @@ func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 		}
 		results = all
 	}
-	o := messages.RenderOutput(r.ResponseID, r.Conversation, results)
 	return []bus.Outgoing{{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
 		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: r.ResponseID,
-	}, Body: messages.AppendOutput(make([]byte, 0, 2*len(o.Text)+128), &o)}}, nil
+	}, Body: s.output(r.ResponseID, r.Conversation, results)}}, nil
+}
+
+// output encodes the output of results, cutting the results to previews, each to an
+// equal share that shrinks until the output fits MaxOutputBytes: every response is
+// answered, whatever its results weigh.
+func (s *Stage) output(responseID, conversation string, results []messages.ToolResult) []byte {
+	limit := cmp.Or(s.MaxOutputBytes, 1<<20-64<<10)
+	share := limit / (2*len(results) + 1) // each result travels in the text and in results
+	for {
+		o := messages.RenderOutput(responseID, conversation, results)
+		body := messages.AppendOutput(make([]byte, 0, 2*len(o.Text)+128), &o)
+		if len(body) <= limit || share < 256 {
+			return body
+		}
+		capped := make([]messages.ToolResult, len(results))
+		for i, r := range results {
+			capped[i] = messages.CapResult(r, share)
+		}
+		results, share = capped, share/2
+	}
 }
 
 func (s *Stage) retryDelay() time.Duration {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -123,5 +124,38 @@ func TestDecode(t *testing.T) {
 				t.Errorf("err = %v, wantErr %v", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// However large a response's results, its output fits: the results are cut to
+// previews saying so.
+func TestFormatFitsTheLimit(t *testing.T) {
+	big := strings.Repeat("é", 300_000) // 600 KB of JSON string
+	var out []bus.Outgoing
+	s := &Stage{Gather: &memGatherer{}, MaxOutputBytes: 256 << 10}
+	for i := range 3 {
+		r := result("big", i, 3, "report")
+		r.Result = json.RawMessage(`"` + big + `"`)
+		var err error
+		if out, err = s.Format(context.Background(), r, &bus.Delivery{Delivered: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(out) != 1 || len(out[0].Body) > 256<<10 {
+		t.Fatalf("%d outputs, the last %d bytes; want one within %d", len(out), len(out[len(out)-1].Body), 256<<10)
+	}
+	var o messages.Output
+	if err := json.Unmarshal(out[0].Body, &o); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range o.Results {
+		var capped struct {
+			Truncated bool   `json:"truncated"`
+			Size      int    `json:"size"`
+			Preview   string `json:"preview"`
+		}
+		if err := json.Unmarshal(r.Result, &capped); err != nil || !capped.Truncated || capped.Size != len(big)+2 || !utf8.ValidString(capped.Preview) {
+			t.Errorf("result %d: %+v, %v", i, capped.Truncated, err)
+		}
 	}
 }

@@ -3,6 +3,9 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -124,5 +127,59 @@ func TestTimeoutIsTheCallsBudget(t *testing.T) {
 	// are all the call gets; a second delivery finds the budget spent and tries nothing.
 	if n := flaky.Load(); int(n) != r.Attempts || n > 3 {
 		t.Errorf("the tool saw %d attempts, the result says %d; want the first delivery's (at most 3)", n, r.Attempts)
+	}
+}
+
+// Results of 600 KB and 3 MB from a tools-folder tool, alone and two in a response: every
+// response is answered, each tool run once, with a preview that says how large the whole
+// was. (The whole bytes are not yet retrievable: results are cut, not stored aside.)
+func TestLargeResultsAreAnswered(t *testing.T) {
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	tool := filepath.Join(dir, "tools", "big_report")
+	if err := os.MkdirAll(filepath.Dir(tool), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho run >> " + runs + "\nhead -c \"$(sed 's/[^0-9]//g')\" /dev/zero | tr '\\0' x | sed 's/^/\"/; s/$/\"/'\n"
+	if err := os.WriteFile(tool, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tool+".mcp.json", []byte(`{"name": "big_report", "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mcpConfig(t, `{"local": {"tools": {"folder": "`+filepath.Dir(tool)+`", "timeout": "30s", "max_output_bytes": 8000000}}}`)
+	p := startMCPPipeline(t, cfg, nil)
+	call := func(n int) string {
+		return fmt.Sprintf(`<tool_call>{"name": "big_report", "arguments": {"bytes": %d}}</tool_call>`, n)
+	}
+	for _, tt := range []struct {
+		name  string
+		text  string
+		sizes []int
+	}{
+		{"600 KB", call(600_000), []int{600_002}},
+		{"3 MB", call(3_000_000), []int{3_000_002}},
+		{"two of 600 KB", call(600_000) + call(600_000), []int{600_002, 600_002}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			os.Remove(runs)
+			out := p.askText(tt.text)
+			if len(out.Results) != len(tt.sizes) {
+				t.Fatalf("%d results: %s", len(out.Results), out.Text[:min(len(out.Text), 300)])
+			}
+			for i, r := range out.Results {
+				var capped struct {
+					Truncated bool `json:"truncated"`
+					Size      int  `json:"size"`
+				}
+				if !r.Success || json.Unmarshal(r.Result, &capped) != nil || !capped.Truncated || capped.Size != tt.sizes[i] {
+					t.Errorf("result %d: success %v %+v %+v", i, r.Success, r.Error, capped)
+				}
+			}
+			data, _ := os.ReadFile(runs)
+			if n := strings.Count(string(data), "run"); n != len(tt.sizes) {
+				t.Errorf("the tool ran %d times, want %d", n, len(tt.sizes))
+			}
+		})
 	}
 }

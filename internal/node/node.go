@@ -266,7 +266,8 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			if err != nil {
 				return nil, err
 			}
-			st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: owner}, QuietTools: o.Config.Executor.QuietTools, Logger: log}
+			st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: owner}, QuietTools: o.Config.Executor.QuietTools, Logger: log,
+				MaxResultBytes: min(256<<10, int(nc.MaxPayload())/4)}
 			runs = append(runs, runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true,
 				bus.RunOptions{Concurrency: cmp.Or(o.Config.Executor.Concurrency, 16), Prefetch: executorPrefetch(o.Config.Executor.Prefetch), SpanName: "execute", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 			if i == 0 {
@@ -280,7 +281,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, fmt.Errorf("formatter: gather bucket: %w", err)
 		}
-		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}}
+		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {

@@ -2,9 +2,13 @@ package messages
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Block renders one result as a <tool_result> block: the JSON object {"tool", "success",
@@ -80,4 +84,29 @@ func NoToolCall(responseID, conversation string) Output {
 		ResponseID: responseID, Conversation: conversation, Kind: KindNoToolCall,
 		Results: []OutputResult{},
 	}
+}
+
+// CapResult returns r with its result cut to about max bytes when it is larger: the
+// result becomes an object saying so, with the size and sha256 of the whole and a
+// preview cut at a UTF-8 boundary, so that a message carrying it fits the bus. A
+// result within max, or a failure, is returned as it is.
+func CapResult(r ToolResult, max int) ToolResult {
+	if max <= 0 || len(r.Result) <= max {
+		return r
+	}
+	sum := sha256.Sum256(r.Result)
+	keep := max / 2
+	for keep > 0 && !utf8.RuneStart(r.Result[keep]) {
+		keep--
+	}
+	capped, _ := json.Marshal(struct {
+		Truncated bool   `json:"truncated"`
+		Size      int    `json:"size"`
+		SHA256    string `json:"sha256"`
+		Preview   string `json:"preview"`
+		Note      string `json:"note"`
+	}{true, len(r.Result), hex.EncodeToString(sum[:]), string(r.Result[:keep]),
+		fmt.Sprintf("the result is %d bytes, more than toolbus passes on (%d); this is its first %d bytes", len(r.Result), max, keep)})
+	r.Result = capped
+	return r
 }
