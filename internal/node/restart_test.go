@@ -61,6 +61,21 @@ func restartableServer(t *testing.T) (connect func(name string) *nats.Conn, rest
 	return connect, restart
 }
 
+// askThroughRestart asks text as response id until it is answered or ctx ends: an
+// orchestrator submits again with the same id after a failure, and de-duplication makes
+// that safe.
+func askThroughRestart(ctx context.Context, c *client.Client, conv, id, text string) (*messages.Output, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		out, err := c.Ask(actx, conv, text, &client.SubmitOptions{ResponseID: id})
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return out, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // The file-backed server is stopped and started again (same store) in the middle of a
 // run: every response still gets exactly one output.
 func TestNATSRestartLosesNothing(t *testing.T) {
@@ -108,24 +123,14 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 			defer func() { <-sem }()
 			id := fmt.Sprintf("restart-%d", i)
 			text := `<tool_call>{"name": "clock", "arguments": {}}</tool_call><tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "info"}}</tool_call>`
-			// An orchestrator retries a failed submit with the same id; de-duplication
-			// makes that safe.
-			for {
-				actx, acancel := context.WithTimeout(ctx, 20*time.Second)
-				out, err := c.Ask(actx, "restart", text, &client.SubmitOptions{ResponseID: id})
-				acancel()
-				if err == nil {
-					if len(out.Results) != 2 || !out.Results[0].Success || !out.Results[1].Success {
-						errs <- fmt.Errorf("%s: %+v", id, out)
-					}
-					done.Add(1)
-					return
-				}
-				if ctx.Err() != nil {
-					errs <- fmt.Errorf("%s: %w", id, err)
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
+			out, err := askThroughRestart(ctx, c, "restart", id, text)
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("%s: %w", id, err)
+			case len(out.Results) != 2 || !out.Results[0].Success || !out.Results[1].Success:
+				errs <- fmt.Errorf("%s: %+v", id, out)
+			default:
+				done.Add(1)
 			}
 		}()
 	}
@@ -230,16 +235,9 @@ func TestNATSRestartKnownOutcomes(t *testing.T) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			text := fmt.Sprintf(`<tool_call>{"name": "create_ticket", "arguments": {"n": %d}}</tool_call>`, i)
-			for ctx.Err() == nil {
-				actx, acancel := context.WithTimeout(ctx, 20*time.Second)
-				out, err := c.Ask(actx, "tickets", text, &client.SubmitOptions{ResponseID: fmt.Sprintf("ticket-%d", i)})
-				acancel()
-				if err == nil && len(out.Results) == 1 {
-					results[i] = out.Results[0]
-					done.Add(1)
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
+			if out, err := askThroughRestart(ctx, c, "tickets", fmt.Sprintf("ticket-%d", i), text); err == nil && len(out.Results) == 1 {
+				results[i] = out.Results[0]
+				done.Add(1)
 			}
 		}()
 	}
