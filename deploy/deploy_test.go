@@ -242,7 +242,7 @@ func needs() map[string]serviceNeeds {
 	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
 	return map[string]serviceNeeds{
 		node.Parser: {
-			publish: cat(provision, consume(messages.ConsumerParser), watch(messages.BucketCatalog),
+			publish: cat(provision, consume(messages.ConsumerParser), watch(messages.BucketCatalog), kv(messages.BucketGather),
 				[]string{messages.CallSubject("c1"), messages.OutputSubject("c1")}),
 			subscribe: service(node.Parser),
 		},
@@ -258,7 +258,7 @@ func needs() map[string]serviceNeeds {
 			subscribe: service(node.Executor),
 		},
 		node.Formatter: {
-			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), []string{messages.OutputSubject("c1")}),
+			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), []string{messages.OutputSubject("c1"), messages.CallSubject("c1")}),
 			subscribe: service(node.Formatter),
 		},
 		node.Healthd: {
@@ -287,7 +287,7 @@ var denied = map[string]serviceNeeds{
 		"$JS.API.STREAM.MSG.DELETE." + messages.StreamResponses}},
 	node.Executor: {publish: []string{messages.CallSubject("c1"), messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",
 		"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamResponses + "." + messages.ConsumerParser, "$JS.API.STREAM.MSG.DELETE." + messages.StreamOutput}},
-	node.Formatter: {publish: []string{messages.ResultSubject("c1"), messages.CallSubject("c1"), "$KV." + messages.BucketSessions + ".k"}},
+	node.Formatter: {publish: []string{messages.ResultSubject("c1"), "$KV." + messages.BucketSessions + ".k"}},
 	node.Healthd: {publish: []string{messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.CallSubject("c1")},
 		subscribe: []string{messages.CallSubject("c1"), messages.StatusSubject(node.Executor)}},
 	orchestr: {
@@ -498,6 +498,10 @@ func askAll(t *testing.T, c *client.Client) {
 		{"two calls (gather bucket)", "perm-2", `<tool_call>{"name": "clock", "arguments": {}}</tool_call>
 <tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 2}}}</tool_call>`,
 			messages.KindToolResults, []string{"clock", "execute_tool"}},
+		{"calls in order (segments: parser saves the plan, formatter releases calls)", "perm-4", `<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "activate"}}</tool_call>
+<tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 2}}}</tool_call>
+<tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 3}}}</tool_call>`,
+			messages.KindToolResults, []string{"dispatch_engineering", "execute_tool", "execute_tool"}},
 	}
 	for _, tc := range cases {
 		out, err := c.Ask(ctx, tc.conv, tc.text, nil)

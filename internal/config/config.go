@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/order"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -69,6 +70,14 @@ type Executor struct {
 	ToolTimeouts map[string]messages.Duration `json:"tool_timeouts,omitempty"`
 	// QuietTools are logged at debug level instead of info: tools polled often.
 	QuietTools []string `json:"quiet_tools,omitempty"`
+	// Parallel says which calls of one response run together: "safe" (default: runs of
+	// read-only calls run together, every other call alone, in the order written),
+	// "ordered" (one at a time) or "all" (all at once). An mcpServers entry's parallel
+	// overrides it for that server's tools.
+	Parallel string `json:"parallel,omitempty"`
+	// OnError says what happens to the calls after one that failed: "continue" (default)
+	// runs them, "skip" answers them with code skipped.
+	OnError string `json:"on_error,omitempty"`
 	// Prefetch is how many calls a replica keeps buffered ahead of its free workers
 	// while calls are fast (default 128; see bus.RunOptions): it saves a server round
 	// trip per pull. When no worker frees up within 50ms the replica stops buffering,
@@ -104,6 +113,31 @@ func (c *Config) Topology() bus.Topology {
 		MaxAckPending: n.MaxAckPending, OutputMaxAge: time.Duration(n.OutputMaxAge),
 		DuplicateWindow: time.Duration(n.DuplicateWindow),
 	}
+}
+
+// Order is the ordering policy of a response's calls; the error names the key at fault.
+func (c *Config) Order() (order.Policy, error) {
+	var p order.Policy
+	var err error
+	if p.Parallel, err = order.ParseMode(c.Executor.Parallel); err != nil {
+		return p, fmt.Errorf("executor.%w", err)
+	}
+	if p.OnError, err = order.ParseOnError(c.Executor.OnError); err != nil {
+		return p, fmt.Errorf("executor.%w", err)
+	}
+	for _, name := range sortedKeys(c.MCPServers) {
+		if s := c.MCPServers[name].Parallel; s != "" {
+			m, err := order.ParseMode(s)
+			if err != nil {
+				return p, fmt.Errorf("mcpServers.%s.%w", name, err)
+			}
+			if p.Servers == nil {
+				p.Servers = map[string]order.Mode{}
+			}
+			p.Servers[name] = m
+		}
+	}
+	return p, nil
 }
 
 // On reports whether an optional switch is on; nil means on.
@@ -170,6 +204,9 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 		if _, ok := c.MCPServers[*server]; !ok {
 			return nil, fmt.Errorf("%s: routes.%s: no server called %q in mcpServers", source, tool, *server)
 		}
+	}
+	if _, err := c.Order(); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	if _, err := toolcall.ParseFormat(c.Parser.Format); err != nil {
 		return nil, fmt.Errorf("%s: parser.format: %w", source, err)

@@ -31,9 +31,16 @@ func (g *gathered) add(r messages.ToolResult) bool {
 type KVGatherer struct{ KV jetstream.KeyValue }
 
 // Add implements [Gatherer].
-func (s KVGatherer) Add(ctx context.Context, r messages.ToolResult) ([]messages.ToolResult, error) {
-	g, err := bus.UpdateJSON(ctx, s.KV, bus.Key(r.ResponseID), func(g *gathered) (bool, error) {
-		return g.add(r), nil
+func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	g, err := bus.UpdateJSON(ctx, s.KV, bus.Key(rs[0].ResponseID), func(g *gathered) (bool, error) {
+		changed := false
+		for _, r := range rs {
+			changed = g.add(r) || changed
+		}
+		return changed, nil
 	})
 	return g.Results, err
 }

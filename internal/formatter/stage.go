@@ -7,19 +7,29 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/order"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Gatherer collects the results of responses of several calls.
 type Gatherer interface {
-	// Add records r and returns every result of its response held after it, r included.
-	// A result already held (a redelivery) is not added twice.
-	Add(ctx context.Context, r messages.ToolResult) ([]messages.ToolResult, error)
+	// Add records results of one response and returns every result of the response held
+	// after them, in call order, rs included. A result already held (a redelivery) is not
+	// added twice.
+	Add(ctx context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error)
+}
+
+// Plans holds the segments of responses whose calls run in order (see package order).
+type Plans interface {
+	Load(ctx context.Context, responseID string, start int) (order.Segment, error)
 }
 
 // Stage is the formatter.
 type Stage struct {
 	Gather Gatherer
+	// Plans holds the later segments of responses whose calls run in order: the formatter
+	// releases a segment once every call before it is answered.
+	Plans Plans
 	// RetryDelay is the delay of a result handed back because the gatherer failed.
 	// Default 1s.
 	RetryDelay time.Duration
@@ -42,17 +52,26 @@ func Decode(d *bus.Delivery) (messages.ToolResult, error) {
 }
 
 // Format takes one result and returns the response's output once every result of the
-// response is in, else nothing. A response of one call needs no gathering.
+// response is in; or, when the result completes every call before the next segment of
+// its response, that segment's calls; else nothing. A response of one call needs no
+// gathering.
 //
 // Every delivery that finds the response complete returns the output again (a result
 // redelivered because its ack was lost): the output's message id makes the second
-// publish a no-op, and nothing is lost when the first publish failed.
+// publish a no-op, and nothing is lost when the first publish failed. The same holds for
+// a segment's calls.
 func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delivery) ([]bus.Outgoing, error) {
 	results := []messages.ToolResult{r}
 	if r.Count > 1 {
 		all, err := s.Gather.Add(ctx, r)
 		if err != nil {
 			return nil, bus.Retry(err, s.retryDelay())
+		}
+		if len(all) < r.Count && r.Next > 0 && answered(all, r.Next) {
+			var calls []bus.Outgoing
+			if all, calls, err = s.release(ctx, r, all); err != nil || calls != nil {
+				return calls, err
+			}
 		}
 		if len(all) < r.Count {
 			return nil, nil
@@ -62,6 +81,71 @@ func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 	return []bus.Outgoing{{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
 		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: r.ResponseID,
 	}, Body: s.output(r.ResponseID, r.Conversation, results)}}, nil
+}
+
+// answered reports whether results, in call order, answer every call before index n.
+func answered(results []messages.ToolResult, n int) bool {
+	return len(results) >= n && results[n-1].Index == n-1
+}
+
+// release returns the calls of r's response's segment that starts at r.Next. Under the
+// on_error "skip" policy, when a call before it failed, it instead answers every call
+// left with skipped and returns every result of the response.
+func (s *Stage) release(ctx context.Context, r messages.ToolResult, all []messages.ToolResult) ([]messages.ToolResult, []bus.Outgoing, error) {
+	if s.Plans == nil {
+		return nil, nil, fmt.Errorf("result %s names a next segment (%d), but the formatter keeps no plans", r.CallID, r.Next)
+	}
+	seg, err := s.Plans.Load(ctx, r.ResponseID, r.Next)
+	if err != nil {
+		return nil, nil, bus.Retry(err, s.retryDelay())
+	}
+	if failed := firstFailure(all[:r.Next]); failed != nil && seg.OnError == order.Skip {
+		skipped, err := s.skip(ctx, r.ResponseID, seg, failed)
+		if err != nil {
+			return nil, nil, bus.Retry(err, s.retryDelay())
+		}
+		all, err := s.Gather.Add(ctx, skipped...)
+		if err != nil {
+			return nil, nil, bus.Retry(err, s.retryDelay())
+		}
+		return all, nil, nil
+	}
+	out := make([]bus.Outgoing, 0, len(seg.Calls))
+	for i := range seg.Calls {
+		c := &seg.Calls[i]
+		out = append(out, bus.Outgoing{Subject: messages.CallSubject(c.Conversation), Meta: bus.Meta{
+			ResponseID: c.ResponseID, Conversation: c.Conversation, MsgID: c.ID, Index: c.Index, Count: c.Count,
+		}, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
+	}
+	return nil, out, nil
+}
+
+// skip answers the calls of seg and of every segment after it with skipped.
+func (s *Stage) skip(ctx context.Context, responseID string, seg order.Segment, failed *messages.ToolResult) ([]messages.ToolResult, error) {
+	var skipped []messages.ToolResult
+	for {
+		for _, c := range seg.Calls {
+			skipped = append(skipped, messages.ResultFor(c).Fail(messages.Errorf(messages.CodeSkipped,
+				"not run: call %d (%s) of this response failed before it, and the configuration skips the calls after a failure", failed.Index, failed.Tool)))
+		}
+		next := seg.Calls[len(seg.Calls)-1].Next
+		if next == 0 {
+			return skipped, nil
+		}
+		var err error
+		if seg, err = s.Plans.Load(ctx, responseID, next); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func firstFailure(results []messages.ToolResult) *messages.ToolResult {
+	for i := range results {
+		if !results[i].Success {
+			return &results[i]
+		}
+	}
+	return nil
 }
 
 // output encodes the output of results, cutting the results to previews, each to an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/order"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -21,7 +23,7 @@ type memGatherer struct {
 	fail error
 }
 
-func (s *memGatherer) Add(_ context.Context, r messages.ToolResult) ([]messages.ToolResult, error) {
+func (s *memGatherer) Add(_ context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -30,12 +32,14 @@ func (s *memGatherer) Add(_ context.Context, r messages.ToolResult) ([]messages.
 	if s.m == nil {
 		s.m = map[string]*gathered{}
 	}
-	g := s.m[r.ResponseID]
+	g := s.m[rs[0].ResponseID]
 	if g == nil {
 		g = &gathered{}
-		s.m[r.ResponseID] = g
+		s.m[rs[0].ResponseID] = g
 	}
-	g.add(r)
+	for _, r := range rs {
+		g.add(r)
+	}
 	return slices.Clone(g.Results), nil
 }
 
@@ -156,6 +160,114 @@ func TestFormatFitsTheLimit(t *testing.T) {
 		}
 		if err := json.Unmarshal(r.Result, &capped); err != nil || !capped.Truncated || capped.Size != len(big)+2 || !utf8.ValidString(capped.Preview) {
 			t.Errorf("result %d: %+v, %v", i, capped.Truncated, err)
+		}
+	}
+}
+
+// memPlans keeps segments in memory, as the gather bucket does.
+type memPlans map[string]order.Segment
+
+func (p memPlans) Load(_ context.Context, responseID string, start int) (order.Segment, error) {
+	seg, ok := p[order.Key(responseID, start)]
+	if !ok {
+		return seg, fmt.Errorf("no segment %d", start)
+	}
+	return seg, nil
+}
+
+// plan cuts tools (a "w" prefix writes, anything else reads) into segments as the
+// parser does and keeps every segment but the first, which it returns.
+func plan(plans memPlans, id string, onError order.OnError, tools ...string) []messages.ToolCall {
+	calls := make([]messages.ToolCall, len(tools))
+	for i, tool := range tools {
+		calls[i] = messages.ToolCall{ID: messages.CallID(id, i), ResponseID: id, Conversation: "c1", Index: i, Count: len(tools), Tool: tool}
+	}
+	starts := order.Split(calls, func(c *messages.ToolCall) bool { return !strings.HasPrefix(c.Tool, "w") })
+	segs := order.Segments(calls, starts, onError)
+	for _, s := range segs[1:] {
+		plans[order.Key(id, s.Calls[0].Index)] = s
+	}
+	return segs[0].Calls
+}
+
+// The formatter releases a response's segments one after the other, each once every call
+// before it is answered; a redelivered result releases its successor again.
+func TestFormatReleasesSegmentsInOrder(t *testing.T) {
+	plans := memPlans{}
+	s := &Stage{Gather: &memGatherer{}, Plans: plans}
+	pending := plan(plans, "seg", order.Continue, "w0", "r1", "r2", "w3")
+	answer := func(c messages.ToolCall, ok bool) []bus.Outgoing {
+		t.Helper()
+		r := messages.ResultFor(c)
+		r.Success, r.Result = ok, json.RawMessage(`1`)
+		if !ok {
+			r = r.Fail(messages.Errorf(messages.CodeToolError, "no"))
+		}
+		out, err := s.Format(context.Background(), r, &bus.Delivery{Delivered: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	calls := func(out []bus.Outgoing) []messages.ToolCall {
+		t.Helper()
+		var cs []messages.ToolCall
+		for _, o := range out {
+			var c messages.ToolCall
+			if err := messages.DecodeCall(o.Body, &c); err != nil || o.Subject != messages.CallSubject("c1") || o.Meta.MsgID != c.ID {
+				t.Fatalf("released %s %q (%v), want a call to %s with its id", o.Subject, o.Body, err, messages.CallSubject("c1"))
+			}
+			cs = append(cs, c)
+		}
+		return cs
+	}
+	if len(pending) != 1 || pending[0].Tool != "w0" {
+		t.Fatalf("first segment %+v", pending)
+	}
+	next := calls(answer(pending[0], false)) // a failure: the next calls run all the same
+	if len(next) != 2 || next[0].Tool != "r1" || next[1].Tool != "r2" {
+		t.Fatalf("after w0: %+v, want r1 and r2", next)
+	}
+	if again := calls(answer(pending[0], false)); len(again) != 2 { // redelivered
+		t.Fatalf("a redelivered w0 released %d calls, want the same 2", len(again))
+	}
+	if out := answer(next[1], true); len(out) != 0 {
+		t.Fatalf("r2 alone released %d messages; r1 is not answered", len(out))
+	}
+	last := calls(answer(next[0], true))
+	if len(last) != 1 || last[0].Tool != "w3" {
+		t.Fatalf("after r1 and r2: %+v, want w3", last)
+	}
+	out := answer(last[0], true)
+	if len(out) != 1 || out[0].Subject != messages.OutputSubject("c1") {
+		t.Fatalf("after w3: %+v, want the output", out)
+	}
+}
+
+// Under on_error "skip", the calls after a failure are answered skipped, naming the call
+// that failed, and never released.
+func TestFormatSkipsAfterFailure(t *testing.T) {
+	plans := memPlans{}
+	s := &Stage{Gather: &memGatherer{}, Plans: plans}
+	first := plan(plans, "skip", order.Skip, "w0", "w1", "r2", "r3")
+	r := messages.ResultFor(first[0]).Fail(messages.Errorf(messages.CodeToolError, "disk full"))
+	out, err := s.Format(context.Background(), r, &bus.Delivery{Delivered: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0].Subject != messages.OutputSubject("c1") {
+		t.Fatalf("%d messages; want the output at once", len(out))
+	}
+	var o messages.Output
+	if err := json.Unmarshal(out[0].Body, &o); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Results) != 4 {
+		t.Fatalf("%d results, want 4", len(o.Results))
+	}
+	for i, res := range o.Results[1:] {
+		if res.Success || res.Error == nil || res.Error.Code != messages.CodeSkipped || !strings.Contains(res.Error.Message, "call 0 (w0)") || res.Attempts != 0 {
+			t.Errorf("result %d: %+v, want skipped naming call 0 (w0), never attempted", i+1, res)
 		}
 	}
 }

@@ -105,22 +105,30 @@ func (w *prefixWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// effects counts the recorded runs of each call id.
-func (r *faultRig) effects() map[string]int {
+// effects are the recorded runs: how often each call id ran, and the line of its first
+// run (the tool appends one line per run, so lines are in the order the runs ended).
+type effects struct {
+	runs  map[string]int
+	first map[string]int
+}
+
+func (r *faultRig) effects() effects {
+	e := effects{runs: map[string]int{}, first: map[string]int{}}
 	f, err := os.Open(r.countFile)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return map[string]int{}
+			return e
 		}
 		r.t.Fatal(err)
 	}
 	defer f.Close()
-	n := map[string]int{}
 	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		n[sc.Text()]++
+	for line := 0; sc.Scan(); line++ {
+		if e.runs[sc.Text()]++; e.runs[sc.Text()] == 1 {
+			e.first[sc.Text()] = line
+		}
 	}
-	return n
+	return e
 }
 
 // pipeline runs the parser and formatter in process.
@@ -183,26 +191,33 @@ func askAll(ctx context.Context, t *testing.T, c *client.Client, prefix string, 
 }
 
 // checkEffects: every call answered; a success ran exactly once; outcome_unknown ran at
-// most once; nothing ran twice.
-func checkEffects(t *testing.T, want int, results map[string]messages.OutputResult, effects map[string]int) (unknown int) {
+// most once; nothing ran twice; and the two calls of a response (the counter tool is not
+// read-only) ran in the order written: the second only after the first was answered.
+func checkEffects(t *testing.T, want int, results map[string]messages.OutputResult, e effects) (unknown int) {
 	t.Helper()
 	if len(results) != want {
 		t.Errorf("%d calls answered, want %d", len(results), want)
 	}
 	for id, r := range results {
 		switch {
-		case r.Success && effects[id] != 1:
-			t.Errorf("call %s succeeded but ran %d times", id, effects[id])
+		case r.Success && e.runs[id] != 1:
+			t.Errorf("call %s succeeded but ran %d times", id, e.runs[id])
 		case !r.Success && r.Error.Code == messages.CodeOutcomeUnknown:
 			unknown++
-			if effects[id] > 1 {
-				t.Errorf("call %s ran %d times", id, effects[id])
+			if e.runs[id] > 1 {
+				t.Errorf("call %s ran %d times", id, e.runs[id])
 			}
 		case !r.Success:
 			t.Errorf("call %s failed: %+v", id, r.Error)
 		}
+		if second, ok := strings.CutSuffix(id, "-0"); ok && r.Success {
+			second += "-1"
+			if r2 := results[second]; r2.Success && e.first[second] < e.first[id] {
+				t.Errorf("call %s ran before %s, which the model wrote first", second, id)
+			}
+		}
 	}
-	for id, n := range effects {
+	for id, n := range e.runs {
 		if n > 1 {
 			t.Errorf("call %s ran %d times", id, n)
 		}

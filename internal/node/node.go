@@ -25,6 +25,7 @@ import (
 	"github.com/toolbus/toolbus/internal/formatter"
 	"github.com/toolbus/toolbus/internal/healthd"
 	"github.com/toolbus/toolbus/internal/ops"
+	"github.com/toolbus/toolbus/internal/order"
 	"github.com/toolbus/toolbus/internal/parser"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/engineering"
@@ -206,7 +207,12 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				routed = append(routed, name)
 			}
 		}
-		p := &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed}
+		gather, err := js.KeyValue(ctx, messages.BucketGather)
+		if err != nil {
+			return nil, fmt.Errorf("parser: gather bucket: %w", err)
+		}
+		policy, _ := o.Config.Order() // validated when loaded
+		p := &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: policy, Plans: order.Store{KV: gather}}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
@@ -281,7 +287,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, fmt.Errorf("formatter: gather bucket: %w", err)
 		}
-		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
+		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, Plans: order.Store{KV: gather}, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {

@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
@@ -17,7 +19,10 @@ import (
 // entries (one key per server, plus "local" and "engineering").
 type catalogTool struct {
 	Name        string          `json:"name"`
+	Server      string          `json:"server,omitempty"`
+	Remote      string          `json:"remote,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	ReadOnly    bool            `json:"readOnly,omitempty"`
 }
 
 // Catalog is the parser's view of the tools every backend offers: their names, so that
@@ -33,6 +38,25 @@ type snapshot struct {
 	known   []string
 	schemas map[string]json.RawMessage
 	checks  map[string]*jsonschema.Resolved
+	// tools are the tools by the name a model calls them, and by server and remote name
+	// for the qualified spellings; a name several backends offer is left out (its route
+	// decides, and the parser cannot tell which).
+	tools    map[string]catalogTool
+	byServer map[string]map[string]catalogTool
+	servers  []string
+}
+
+// tool finds the tool a model calls name: by its name, or by a qualified spelling
+// ("server__tool", "mcp__server__tool", "server::tool").
+func (s *snapshot) tool(name string) (catalogTool, bool) {
+	if t, ok := s.tools[name]; ok {
+		return t, true
+	}
+	if server, remote, ok := mcpwire.SplitAlias(name, s.servers); ok {
+		t, ok := s.byServer[server][remote]
+		return t, ok
+	}
+	return catalogTool{}, false
 }
 
 // NewCatalog returns an empty catalog.
@@ -51,12 +75,23 @@ func (c *Catalog) Set(server string, tools []catalogTool) {
 	} else {
 		c.servers[server] = tools
 	}
-	s := &snapshot{schemas: map[string]json.RawMessage{}, checks: map[string]*jsonschema.Resolved{}}
+	s := &snapshot{schemas: map[string]json.RawMessage{}, checks: map[string]*jsonschema.Resolved{},
+		tools: map[string]catalogTool{}, byServer: map[string]map[string]catalogTool{}}
 	owners := map[string]int{}
 	for _, tools := range c.servers {
 		for _, t := range tools {
 			if owners[t.Name]++; owners[t.Name] == 1 {
 				s.known = append(s.known, t.Name)
+				s.tools[t.Name] = t
+			} else {
+				delete(s.tools, t.Name)
+			}
+			if t.Server != "" {
+				if s.byServer[t.Server] == nil {
+					s.byServer[t.Server] = map[string]catalogTool{}
+					s.servers = append(s.servers, t.Server)
+				}
+				s.byServer[t.Server][cmp.Or(t.Remote, t.Name)] = t
 			}
 			if len(t.InputSchema) != 0 {
 				s.schemas[t.Name] = t.InputSchema

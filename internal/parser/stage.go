@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/order"
 	"github.com/toolbus/toolbus/internal/telemetry"
+	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 	"go.opentelemetry.io/otel/attribute"
@@ -25,6 +27,16 @@ type Stage struct {
 	// Routed are tool names the configuration routes to a server explicitly: their
 	// arguments are checked by that server, whatever other backends call a tool so.
 	Routed []string
+	// Order decides which calls of a response run together (see package order); Plans
+	// keeps the later segments of a response for the formatter. Without Plans every call
+	// of a response runs at once.
+	Order order.Policy
+	Plans Planner
+}
+
+// Planner saves a response's segments and returns the first as stored ([order.Store]).
+type Planner interface {
+	Save(ctx context.Context, responseID string, segs []order.Segment) (order.Segment, error)
 }
 
 // ResponseID returns the id of a response message: the response id header, else its
@@ -59,15 +71,57 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		meta.MsgID = meta.ResponseID
 		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, w.Output)}}, nil
 	}
-	out := make([]bus.Outgoing, 0, len(w.Calls))
+	calls := w.Calls
+	if s.Plans != nil && !s.Order.Unordered() {
+		snap := s.snapshot()
+		if starts := order.Split(calls, func(c *messages.ToolCall) bool { return s.together(snap, c) }); len(starts) > 1 {
+			first, err := s.Plans.Save(ctx, meta.ResponseID, order.Segments(calls, starts, s.Order.OnError))
+			if err != nil {
+				return nil, bus.Retry(err, time.Second)
+			}
+			calls = first.Calls
+			trace.SpanFromContext(ctx).SetAttributes(attribute.Int("toolbus.segments", len(starts)))
+		}
+	}
+	out := make([]bus.Outgoing, 0, len(calls))
 	subject := messages.CallSubject(meta.Conversation)
-	for i := range w.Calls {
-		c := &w.Calls[i]
+	for i := range calls {
+		c := &calls[i]
 		m := meta
 		m.MsgID, m.Index, m.Count = c.ID, c.Index, c.Count
 		out = append(out, bus.Outgoing{Subject: subject, Meta: m, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
 	}
 	return out, nil
+}
+
+// together reports whether c may run alongside its neighbours: a call answered with the
+// parser's error runs nothing; otherwise its server's mode decides, and under the safe
+// mode, whether the tool is read-only. A tool the catalog does not know runs alone.
+func (s *Stage) together(snap *snapshot, c *messages.ToolCall) bool {
+	if c.Error != nil {
+		return true
+	}
+	t, ok := snap.tool(c.Tool)
+	if !ok {
+		return s.Order.Mode("") == order.All
+	}
+	switch s.Order.Mode(t.Server) {
+	case order.All:
+		return true
+	case order.Ordered:
+		return false
+	}
+	if t.Name == engineering.ToolDispatch && t.Server == "engineering" {
+		return engineering.DispatchReadOnly(c.Arguments)
+	}
+	return t.ReadOnly
+}
+
+func (s *Stage) snapshot() *snapshot {
+	if s.Catalog == nil {
+		return &snapshot{}
+	}
+	return s.Catalog.current()
 }
 
 type extractOptions struct {

@@ -3,10 +3,12 @@ package parser
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/order"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -84,6 +86,69 @@ func TestParse(t *testing.T) {
 				if code != tt.wantCode[i] {
 					t.Errorf("call %d: error %v, want %q", i, c.Error, tt.wantCode[i])
 				}
+			}
+		})
+	}
+}
+
+// savedPlans records what the parser saves.
+type savedPlans struct{ segs []order.Segment }
+
+func (p *savedPlans) Save(_ context.Context, _ string, segs []order.Segment) (order.Segment, error) {
+	p.segs = segs
+	return segs[0], nil
+}
+
+// The parser cuts a response into segments by what its tools may do and by the policy,
+// publishes the first and saves the plan.
+func TestParseSegments(t *testing.T) {
+	cat := NewCatalog()
+	cat.Set("fs", []catalogTool{{Name: "read_file", Server: "fs", Remote: "read_file", ReadOnly: true},
+		{Name: "write_file", Server: "fs", Remote: "write_file"}})
+	cat.Set("engineering", []catalogTool{{Name: "dispatch_engineering", Server: "engineering"},
+		{Name: "execute_tool", Server: "engineering", ReadOnly: true}})
+	call := func(name, args string) string {
+		return `<tool_call>{"name": "` + name + `", "arguments": ` + args + `}</tool_call>`
+	}
+	read, write := call("read_file", `{}`), call("write_file", `{}`)
+	activate, info := call("dispatch_engineering", `{"action": "activate", "domain": "geometry"}`), call("dispatch_engineering", `{"action": "INFO"}`)
+	exec := call("execute_tool", `{"tool_name": "geometry.solve_circle_area", "parameters": {"r": 1}}`)
+	tests := []struct {
+		name   string
+		text   string
+		policy order.Policy
+		want   []int // sizes of the segments
+	}{
+		{"reads run together", read + read + read, order.Policy{}, []int{3}},
+		{"writes run alone, in order", write + read + read + write + read, order.Policy{}, []int{1, 2, 1, 1}},
+		{"activate is a barrier; info and execute_tool are not", info + activate + exec + exec + info, order.Policy{}, []int{1, 1, 3}},
+		{"qualified spellings are the same tool", call("fs__read_file", `{}`) + call("fs::read_file", `{}`) + call("mcp__fs__write_file", `{}`), order.Policy{}, []int{2, 1}},
+		{"an unknown tool runs alone", read + call("mystery", `{}`) + read, order.Policy{}, []int{1, 1, 1}},
+		{"a call the parser answers runs nothing", read + `<tool_call>{"name": "read_file", "arguments": {"a": </tool_call>` + read, order.Policy{}, []int{3}},
+		{"ordered: one at a time", read + read, order.Policy{Parallel: order.Ordered}, []int{1, 1}},
+		{"all: everything at once", write + write + call("mystery", `{}`), order.Policy{Parallel: order.All}, []int{3}},
+		{"a server's own mode wins", write + write + exec + exec, order.Policy{Parallel: order.Ordered, Servers: map[string]order.Mode{"fs": order.All}}, []int{2, 1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plans := &savedPlans{}
+			s := &Stage{Catalog: cat, Order: tt.policy, Plans: plans}
+			out, err := s.Parse(context.Background(), &bus.Delivery{Data: []byte(tt.text), Meta: bus.Meta{Conversation: "c", ResponseID: "r"}, Delivered: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) != tt.want[0] {
+				t.Fatalf("%d calls published, want the first segment's %d", len(out), tt.want[0])
+			}
+			var sizes []int
+			if plans.segs == nil {
+				sizes = []int{len(out)}
+			}
+			for _, seg := range plans.segs {
+				sizes = append(sizes, len(seg.Calls))
+			}
+			if !slices.Equal(sizes, tt.want) {
+				t.Errorf("segments of %v calls, want %v", sizes, tt.want)
 			}
 		})
 	}

@@ -171,7 +171,7 @@ func (c *Catalog) Resolve(name string) (Tool, error) {
 			return Tool{}, fmt.Errorf("%w: %q is routed to %q, which is disabled", ErrUnknownTool, name, *server)
 		}
 		remote := name
-		if s, t, ok := splitAlias(name, c.servers); ok && s == *server {
+		if s, t, ok := SplitAlias(name, c.servers); ok && s == *server {
 			remote = t
 		}
 		return c.onServer(name, *server, remote, true)
@@ -179,7 +179,7 @@ func (c *Catalog) Resolve(name string) (Tool, error) {
 	if i, ok := c.byName[name]; ok {
 		return c.tools[i], nil
 	}
-	if server, remote, ok := splitAlias(name, c.servers); ok {
+	if server, remote, ok := SplitAlias(name, c.servers); ok {
 		return c.onServer(name, server, remote, !c.listed[server])
 	}
 	var found []Tool

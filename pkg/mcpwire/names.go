@@ -49,10 +49,10 @@ func shorten(s, original string) string {
 	return s[:MaxNameLen-len(suffix)] + suffix
 }
 
-// splitAlias recognizes the qualified spellings of a tool name: "mcp__<server>__<tool>",
+// SplitAlias recognizes the qualified spellings of a tool name: "mcp__<server>__<tool>",
 // "<server>::<tool>" and "<server>__<tool>", where server must be one of servers (the
 // longest that fits wins, so server names may themselves contain "__").
-func splitAlias(name string, servers []string) (server, tool string, ok bool) {
+func SplitAlias(name string, servers []string) (server, tool string, ok bool) {
 	if s, t, found := strings.Cut(name, "::"); found {
 		for _, srv := range servers {
 			if srv == s {

@@ -59,9 +59,9 @@ func TestSplitAlias(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, tool, ok := splitAlias(tt.in, servers)
+			s, tool, ok := SplitAlias(tt.in, servers)
 			if ok != tt.wantOK || s != tt.wantServer || tool != tt.wantTo {
-				t.Errorf("splitAlias(%q) = %q, %q, %v; want %q, %q, %v", tt.in, s, tool, ok, tt.wantServer, tt.wantTo, tt.wantOK)
+				t.Errorf("SplitAlias(%q) = %q, %q, %v; want %q, %q, %v", tt.in, s, tool, ok, tt.wantServer, tt.wantTo, tt.wantOK)
 			}
 		})
 	}

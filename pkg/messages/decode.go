@@ -65,6 +65,8 @@ func decodeCall(data []byte, c *ToolCall) bool {
 			return r.int(&c.Index)
 		case "count":
 			return r.int(&c.Count)
+		case "next":
+			return r.int(&c.Next)
 		case "tool":
 			return r.str(&c.Tool)
 		case "arguments":
@@ -99,6 +101,8 @@ func (r *reader) resultMember(res *ToolResult, key string) bool {
 		return r.int(&res.Index)
 	case "count":
 		return r.int(&res.Count)
+	case "next":
+		return r.int(&res.Next)
 	case "tool":
 		return r.str(&res.Tool)
 	case "success":

@@ -21,7 +21,7 @@ import (
 
 // AppendCall appends the JSON encoding of c to b.
 func AppendCall(b []byte, c *ToolCall) []byte {
-	b = appendAddress(b, `{"id":`, c.ID, c.ResponseID, c.Conversation, c.Index, c.Count, c.Tool)
+	b = appendAddress(b, `{"id":`, c.ID, c.ResponseID, c.Conversation, c.Index, c.Count, c.Next, c.Tool)
 	b = append(b, `,"arguments":`...)
 	b = appendRaw(b, c.Arguments)
 	if len(c.Repairs) > 0 {
@@ -48,7 +48,7 @@ func AppendCall(b []byte, c *ToolCall) []byte {
 
 // AppendResult appends the JSON encoding of r to b.
 func AppendResult(b []byte, r *ToolResult) []byte {
-	b = appendAddress(b, `{"call_id":`, r.CallID, r.ResponseID, r.Conversation, r.Index, r.Count, r.Tool)
+	b = appendAddress(b, `{"call_id":`, r.CallID, r.ResponseID, r.Conversation, r.Index, r.Count, r.Next, r.Tool)
 	b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts)
 	if r.Backend != "" {
 		b = append(b, `,"backend":`...)
@@ -93,7 +93,7 @@ func AppendOutput(b []byte, o *Output) []byte {
 
 // appendAddress writes the fields that place a call or a result, the first of them
 // opened by idKey.
-func appendAddress(b []byte, idKey, id, responseID, conversation string, index, count int, tool string) []byte {
+func appendAddress(b []byte, idKey, id, responseID, conversation string, index, count, next int, tool string) []byte {
 	b = append(b, idKey...)
 	b = appendString(b, id)
 	b = append(b, `,"response_id":`...)
@@ -104,6 +104,10 @@ func appendAddress(b []byte, idKey, id, responseID, conversation string, index, 
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, int64(count), 10)
+	if next != 0 {
+		b = append(b, `,"next":`...)
+		b = strconv.AppendInt(b, int64(next), 10)
+	}
 	b = append(b, `,"tool":`...)
 	return appendString(b, tool)
 }

@@ -30,6 +30,9 @@ const (
 	// CodeOutcomeUnknown: a call with side effects may or may not have run; it is not
 	// repeated.
 	CodeOutcomeUnknown ErrorCode = "outcome_unknown"
+	// CodeSkipped: the call was not run because an earlier call of its response failed
+	// and the configuration says to skip the rest (executor.on_error "skip").
+	CodeSkipped ErrorCode = "skipped"
 	// CodeInternal: toolbus itself failed.
 	CodeInternal ErrorCode = "internal"
 )

@@ -18,7 +18,12 @@ type ToolCall struct {
 	Conversation string `json:"conversation"`
 	Index        int    `json:"index"`
 	Count        int    `json:"count"`
-	Tool         string `json:"tool"`
+	// Next is the index of the first call of the response's next segment, or 0 when the
+	// call is in the last one. A response's calls run segment by segment, in order (a
+	// segment is one call, or a run of calls safe to run together); the formatter
+	// releases the next segment once every call before it is answered.
+	Next int    `json:"next,omitempty"`
+	Tool string `json:"tool"`
 	// Arguments is a JSON object.
 	Arguments json.RawMessage `json:"arguments"`
 	// Repairs lists what the parser changed to make the call's JSON valid.
@@ -44,8 +49,10 @@ type ToolResult struct {
 	Conversation string `json:"conversation"`
 	Index        int    `json:"index"`
 	Count        int    `json:"count"`
-	Tool         string `json:"tool"`
-	Success      bool   `json:"success"`
+	// Next is the call's [ToolCall.Next].
+	Next    int    `json:"next,omitempty"`
+	Tool    string `json:"tool"`
+	Success bool   `json:"success"`
 	// Result is the tool's JSON result when Success.
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error says why when not Success.
@@ -76,7 +83,7 @@ func (r ToolResult) Fail(err error) ToolResult {
 func ResultFor(c ToolCall) ToolResult {
 	return ToolResult{
 		CallID: c.ID, ResponseID: c.ResponseID, Conversation: c.Conversation,
-		Index: c.Index, Count: c.Count, Tool: c.Tool,
+		Index: c.Index, Count: c.Count, Next: c.Next, Tool: c.Tool,
 	}
 }
 
