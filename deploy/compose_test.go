@@ -413,8 +413,8 @@ func confVariables(t *testing.T) map[string]bool {
 			}
 		}
 	}
-	// Subjects like "$JS.API..." and "$KV..." are quoted names, not variables.
-	for _, notVar := range []string{"JS", "KV", "SRV"} {
+	// Subjects like "$JS.API...", "$KV..." and "$O..." are quoted names, not variables.
+	for _, notVar := range []string{"JS", "KV", "SRV", "O"} {
 		delete(vars, notVar)
 	}
 	if len(vars) == 0 {

@@ -25,6 +25,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -200,6 +201,9 @@ func needs() map[string]serviceNeeds {
 	for _, b := range topo.Buckets() {
 		streams = append(streams, "KV_"+b.Bucket)
 	}
+	for _, b := range topo.ObjectStores() {
+		streams = append(streams, "OBJ_"+b.Bucket)
+	}
 	for _, s := range streams {
 		provision = append(provision, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s)
 	}
@@ -233,6 +237,12 @@ func needs() map[string]serviceNeeds {
 			"$JS.API.DIRECT.GET.KV_" + bucket + ".$KV." + bucket + ".some-key",
 		}
 	}
+	// Storing a result in the object store: chunks, metadata, its info, purging old chunks.
+	objPut := []string{
+		"$O." + messages.BucketResults + ".C.abc", "$O." + messages.BucketResults + ".M.bmFtZQ==",
+		"$JS.API.DIRECT.GET.OBJ_" + messages.BucketResults + ".$O." + messages.BucketResults + ".M.bmFtZQ==",
+		"$JS.API.STREAM.PURGE.OBJ_" + messages.BucketResults,
+	}
 	msgs := func(stream string) []string {
 		return []string{"$JS.API.STREAM.MSG.GET." + stream, "$JS.API.STREAM.MSG.DELETE." + stream}
 	}
@@ -251,14 +261,14 @@ func needs() map[string]serviceNeeds {
 		// work queues and answers them, a lost response with an output.
 		node.Executor: {
 			publish: cat(provision, consume(messages.ConsumerExecutor), consume(messages.ConsumerDeadLetter),
-				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketCatalog),
+				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketCatalog), objPut,
 				watch(messages.BucketCatalog), watch(messages.BucketHealth),
 				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1")},
 				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
 			subscribe: service(node.Executor),
 		},
 		node.Formatter: {
-			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), []string{messages.OutputSubject("c1"), messages.CallSubject("c1")}),
+			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), objPut, []string{messages.OutputSubject("c1"), messages.CallSubject("c1")}),
 			subscribe: service(node.Formatter),
 		},
 		node.Healthd: {
@@ -274,6 +284,10 @@ func needs() map[string]serviceNeeds {
 				"$JS.API.CONSUMER.CREATE." + messages.StreamOutput + ".abc_1." + messages.OutputSubject("c1"),
 				"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamOutput + ".abc_1",
 				"$JS.API.CONSUMER.DELETE." + messages.StreamOutput + ".abc_1",
+				"$JS.API.STREAM.INFO.OBJ_" + messages.BucketResults,
+				"$JS.API.DIRECT.GET.OBJ_" + messages.BucketResults + ".$O." + messages.BucketResults + ".M.bmFtZQ==",
+				"$JS.API.CONSUMER.CREATE.OBJ_" + messages.BucketResults + ".abc_1.$O." + messages.BucketResults + ".C.abc",
+				"$JS.FC.OBJ_" + messages.BucketResults + ".abc_1.1.2.3",
 			},
 			subscribe: []string{messages.OutputSubject("c1"), "_INBOX.abc.def"},
 		},
@@ -282,7 +296,7 @@ func needs() map[string]serviceNeeds {
 
 // denied is what each user must not do: the least-privilege half of the permissions.
 var denied = map[string]serviceNeeds{
-	node.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), messages.DeadSubject("c1"),
+	node.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), messages.DeadSubject("c1"), "$O." + messages.BucketResults + ".C.abc",
 		"$KV." + messages.BucketCalls + ".k", "$JS.API.STREAM.DELETE." + messages.StreamCalls, "$JS.API.STREAM.PURGE." + messages.StreamResponses,
 		"$JS.API.STREAM.MSG.DELETE." + messages.StreamResponses}},
 	node.Executor: {publish: []string{messages.CallSubject("c1"), messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",
@@ -341,7 +355,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 	words := map[string]bool{
 		"$JS": true, "API": true, "INFO": true, "STREAM": true, "CONSUMER": true, "CREATE": true, "UPDATE": true,
 		"DELETE": true, "DURABLE": true, "MSG": true, "GET": true, "NEXT": true, "DIRECT": true, "ACK": true, "FC": true,
-		"$KV": true, "$SRV": true, "_INBOX": true, ">": true, "*": true,
+		"$KV": true, "$SRV": true, "_INBOX": true, ">": true, "*": true, "PURGE": true, "$O": true,
 	}
 	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead,
 		messages.StatusSubject(node.Parser), messages.StatusSubject(node.Executor), messages.StatusSubject(node.Formatter), messages.StatusSubject(node.Healthd)} {
@@ -355,6 +369,9 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 	}
 	for _, b := range topo.Buckets() {
 		words[b.Bucket], words["KV_"+b.Bucket] = true, true
+	}
+	for _, b := range topo.ObjectStores() {
+		words[b.Bucket], words["OBJ_"+b.Bucket] = true, true
 	}
 	for _, c := range topo.Consumers() {
 		words[c.Durable] = true
@@ -462,7 +479,7 @@ func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.T
 	var nodes []*node.Node
 	for _, name := range node.AllServices() {
 		nc, e := connectAs(t, urls, name, pw[name])
-		n, err := node.Start(ctx, nc, node.Options{Services: []string{name}, Topology: topo})
+		n, err := node.Start(ctx, nc, node.Options{Services: []string{name}, Topology: topo, Local: bigReport(t)})
 		if err != nil {
 			cancel()
 			t.Fatalf("%s under its own user: %v", name, err)
@@ -479,6 +496,24 @@ func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.T
 		}
 	})
 	return errs
+}
+
+// bigReportBytes is the size of big_report's result: too large to travel inline.
+const bigReportBytes = 300 << 10
+
+// bigReport is a local tool whose result is kept in the results object store.
+func bigReport(t *testing.T) *localtools.Registry {
+	reg := localtools.New()
+	err := localtools.AddFunc(reg, messages.ToolInfo{Name: "big_report", Description: "a large result", ReadOnly: true},
+		func(_ context.Context, in struct {
+			Fill string `json:"fill"`
+		}) (string, error) {
+			return strings.Repeat(in.Fill, bigReportBytes), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
 
 // askAll runs responses through the pipeline as the orchestrator and checks the outputs.
@@ -502,6 +537,18 @@ func askAll(t *testing.T, c *client.Client) {
 <tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 2}}}</tool_call>
 <tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 3}}}</tool_call>`,
 			messages.KindToolResults, []string{"dispatch_engineering", "execute_tool", "execute_tool"}},
+	}
+	// A result too large to travel inline is stored by the executor, under its user, and
+	// read back whole by the orchestrator, under its own.
+	out, err := c.Ask(ctx, "perm-5", `<tool_call>{"name": "big_report", "arguments": {"fill": "x"}}</tool_call>`, nil)
+	if err != nil {
+		t.Fatalf("large result: %v", err)
+	}
+	if r := out.Results[0]; !r.Success || r.Stored == nil {
+		t.Fatalf("large result: %+v, want a success stored whole", r)
+	}
+	if whole, err := c.FetchResult(ctx, out.Results[0].Stored); err != nil || len(whole) != bigReportBytes+2 {
+		t.Fatalf("large result: fetched %d bytes, %v; want %d", len(whole), err, bigReportBytes+2)
 	}
 	for _, tc := range cases {
 		out, err := c.Ask(ctx, tc.conv, tc.text, nil)

@@ -130,6 +130,20 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 	}
 }
 
+// ObjectStores returns the configuration of every object store bucket: the results too
+// large to travel inline, kept as long as outputs are.
+func (t Topology) ObjectStores() []jetstream.ObjectStoreConfig {
+	t = t.withDefaults()
+	storage := jetstream.FileStorage
+	if t.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	return []jetstream.ObjectStoreConfig{{
+		Bucket: messages.BucketResults, Description: "call id → a whole result too large to travel inline",
+		TTL: t.OutputMaxAge, Storage: storage, Replicas: t.Replicas,
+	}}
+}
+
 // Provision creates or updates every stream, consumer and bucket of t. It is safe to run
 // from every replica of every service at the same time.
 func Provision(ctx context.Context, js jetstream.JetStream, t Topology) error {
@@ -155,6 +169,14 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology) error {
 			return err
 		}); err != nil {
 			return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	for _, cfg := range t.ObjectStores() {
+		if err := retryRace(ctx, func() error {
+			_, err := js.CreateOrUpdateObjectStore(ctx, cfg)
+			return err
+		}); err != nil {
+			return fmt.Errorf("provision object store %s: %w", cfg.Bucket, err)
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +171,33 @@ func TestRedactURLs(t *testing.T) {
 	_, stderr, _ := runMain(t, "", "send", "--nats", "nats://u:s3cret@127.0.0.1:1", "--timeout", "1s")
 	if strings.Contains(stderr, "s3cret") {
 		t.Errorf("password in the error: %s", stderr)
+	}
+}
+
+// run --full-results prints the whole of a result too large to travel inline; without it
+// the model's preview.
+func TestRunFullResults(t *testing.T) {
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools")
+	os.MkdirAll(tools, 0o755)
+	os.WriteFile(filepath.Join(tools, "big"), []byte("#!/bin/sh\nhead -c 200000 /dev/zero | tr '\\0' y | sed 's/^/\"/; s/$/\"/'\n"), 0o755)
+	os.WriteFile(filepath.Join(tools, "big.mcp.json"), []byte(`{"name": "big", "inputSchema": {"type": "object"}}`), 0o644)
+	cfg := filepath.Join(dir, "toolbus.json")
+	os.WriteFile(cfg, []byte(`{"local": {"tools": {"folder": "tools"}}}`), 0o644)
+	call := `<tool_call>{"name": "big", "arguments": {}}</tool_call>`
+	want := strings.Repeat("y", 200000)
+	stdout, stderr, code := runMain(t, call, "run", "--config", cfg)
+	if code != 0 || strings.Contains(stdout, want) || !strings.Contains(stdout, `"truncated": true`) {
+		t.Fatalf("without --full-results: exit %d, %d bytes of stdout, stderr %q; want the preview", code, len(stdout), stderr)
+	}
+	stdout, stderr, code = runMain(t, call, "run", "--json", "--full-results", "--config", cfg)
+	var out struct {
+		Text    string `json:"text"`
+		Results []struct {
+			Result string `json:"result"`
+		} `json:"results"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &out) != nil || len(out.Results) != 1 || out.Results[0].Result != want || !strings.Contains(out.Text, want) {
+		t.Fatalf("with --full-results: exit %d, stderr %q, %d bytes of stdout; want the whole result", code, stderr, len(stdout))
 	}
 }

@@ -24,6 +24,7 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file (mcpServers and toolbus sections)")
 	conv := fs.String("conversation", "cli", "conversation id shared by all the responses")
 	asJSON := fs.Bool("json", false, "print one JSON object per response")
+	full := fs.Bool("full-results", false, fullResultsUsage)
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for each response's output")
 	executors := fs.Int("executors", 2, "executor replicas in the process")
 	verbose := fs.Bool("v", false, "log everything to stderr")
@@ -82,7 +83,7 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", in.name, err)
 		}
-		if err := printOutput(env, in.name, out, *asJSON); err != nil {
+		if err := printOutput(ctx, env, c, in.name, out, *asJSON, *full); err != nil {
 			return err
 		}
 	}
@@ -110,8 +111,29 @@ func readInputs(env Env, files []string) ([]input, error) {
 	return out, nil
 }
 
-// printOutput prints an output as the model should see it, or as one JSON line.
-func printOutput(env Env, name string, out *messages.Output, asJSON bool) error {
+// fullResultsUsage is the --full-results flag's help, for run and send.
+const fullResultsUsage = "fetch the whole of each result too large to travel inline (kept in the " + messages.BucketResults + " object store) and print it in place of its preview"
+
+// printOutput prints an output as the model should see it, or as one JSON line. With
+// full, every stored result is fetched whole (and checked) and printed in place of its
+// preview.
+func printOutput(ctx context.Context, env Env, c *client.Client, name string, out *messages.Output, asJSON, full bool) error {
+	if full {
+		stored := false
+		for _, r := range out.Results {
+			stored = stored || r.Stored != nil
+		}
+		if stored {
+			if err := c.FullResults(ctx, out); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			rs := make([]messages.ToolResult, len(out.Results))
+			for i, r := range out.Results {
+				rs[i] = messages.ToolResult{Index: i, Tool: r.Tool, Success: r.Success, Result: r.Result, Error: r.Error, Attempts: r.Attempts}
+			}
+			out.Text = messages.RenderOutput(out.ResponseID, out.Conversation, rs).Text
+		}
+	}
 	if asJSON {
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -234,6 +256,7 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 	cf := addConnectFlags(fs, env)
 	conv := fs.String("conversation", "cli", "conversation id")
 	asJSON := fs.Bool("json", false, "print the output as JSON")
+	full := fs.Bool("full-results", false, fullResultsUsage)
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the output")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -258,7 +281,7 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", in.name, err)
 		}
-		if err := printOutput(env, in.name, out, *asJSON); err != nil {
+		if err := printOutput(ctx, env, c, in.name, out, *asJSON, *full); err != nil {
 			return err
 		}
 	}

@@ -78,6 +78,10 @@ type Executor struct {
 	// OnError says what happens to the calls after one that failed: "continue" (default)
 	// runs them, "skip" answers them with code skipped.
 	OnError string `json:"on_error,omitempty"`
+	// MaxInlineResultBytes bounds a result that travels in the messages (default 64 KiB,
+	// at most a quarter of the connection's payload limit): a larger one is kept whole in
+	// the toolbus_results object store and travels as a preview naming it.
+	MaxInlineResultBytes int `json:"max_inline_result_bytes,omitempty"`
 	// Prefetch is how many calls a replica keeps buffered ahead of its free workers
 	// while calls are fast (default 128; see bus.RunOptions): it saves a server round
 	// trip per pull. When no worker frees up within 50ms the replica stops buffering,

@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/claims"
+	"github.com/toolbus/toolbus/internal/results"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"go.opentelemetry.io/otel/trace"
@@ -30,13 +31,39 @@ type Stage struct {
 	// StoreWait bounds how long a result is retried into the calls bucket while NATS is
 	// away before the call is handed back. Default 30s.
 	StoreWait time.Duration
-	// MaxResultBytes bounds a result as it travels on: a larger one is cut to a preview
-	// saying so (messages.CapResult), so that its message fits the bus and the tool is
-	// not run again because its answer could not be published. Default 256 KiB.
-	MaxResultBytes int
+	// MaxInlineResultBytes bounds a result as it travels on: a larger one is stored whole
+	// in Results and replaced by a preview naming it (messages.Preview), so that its
+	// message fits the bus and the tool is not run again because its answer could not
+	// be published. Default 64 KiB.
+	MaxInlineResultBytes int
+	// Results keeps large results whole ([results.Store]); without it (or when storing
+	// fails for StoreWait) a large result is cut to a preview and not kept.
+	Results results.Fitter
 	// QuietTools are logged at debug level instead of info (tools polled often).
 	QuietTools []string
 	Logger     *slog.Logger
+}
+
+// DefaultMaxInlineResultBytes is the default of [Stage.MaxInlineResultBytes].
+const DefaultMaxInlineResultBytes = 64 << 10
+
+// fit makes res fit the inline limit, retrying the store through a NATS outage for up to
+// StoreWait; when it cannot be stored, the result is cut to a preview that says so.
+func (s *Stage) fit(ctx context.Context, res messages.ToolResult) messages.ToolResult {
+	max := cmp.Or(s.MaxInlineResultBytes, DefaultMaxInlineResultBytes)
+	if len(res.Result) <= max || !res.Success {
+		return res
+	}
+	if s.Results != nil {
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, s.storeWait()
+		fitted, err := backoff.RetryWithData(func() (messages.ToolResult, error) { return s.Results.Fit(ctx, res, max) }, backoff.WithContext(b, ctx))
+		if err == nil {
+			return fitted
+		}
+		s.logger().Warn("a large result could not be kept; it is answered with a preview only", "call", res.CallID, "bytes", len(res.Result), "err", err)
+	}
+	return messages.CapResult(res, max)
 }
 
 // Decode reads a call message. A body that cannot be read is answered from the headers
@@ -119,7 +146,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		first = time.Now()
 	}
 	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr, first)
-	res = messages.CapResult(res, cmp.Or(s.MaxResultBytes, 256<<10))
+	res = s.fit(ctx, res)
 	res.Attempts += claim.PriorAttempts
 	span.SetAttributes(telemetry.Server.String(res.Backend), telemetry.Attempt.Int(res.Attempts))
 	outcome := "ok"

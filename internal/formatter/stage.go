@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/order"
+	"github.com/toolbus/toolbus/internal/results"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -34,9 +35,13 @@ type Stage struct {
 	// Default 1s.
 	RetryDelay time.Duration
 	// MaxOutputBytes bounds an output message (the connection's payload limit, less a
-	// margin for headers): the results of a response too large for it together are cut
-	// to previews until it fits (messages.CapResult). Default 1 MB less 64 KiB.
+	// margin for headers): the results of a response too large for it together are
+	// stored whole in Results and travel as previews, shorter until the output fits.
+	// Default 1 MB less 64 KiB.
 	MaxOutputBytes int
+	// Results keeps large results whole ([results.Store]); without it they are only cut
+	// to previews (messages.CapResult).
+	Results results.Fitter
 }
 
 // Decode reads a result message; one nobody can place cannot complete any output.
@@ -63,6 +68,12 @@ func Decode(d *bus.Delivery) (messages.ToolResult, error) {
 func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delivery) ([]bus.Outgoing, error) {
 	results := []messages.ToolResult{r}
 	if r.Count > 1 {
+		// The gathered results of a response must fit one value of the bucket, and its
+		// output one message: each gets its share.
+		r, err := s.fit(ctx, r, s.limit()/(r.Count+1))
+		if err != nil {
+			return nil, bus.Retry(err, s.retryDelay())
+		}
 		all, err := s.Gather.Add(ctx, r)
 		if err != nil {
 			return nil, bus.Retry(err, s.retryDelay())
@@ -78,9 +89,13 @@ func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 		}
 		results = all
 	}
+	body, err := s.output(ctx, r.ResponseID, r.Conversation, results)
+	if err != nil {
+		return nil, bus.Retry(err, s.retryDelay())
+	}
 	return []bus.Outgoing{{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
 		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: r.ResponseID,
-	}, Body: s.output(r.ResponseID, r.Conversation, results)}}, nil
+	}, Body: body}}, nil
 }
 
 // answered reports whether results, in call order, answer every call before index n.
@@ -148,25 +163,38 @@ func firstFailure(results []messages.ToolResult) *messages.ToolResult {
 	return nil
 }
 
-// output encodes the output of results, cutting the results to previews, each to an
-// equal share that shrinks until the output fits MaxOutputBytes: every response is
-// answered, whatever its results weigh.
-func (s *Stage) output(responseID, conversation string, results []messages.ToolResult) []byte {
-	limit := cmp.Or(s.MaxOutputBytes, 1<<20-64<<10)
-	share := limit / (2*len(results) + 1) // each result travels in the text and in results
+// output encodes the output of results. When it is over the limit, the results larger
+// than an equal share of it are stored whole and travel as previews, and the share
+// shrinks until the output fits: every response is answered, whatever its results weigh.
+func (s *Stage) output(ctx context.Context, responseID, conversation string, results []messages.ToolResult) ([]byte, error) {
+	limit := s.limit()
+	share := limit / (len(results) + 1)
 	for {
 		o := messages.RenderOutput(responseID, conversation, results)
-		body := messages.AppendOutput(make([]byte, 0, 2*len(o.Text)+128), &o)
+		body := messages.AppendOutput(make([]byte, 0, len(o.Text)+128*len(results)+128), &o)
 		if len(body) <= limit || share < 256 {
-			return body
+			return body, nil
 		}
-		capped := make([]messages.ToolResult, len(results))
+		fitted := make([]messages.ToolResult, len(results))
 		for i, r := range results {
-			capped[i] = messages.CapResult(r, share)
+			var err error
+			if fitted[i], err = s.fit(ctx, r, share); err != nil {
+				return nil, err
+			}
 		}
-		results, share = capped, share/2
+		results, share = fitted, share/2
 	}
 }
+
+// fit makes r fit max bytes: stored whole in Results when it is larger, or cut.
+func (s *Stage) fit(ctx context.Context, r messages.ToolResult, max int) (messages.ToolResult, error) {
+	if s.Results == nil {
+		return messages.CapResult(r, max), nil
+	}
+	return s.Results.Fit(ctx, r, max)
+}
+
+func (s *Stage) limit() int { return cmp.Or(s.MaxOutputBytes, 1<<20-64<<10) }
 
 func (s *Stage) retryDelay() time.Duration {
 	if s.RetryDelay > 0 {

@@ -152,6 +152,9 @@ func TestFormatFitsTheLimit(t *testing.T) {
 	if err := json.Unmarshal(out[0].Body, &o); err != nil {
 		t.Fatal(err)
 	}
+	if err := o.FillResults(); err != nil {
+		t.Fatal(err)
+	}
 	for i, r := range o.Results {
 		var capped struct {
 			Truncated bool   `json:"truncated"`

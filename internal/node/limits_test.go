@@ -1,11 +1,15 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -130,10 +134,11 @@ func TestTimeoutIsTheCallsBudget(t *testing.T) {
 	}
 }
 
-// Results of 600 KB and 3 MB from a tools-folder tool, alone and two in a response: every
-// response is answered, each tool run once, with a preview that says how large the whole
-// was. (The whole bytes are not yet retrievable: results are cut, not stored aside.)
-func TestLargeResultsAreAnswered(t *testing.T) {
+// Results of 600 KB, 3 MB and 20 MB from a tools-folder tool, of 600 KB, 3 MB and 7 MB
+// from the npm filesystem server, alone, and 64 of 100 KB in one response: every response is answered within the
+// payload limit, each tool runs once, and the whole of each result is kept, fetched back
+// and checked by sha256.
+func TestLargeResultsAreKeptWhole(t *testing.T) {
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
 	tool := filepath.Join(dir, "tools", "big_report")
@@ -144,41 +149,89 @@ func TestLargeResultsAreAnswered(t *testing.T) {
 	if err := os.WriteFile(tool, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(tool+".mcp.json", []byte(`{"name": "big_report", "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}}}`), 0o644); err != nil {
+	if err := os.WriteFile(tool+".mcp.json", []byte(`{"name": "big_report", "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}}, "annotations": {"readOnlyHint": true}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := mcpConfig(t, `{"local": {"tools": {"folder": "`+filepath.Dir(tool)+`", "timeout": "30s", "max_output_bytes": 8000000}}}`)
+	files := t.TempDir()
+	cfg := mcpConfig(t, `{"local": {"tools": {"folder": "`+filepath.Dir(tool)+`", "timeout": "60s", "max_output_bytes": 32000000}},
+		"mcpServers": {"fs": {"command": "node", "args": ["`+mcpNPMScript(t, mcpFilesystemPkg)+`", "`+files+`"], "timeout": "60s"}}}`)
 	p := startMCPPipeline(t, cfg, nil)
-	call := func(n int) string {
+	report := func(n int) string {
 		return fmt.Sprintf(`<tool_call>{"name": "big_report", "arguments": {"bytes": %d}}</tool_call>`, n)
 	}
+	file := func(n int) string {
+		path := filepath.Join(files, fmt.Sprintf("f%d.txt", n))
+		if err := os.WriteFile(path, bytes.Repeat([]byte("0123456789"), n/10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf(`<tool_call>{"name": "read_text_file", "arguments": {"path": %q}}</tool_call>`, path)
+	}
+	// whole checks a fetched result: the tool's x's, or the file's digits.
+	whole := func(b []byte, n int) bool {
+		if bytes.HasPrefix(b, []byte(`"x`)) {
+			return len(b) == n+2 && bytes.Count(b, []byte("x")) == n
+		}
+		return bytes.Contains(b, bytes.Repeat([]byte("0123456789"), n/10))
+	}
+	many := strings.Repeat(report(100_000), 64)
 	for _, tt := range []struct {
 		name  string
 		text  string
-		sizes []int
+		sizes []int // what each result holds
+		runs  int   // runs of big_report
 	}{
-		{"600 KB", call(600_000), []int{600_002}},
-		{"3 MB", call(3_000_000), []int{3_000_002}},
-		{"two of 600 KB", call(600_000) + call(600_000), []int{600_002, 600_002}},
+		{"tool 600 KB", report(600_000), []int{600_000}, 1},
+		{"tool 3 MB", report(3_000_000), []int{3_000_000}, 1},
+		{"tool 20 MB", report(20_000_000), []int{20_000_000}, 1},
+		{"filesystem 600 KB", file(600_000), []int{600_000}, 0},
+		{"filesystem 3 MB", file(3_000_000), []int{3_000_000}, 0},
+		// go-sdk's stdio transport reads frames of at most 16 MiB (mcp.DefaultMaxLineLength;
+		// CommandTransport does not let it be raised), and read_text_file's answer holds
+		// the text twice (content and structuredContent): 7 MB is about its largest.
+		{"filesystem 7 MB", file(7_000_000), []int{7_000_000}, 0},
+		{"64 of 100 KB", many, slices.Repeat([]int{100_000}, 64), 64},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Remove(runs)
-			out := p.askText(tt.text)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			id, err := p.client.Submit(ctx, "large", tt.text, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.client.Wait(ctx, "large", id)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(out.Results) != len(tt.sizes) {
-				t.Fatalf("%d results: %s", len(out.Results), out.Text[:min(len(out.Text), 300)])
+				t.Fatalf("%d results: %.300s", len(out.Results), out.Text)
+			}
+			if len(out.Text) > 1<<20 {
+				t.Errorf("the output's text is %d bytes, over the payload limit", len(out.Text))
 			}
 			for i, r := range out.Results {
-				var capped struct {
-					Truncated bool `json:"truncated"`
-					Size      int  `json:"size"`
+				if !r.Success || r.Stored == nil {
+					t.Fatalf("result %d: success %v, error %+v, stored %+v; want a success kept whole", i, r.Success, r.Error, r.Stored)
 				}
-				if !r.Success || json.Unmarshal(r.Result, &capped) != nil || !capped.Truncated || capped.Size != tt.sizes[i] {
-					t.Errorf("result %d: success %v %+v %+v", i, r.Success, r.Error, capped)
+				var preview struct {
+					Truncated bool   `json:"truncated"`
+					Size      int    `json:"size"`
+					SHA256    string `json:"sha256"`
+				}
+				if err := json.Unmarshal(r.Result, &preview); err != nil || !preview.Truncated || preview.Size != r.Stored.Size || preview.SHA256 != r.Stored.SHA256 {
+					t.Errorf("result %d: preview %+v (%v), stored %+v", i, preview, err, r.Stored)
+				}
+				b, err := p.client.FetchResult(ctx, r.Stored)
+				if err != nil {
+					t.Fatalf("result %d: %v", i, err)
+				}
+				if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != r.Stored.SHA256 || !whole(b, tt.sizes[i]) {
+					t.Errorf("result %d: fetched %d bytes that are not the whole result", i, len(b))
 				}
 			}
 			data, _ := os.ReadFile(runs)
-			if n := strings.Count(string(data), "run"); n != len(tt.sizes) {
-				t.Errorf("the tool ran %d times, want %d", n, len(tt.sizes))
+			if n := strings.Count(string(data), "run"); n != tt.runs {
+				t.Errorf("the tool ran %d times, want %d", n, tt.runs)
 			}
 		})
 	}

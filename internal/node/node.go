@@ -27,6 +27,7 @@ import (
 	"github.com/toolbus/toolbus/internal/ops"
 	"github.com/toolbus/toolbus/internal/order"
 	"github.com/toolbus/toolbus/internal/parser"
+	"github.com/toolbus/toolbus/internal/results"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/localtools"
@@ -175,6 +176,15 @@ func queueGauges(m *telemetry.Metrics, js jetstream.JetStream) error {
 	})
 }
 
+// resultStore is the object store of the results too large to travel inline.
+func resultStore(ctx context.Context, js jetstream.JetStream) (results.Store, error) {
+	os, err := js.ObjectStore(ctx, messages.BucketResults)
+	if err != nil {
+		return results.Store{}, fmt.Errorf("results object store: %w", err)
+	}
+	return results.Store{OS: os, Bucket: messages.BucketResults}, nil
+}
+
 func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name string, o Options, metrics *telemetry.Metrics) ([]runFunc, error) {
 	log := o.Logger.With("service", name)
 	tracer := telemetry.Tracer(o.TracerProvider)
@@ -266,6 +276,10 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			<-ctx.Done()
 			return pool.Close()
 		})
+		kept, err := resultStore(ctx, js)
+		if err != nil {
+			return nil, err
+		}
 		owner := "executor-" + nuid.Next()
 		for i := range o.Replicas {
 			mw, _, err := stage()
@@ -273,7 +287,8 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				return nil, err
 			}
 			st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: owner}, QuietTools: o.Config.Executor.QuietTools, Logger: log,
-				MaxResultBytes: min(256<<10, int(nc.MaxPayload())/4)}
+				MaxInlineResultBytes: min(cmp.Or(o.Config.Executor.MaxInlineResultBytes, executor.DefaultMaxInlineResultBytes), int(nc.MaxPayload())/4),
+				Results:              kept}
 			runs = append(runs, runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true,
 				bus.RunOptions{Concurrency: cmp.Or(o.Config.Executor.Concurrency, 16), Prefetch: executorPrefetch(o.Config.Executor.Prefetch), SpanName: "execute", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 			if i == 0 {
@@ -287,7 +302,11 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, fmt.Errorf("formatter: gather bucket: %w", err)
 		}
-		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, Plans: order.Store{KV: gather}, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
+		kept, err := resultStore(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, Plans: order.Store{KV: gather}, Results: kept, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/results"
 	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/telemetry"
@@ -234,10 +235,42 @@ func (c *Client) Wait(ctx context.Context, conversation, responseID string) (*me
 	}
 }
 
+// decode reads an output, each result's value taken from its block of the text, where
+// it travels.
 func decode(data []byte) (*messages.Output, error) {
 	var out messages.Output
 	if err := messages.DecodeOutput(data, &out); err != nil {
 		return nil, fmt.Errorf("client: undecodable output: %w", err)
 	}
+	if err := out.FillResults(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
 	return &out, nil
+}
+
+// FetchResult reads the whole of a result too large to travel inline (an output result
+// with Stored set) and checks its size and sha256.
+func (c *Client) FetchResult(ctx context.Context, stored *messages.StoredResult) ([]byte, error) {
+	b, err := results.Fetch(ctx, c.js, stored)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return b, nil
+}
+
+// FullResults replaces the preview of every stored result of out with the whole result,
+// fetched and checked, and clears its Stored. Text, the model's view, is left as it is.
+func (c *Client) FullResults(ctx context.Context, out *messages.Output) error {
+	for i := range out.Results {
+		r := &out.Results[i]
+		if r.Stored == nil {
+			continue
+		}
+		b, err := c.FetchResult(ctx, r.Stored)
+		if err != nil {
+			return err
+		}
+		r.Result, r.Stored = b, nil
+	}
+	return nil
 }

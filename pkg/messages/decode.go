@@ -114,6 +114,9 @@ func (r *reader) resultMember(res *ToolResult, key string) bool {
 		return r.resultError(res.Error)
 	case "attempts":
 		return r.int(&res.Attempts)
+	case "stored":
+		res.Stored = new(StoredResult)
+		return r.stored(res.Stored)
 	case "backend":
 		return r.str(&res.Backend)
 	case "duration_ms":
@@ -149,6 +152,9 @@ func decodeOutput(data []byte, o *Output) bool {
 						return r.resultError(or.Error)
 					case "attempts":
 						return r.int(&or.Attempts)
+					case "stored":
+						or.Stored = new(StoredResult)
+						return r.stored(or.Stored)
 					}
 					return false
 				}) {
@@ -157,6 +163,22 @@ func decodeOutput(data []byte, o *Output) bool {
 				o.Results = append(o.Results, or)
 				return true
 			}, func() { o.Results = []OutputResult{} })
+		}
+		return false
+	})
+}
+
+func (r *reader) stored(s *StoredResult) bool {
+	return r.object(func(key string) bool {
+		switch key {
+		case "bucket":
+			return r.str(&s.Bucket)
+		case "name":
+			return r.str(&s.Name)
+		case "size":
+			return r.int(&s.Size)
+		case "sha256":
+			return r.str(&s.SHA256)
 		}
 		return false
 	})

@@ -49,7 +49,7 @@ func AppendCall(b []byte, c *ToolCall) []byte {
 // AppendResult appends the JSON encoding of r to b.
 func AppendResult(b []byte, r *ToolResult) []byte {
 	b = appendAddress(b, `{"call_id":`, r.CallID, r.ResponseID, r.Conversation, r.Index, r.Count, r.Next, r.Tool)
-	b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts)
+	b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Stored)
 	if r.Backend != "" {
 		b = append(b, `,"backend":`...)
 		b = appendString(b, r.Backend)
@@ -83,7 +83,7 @@ func AppendOutput(b []byte, o *Output) []byte {
 			}
 			b = append(b, `{"tool":`...)
 			b = appendString(b, r.Tool)
-			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts)
+			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Stored)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -112,9 +112,9 @@ func appendAddress(b []byte, idKey, id, responseID, conversation string, index, 
 	return appendString(b, tool)
 }
 
-// appendOutcome writes how a call ended: "success", and "result", "error" and
-// "attempts" when set.
-func appendOutcome(b []byte, success bool, result []byte, e *ResultError, attempts int) []byte {
+// appendOutcome writes how a call ended: "success", and "result", "error", "attempts"
+// and "stored" when set.
+func appendOutcome(b []byte, success bool, result []byte, e *ResultError, attempts int, stored *StoredResult) []byte {
 	b = append(b, `,"success":`...)
 	b = strconv.AppendBool(b, success)
 	if len(result) > 0 {
@@ -128,6 +128,17 @@ func appendOutcome(b []byte, success bool, result []byte, e *ResultError, attemp
 	if attempts != 0 {
 		b = append(b, `,"attempts":`...)
 		b = strconv.AppendInt(b, int64(attempts), 10)
+	}
+	if stored != nil {
+		b = append(b, `,"stored":{"bucket":`...)
+		b = appendString(b, stored.Bucket)
+		b = append(b, `,"name":`...)
+		b = appendString(b, stored.Name)
+		b = append(b, `,"size":`...)
+		b = strconv.AppendInt(b, int64(stored.Size), 10)
+		b = append(b, `,"sha256":`...)
+		b = appendString(b, stored.SHA256)
+		b = append(b, '}')
 	}
 	return b
 }

@@ -59,6 +59,9 @@ type ToolResult struct {
 	Error *ResultError `json:"error,omitempty"`
 	// Attempts counts the times the call was tried.
 	Attempts int `json:"attempts,omitempty"`
+	// Stored, when set, names where the whole result is kept: Result is then a preview
+	// of it (see [Preview]).
+	Stored *StoredResult `json:"stored,omitempty"`
 	// Backend names what ran the call: "local", "engineering" or "mcp:<server>".
 	Backend    string  `json:"backend,omitempty"`
 	DurationMS float64 `json:"duration_ms,omitempty"`
@@ -103,8 +106,11 @@ type Output struct {
 	ResponseID   string     `json:"response_id"`
 	Conversation string     `json:"conversation"`
 	Kind         OutputKind `json:"kind"`
-	// Text is the <tool_result> blocks to feed back to the model.
-	Text    string         `json:"text"`
+	// Text is the <tool_result> blocks to feed back to the model, one per call in order.
+	Text string `json:"text"`
+	// Results describe each call, in order. On the bus a result's value travels once,
+	// in its block of Text, and not in Results[i].Result; [DecodeOutput] fills it in
+	// from the block.
 	Results []OutputResult `json:"results"`
 }
 
@@ -116,6 +122,17 @@ type OutputResult struct {
 	Error   *ResultError    `json:"error,omitempty"`
 	// Attempts counts the times the call was tried (0 when it was never tried).
 	Attempts int `json:"attempts,omitempty"`
+	// Stored, when set, names where the whole result is kept; Result is a preview.
+	Stored *StoredResult `json:"stored,omitempty"`
+}
+
+// StoredResult names a result kept whole in a JetStream object store, because it was too
+// large to travel inline: pkg/client's FetchResult reads it back and checks its sha256.
+type StoredResult struct {
+	Bucket string `json:"bucket"`
+	Name   string `json:"name"`
+	Size   int    `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // DeadCall is what the dead-letter stream keeps of a call that exhausted its deliveries

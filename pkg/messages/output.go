@@ -72,7 +72,7 @@ func RenderOutput(responseID, conversation string, results []ToolResult) Output 
 	blocks := make([]string, len(sorted))
 	for i, r := range sorted {
 		blocks[i] = Block(r)
-		out.Results[i] = OutputResult{Tool: r.Tool, Success: r.Success, Result: r.Result, Error: r.Error, Attempts: r.Attempts}
+		out.Results[i] = OutputResult{Tool: r.Tool, Success: r.Success, Error: r.Error, Attempts: r.Attempts, Stored: r.Stored}
 	}
 	out.Text = strings.Join(blocks, "\n")
 	return out
@@ -87,26 +87,86 @@ func NoToolCall(responseID, conversation string) Output {
 }
 
 // CapResult returns r with its result cut to about max bytes when it is larger: the
-// result becomes an object saying so, with the size and sha256 of the whole and a
-// preview cut at a UTF-8 boundary, so that a message carrying it fits the bus. A
-// result within max, or a failure, is returned as it is.
+// result becomes a preview ([Preview]), so that a message carrying it fits the bus. A
+// result already stored whole (r.Stored) has its preview cut shorter. A result within
+// max, or a failure, is returned as it is.
 func CapResult(r ToolResult, max int) ToolResult {
-	if max <= 0 || len(r.Result) <= max {
+	if max <= 0 || len(r.Result) <= max || !r.Success {
 		return r
 	}
-	sum := sha256.Sum256(r.Result)
-	keep := max / 2
-	for keep > 0 && !utf8.RuneStart(r.Result[keep]) {
+	if r.Stored != nil {
+		var p preview
+		if json.Unmarshal(r.Result, &p) == nil && p.Truncated {
+			r.Result = p.cut([]byte(p.Preview), r.Stored.Size, max, true)
+			return r
+		}
+	}
+	r.Result = Preview(r.Result, max, nil)
+	return r
+}
+
+// Preview is what travels of a result larger than max: an object saying it was cut, with
+// the size and sha256 of the whole and its first bytes, cut at a UTF-8 boundary, so that
+// the object stays within about max bytes. With stored set, the note tells the model
+// that the whole result is kept.
+func Preview(full []byte, max int, stored *StoredResult) json.RawMessage {
+	sum := sha256.Sum256(full)
+	p := preview{Truncated: true, Size: len(full), SHA256: hex.EncodeToString(sum[:])}
+	return p.cut(full, len(full), max, stored != nil)
+}
+
+// preview is the object [Preview] writes.
+type preview struct {
+	Truncated bool   `json:"truncated"`
+	Size      int    `json:"size"`
+	SHA256    string `json:"sha256"`
+	Preview   string `json:"preview"`
+	Note      string `json:"note"`
+}
+
+// cut sets the preview to the first bytes of from that fit max and encodes p.
+func (p preview) cut(from []byte, size, max int, stored bool) json.RawMessage {
+	keep := min(max/2, len(from))
+	for keep > 0 && keep < len(from) && !utf8.RuneStart(from[keep]) {
 		keep--
 	}
-	capped, _ := json.Marshal(struct {
-		Truncated bool   `json:"truncated"`
-		Size      int    `json:"size"`
-		SHA256    string `json:"sha256"`
-		Preview   string `json:"preview"`
-		Note      string `json:"note"`
-	}{true, len(r.Result), hex.EncodeToString(sum[:]), string(r.Result[:keep]),
-		fmt.Sprintf("the result is %d bytes, more than toolbus passes on (%d); this is its first %d bytes", len(r.Result), max, keep)})
-	r.Result = capped
-	return r
+	p.Preview = string(from[:keep])
+	p.Note = fmt.Sprintf("the result is %d bytes, more than toolbus passes on inline (%d); this is its first %d bytes", size, max, keep)
+	if stored {
+		p.Note += "; the whole result is kept, and the orchestrator can fetch it"
+	}
+	b, _ := json.Marshal(p)
+	return b
+}
+
+// FillResults sets Results[i].Result of each successful call from its block in Text,
+// where a result travels on the bus (once: not in Results too). Results already set
+// are kept.
+func (o *Output) FillResults() error {
+	text := o.Text
+	for i := range o.Results {
+		start := strings.Index(text, "<tool_result>\n")
+		end := strings.Index(text, "</tool_result>")
+		if start < 0 || end < start {
+			return fmt.Errorf("output %s: no block for result %d", o.ResponseID, i)
+		}
+		body := text[start+len("<tool_result>\n") : end]
+		text = text[end+len("</tool_result>"):]
+		r := &o.Results[i]
+		if !r.Success || r.Result != nil {
+			continue
+		}
+		var b struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(body), &b); err != nil {
+			return fmt.Errorf("output %s: block %d: %w", o.ResponseID, i, err)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, b.Result); err != nil {
+			return fmt.Errorf("output %s: block %d: %w", o.ResponseID, i, err)
+		}
+		r.Result = compact.Bytes()
+	}
+	return nil
 }

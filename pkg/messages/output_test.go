@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -111,5 +112,46 @@ func TestRenderOrdersByIndex(t *testing.T) {
 	}
 	if strings.Count(out.Text, "<tool_result>") != 3 || strings.Index(out.Text, `"tool": "a"`) > strings.Index(out.Text, `"tool": "c"`) {
 		t.Errorf("text blocks out of order:\n%s", out.Text)
+	}
+}
+
+// A result travels once, in its block; FillResults reads it back from there, whatever
+// the result holds.
+func TestFillResultsFromBlocks(t *testing.T) {
+	results := []ToolResult{
+		{Tool: "a", Index: 0, Success: true, Result: json.RawMessage(`{"x": [1, 2, {"y": "</tool_result> <tool_result>\n"}]}`)},
+		{Tool: "b", Index: 1, Error: &ResultError{Code: CodeToolError, Message: "no"}},
+		{Tool: "c", Index: 2, Success: true, Result: json.RawMessage(` "plain ü" `)},
+		{Tool: "d", Index: 3, Success: true, Result: Preview([]byte(strings.Repeat("z", 1000)), 100, &StoredResult{Bucket: "b", Name: "r/3", Size: 1000}),
+			Stored: &StoredResult{Bucket: "b", Name: "r/3", Size: 1000, SHA256: "ab"}},
+	}
+	o := RenderOutput("r", "c", results)
+	body := AppendOutput(nil, &o)
+	if strings.Count(string(body), "plain ü") != 1 {
+		t.Errorf("a result travels %d times in %s, want once", strings.Count(string(body), "plain ü"), body)
+	}
+	var back Output
+	if err := DecodeOutput(body, &back); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.FillResults(); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range results {
+		got := back.Results[i]
+		if got.Success != r.Success || (r.Stored == nil) != (got.Stored == nil) {
+			t.Errorf("result %d: %+v", i, got)
+		}
+		if !r.Success {
+			if got.Result != nil {
+				t.Errorf("failed result %d has a value %s", i, got.Result)
+			}
+			continue
+		}
+		var want, have any
+		json.Unmarshal(r.Result, &want)
+		if err := json.Unmarshal(got.Result, &have); err != nil || !reflect.DeepEqual(want, have) {
+			t.Errorf("result %d = %s, want %s", i, got.Result, r.Result)
+		}
 	}
 }

@@ -32,6 +32,9 @@ const (
 	BucketCatalog = "toolbus_catalog"
 	// BucketGather: response id → the results gathered so far by the formatter.
 	BucketGather = "toolbus_gather"
+	// BucketResults is an object store: call id → a whole result too large to travel
+	// inline ([StoredResult]). Kept as long as outputs are.
+	BucketResults = "toolbus_results"
 )
 
 // AdvisorySubjects are JetStream's advisories about the pipeline's consumers that the
