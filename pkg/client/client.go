@@ -17,9 +17,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/internal/results"
 	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/results"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"go.opentelemetry.io/otel/codes"
