@@ -134,7 +134,7 @@ func TestTimeoutIsTheCallsBudget(t *testing.T) {
 	}
 }
 
-// Results of 600 KB, 3 MB and 20 MB from a tools-folder tool, of 600 KB, 3 MB and 7 MB
+// Results of 600 KB, 3 MB and 20 MB from a tools-folder tool, of 600 KB, 3 MB and 20 MB
 // from the npm filesystem server, alone, and 64 of 100 KB in one response: every response is answered within the
 // payload limit, each tool runs once, and the whole of each result is kept, fetched back
 // and checked by sha256.
@@ -185,10 +185,10 @@ func TestLargeResultsAreKeptWhole(t *testing.T) {
 		{"tool 20 MB", report(20_000_000), []int{20_000_000}, 1},
 		{"filesystem 600 KB", file(600_000), []int{600_000}, 0},
 		{"filesystem 3 MB", file(3_000_000), []int{3_000_000}, 0},
-		// go-sdk's stdio transport reads frames of at most 16 MiB (mcp.DefaultMaxLineLength;
-		// CommandTransport does not let it be raised), and read_text_file's answer holds
-		// the text twice (content and structuredContent): 7 MB is about its largest.
-		{"filesystem 7 MB", file(7_000_000), []int{7_000_000}, 0},
+		// read_text_file's answer holds the text twice (content and structuredContent):
+		// a 40 MB message, over go-sdk's default frame limit (16 MiB) and within
+		// toolbus's (mcpwire.DefaultMaxMessageBytes).
+		{"filesystem 20 MB", file(20_000_000), []int{20_000_000}, 0},
 		{"64 of 100 KB", many, slices.Repeat([]int{100_000}, 64), 64},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,6 +49,9 @@ type ServerConfig struct {
 	// RefreshInterval is how often the server's tools are listed again, besides on
 	// connect and on notifications/tools/list_changed. Default 5m.
 	RefreshInterval messages.Duration `json:"refreshInterval,omitzero"`
+	// MaxMessageBytes bounds one message a stdio server sends; default
+	// [DefaultMaxMessageBytes] (64 MiB), -1 for no bound.
+	MaxMessageBytes int `json:"maxMessageBytes,omitempty"`
 	// Parallel overrides the executor's parallel setting for this server's tools: "safe",
 	// "ordered" or "all".
 	Parallel string `json:"parallel,omitempty"`

@@ -122,7 +122,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 		switch cfg.Transport() {
 		case TransportStdio:
 			cmd = command(cfg, log)
-			t = &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}
+			t = &stdioTransport{cmd: cmd, maxMessage: cfg.MaxMessageBytes, grace: terminateGrace}
 		case TransportHTTP:
 			hc := forgottenSessions(withHeaders(httpClient, cfg.Headers))
 			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(hc, sctx)}

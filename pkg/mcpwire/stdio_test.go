@@ -152,3 +152,36 @@ func TestStdioMinimalEnv(t *testing.T) {
 		}
 	}
 }
+
+// A stdio server's message is bounded by maxMessageBytes (default 64 MiB, beyond the
+// go-sdk's 16 MiB): within it, a large answer arrives whole; over it, the call fails with
+// an error and the server is reconnected.
+func TestStdioMessageLimit(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{
+		"small": {Command: stdioServer(t), MaxMessageBytes: 4096},
+		"big":   {Command: stdioServer(t)},
+	}, nil)
+	if err := p.Connect(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("m", 1<<20)
+	out, err := p.Call(ctxT(t), "big__echo", json.RawMessage(`{"text":"`+text+`", "times": 24}`))
+	if err != nil || len(out) != 24*len(text)+2 {
+		t.Fatalf("a 24 MiB message: %d bytes, %v", len(out), err)
+	}
+	if _, err := p.Call(ctxT(t), "small__echo", json.RawMessage(`{"text":"`+text[:1024]+`", "times": 8}`)); err == nil || !strings.Contains(err.Error(), "line length") {
+		t.Fatalf("a message over maxMessageBytes: %v, want an error", err)
+	}
+	// The session that read too much is gone; the pool connects again.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := p.Call(ctxT(t), "small__echo", json.RawMessage(`{"text":"ok"}`))
+		if err == nil && string(out) == `"ok"` {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a message over the limit: %s, %v", out, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

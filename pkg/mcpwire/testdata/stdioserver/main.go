@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,6 +24,8 @@ type sleepIn struct {
 
 type echoIn struct {
 	Text string `json:"text"`
+	// Times repeats the text in the answer.
+	Times int `json:"times,omitempty"`
 }
 
 func main() {
@@ -36,7 +39,7 @@ func main() {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo"},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat(in.Text, max(in.Times, 1))}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "Touches marker, then waits to be cancelled."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in sleepIn) (*mcp.CallToolResult, any, error) {
