@@ -252,3 +252,28 @@ func TestOrderSkipAfterFailure(t *testing.T) {
 	}
 
 }
+
+// The allow-lists hold on the first response, before server-everything has listed its
+// tools, under every spelling of a forbidden tool; per server and top level.
+func TestAllowListsOnFirstResponse(t *testing.T) {
+	everything := mcpNPMScript(t, mcpEverythingPkg)
+	for _, tc := range []struct{ name, cfg string }{
+		{"per server", `{"mcpServers": {"everything": {"command": "node", "args": ["` + everything + `", "stdio"], "allowedTools": ["echo"]}}}`},
+		{"top level", `{"mcpServers": {"everything": {"command": "node", "args": ["` + everything + `", "stdio"]}}, "allowedTools": ["everything__echo"]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startMCPPipeline(t, mcpConfig(t, tc.cfg), nil)
+			r := p.ask(
+				mcpCall{"everything__get-sum", map[string]any{"a": 1, "b": 2}},
+				mcpCall{"mcp__everything__get-sum", map[string]any{"a": 1, "b": 2}},
+				mcpCall{"everything::get-sum", map[string]any{"a": 1, "b": 2}},
+				mcpCall{"everything__get-env", map[string]any{}},
+				mcpCall{"everything__echo", map[string]any{"message": "allowed"}},
+			)
+			for _, res := range r[:4] {
+				mcpFailed(t, res, messages.CodeNotAllowed)
+			}
+			mcpOK(t, r[4], "allowed")
+		})
+	}
+}

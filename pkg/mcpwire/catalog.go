@@ -77,6 +77,19 @@ type Catalog struct {
 	listed  map[string]bool            // servers whose tools/list answered
 	servers []string                   // enabled servers, sorted
 	routes  map[string]*string
+	cfgs    map[string]ServerConfig // enabled servers' configurations
+	allowed []string                // the top-level allow-list
+}
+
+// Permitted reports whether the configuration allows the tool called tool on server: the
+// server's allowedTools (when set) and the top-level allowed list (when set) match it, and
+// its blockedTools do not. It decides from the configuration alone, on the canonical
+// (server, tool) pair, whatever name a model spelled it with and whether or not the
+// server has listed its tools yet; every path to a server's tool asks it.
+func Permitted(cfg ServerConfig, allowed []string, server, tool string) bool {
+	return (len(cfg.AllowedTools) == 0 || matchTool(cfg.AllowedTools, server, tool)) &&
+		!matchTool(cfg.BlockedTools, server, tool) &&
+		(len(allowed) == 0 || matchTool(allowed, server, tool))
 }
 
 // catalogInput is what the catalog is built from: one entry per enabled server.
@@ -93,6 +106,7 @@ func newCatalog(in map[string]catalogInput, routes map[string]*string, allowed [
 		hidden: map[string]map[string]bool{},
 		listed: map[string]bool{},
 		routes: routes,
+		cfgs:   map[string]ServerConfig{}, allowed: allowed,
 	}
 	routedName := map[[2]string]string{} // {server, tool} → route name
 	for name, server := range routes {
@@ -107,15 +121,13 @@ func newCatalog(in map[string]catalogInput, routes map[string]*string, allowed [
 	for _, server := range c.servers {
 		e := in[server]
 		c.listed[server] = e.listed
+		c.cfgs[server] = e.cfg
 		c.hidden[server] = map[string]bool{}
 		for _, mt := range e.tools {
 			if mt == nil {
 				continue
 			}
-			visible := (len(e.cfg.AllowedTools) == 0 || matchTool(e.cfg.AllowedTools, server, mt.Name)) &&
-				!matchTool(e.cfg.BlockedTools, server, mt.Name) &&
-				(len(allowed) == 0 || matchTool(allowed, server, mt.Name))
-			if !visible {
+			if !Permitted(e.cfg, allowed, server, mt.Name) {
 				c.hidden[server][mt.Name] = true
 				continue
 			}
@@ -210,7 +222,7 @@ func (c *Catalog) Resolve(name string) (Tool, error) {
 
 // onServer finds remote on server; unlisted accepts a tool the catalog does not know.
 func (c *Catalog) onServer(name, server, remote string, unlisted bool) (Tool, error) {
-	if c.hidden[server][remote] {
+	if !Permitted(c.cfgs[server], c.allowed, server, remote) {
 		return Tool{Name: name, Server: server, Remote: remote}, fmt.Errorf("%w: %q of server %q is not allowed by the configuration", ErrNotAllowed, remote, server)
 	}
 	if i, ok := c.remote[server][remote]; ok {
