@@ -253,7 +253,7 @@ func needs() map[string]serviceNeeds {
 	return map[string]serviceNeeds{
 		node.Parser: {
 			publish: cat(provision, consume(messages.ConsumerParser), watch(messages.BucketCatalog), kv(messages.BucketGather),
-				[]string{messages.CallSubject("c1"), messages.OutputSubject("c1")}),
+				[]string{messages.CallSubject("c1"), messages.OutputSubject("c1"), messages.DeadSubject("c1")}),
 			subscribe: service(node.Parser),
 		},
 		// The executor's replicas also run the dead-letter handler (internal/executor,
@@ -268,7 +268,7 @@ func needs() map[string]serviceNeeds {
 			subscribe: service(node.Executor),
 		},
 		node.Formatter: {
-			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), objPut, []string{messages.OutputSubject("c1"), messages.CallSubject("c1")}),
+			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), objPut, []string{messages.OutputSubject("c1"), messages.CallSubject("c1"), messages.DeadSubject("c1")}),
 			subscribe: service(node.Formatter),
 		},
 		node.Healthd: {
@@ -296,7 +296,7 @@ func needs() map[string]serviceNeeds {
 
 // denied is what each user must not do: the least-privilege half of the permissions.
 var denied = map[string]serviceNeeds{
-	node.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), messages.DeadSubject("c1"), "$O." + messages.BucketResults + ".C.abc",
+	node.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), "$O." + messages.BucketResults + ".C.abc",
 		"$KV." + messages.BucketCalls + ".k", "$JS.API.STREAM.DELETE." + messages.StreamCalls, "$JS.API.STREAM.PURGE." + messages.StreamResponses,
 		"$JS.API.STREAM.MSG.DELETE." + messages.StreamResponses}},
 	node.Executor: {publish: []string{messages.CallSubject("c1"), messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",

@@ -3,6 +3,7 @@ package bus
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/telemetry"
+	"github.com/toolbus/toolbus/pkg/messages"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -51,9 +53,11 @@ func (d *Delivery) OnPublished(f func(context.Context) error) {
 //     repeated publishes of the next delivery no-ops.
 //   - an error wrapping a [*RetryError]: nothing is published; the delivery is handed
 //     back with the error's delay, for this or another replica to try again.
-//   - any other error: nothing is published; the delivery is terminated (never
-//     redelivered) and the error logged. A stage returns it only for a message no
-//     answer can be written for.
+//   - any other error: out is dropped; a copy of the message ([messages.DeadLetter],
+//     with the error as its reason) is published to the dead-letter stream on
+//     toolbus.dead.<conversation> ("unknown" when it has none a subject can carry) and,
+//     once stored, the delivery is acknowledged: never redelivered, never lost. A
+//     stage returns it only for a message no answer can be written for.
 //   - a panic: handled as a retry after a second, so one bad message cannot crash a
 //     service.
 //
@@ -132,6 +136,7 @@ type runner struct {
 	h          Handler
 	js         jetstream.Publisher
 	consumer   string
+	streamName string
 	maxDeliver int
 	// beatEvery is the interval of the heartbeats of messages held for a worker.
 	beatEvery time.Duration
@@ -198,7 +203,7 @@ func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Ha
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	info := c.CachedInfo()
-	r.consumer, r.maxDeliver = info.Name, info.Config.MaxDeliver
+	r.consumer, r.streamName, r.maxDeliver = info.Name, info.Stream, info.Config.MaxDeliver
 	r.beatEvery = cmp.Or(o.Heartbeat, max(info.Config.AckWait/3, 100*time.Millisecond))
 
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
@@ -416,6 +421,15 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 	stop := r.heartbeat(msg)
 	out, err := safeHandle(ctx, d, r.h)
 	stop()
+	var retry *RetryError
+	if err != nil && !errors.As(err, &retry) {
+		// A message that cannot be answered is moved to the dead-letter stream, with
+		// what is known of it, and acknowledged once it is stored there: terminating it
+		// would delete it from its work queue, unseen.
+		r.log.ErrorContext(ctx, "dead-lettering a message that cannot be answered", "subject", d.Subject, "err", err)
+		p.span.SetStatus(codes.Error, err.Error())
+		out, err = []Outgoing{deadLetter(r.streamName, d, err)}, nil
+	}
 	if err != nil {
 		r.finish(p, err)
 		return
@@ -432,6 +446,26 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		p.futures = append(p.futures, f)
 	}
 	r.acks <- p
+}
+
+// deadLetter is the copy of a delivery that cannot be answered, for the dead-letter
+// stream: on its conversation's dead subject ("unknown" when it has none that a subject
+// can carry), de-duplicated by its stream and sequence.
+func deadLetter(stream string, d *Delivery, err error) Outgoing {
+	dl := messages.DeadLetter{Stream: stream, Sequence: d.Sequence, Subject: d.Subject, Header: d.Header,
+		Deliveries: uint64(d.Delivered), Reason: "cannot be answered: " + err.Error()}
+	if json.Valid(d.Data) {
+		dl.Data = d.Data
+	} else {
+		dl.Text = string(d.Data)
+	}
+	conv := d.Meta.Conversation
+	if messages.ValidateConversation(conv) != nil {
+		conv = "unknown"
+	}
+	body, _ := json.Marshal(dl) // a DeadLetter always encodes
+	return Outgoing{Subject: messages.DeadSubject(conv), Body: body, Meta: Meta{ResponseID: d.Meta.ResponseID, Conversation: conv,
+		MsgID: fmt.Sprintf("dead/%s/%d", stream, d.Sequence)}}
 }
 
 // acker waits for the stream acks of each handled delivery's messages, in order, and

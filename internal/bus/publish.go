@@ -16,10 +16,14 @@ import (
 type Meta struct {
 	ResponseID   string
 	Conversation string
-	// Index and Count are set on calls and results; Count 0 means not set.
-	Index, Count int
+	// Index, Count and Next are set on calls and results; Count 0 means not set, Next 0
+	// that the call is in its response's last segment.
+	Index, Count, Next int
 	// MsgID is JetStream's de-duplication id.
 	MsgID string
+	// Spoofed is a Toolbus-Conversation header that names another conversation than the
+	// message's subject; the subject's conversation is the one in Conversation.
+	Spoofed string
 }
 
 // Header returns the NATS headers of m.
@@ -37,22 +41,34 @@ func (m Meta) Header() nats.Header {
 		h.Set(messages.HeaderCallIndex, strconv.Itoa(m.Index))
 		h.Set(messages.HeaderCallCount, strconv.Itoa(m.Count))
 	}
+	if m.Next > 0 {
+		h.Set(messages.HeaderCallNext, strconv.Itoa(m.Next))
+	}
 	return h
 }
 
-// MetaOf reads the metadata headers of msg; the conversation falls back to the subject.
-func MetaOf(msg jetstream.Msg) Meta {
-	h := msg.Headers()
+// MetaOf reads the metadata of msg (see [MetaFrom]).
+func MetaOf(msg jetstream.Msg) Meta { return MetaFrom(msg.Subject(), msg.Headers()) }
+
+// MetaFrom reads the metadata headers of a message published on subject. The
+// conversation is the subject's: publish permissions govern subjects, so the subject is
+// the authority, and a Toolbus-Conversation header naming another one is kept in
+// Spoofed. Only a message on a subject that is no pipeline subject takes its
+// conversation from the header.
+func MetaFrom(subject string, h nats.Header) Meta {
 	m := Meta{
 		ResponseID:   h.Get(messages.HeaderResponseID),
-		Conversation: h.Get(messages.HeaderConversation),
+		Conversation: messages.ConversationFromSubject(subject),
 		MsgID:        h.Get(messages.HeaderMsgID),
 	}
-	if m.Conversation == "" {
-		m.Conversation = messages.ConversationFromSubject(msg.Subject())
+	if claimed := h.Get(messages.HeaderConversation); m.Conversation == "" {
+		m.Conversation = claimed
+	} else if claimed != "" && claimed != m.Conversation {
+		m.Spoofed = claimed
 	}
 	m.Index, _ = strconv.Atoi(h.Get(messages.HeaderCallIndex))
 	m.Count, _ = strconv.Atoi(h.Get(messages.HeaderCallCount))
+	m.Next, _ = strconv.Atoi(h.Get(messages.HeaderCallNext))
 	return m
 }
 

@@ -100,7 +100,7 @@ func (s *Stage) Handle(ctx context.Context, adv Advisory, d *bus.Delivery) ([]bu
 		}
 	}
 	conv := meta.Conversation
-	if conv == "" {
+	if messages.ValidateConversation(conv) != nil { // no subject can be made of it
 		conv = "unknown"
 	}
 	copy, err := bus.JSON(messages.DeadSubject(conv), bus.Meta{ResponseID: meta.ResponseID, Conversation: conv,
@@ -112,17 +112,7 @@ func (s *Stage) Handle(ctx context.Context, adv Advisory, d *bus.Delivery) ([]bu
 	return append(out, copy), nil
 }
 
-func metaOfRaw(raw *jetstream.RawStreamMsg) bus.Meta {
-	m := bus.Meta{
-		ResponseID:   raw.Header.Get(messages.HeaderResponseID),
-		Conversation: raw.Header.Get(messages.HeaderConversation),
-		MsgID:        raw.Header.Get(messages.HeaderMsgID),
-	}
-	if m.Conversation == "" {
-		m.Conversation = messages.ConversationFromSubject(raw.Subject)
-	}
-	return m
-}
+func metaOfRaw(raw *jetstream.RawStreamMsg) bus.Meta { return bus.MetaFrom(raw.Subject, raw.Header) }
 
 // lostCall is the final result of a call no executor finished: the stored result if
 // there is one, else outcome_unknown when it was started (it may have run), else
@@ -151,7 +141,7 @@ func (s *Stage) lostCall(ctx context.Context, raw *jetstream.RawStreamMsg, reaso
 		return nil, nil, err
 	}
 	out, err := bus.JSON(messages.ResultSubject(call.Conversation), bus.Meta{ResponseID: call.ResponseID,
-		Conversation: call.Conversation, MsgID: call.ID, Index: call.Index, Count: call.Count}, res)
+		Conversation: call.Conversation, MsgID: call.ID, Index: call.Index, Count: call.Count, Next: call.Next}, res)
 	return &out, res, err
 }
 
@@ -168,7 +158,7 @@ func lostResponse(meta bus.Meta, raw *jetstream.RawStreamMsg, reason string) (*b
 	failed := messages.ToolResult{ResponseID: id, Conversation: meta.Conversation, Count: 1}.Fail(
 		messages.Errorf(messages.CodeInternal, "toolbus could not process this response (%s); its tool calls were not run", reason))
 	res := messages.RenderOutput(id, meta.Conversation, []messages.ToolResult{failed})
-	out, err := bus.JSON(messages.OutputSubject(meta.Conversation), bus.Meta{ResponseID: id, Conversation: meta.Conversation, MsgID: id}, res)
+	out, err := bus.JSON(messages.OutputSubject(meta.Conversation), bus.Meta{ResponseID: id, Conversation: meta.Conversation, MsgID: messages.ScopedID(meta.Conversation, id)}, res)
 	return &out, res, err
 }
 

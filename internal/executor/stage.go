@@ -82,8 +82,8 @@ func Decode(d *bus.Delivery) (messages.ToolCall, error) {
 		err = fmt.Errorf("no call id")
 	}
 	return messages.ToolCall{
-		ID: messages.CallID(m.ResponseID, m.Index), ResponseID: m.ResponseID, Conversation: m.Conversation,
-		Index: m.Index, Count: m.Count,
+		ID: messages.CallID(m.Conversation, m.ResponseID, m.Index), ResponseID: m.ResponseID, Conversation: m.Conversation,
+		Index: m.Index, Count: m.Count, Next: m.Next,
 		Error: &messages.ResultError{Code: messages.CodeInternal, Message: fmt.Sprintf("the call message could not be decoded: %v", err)},
 	}, nil
 }
@@ -198,7 +198,7 @@ func (s *Stage) storeWait() time.Duration {
 
 // answer is the result message of call, and with dead set its dead-letter copy.
 func (s *Stage) answer(call messages.ToolCall, res messages.ToolResult, dead bool) ([]bus.Outgoing, error) {
-	m := bus.Meta{ResponseID: call.ResponseID, Conversation: call.Conversation, MsgID: call.ID, Index: call.Index, Count: call.Count}
+	m := bus.Meta{ResponseID: call.ResponseID, Conversation: call.Conversation, MsgID: call.ID, Index: call.Index, Count: call.Count, Next: call.Next}
 	out := bus.Outgoing{Subject: messages.ResultSubject(call.Conversation), Meta: m, Body: messages.AppendResult(make([]byte, 0, 256+len(res.Result)), &res)}
 	if !dead {
 		return []bus.Outgoing{out}, nil

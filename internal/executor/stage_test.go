@@ -174,7 +174,7 @@ func TestDecode(t *testing.T) {
 			if code != tt.wantCode {
 				t.Errorf("code %q, want %q", code, tt.wantCode)
 			}
-			if tt.wantCode != "" && (call.ID != "r/1" || call.Count != 2) {
+			if tt.wantCode != "" && (call.ID != "c/r/1" || call.Count != 2) {
 				t.Errorf("call from headers: %+v", call)
 			}
 		})

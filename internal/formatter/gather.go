@@ -35,7 +35,7 @@ func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) ([]messa
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	g, err := bus.UpdateJSON(ctx, s.KV, bus.Key(rs[0].ResponseID), func(g *gathered) (bool, error) {
+	g, err := bus.UpdateJSON(ctx, s.KV, bus.Key(messages.ScopedID(rs[0].Conversation, rs[0].ResponseID)), func(g *gathered) (bool, error) {
 		changed := false
 		for _, r := range rs {
 			changed = g.add(r) || changed

@@ -20,9 +20,10 @@ type Gatherer interface {
 	Add(ctx context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error)
 }
 
-// Plans holds the segments of responses whose calls run in order (see package order).
+// Plans holds the segments of responses whose calls run in order (see package order),
+// by the response's scoped id (messages.ScopedID).
 type Plans interface {
-	Load(ctx context.Context, responseID string, start int) (order.Segment, error)
+	Load(ctx context.Context, response string, start int) (order.Segment, error)
 }
 
 // Stage is the formatter.
@@ -94,7 +95,7 @@ func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 		return nil, bus.Retry(err, s.retryDelay())
 	}
 	return []bus.Outgoing{{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
-		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: r.ResponseID,
+		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: messages.ScopedID(r.Conversation, r.ResponseID),
 	}, Body: body}}, nil
 }
 
@@ -110,12 +111,12 @@ func (s *Stage) release(ctx context.Context, r messages.ToolResult, all []messag
 	if s.Plans == nil {
 		return nil, nil, fmt.Errorf("result %s names a next segment (%d), but the formatter keeps no plans", r.CallID, r.Next)
 	}
-	seg, err := s.Plans.Load(ctx, r.ResponseID, r.Next)
+	seg, err := s.Plans.Load(ctx, messages.ScopedID(r.Conversation, r.ResponseID), r.Next)
 	if err != nil {
 		return nil, nil, bus.Retry(err, s.retryDelay())
 	}
 	if failed := firstFailure(all[:r.Next]); failed != nil && seg.OnError == order.Skip {
-		skipped, err := s.skip(ctx, r.ResponseID, seg, failed)
+		skipped, err := s.skip(ctx, messages.ScopedID(r.Conversation, r.ResponseID), seg, failed)
 		if err != nil {
 			return nil, nil, bus.Retry(err, s.retryDelay())
 		}
@@ -129,14 +130,15 @@ func (s *Stage) release(ctx context.Context, r messages.ToolResult, all []messag
 	for i := range seg.Calls {
 		c := &seg.Calls[i]
 		out = append(out, bus.Outgoing{Subject: messages.CallSubject(c.Conversation), Meta: bus.Meta{
-			ResponseID: c.ResponseID, Conversation: c.Conversation, MsgID: c.ID, Index: c.Index, Count: c.Count,
+			ResponseID: c.ResponseID, Conversation: c.Conversation, MsgID: c.ID, Index: c.Index, Count: c.Count, Next: c.Next,
 		}, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
 	}
 	return nil, out, nil
 }
 
-// skip answers the calls of seg and of every segment after it with skipped.
-func (s *Stage) skip(ctx context.Context, responseID string, seg order.Segment, failed *messages.ToolResult) ([]messages.ToolResult, error) {
+// skip answers the calls of seg and of every segment after it with skipped; response is
+// the response's scoped id.
+func (s *Stage) skip(ctx context.Context, response string, seg order.Segment, failed *messages.ToolResult) ([]messages.ToolResult, error) {
 	var skipped []messages.ToolResult
 	for {
 		for _, c := range seg.Calls {
@@ -148,7 +150,7 @@ func (s *Stage) skip(ctx context.Context, responseID string, seg order.Segment, 
 			return skipped, nil
 		}
 		var err error
-		if seg, err = s.Plans.Load(ctx, responseID, next); err != nil {
+		if seg, err = s.Plans.Load(ctx, response, next); err != nil {
 			return nil, err
 		}
 	}

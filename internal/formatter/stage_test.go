@@ -44,7 +44,7 @@ func (s *memGatherer) Add(_ context.Context, rs ...messages.ToolResult) ([]messa
 }
 
 func result(id string, index, count int, tool string) messages.ToolResult {
-	return messages.ToolResult{CallID: messages.CallID(id, index), ResponseID: id, Conversation: "c1", Index: index, Count: count,
+	return messages.ToolResult{CallID: messages.CallID("c1", id, index), ResponseID: id, Conversation: "c1", Index: index, Count: count,
 		Tool: tool, Success: true, Result: json.RawMessage(`{"i":` + string(rune('0'+index)) + `}`)}
 }
 
@@ -91,7 +91,7 @@ func TestFormat(t *testing.T) {
 					t.Fatalf("result %d: %d outputs, want 1", i, len(out))
 				}
 				o := out[0]
-				if o.Subject != messages.OutputSubject("c1") || o.Meta.MsgID != r.ResponseID {
+				if o.Subject != messages.OutputSubject("c1") || o.Meta.MsgID != messages.ScopedID(r.Conversation, r.ResponseID) {
 					t.Errorf("output to %s with id %q", o.Subject, o.Meta.MsgID)
 				}
 				var got messages.Output
@@ -171,7 +171,7 @@ func TestFormatFitsTheLimit(t *testing.T) {
 type memPlans map[string]order.Segment
 
 func (p memPlans) Load(_ context.Context, responseID string, start int) (order.Segment, error) {
-	seg, ok := p[order.Key(responseID, start)]
+	seg, ok := p[order.Key(responseID, start)] // responseID is the scoped id
 	if !ok {
 		return seg, fmt.Errorf("no segment %d", start)
 	}
@@ -183,12 +183,12 @@ func (p memPlans) Load(_ context.Context, responseID string, start int) (order.S
 func plan(plans memPlans, id string, onError order.OnError, tools ...string) []messages.ToolCall {
 	calls := make([]messages.ToolCall, len(tools))
 	for i, tool := range tools {
-		calls[i] = messages.ToolCall{ID: messages.CallID(id, i), ResponseID: id, Conversation: "c1", Index: i, Count: len(tools), Tool: tool}
+		calls[i] = messages.ToolCall{ID: messages.CallID("c1", id, i), ResponseID: id, Conversation: "c1", Index: i, Count: len(tools), Tool: tool}
 	}
 	starts := order.Split(calls, func(c *messages.ToolCall) bool { return !strings.HasPrefix(c.Tool, "w") })
 	segs := order.Segments(calls, starts, onError)
 	for _, s := range segs[1:] {
-		plans[order.Key(id, s.Calls[0].Index)] = s
+		plans[order.Key(messages.ScopedID("c1", id), s.Calls[0].Index)] = s
 	}
 	return segs[0].Calls
 }

@@ -239,7 +239,7 @@ func TestClusterFailover(t *testing.T) {
 			continue
 		}
 		for m := range batch.Messages() {
-			counts[m.Headers().Get(messages.HeaderMsgID)]++
+			counts[m.Headers().Get(messages.HeaderResponseID)]++
 			seen++
 		}
 	}

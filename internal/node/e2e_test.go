@@ -179,7 +179,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	watcher := connect("watcher")
 	sub, err := watcher.Subscribe(messages.AllOutputs, func(m *nats.Msg) {
 		mu.Lock()
-		counts[m.Header.Get(messages.HeaderMsgID)]++
+		counts[m.Header.Get(messages.HeaderResponseID)]++
 		mu.Unlock()
 	})
 	if err != nil {

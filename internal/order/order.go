@@ -137,25 +137,26 @@ func Segments(calls []messages.ToolCall, starts []int, onError OnError) []Segmen
 // lives as long as the results gathered for it).
 type Store struct{ KV jetstream.KeyValue }
 
-// Key is where the segment of the response starting at call start is kept. Response keys
-// never hold a '.', so segment keys never collide with the gathered results' keys.
-func Key(responseID string, start int) string {
-	return bus.Key(responseID) + ".segment." + strconv.Itoa(start)
+// Key is where the segment starting at call start of a response (by its scoped id,
+// messages.ScopedID) is kept. Response keys never hold a '.', so segment keys never
+// collide with the gathered results' keys.
+func Key(response string, start int) string {
+	return bus.Key(response) + ".segment." + strconv.Itoa(start)
 }
 
-// Save stores a response's segments and returns the first one as stored: segs[0], or the
-// first segment of a plan saved before for the same response (by an earlier delivery),
-// which then stands.
-func (s Store) Save(ctx context.Context, responseID string, segs []Segment) (Segment, error) {
+// Save stores the segments of a response (by its scoped id, messages.ScopedID) and
+// returns the first one as stored: segs[0], or the first segment of a plan saved before
+// for the same response (by an earlier delivery), which then stands.
+func (s Store) Save(ctx context.Context, response string, segs []Segment) (Segment, error) {
 	if len(segs) == 0 {
 		return Segment{}, errors.New("order: no segment to save")
 	}
-	first := Key(responseID, 0)
+	first := Key(response, 0)
 	if saved, rev, err := bus.GetJSON[Segment](ctx, s.KV, first); err != nil || rev != 0 {
 		return saved, err
 	}
 	for _, seg := range segs[1:] {
-		if err := s.put(ctx, Key(responseID, seg.Calls[0].Index), seg, false); err != nil {
+		if err := s.put(ctx, Key(response, seg.Calls[0].Index), seg, false); err != nil {
 			return Segment{}, err
 		}
 	}
@@ -183,11 +184,11 @@ func (s Store) put(ctx context.Context, key string, seg Segment, create bool) er
 	return err
 }
 
-// Load reads the segment of the response that starts at call start.
-func (s Store) Load(ctx context.Context, responseID string, start int) (Segment, error) {
-	seg, rev, err := bus.GetJSON[Segment](ctx, s.KV, Key(responseID, start))
+// Load reads the segment of the response (by its scoped id) that starts at call start.
+func (s Store) Load(ctx context.Context, response string, start int) (Segment, error) {
+	seg, rev, err := bus.GetJSON[Segment](ctx, s.KV, Key(response, start))
 	if err == nil && rev == 0 {
-		err = fmt.Errorf("order: segment %d of response %q is not in %s (expired?)", start, responseID, s.KV.Bucket())
+		err = fmt.Errorf("order: segment %d of response %q is not in %s (expired?)", start, response, s.KV.Bucket())
 	}
 	return seg, err
 }

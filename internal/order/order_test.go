@@ -15,7 +15,7 @@ import (
 func calls(tools ...string) []messages.ToolCall {
 	out := make([]messages.ToolCall, len(tools))
 	for i, t := range tools {
-		out[i] = messages.ToolCall{ID: messages.CallID("r", i), ResponseID: "r", Conversation: "c", Index: i, Count: len(tools),
+		out[i] = messages.ToolCall{ID: messages.CallID("c", "r", i), ResponseID: "r", Conversation: "c", Index: i, Count: len(tools),
 			Tool: t, Arguments: json.RawMessage(`{}`)}
 	}
 	return out

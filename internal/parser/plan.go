@@ -30,7 +30,7 @@ func Plan(responseID, conversation, text string, deadline time.Time, opts *toolc
 	w := Work{Calls: make([]messages.ToolCall, 0, n)}
 	for i, c := range ext.Calls {
 		call := messages.ToolCall{
-			ID: messages.CallID(responseID, i), ResponseID: responseID, Conversation: conversation,
+			ID: messages.CallID(conversation, responseID, i), ResponseID: responseID, Conversation: conversation,
 			Index: i, Count: n, Tool: c.Name, Arguments: c.Arguments, Repairs: c.Repairs, Deadline: deadline,
 		}
 		if c.Err != nil {

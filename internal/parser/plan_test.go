@@ -57,7 +57,7 @@ func TestPlan(t *testing.T) {
 				if c.Tool != tt.wantCalls[i] || c.Count != tt.wantCount || c.ResponseID != "r1" || c.Conversation != "c1" || !c.Deadline.Equal(deadline) {
 					t.Errorf("call %d: %+v", i, c)
 				}
-				if c.ID != messages.CallID("r1", c.Index) {
+				if c.ID != messages.CallID("c1", "r1", c.Index) {
 					t.Errorf("call id %q for index %d", c.ID, c.Index)
 				}
 				if !json.Valid(c.Arguments) || c.Arguments[0] != '{' {

@@ -2,6 +2,7 @@ package parser
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -36,7 +37,7 @@ type Stage struct {
 
 // Planner saves a response's segments and returns the first as stored ([order.Store]).
 type Planner interface {
-	Save(ctx context.Context, responseID string, segs []order.Segment) (order.Segment, error)
+	Save(ctx context.Context, response string, segs []order.Segment) (order.Segment, error)
 }
 
 // ResponseID returns the id of a response message: the response id header, else its
@@ -56,7 +57,20 @@ func ResponseID(d *bus.Delivery) string {
 // a call.
 func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
 	meta := d.Meta
+	if err := messages.ValidateConversation(meta.Conversation); err != nil {
+		// No subject can be made of it to answer on: dead-lettered at once.
+		return nil, fmt.Errorf("response on %s: %w", d.Subject, err)
+	}
 	meta.ResponseID = ResponseID(d)
+	if meta.Spoofed != "" {
+		// The subject is the authority: answer there, and run nothing.
+		meta.MsgID = messages.ScopedID(meta.Conversation, meta.ResponseID)
+		refused := messages.ResultFor(messages.ToolCall{ResponseID: meta.ResponseID, Conversation: meta.Conversation, Count: 1}).Fail(
+			messages.Errorf(messages.CodeNotAllowed, "the response was published on conversation %q's subject, but its %s header names %q; its tool calls were not run",
+				meta.Conversation, messages.HeaderConversation, meta.Spoofed))
+		out := messages.RenderOutput(meta.ResponseID, meta.Conversation, []messages.ToolResult{refused})
+		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, &out)}}, nil
+	}
 	var deadline time.Time
 	if v := d.Header.Get(messages.HeaderDeadline); v != "" {
 		deadline, _ = time.Parse(time.RFC3339Nano, v)
@@ -68,14 +82,14 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		attribute.Int("toolbus.calls", len(w.Calls)))
 
 	if w.Output != nil {
-		meta.MsgID = meta.ResponseID
+		meta.MsgID = messages.ScopedID(meta.Conversation, meta.ResponseID)
 		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, w.Output)}}, nil
 	}
 	calls := w.Calls
 	if s.Plans != nil && !s.Order.Unordered() {
 		snap := s.snapshot()
 		if starts := order.Split(calls, func(c *messages.ToolCall) bool { return s.together(snap, c) }); len(starts) > 1 {
-			first, err := s.Plans.Save(ctx, meta.ResponseID, order.Segments(calls, starts, s.Order.OnError))
+			first, err := s.Plans.Save(ctx, messages.ScopedID(meta.Conversation, meta.ResponseID), order.Segments(calls, starts, s.Order.OnError))
 			if err != nil {
 				return nil, bus.Retry(err, time.Second)
 			}
@@ -88,7 +102,7 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	for i := range calls {
 		c := &calls[i]
 		m := meta
-		m.MsgID, m.Index, m.Count = c.ID, c.Index, c.Count
+		m.MsgID, m.Index, m.Count, m.Next = c.ID, c.Index, c.Count, c.Next
 		out = append(out, bus.Outgoing{Subject: subject, Meta: m, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
 	}
 	return out, nil

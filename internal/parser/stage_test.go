@@ -29,23 +29,23 @@ func TestParse(t *testing.T) {
 		wantCode []messages.ErrorCode
 	}{
 		{name: "no call answers the response", text: "Paris.", meta: bus.Meta{Conversation: "c1", ResponseID: "r1"},
-			wantSubj: messages.OutputSubject("c1"), wantIDs: []string{"r1"}, wantArgs: []string{""}, wantCode: []messages.ErrorCode{""}},
+			wantSubj: messages.OutputSubject("c1"), wantIDs: []string{"c1/r1"}, wantArgs: []string{""}, wantCode: []messages.ErrorCode{""}},
 		{name: "two calls, defaults applied", text: `<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call><tool_call>{"name": "clock", "arguments": {}}</tool_call>`,
 			meta: bus.Meta{Conversation: "c1", ResponseID: "r2"}, wantSubj: messages.CallSubject("c1"),
-			wantIDs: []string{"r2/0", "r2/1"}, wantArgs: []string{`{"a":1,"b":2}`, `{}`}, wantCode: []messages.ErrorCode{"", ""}},
+			wantIDs: []string{"c1/r2/0", "c1/r2/1"}, wantArgs: []string{`{"a":1,"b":2}`, `{}`}, wantCode: []messages.ErrorCode{"", ""}},
 		{name: "arguments that do not fit travel with their error", text: `<tool_call>{"name": "add", "arguments": {"a": "one"}}</tool_call>`,
 			meta: bus.Meta{Conversation: "c1", ResponseID: "r3"}, wantSubj: messages.CallSubject("c1"),
-			wantIDs: []string{"r3/0"}, wantArgs: []string{`{"a": "one"}`}, wantCode: []messages.ErrorCode{messages.CodeInvalidArguments}},
+			wantIDs: []string{"c1/r3/0"}, wantArgs: []string{`{"a": "one"}`}, wantCode: []messages.ErrorCode{messages.CodeInvalidArguments}},
 		{name: "a routed tool is checked by its server", text: `<tool_call>{"name": "add", "arguments": {"a": "one"}}</tool_call>`,
 			meta: bus.Meta{Conversation: "c1", ResponseID: "r4"}, routed: []string{"add"}, wantSubj: messages.CallSubject("c1"),
-			wantIDs: []string{"r4/0"}, wantArgs: []string{`{"a": "one"}`}, wantCode: []messages.ErrorCode{""}},
+			wantIDs: []string{"c1/r4/0"}, wantArgs: []string{`{"a": "one"}`}, wantCode: []messages.ErrorCode{""}},
 		{name: "no response id: the message id", text: "no call", meta: bus.Meta{Conversation: "c2", MsgID: "m7"},
-			wantSubj: messages.OutputSubject("c2"), wantIDs: []string{"m7"}, wantArgs: []string{""}, wantCode: []messages.ErrorCode{""}},
+			wantSubj: messages.OutputSubject("c2"), wantIDs: []string{"c2/m7"}, wantArgs: []string{""}, wantCode: []messages.ErrorCode{""}},
 		{name: "no id at all: the stream sequence", text: "no call", meta: bus.Meta{Conversation: "c2"}, seq: 42,
-			wantSubj: messages.OutputSubject("c2"), wantIDs: []string{"c2-42"}, wantArgs: []string{""}, wantCode: []messages.ErrorCode{""}},
+			wantSubj: messages.OutputSubject("c2"), wantIDs: []string{"c2/c2-42"}, wantArgs: []string{""}, wantCode: []messages.ErrorCode{""}},
 		{name: "format pinned by header", text: `[TOOL_CALLS][{"name": "clock", "arguments": {}}]`, header: map[string]string{messages.HeaderFormat: "mistral"},
 			meta: bus.Meta{Conversation: "c1", ResponseID: "r5"}, wantSubj: messages.CallSubject("c1"),
-			wantIDs: []string{"r5/0"}, wantArgs: []string{`{}`}, wantCode: []messages.ErrorCode{""}},
+			wantIDs: []string{"c1/r5/0"}, wantArgs: []string{`{}`}, wantCode: []messages.ErrorCode{""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestParse(t *testing.T) {
 				}
 				if tt.wantArgs[i] == "" {
 					var got messages.Output
-					if err := json.Unmarshal(o.Body, &got); err != nil || got.Kind != messages.KindNoToolCall || got.ResponseID != tt.wantIDs[i] {
+					if err := json.Unmarshal(o.Body, &got); err != nil || got.Kind != messages.KindNoToolCall || messages.ScopedID(got.Conversation, got.ResponseID) != tt.wantIDs[i] {
 						t.Errorf("output %s: %v", o.Body, err)
 					}
 					continue

@@ -75,7 +75,7 @@ func (c *Client) Submit(ctx context.Context, conversation, text string, o *Submi
 	msg := nats.NewMsg(messages.ResponseSubject(conversation))
 	msg.Data = []byte(text)
 	msg.Header.Set(messages.HeaderResponseID, id)
-	msg.Header.Set(messages.HeaderMsgID, id)
+	msg.Header.Set(messages.HeaderMsgID, messages.ScopedID(conversation, id))
 	msg.Header.Set(messages.HeaderConversation, conversation)
 	if opts.Format != "" {
 		msg.Header.Set(messages.HeaderFormat, opts.Format)
@@ -158,7 +158,7 @@ func (c *Client) find(ctx context.Context, conversation, id string, since time.T
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			if m.Headers().Get(messages.HeaderMsgID) == id {
+			if m.Headers().Get(messages.HeaderMsgID) == messages.ScopedID(conversation, id) {
 				return decode(m.Data())
 			}
 		}
@@ -182,14 +182,14 @@ func (c *Client) listen(conversation, id string) (chan []byte, error) {
 	}
 	c.users[conversation]++
 	ch := make(chan []byte, 1)
-	c.waiters[id] = ch
+	c.waiters[messages.ScopedID(conversation, id)] = ch
 	return ch, nil
 }
 
 func (c *Client) unlisten(conversation, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.waiters, id)
+	delete(c.waiters, messages.ScopedID(conversation, id))
 	if c.users[conversation]--; c.users[conversation] <= 0 {
 		delete(c.users, conversation)
 		if sub := c.subs[conversation]; sub != nil {
@@ -199,6 +199,7 @@ func (c *Client) unlisten(conversation, id string) {
 	}
 }
 
+// deliver hands an output to its waiter, by its message id: the response's scoped id.
 func (c *Client) deliver(m *nats.Msg) {
 	id := m.Header.Get(messages.HeaderMsgID)
 	c.mu.Lock()
@@ -225,7 +226,7 @@ func (c *Client) Wait(ctx context.Context, conversation, responseID string) (*me
 			return nil, fmt.Errorf("client: waiting for %s: %w", responseID, err)
 		}
 		for m := range batch.Messages() {
-			if m.Headers().Get(messages.HeaderMsgID) == responseID {
+			if m.Headers().Get(messages.HeaderMsgID) == messages.ScopedID(conversation, responseID) {
 				return decode(m.Data())
 			}
 		}

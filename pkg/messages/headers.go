@@ -12,13 +12,18 @@ const (
 	HeaderCallIndex = "Toolbus-Call-Index"
 	// HeaderCallCount is the number of calls the parser found in the response.
 	HeaderCallCount = "Toolbus-Call-Count"
+	// HeaderCallNext is the index of the first call of the next segment of the response
+	// ([ToolCall.Next]), when there is one.
+	HeaderCallNext = "Toolbus-Call-Next"
 	// HeaderFormat pins the tool-call syntax of one response ("tool_call", "llama_json",
 	// "mistral", ...; see toolcall.Formats), overriding the configuration.
 	HeaderFormat = "Toolbus-Format"
 	// HeaderDeadline is an RFC 3339 time after which a call is answered with timeout.
 	HeaderDeadline = "Toolbus-Deadline"
-	// HeaderMsgID is JetStream's de-duplication id: the response id on responses and
-	// outputs, the call id ("<response id>/<index>") on calls and results.
+	// HeaderMsgID is JetStream's de-duplication id: the response's scoped id
+	// ("<conversation>/<response id>", [ScopedID]) on responses and outputs, the call id
+	// ("<conversation>/<response id>/<index>", [CallID]) on calls and results. Scoping by
+	// conversation keeps two conversations that reuse a response id apart.
 	HeaderMsgID = "Nats-Msg-Id"
 	// HeaderTraceparent is the W3C trace context header.
 	HeaderTraceparent = "traceparent"

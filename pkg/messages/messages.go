@@ -12,7 +12,7 @@ import (
 // ToolCall is one call the parser found in a response. It travels on [CallSubject] with
 // Nats-Msg-Id set to its ID.
 type ToolCall struct {
-	// ID is "<response id>/<index>", unique per call.
+	// ID is "<conversation>/<response id>/<index>" ([CallID]), unique per call.
 	ID           string `json:"id"`
 	ResponseID   string `json:"response_id"`
 	Conversation string `json:"conversation"`
@@ -36,9 +36,18 @@ type ToolCall struct {
 	Error *ResultError `json:"error,omitempty"`
 }
 
-// CallID is the id of the call at index within a response.
-func CallID(responseID string, index int) string {
-	return responseID + "/" + strconv.Itoa(index)
+// CallID is the id of the call at index within a response of a conversation. It dedupes
+// the call and its result and keys its claim, so it is scoped by conversation: two
+// conversations may give their responses the same id.
+func CallID(conversation, responseID string, index int) string {
+	return ScopedID(conversation, responseID) + "/" + strconv.Itoa(index)
+}
+
+// ScopedID is a response id within its conversation: the message id of the response and
+// of its output, and the key of its gathered results and its plan. Response ids are the
+// orchestrator's and need only be unique within a conversation.
+func ScopedID(conversation, responseID string) string {
+	return conversation + "/" + responseID
 }
 
 // ToolResult answers one call. It travels on [ResultSubject] with Nats-Msg-Id set to the
