@@ -106,12 +106,13 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	if first.IsZero() {
 		first = start
 	}
+	tool := telemetry.ToolLabel(call.Tool, err == nil)
 	budget := e.Budget(call, r, first)
 	if err == nil && !start.Before(budget) {
 		// An earlier delivery used the budget up: answer now, try nothing.
 		res := messages.ResultFor(call)
 		res.Backend = r.Server
-		e.Metrics.Call(ctx, call.Tool, r.Server, string(messages.CodeTimeout), 0)
+		e.Metrics.Call(ctx, tool, r.Server, string(messages.CodeTimeout), 0)
 		return res.Fail(messages.Errorf(messages.CodeTimeout,
 			"the call to %q ran out of its time budget of %v before it could be tried again", call.Tool, budget.Sub(first).Round(time.Millisecond))), Outcome{}
 	}
@@ -120,7 +121,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	res := messages.ResultFor(call)
 	if err != nil {
 		res = res.Fail(err)
-		e.Metrics.Call(ctx, call.Tool, "", string(res.Error.Code), time.Since(start))
+		e.Metrics.Call(ctx, tool, "", string(res.Error.Code), time.Since(start))
 		return res, Outcome{}
 	}
 	res.Backend = r.Server
@@ -136,7 +137,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	op := func() error {
 		res.Attempts++
 		actx, span := tracer.Start(ctx, "attempt "+strconv.Itoa(res.Attempts), trace.WithAttributes(
-			telemetry.Tool.String(call.Tool), telemetry.Server.String(r.Server), telemetry.Attempt.Int(res.Attempts)))
+			telemetry.Tool.String(tool), telemetry.Server.String(r.Server), telemetry.Attempt.Int(res.Attempts)))
 		defer span.End()
 		if e.Gate != nil {
 			if err = e.Gate.Allow(r.Server); err != nil {
@@ -154,11 +155,11 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			return nil
 		}
 		last = messages.AsToolError(err)
-		span.SetStatus(codes.Error, last.Message)
+		span.SetStatus(codes.Error, string(last.Code)) // the message may echo arguments: the model gets it, traces do not
 		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
 		if last.Code.Retryable() && (safe || last.Unsent) && time.Now().Before(budget) {
 			span.SetAttributes(telemetry.RetryReason.String(last.Message))
-			e.Metrics.Retry(ctx, call.Tool, r.Server, string(last.Code))
+			e.Metrics.Retry(ctx, tool, r.Server, string(last.Code))
 			return err
 		}
 		return backoff.Permanent(err)
@@ -169,7 +170,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	if err != nil {
 		outcome = string(last.Code)
 	}
-	e.Metrics.Call(ctx, call.Tool, r.Server, outcome, time.Since(start))
+	e.Metrics.Call(ctx, tool, r.Server, outcome, time.Since(start))
 	if err != nil {
 		if refused {
 			return res.Fail(last), Outcome{}

@@ -91,14 +91,15 @@ func Decode(d *bus.Delivery) (messages.ToolCall, error) {
 // Execute answers one call.
 func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Delivery) ([]bus.Outgoing, error) {
 	span := trace.SpanFromContext(ctx)
-	span.SetName("execute " + call.Tool)
-	span.SetAttributes(telemetry.Tool.String(call.Tool))
 	if call.Error != nil {
-		// The parser's verdict (or an unreadable message): answer it, run nothing.
-		span.SetAttributes(telemetry.ErrorCode.String(string(call.Error.Code)))
+		// The parser's verdict (or an unreadable message): answer it, run nothing. Only
+		// a tool the parser knew has its arguments checked.
+		tool := telemetry.ToolLabel(call.Tool, call.Error.Code == messages.CodeInvalidArguments)
+		span.SetName("execute " + tool)
+		span.SetAttributes(telemetry.Tool.String(tool), telemetry.ErrorCode.String(string(call.Error.Code)))
 		res := messages.ResultFor(call)
 		res.Error = call.Error
-		s.Exec.Metrics.Call(ctx, call.Tool, "parser", string(call.Error.Code), 0)
+		s.Exec.Metrics.Call(ctx, tool, "parser", string(call.Error.Code), 0)
 		return s.answer(call, res, false)
 	}
 
@@ -106,6 +107,9 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	// skips the claim: two key-value writes fewer on the hot path. Redeliveries claim, to
 	// answer from a stored result and to count attempts across deliveries.
 	route, routeErr := s.Exec.Router.Resolve(ctx, call.Tool)
+	tool := telemetry.ToolLabel(call.Tool, routeErr == nil)
+	span.SetName("execute " + tool)
+	span.SetAttributes(telemetry.Tool.String(tool))
 	safe := route.Info.ReadOnly || route.Info.Idempotent
 	claimed := d.Delivered > 1 || !safe
 	var claim claims.Claim
@@ -159,7 +163,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	if slices.Contains(s.QuietTools, call.Tool) {
 		level = slog.LevelDebug
 	}
-	s.logger().Log(ctx, level, "call", "call", call.ID, "tool", call.Tool, "server", res.Backend,
+	s.logger().Log(ctx, level, "call", "call", call.ID, "tool", telemetry.Cap(call.Tool), "server", res.Backend,
 		"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
 	if !res.Success && oc.Retryable && !d.Last {
 		if err := s.Claims.Release(ctx, call.ID, res.Attempts, first); err != nil {

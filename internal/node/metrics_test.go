@@ -2,16 +2,22 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/messages"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // Metrics through the Prometheus endpoint: calls by tool, server and outcome, retries,
@@ -54,5 +60,76 @@ func TestMetrics(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", text)
+	}
+}
+
+// Tool names come from models: 1,000 invented names and 50 of 200 KB add no metric series
+// and no span name of their own, and no label or span name is longer than the cap.
+func TestInventedToolNamesAreBounded(t *testing.T) {
+	mp, handler, err := telemetry.NewPrometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	connect := startBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sctx, stop := context.WithCancel(ctx)
+	n, err := node.Start(sctx, connect("node"), node.Options{Services: []string{node.Parser, node.Executor, node.Formatter},
+		MeterProvider: mp, TracerProvider: tp, Config: &config.Config{Executor: config.Executor{Parallel: "all"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stop(); n.Wait() }()
+	c, _ := client.New(connect("orchestrator"))
+	var texts []string
+	for r := range 20 {
+		var b strings.Builder
+		for i := range 50 {
+			fmt.Fprintf(&b, `<tool_call>{"name": "invented_%d_%d", "arguments": {}}</tool_call>`, r, i)
+		}
+		texts = append(texts, b.String())
+	}
+	for i := range 50 {
+		texts = append(texts, `<tool_call>{"name": "huge_`+strconv.Itoa(i)+strings.Repeat("x", 200<<10)+`", "arguments": {}}</tool_call>`)
+	}
+	for i, text := range texts {
+		out, err := c.Ask(ctx, "inventions", text, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		for _, r := range out.Results {
+			if r.Success || r.Error.Code != messages.CodeUnknownTool {
+				t.Fatalf("response %d: %+v, want unknown_tool", i, r)
+			}
+		}
+	}
+	w := httptest.NewRecorder()
+	handler.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(w.Body)
+	text := string(body)
+	if strings.Contains(text, "invented_") || strings.Contains(text, "huge_") || !strings.Contains(text, `tool="`+telemetry.UnknownTool+`"`) {
+		t.Errorf("/metrics names invented tools (or lacks %s); %d bytes", telemetry.UnknownTool, len(text))
+	}
+	if len(text) > 256<<10 {
+		t.Errorf("/metrics is %d bytes", len(text))
+	}
+	names := map[string]bool{}
+	for _, s := range rec.Ended() {
+		names[s.Name()] = true
+		for _, a := range s.Attributes() {
+			if len(a.Value.Emit()) > telemetry.MaxLabelLen && a.Key == telemetry.Tool {
+				t.Errorf("span %q: tool attribute of %d bytes", s.Name(), len(a.Value.Emit()))
+			}
+		}
+	}
+	for name := range names {
+		if strings.Contains(name, "invented_") || strings.Contains(name, "huge_") || len(name) > 200 {
+			t.Errorf("span name %.80q", name)
+		}
+	}
+	if len(names) > 20 {
+		t.Errorf("%d span names, want a handful: %v", len(names), names)
 	}
 }

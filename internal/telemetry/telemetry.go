@@ -5,6 +5,8 @@
 package telemetry
 
 import (
+	"unicode/utf8"
+
 	"context"
 	"fmt"
 	"os"
@@ -43,6 +45,35 @@ const (
 
 // MessagingSystemNATS is the value of MessagingSystem on every span toolbus records.
 const MessagingSystemNATS = "nats"
+
+// UnknownTool is what metrics and span names call a tool no backend offers. Tool names
+// come from models: each invented one would otherwise be a new metric series and a new
+// operation in the trace store.
+const UnknownTool = "_unknown"
+
+// MaxLabelLen bounds a metric label value or a span name's tool part.
+const MaxLabelLen = 128
+
+// ToolLabel is the name metrics and span names give a tool: its name when a backend
+// offers it (known), else [UnknownTool]; never longer than [MaxLabelLen] bytes.
+func ToolLabel(name string, known bool) string {
+	if !known {
+		return UnknownTool
+	}
+	return Cap(name)
+}
+
+// Cap cuts s to [MaxLabelLen] bytes, at a UTF-8 boundary.
+func Cap(s string) string {
+	if len(s) <= MaxLabelLen {
+		return s
+	}
+	n := MaxLabelLen
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
 
 // propagator carries W3C trace context and baggage.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
