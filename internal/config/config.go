@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/order"
+	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -38,6 +41,35 @@ type Config struct {
 
 	// Source is the file the configuration came from, for error messages.
 	Source string `json:"-"`
+	// expanded are the values ${VAR} references were replaced by: secrets, for [Config.Redactor].
+	expanded []string
+}
+
+// Redactor hides the configuration's secrets (see package redact): the values that came
+// from ${VAR}, the userinfo, query and header values of the servers' URLs, the env
+// values of stdio servers, and the NATS URL's password. Every process builds its logs,
+// health statuses, error messages and span attributes through it.
+func (c *Config) Redactor() *redact.Redactor {
+	if c == nil {
+		return redact.New()
+	}
+	secrets := slices.Clone(c.expanded)
+	for _, s := range c.MCPServers {
+		secrets = append(secrets, redact.URLSecrets(s.URL)...)
+		for _, v := range s.Headers {
+			secrets = append(secrets, v)
+			if _, token, ok := strings.Cut(v, " "); ok { // "Bearer <token>"
+				secrets = append(secrets, token)
+			}
+		}
+		for _, v := range s.Env {
+			secrets = append(secrets, v)
+		}
+	}
+	for _, u := range strings.Split(c.NATS.URL, ",") {
+		secrets = append(secrets, redact.URLSecrets(strings.TrimSpace(u))...)
+	}
+	return redact.New(secrets...)
 }
 
 // Engineering configures the built-in engineering suite.
@@ -189,9 +221,16 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 	if _, ok := raw.(map[string]any); !ok {
 		return nil, fmt.Errorf("%s: the configuration must be a JSON object", source)
 	}
-	raw = expand(raw, lookup)
+	var expanded []string
+	raw = expand(raw, func(name string) (string, bool) {
+		v, ok := lookup(name)
+		if ok {
+			expanded = append(expanded, v)
+		}
+		return v, ok
+	})
 	data, _ = json.Marshal(raw)
-	var c Config
+	c := Config{expanded: expanded}
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"go.opentelemetry.io/otel/codes"
@@ -54,6 +55,10 @@ type Executor struct {
 	Retry        RetryPolicy
 	// Tracer records one span per attempt; nil means the global tracer provider.
 	Tracer trace.Tracer
+	// Redact masks the configuration's secrets in the error messages a model reads and in
+	// span attributes (a server's URL with its key, echoed by a transport error); nil
+	// masks only the secrets of URLs.
+	Redact *redact.Current
 	// Gate, when set, fails calls to a backend marked down before they are tried.
 	Gate Gate
 	// Metrics, when set, counts calls by tool, server and outcome, and retries.
@@ -158,7 +163,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		span.SetStatus(codes.Error, string(last.Code)) // the message may echo arguments: the model gets it, traces do not
 		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
 		if last.Code.Retryable() && (safe || last.Unsent) && time.Now().Before(budget) {
-			span.SetAttributes(telemetry.RetryReason.String(last.Message))
+			span.SetAttributes(telemetry.RetryReason.String(e.Redact.String(last.Message)))
 			e.Metrics.Retry(ctx, tool, r.Server, string(last.Code))
 			return err
 		}

@@ -150,6 +150,9 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		first = time.Now()
 	}
 	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr, first)
+	if res.Error != nil {
+		res.Error.Message = s.Exec.Redact.String(res.Error.Message)
+	}
 	res = s.fit(ctx, res)
 	res.Attempts += claim.PriorAttempts
 	span.SetAttributes(telemetry.Server.String(res.Backend), telemetry.Attempt.Int(res.Attempts))

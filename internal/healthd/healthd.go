@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -62,6 +63,8 @@ type Service struct {
 	targets []Target
 	lease   *lease
 	log     *slog.Logger
+	// secrets masks the configuration's secrets in the statuses it stores.
+	secrets redact.Current
 
 	mu   sync.Mutex
 	busy map[string]bool // targets whose last probe has not returned yet
@@ -108,12 +111,14 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config
 	if targets == nil {
 		targets = Targets(cfg, &TargetOptions{HTTPClient: o.HTTPClient, RequestTimeout: o.Timeout})
 	}
-	return &Service{
+	s := &Service{
 		nc: nc, kv: kv, opts: o, targets: targets,
 		lease: &lease{kv: kv, id: o.ID, ttl: o.LeaseTTL},
 		log:   o.Logger.With("replica", o.ID),
 		busy:  map[string]bool{}, changed: make(chan struct{}, 1),
-	}, nil
+	}
+	s.secrets.Set(cfg.Redactor())
+	return s, nil
 }
 
 // Apply makes the targets of cfg the ones probed, as a configuration reload does for
@@ -122,6 +127,7 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config
 // bucket).
 func (s *Service) Apply(cfg *config.Config) {
 	targets := Targets(cfg, &TargetOptions{HTTPClient: s.opts.HTTPClient, RequestTimeout: s.opts.Timeout})
+	s.secrets.Set(cfg.Redactor())
 	s.mu.Lock()
 	s.targets = targets
 	s.mu.Unlock()
@@ -276,6 +282,7 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 		before = st.State
 		*st = Next(*st, r, s.opts.Threshold, s.opts.Now().UTC())
 		st.Server, st.Transport, st.ProbedBy = t.Name, t.Transport, s.opts.ID
+		st.Error = s.secrets.String(st.Error)
 		return true, nil
 	})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/toolbus/toolbus/internal/healthd"
 	"github.com/toolbus/toolbus/internal/ops"
 	"github.com/toolbus/toolbus/internal/order"
+	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/parser"
 	"github.com/toolbus/toolbus/internal/results"
 	"github.com/toolbus/toolbus/internal/telemetry"
@@ -52,6 +53,8 @@ func AllServices() []string { return []string{Parser, Executor, Formatter, Healt
 
 // Options configures a [Node].
 type Options struct {
+	// secrets masks the configuration's secrets in logs, errors and traces; Start sets it.
+	secrets *redact.Current
 	Config *config.Config
 	// Topology of streams and buckets, provisioned at start; the zero value means the
 	// configuration's.
@@ -94,6 +97,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Every log line of the services masks the configuration's secrets; the executor
+	// follows reloads (Redact.Set).
+	o.secrets = &redact.Current{}
+	o.secrets.Set(o.Config.Redactor())
+	o.Logger = slog.New(redact.Handler(o.Logger.Handler(), o.secrets))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -257,7 +265,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			return nil, err
 		}
 		runs = append(runs, sessions.Follow)
-		exec.Tracer, exec.Metrics = tracer, metrics
+		exec.Tracer, exec.Metrics, exec.Redact = tracer, metrics, o.secrets
 		health, err := js.KeyValue(ctx, messages.BucketHealth)
 		if err != nil {
 			return nil, fmt.Errorf("executor: health bucket: %w", err)
@@ -269,7 +277,10 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		// and the executor follows its configuration file.
 		mirrorInProcess(catalog, exec.Router, pool, log)
 		if o.Config.Source != "" {
-			runs = append(runs, watchPool(o.Config, pool, func() { mirrorInProcess(catalog, exec.Router, pool, log) }, log))
+			runs = append(runs, watchPool(o.Config, pool, func(next *config.Config) {
+				o.secrets.Set(next.Redactor())
+				mirrorInProcess(catalog, exec.Router, pool, log)
+			}, log))
 		}
 		// The pool's servers (child processes among them) live as long as the service.
 		runs = append(runs, func(ctx context.Context) error {

@@ -121,8 +121,8 @@ func ReloadPool(pool *mcpwire.Pool, cur *config.Config, log *slog.Logger) func(*
 }
 
 // watchPool is the run of an executor's configuration watch; changed, when set, is
-// called after each change was applied.
-func watchPool(cfg *config.Config, pool *mcpwire.Pool, changed func(), log *slog.Logger) runFunc {
+// called with the new configuration after each change was applied.
+func watchPool(cfg *config.Config, pool *mcpwire.Pool, changed func(*config.Config), log *slog.Logger) runFunc {
 	reload := ReloadPool(pool, cfg, log)
 	return func(ctx context.Context) error {
 		return WatchConfig(ctx, cfg.Source, func(next *config.Config) error {
@@ -130,7 +130,7 @@ func watchPool(cfg *config.Config, pool *mcpwire.Pool, changed func(), log *slog
 				return err
 			}
 			if changed != nil {
-				changed()
+				changed(next)
 			}
 			return nil
 		}, log)

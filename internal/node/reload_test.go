@@ -203,7 +203,7 @@ func startReloadingPipeline(t *testing.T, path string) *client.Client {
 		t.Fatal(err)
 	}
 	st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: "test"}}
-	runs := []runFunc{runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true, bus.RunOptions{Concurrency: 16}), watchPool(cfg, pool, func() { mirrorInProcess(catalog, exec.Router, pool, log) }, log), func(ctx context.Context) error {
+	runs := []runFunc{runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true, bus.RunOptions{Concurrency: 16}), watchPool(cfg, pool, func(*config.Config) { mirrorInProcess(catalog, exec.Router, pool, log) }, log), func(ctx context.Context) error {
 		<-ctx.Done()
 		return pool.Close()
 	}}

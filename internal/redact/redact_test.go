@@ -1,0 +1,59 @@
+package redact
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestString(t *testing.T) {
+	r := New("tok-123456", "x", "", "longer-tok-123456-plus")
+	tests := []struct{ in, want string }{
+		{"plain text", "plain text"},
+		{"Bearer tok-123456 failed", "Bearer REDACTED failed"},
+		{"longer-tok-123456-plus", "REDACTED"},
+		{"x stays: too short to be a secret", "x stays: too short to be a secret"},
+		{`Get "http://h:1/mcp?api_key=abc&v=2": dial tcp: refused`, `Get "http://h:1/mcp?api_key=REDACTED&v=REDACTED": dial tcp: refused`},
+		{"nats://svc:pa55word@nats:4222, then", "nats://svc:REDACTED@nats:4222, then"},
+		{"https://user@host/path (no password)", "https://user@host/path (no password)"},
+		{"bad http://h:99999999/x%zz url", "bad REDACTED url"},
+	}
+	for _, tt := range tests {
+		if got := r.String(tt.in); got != tt.want {
+			t.Errorf("String(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := (*Redactor)(nil).String("http://a:b@c/"); got != "http://a:REDACTED@c/" {
+		t.Errorf("nil redactor: %q", got)
+	}
+	var c Current
+	if got := c.String("tok-123456 http://a:b@c/"); got != "tok-123456 http://a:REDACTED@c/" {
+		t.Errorf("unset Current: %q", got)
+	}
+	c.Set(r)
+	if got := c.String("tok-123456"); got != Mask {
+		t.Errorf("Current: %q", got)
+	}
+}
+
+func TestURLSecrets(t *testing.T) {
+	got := URLSecrets("https://u:pw-1234@h/x?key=k-5678&a=b")
+	if strings.Join(got, ",") != "pw-1234,k-5678,b" && strings.Join(got, ",") != "pw-1234,b,k-5678" {
+		t.Errorf("URLSecrets = %v", got)
+	}
+}
+
+// The handler masks messages, string, error, stringer and grouped attributes, and those
+// given with With.
+func TestHandler(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(Handler(slog.NewJSONHandler(&buf, nil), New("s3cret-canary")))
+	log.With("ctx", "with s3cret-canary").Info("connect s3cret-canary", "url", "http://h/?k=s3cret-canary",
+		"err", errors.New("failed: s3cret-canary"), slog.Group("g", "inner", "s3cret-canary"), "n", 7)
+	out := buf.String()
+	if strings.Contains(out, "s3cret-canary") || strings.Count(out, Mask) < 5 || !strings.Contains(out, `"n":7`) {
+		t.Errorf("log line: %s", out)
+	}
+}
