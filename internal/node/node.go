@@ -26,8 +26,8 @@ import (
 	"github.com/toolbus/toolbus/internal/healthd"
 	"github.com/toolbus/toolbus/internal/ops"
 	"github.com/toolbus/toolbus/internal/order"
-	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/parser"
+	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/results"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/engineering"
@@ -55,7 +55,7 @@ func AllServices() []string { return []string{Parser, Executor, Formatter, Healt
 type Options struct {
 	// secrets masks the configuration's secrets in logs, errors and traces; Start sets it.
 	secrets *redact.Current
-	Config *config.Config
+	Config  *config.Config
 	// Topology of streams and buckets, provisioned at start; the zero value means the
 	// configuration's.
 	Topology bus.Topology
