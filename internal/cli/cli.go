@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/telemetry"
 )
 
@@ -107,6 +108,18 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		}
 		return usageError{err}
 	}
+	// A command line is readable by every user of the machine (ps, /proc/<pid>/cmdline).
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "nats" {
+			return
+		}
+		for _, u := range strings.Split(f.Value.String(), ",") {
+			if len(redact.URLSecrets(strings.TrimSpace(u))) > 0 {
+				fmt.Fprintln(fs.Output(), "toolbus: warning: --nats holds a password, which every user of this machine can read in the process list; set TOOLBUS_NATS_URL instead")
+				return
+			}
+		}
+	})
 	return nil
 }
 

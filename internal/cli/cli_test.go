@@ -201,3 +201,16 @@ func TestRunFullResults(t *testing.T) {
 		t.Fatalf("with --full-results: exit %d, stderr %q, %d bytes of stdout; want the whole result", code, stderr, len(stdout))
 	}
 }
+
+// A password on the command line is warned about, and never echoed back, even in a URL
+// that does not parse.
+func TestNATSPasswordOnTheCommandLine(t *testing.T) {
+	_, stderr, code := runMain(t, "", "health", "--nats", "nats://svc:pw-on-cmdline@127.0.0.1:1")
+	if code == 0 || !strings.Contains(stderr, "warning: --nats holds a password") || strings.Contains(stderr, "pw-on-cmdline") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	_, stderr, _ = runMain(t, "", "health", "--nats", "nats://svc:pw-on-cmdline@[broken")
+	if strings.Contains(stderr, "pw-on-cmdline") {
+		t.Errorf("stderr %q holds the password", stderr)
+	}
+}

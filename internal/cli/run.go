@@ -3,18 +3,18 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	neturl "net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -180,21 +180,14 @@ func (f connectFlags) connect(name string, cfg *config.Config, forever bool) (*n
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", redactURLs(url), err)
+		return nil, errors.New(redactURLs(fmt.Sprintf("connect to %s: %v", url, err))) // the error may quote the URL
 	}
 	return nc, nil
 }
 
-// redactURLs hides the passwords of comma-separated NATS URLs, for messages and logs.
-func redactURLs(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			parts[i] = u.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
-}
+// redactURLs hides the passwords of comma-separated NATS URLs (and masks one that does
+// not parse whole), for messages and logs.
+func redactURLs(urls string) string { return (*redact.Redactor)(nil).String(urls) }
 
 func serveCmd(ctx context.Context, env Env, args []string) error {
 	fs := newFlags("serve", env)
@@ -233,7 +226,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	}
 	nc, err = nats.Connect(*url, nats.Name("toolbus serve"), nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", redactURLs(*url), err)
+		return errors.New(redactURLs(fmt.Sprintf("connect to %s: %v", *url, err)))
 	}
 	defer nc.Close()
 	opsSrv, mp, err := startOps(ctx, nc, opsAddr, log)

@@ -240,6 +240,11 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 		}
 	case Executor:
+		// The executor runs tools and servers as children of the same user: they must not
+		// read its environment through /proc.
+		if err := harden(); err != nil {
+			log.Warn("executor: cannot make the process non-dumpable; its children may read its environment", "err", err)
+		}
 		kv, err := js.KeyValue(ctx, messages.BucketSessions)
 		if err != nil {
 			return nil, fmt.Errorf("executor: sessions bucket: %w", err)
