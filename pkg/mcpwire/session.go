@@ -122,7 +122,9 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 		switch cfg.Transport() {
 		case TransportStdio:
 			cmd = command(cfg, log)
-			t = &stdioTransport{cmd: cmd, maxMessage: cfg.MaxMessageBytes, grace: terminateGrace}
+			t = &stdioTransport{cmd: cmd, maxMessage: cfg.MaxMessageBytes, grace: terminateGrace, stray: func(line string) {
+				log.Debug("stdio server printed a line that is not JSON-RPC; skipped", "server", name, "line", line)
+			}}
 		case TransportHTTP:
 			hc := forgottenSessions(withHeaders(httpClient, cfg.Headers))
 			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(hc, sctx)}

@@ -3,6 +3,7 @@ package mcpwire_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,4 +185,68 @@ func TestStdioMessageLimit(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// A stdio server that prints a banner on stdout before its first message (as time-mcp
+// does) still works: the line is skipped, as the reference TypeScript client does.
+func TestStdioSkipsStrayLines(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"chatty": {
+		Command: "sh",
+		Args:    []string{"-c", `echo "Starting Time MCP server..."; echo; echo "   [init] ready"; exec "$SERVER"`},
+		Env:     map[string]string{"SERVER": stdioServer(t)},
+	}}, nil)
+	if err := p.Connect(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Call(ctxT(t), "chatty__echo", json.RawMessage(`{"text":"after the banner"}`))
+	if err != nil || string(out) != `"after the banner"` {
+		t.Fatalf("echo = %s, %v", out, err)
+	}
+}
+
+// jsonLines passes JSON lines of any length through whole and drops the others.
+func TestJSONLines(t *testing.T) {
+	long := `{"x":"` + strings.Repeat("y", 200<<10) + `"}`
+	in := "banner one\n" + `{"a":1}` + "\n  not json\n[INFO] up\n" + long + "\n[{\"b\":2}]\n\ntrailing"
+	var stray []string
+	got, err := io.ReadAll(mcpwire.JSONLines(strings.NewReader(in), func(l string) { stray = append(stray, l) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a":1}` + "\n" + long + "\n[{\"b\":2}]\n\n"; string(got) != want {
+		t.Errorf("passed %d bytes %.80q…, want %d", len(got), got, len(want))
+	}
+	if strings.Join(stray, "|") != "banner one|not json|[INFO] up|trailing" {
+		t.Errorf("stray lines %q", stray)
+	}
+}
+
+// FuzzJSONLines: the filter passes exactly the lines whose start (what one read of its
+// buffer holds) may be JSON-RPC, byte for byte, and reports every other one.
+func FuzzJSONLines(f *testing.F) {
+	for _, s := range []string{"", "\n", "{}\n", "banner\n{\"a\":1}\n", "[{}]\n[INFO] x\n", "[                    x\n", "no newline", "\r\n{\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var stray int
+		got, err := io.ReadAll(mcpwire.JSONLines(strings.NewReader(in), func(string) { stray++ }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want strings.Builder
+		skipped := 0
+		for _, line := range strings.SplitAfter(in, "\n") {
+			if line == "" {
+				continue
+			}
+			if mcpwire.RPCLine([]byte(line[:min(len(line), 16)])) {
+				want.WriteString(line)
+			} else {
+				skipped++
+			}
+		}
+		if string(got) != want.String() || stray != skipped {
+			t.Errorf("passed %q (%d stray), want %q (%d)", got, stray, want.String(), skipped)
+		}
+	})
 }
