@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
@@ -691,6 +692,12 @@ func TestClusterConfigOnServers(t *testing.T) {
 	}
 	waitForCluster(t, servers)
 
+	anc0, _ := connectAs(t, urls, "admin", pw["admin"])
+	ajs, err := jetstream.New(anc0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.ProvisionCluster(t, ajs, bus.Topology{Replicas: 3})
 	startServices(t, urls, pw, bus.Topology{Replicas: 3})
 	onc, oerrs := connectAs(t, urls, orchestr, pw[orchestr])
 	c, err := client.New(onc)

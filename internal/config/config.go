@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -41,6 +42,10 @@ type Config struct {
 
 	// Source is the file the configuration came from, for error messages.
 	Source string `json:"-"`
+	// Ignored are the paths of keys toolbus does not know and left alone: settings of
+	// other MCP clients that share the file. A near miss of a known key is an error
+	// instead.
+	Ignored []string `json:"-"`
 	// expanded are the values ${VAR} references were replaced by: secrets, for [Config.Redactor].
 	expanded []string
 }
@@ -216,10 +221,14 @@ func Load(path string) (*Config, error) {
 func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Config, error) {
 	var raw any
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("%s: not valid JSON: %w", source, err)
+		return nil, syntaxError(source, data, err)
 	}
 	if _, ok := raw.(map[string]any); !ok {
 		return nil, fmt.Errorf("%s: the configuration must be a JSON object", source)
+	}
+	mistakes, ignored := unknownKeys("", raw, reflect.TypeFor[Config](), false)
+	if len(mistakes) > 0 {
+		return nil, fmt.Errorf("%s: %s", source, strings.Join(mistakes, "; "))
 	}
 	var expanded []string
 	raw = expand(raw, func(name string) (string, bool) {
@@ -230,7 +239,7 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 		return v, ok
 	})
 	data, _ = json.Marshal(raw)
-	c := Config{expanded: expanded}
+	c := Config{expanded: expanded, Ignored: ignored}
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}

@@ -53,7 +53,19 @@ func TestParse(t *testing.T) {
 					t.Errorf("servers %q", got)
 				}
 			}},
-		{name: "not json", json: `{"mcpServers":`, wantErr: "test.json: not valid JSON"},
+		{name: "not json", json: `{"mcpServers":`, wantErr: "test.json:1:14: not valid JSON"},
+		{name: "not json, line and column", json: "{\n  \"executor\": {\n    \"timeout\": \"5s\",\n  }\n}", wantErr: "test.json:4:3: not valid JSON"},
+		{name: "a typo at the top level", json: `{"mcpServer":{"a":{"command":"x"}}}`, wantErr: `unknown key "mcpServer" (did you mean "mcpServers"?)`},
+		{name: "a typo in a server", json: `{"mcpServers":{"a":{"command":"x","timout":"5s"}}}`, wantErr: `unknown key "mcpServers.a.timout" (did you mean "timeout"?)`},
+		{name: "case and underscores in a server", json: `{"mcpServers":{"a":{"command":"x","allowed_tools":["y"]}}}`, wantErr: `unknown key "mcpServers.a.allowed_tools" (did you mean "allowedTools"?)`},
+		{name: "a typo in toolbus's sections", json: `{"executor":{"concurrancy":4}}`, wantErr: `unknown key "executor.concurrancy" (did you mean "concurrency"?)`},
+		{name: "an unknown key in toolbus's sections", json: `{"local":{"tools":{"folder":"t","shell":"bash"}}}`, wantErr: `unknown key "local.tools.shell"`},
+		{name: "other clients' keys are ignored", json: `{"globalShortcut":"x","mcpServers":{"a":{"command":"x","autoApprove":["y"],"disabled":false}}}`,
+			check: func(t *testing.T, c *Config) {
+				if strings.Join(c.Ignored, ",") != "globalShortcut,mcpServers.a.autoApprove,mcpServers.a.disabled" {
+					t.Errorf("ignored %q", c.Ignored)
+				}
+			}},
 		{name: "not an object", json: `[1]`, wantErr: "must be a JSON object"},
 		{name: "unknown transport", json: `{"mcpServers":{"x":{"type":"websocket","url":"ws://a"}}}`, wantErr: `mcpServers.x.type: unknown transport "websocket"`},
 		{name: "stdio without command", json: `{"mcpServers":{"x":{"type":"stdio"}}}`, wantErr: "mcpServers.x.command: a stdio server needs a command"},

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -108,6 +109,11 @@ func TestClusterFailover(t *testing.T) {
 
 	// A short AckWait: a message whose ack was lost with the node comes back in seconds.
 	topo := bus.Topology{Replicas: 3, AckWait: 5 * time.Second}
+	ajs, err := jetstream.New(connectCluster(t, servers, "provision"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.ProvisionCluster(t, ajs, topo)
 	ctx, cancel := context.WithCancel(context.Background())
 	var nodes []*node.Node
 	for _, svc := range []struct{ conn, service string }{

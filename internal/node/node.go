@@ -102,6 +102,9 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 	o.secrets = &redact.Current{}
 	o.secrets.Set(o.Config.Redactor())
 	o.Logger = slog.New(redact.Handler(o.Logger.Handler(), o.secrets))
+	for _, key := range o.Config.Ignored {
+		o.Logger.Info("config: a key toolbus does not use, left alone (another MCP client's setting?)", "key", key, "file", o.Config.Source)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
