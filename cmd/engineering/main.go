@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/internal/version"
 
 	"github.com/toolbus/toolbus/pkg/engineering"
 )
@@ -46,7 +48,12 @@ func main() {
 	flag.BoolVar(&cfg.stateless, "stateless", false, "serve HTTP without MCP sessions; activation is kept per conversation id in _meta, else per request")
 	flag.StringVar(&cfg.expose, "expose", engineering.ExposeHierarchical, "hierarchical (three tools) or flat (every calculator a tool)")
 	flag.StringVar(&cfg.name, "name", envOr("SERVER_NAME", engineering.DefaultServerName), "MCP server name ($SERVER_NAME)")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.String("engineering"))
+		return
+	}
 	if cfg.httpAddr == "" && !cfg.stdio {
 		cfg.httpAddr = ":" + envOr("PORT", "8080")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/telemetry"
+	"github.com/toolbus/toolbus/internal/version"
 )
 
 // Env is what a command reads and writes.
@@ -46,12 +47,25 @@ func commands() []command {
 		{"parse", "print the tool calls found in a response (stdin or FILE)", parseCmd},
 		{"repair", "repair the JSON on stdin and print it", repairCmd},
 		{"bench", "measure throughput and latency against the bus ceiling", benchCmd},
+		{"version", "print the version, commit and Go version of this build", versionCmd},
 	}
+}
+
+func versionCmd(_ context.Context, env Env, args []string) error {
+	fs := newFlags("version", env)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(env.Stdout, version.String("toolbus"))
+	return err
 }
 
 // Main runs the toolbus command with args (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, env Env) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = []string{"version"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(env.Stderr)
 		if len(args) == 0 {

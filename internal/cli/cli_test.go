@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +213,20 @@ func TestNATSPasswordOnTheCommandLine(t *testing.T) {
 	_, stderr, _ = runMain(t, "", "health", "--nats", "nats://svc:pw-on-cmdline@[broken")
 	if strings.Contains(stderr, "pw-on-cmdline") {
 		t.Errorf("stderr %q holds the password", stderr)
+	}
+}
+
+// toolbus version (and --version) prints the program, its version and the Go version it
+// was built with.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		stdout, stderr, code := runMain(t, "", args...)
+		if code != 0 || !strings.HasPrefix(stdout, "toolbus ") || !strings.Contains(stdout, runtime.Version()) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+	var out bytes.Buffer
+	if code := Service(context.Background(), "parser", []string{"--version"}, Env{Stdout: &out, Stderr: &out}); code != 0 || !strings.HasPrefix(out.String(), "parser ") {
+		t.Errorf("parser --version: exit %d, %q", code, out.String())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/version"
 )
 
 // Service runs one toolbus service against an external NATS until ctx is done; it is
@@ -28,8 +29,13 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 	streamReplicas := fs.Int("stream-replicas", 0, "JetStream replicas of streams and buckets, 3 on a cluster (default: the config's nats.stream_replicas, else 1)")
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	ops := addOpsFlag(fs, env, defaultOpsAddr(name))
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := parseFlags(fs, args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(env.Stdout, version.String(name))
+		return 0
 	}
 	log := logger(env, *verbose, true).With("service", name)
 	err := func() error {

@@ -1,0 +1,42 @@
+// Package version says which build of toolbus is running, from the build information Go
+// embeds in every binary.
+package version
+
+import (
+	"fmt"
+	"runtime/debug"
+)
+
+// String is "<program> <module version> (commit <revision>[, modified], <date>, <go version>)";
+// parts the build did not record (a `go run`, -buildvcs=false) are left out.
+func String(program string) string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return program + " (no build information)"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, when, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	out := fmt.Sprintf("%s %s (", program, v)
+	if rev != "" {
+		out += "commit " + rev[:min(len(rev), 12)] + modified + ", "
+	}
+	if when != "" {
+		out += when + ", "
+	}
+	return out + info.GoVersion + ")"
+}
