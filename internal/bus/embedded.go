@@ -2,7 +2,9 @@ package bus
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -38,6 +40,17 @@ func StartEmbedded(o EmbeddedOptions) (srv *server.Server, stop func(), err erro
 	host := o.Host
 	if host == "" {
 		host = "127.0.0.1"
+	}
+	if port > 0 {
+		// The server logs nothing here (NoLog) and only fails to become ready: say why.
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			if tmp {
+				os.RemoveAll(dir)
+			}
+			return nil, nil, fmt.Errorf("embedded nats: cannot listen on port %d (another NATS server running?): %w", port, err)
+		}
+		ln.Close()
 	}
 	opts := &server.Options{
 		ServerName: o.Name,

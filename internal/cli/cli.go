@@ -138,9 +138,20 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 // logger writes logs to stderr, with trace and span ids: text for people, JSON for
-// services; warnings by default, everything with verbose.
+// services; warnings by default (a command's output is on stdout), everything with
+// verbose.
 func logger(env Env, verbose, asJSON bool) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: slog.LevelWarn}
+	return newLogger(env, verbose, asJSON, slog.LevelWarn)
+}
+
+// serviceLogger is the logger of a service: from info by default — readiness, one line
+// per call, every NATS connection event.
+func serviceLogger(env Env, verbose, asJSON bool) *slog.Logger {
+	return newLogger(env, verbose, asJSON, slog.LevelInfo)
+}
+
+func newLogger(env Env, verbose, asJSON bool, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
 	if verbose {
 		opts.Level = slog.LevelDebug
 	}

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -228,5 +231,47 @@ func TestVersion(t *testing.T) {
 	var out bytes.Buffer
 	if code := Service(context.Background(), "parser", []string{"--version"}, Env{Stdout: &out, Stderr: &out}); code != 0 || !strings.HasPrefix(out.String(), "parser ") {
 		t.Errorf("parser --version: exit %d, %q", code, out.String())
+	}
+}
+
+// A service says what it does: NATS unreachable at once and at every retry, "ready" once
+// it runs, and nothing at ERROR when it is stopped, before or after it is ready.
+func TestServiceSaysWhatHappens(t *testing.T) {
+	run := func(url, until string) (string, int) {
+		t.Helper()
+		var out syncBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int)
+		go func() {
+			done <- Service(ctx, "parser", []string{"--nats", url, "--ops-addr", "127.0.0.1:0"}, Env{Stdout: &out, Stderr: &out})
+		}()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(out.String(), until) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		return out.String(), <-done
+	}
+	log, code := run("nats://127.0.0.1:1", "NATS not reachable; trying again")
+	if code != 0 || strings.Count(log, "NATS not reachable") < 1 || strings.Contains(log, `"level":"ERROR"`) || strings.Contains(log, "context canceled") {
+		t.Errorf("unreachable NATS, stopped: exit %d\n%s", code, log)
+	}
+	log, code = run(bustest.Server(t), `"msg":"ready"`)
+	if code != 0 || !strings.Contains(log, `"msg":"ready","service":"parser"`) || !strings.Contains(log, "connected to NATS") || strings.Contains(log, `"level":"ERROR"`) {
+		t.Errorf("a service stopped after it was ready: exit %d\n%s", code, log)
+	}
+}
+
+// serve on a port another program holds says so, at once.
+func TestServeOnATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	_, stderr, code := runMain(t, "", "serve", "--port", port)
+	if code == 0 || !strings.Contains(stderr, "cannot listen on port "+port) {
+		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }

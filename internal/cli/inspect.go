@@ -174,7 +174,7 @@ func healthCmd(ctx context.Context, env Env, args []string) error {
 // it keeps the configured servers only, in its order, and reports those that have no
 // status yet as unknown.
 func storedHealth(ctx context.Context, cf connectFlags, cfg *config.Config) ([]messages.HealthStatus, error) {
-	nc, err := cf.connect("toolbus health", cfg, false)
+	nc, err := cf.connect("toolbus health", cfg, nil)
 	if err != nil {
 		return nil, err
 	}

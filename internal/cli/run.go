@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -170,13 +171,28 @@ func (f connectFlags) URL(cfg *config.Config) string {
 	return nats.DefaultURL
 }
 
-// connect connects for a long-running service or a one-shot command; services keep
-// reconnecting for ever.
-func (f connectFlags) connect(name string, cfg *config.Config, forever bool) (*nats.Conn, error) {
+// connect connects for a one-shot command (log nil) or a long-running service, which
+// keeps trying for ever, with backoff, and logs every failed try, each connection lost
+// and each made: a service given a wrong URL says so at once.
+func (f connectFlags) connect(name string, cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
 	url := f.URL(cfg)
 	opts := []nats.Option{nats.Name(name)}
-	if forever {
-		opts = append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
+	if log != nil {
+		shown := redactURLs(url)
+		opts = append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+			nats.CustomReconnectDelay(func(attempts int) time.Duration {
+				return min(250*time.Millisecond<<min(attempts, 5), 5*time.Second)
+			}),
+			nats.ConnectHandler(func(nc *nats.Conn) { log.Info("connected to NATS", "url", redactURLs(nc.ConnectedUrl())) }),
+			nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", redactURLs(nc.ConnectedUrl())) }),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				if err != nil {
+					log.Warn("lost the NATS connection; reconnecting", "err", err)
+				}
+			}),
+			nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+				log.Warn("NATS not reachable; trying again", "url", shown, "err", err)
+			}))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -208,7 +224,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := logger(env, *verbose, *jsonLogs)
+	log := serviceLogger(env, *verbose, *jsonLogs)
 	stopTelemetry, err := startTelemetry(ctx, "toolbus")
 	if err != nil {
 		return err
@@ -258,7 +274,7 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	nc, err := cf.connect("toolbus send", nil, false)
+	nc, err := cf.connect("toolbus send", nil, nil)
 	if err != nil {
 		return err
 	}

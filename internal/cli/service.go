@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -37,7 +38,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 		fmt.Fprintln(env.Stdout, version.String(name))
 		return 0
 	}
-	log := logger(env, *verbose, true).With("service", name)
+	log := serviceLogger(env, *verbose, true).With("service", name)
 	err := func() error {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
@@ -48,7 +49,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 			return err
 		}
 		defer stopTelemetry()
-		nc, err := cf.connect("toolbus "+name, cfg, true)
+		nc, err := cf.connect("toolbus "+name, cfg, log)
 		if err != nil {
 			return err
 		}
@@ -66,7 +67,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 		}
 		return n.Wait()
 	}()
-	if err != nil {
+	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) { // stopped as asked is no failure
 		fmt.Fprintf(env.Stderr, "%s: %v\n", name, err)
 		return 1
 	}

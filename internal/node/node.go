@@ -109,12 +109,10 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	if o.Topology == (bus.Topology{}) {
 		o.Topology = o.Config.Topology()
 	}
-	if err := bus.Provision(pctx, js, o.Topology); err != nil {
+	if err := provision(ctx, js, o.Topology, o.Logger); err != nil {
 		return nil, err
 	}
 	metrics := telemetry.NewMetrics(o.MeterProvider)
@@ -125,7 +123,9 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 	}
 	n := &Node{}
 	for _, name := range o.Services {
-		runs, err := build(ctx, nc, js, name, o, metrics)
+		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		runs, err := build(bctx, nc, js, name, o, metrics)
+		cancel()
 		if err != nil {
 			return nil, err
 		}
@@ -134,6 +134,9 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 			go func() {
 				defer n.wg.Done()
 				if err := run(ctx); err != nil {
+					if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+						return // stopped as asked: not a failure
+					}
 					o.Logger.Error("service stopped", "service", name, "err", err)
 					n.mu.Lock()
 					n.errs = append(n.errs, fmt.Errorf("%s: %w", name, err))
@@ -141,8 +144,39 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 				}
 			}()
 		}
+		o.Logger.Info("ready", "service", name, "replicas", o.Replicas)
 	}
 	return n, nil
+}
+
+// provision creates or updates the streams and buckets, waiting with backoff, and saying
+// what it waits for, while JetStream cannot answer yet: NATS still starting or not
+// reachable, a fresh cluster without a meta leader. An error that waiting cannot cure (a
+// permission, a stream with other settings) ends it at once.
+func provision(ctx context.Context, js jetstream.JetStream, topo bus.Topology, log *slog.Logger) error {
+	wait := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := bus.Provision(pctx, js, topo)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("JetStream answered; streams and buckets provisioned", "attempts", attempt)
+			}
+			return nil
+		}
+		var api *jetstream.APIError
+		if ctx.Err() != nil || (errors.As(err, &api) && api.Code != 503) || errors.Is(err, nats.ErrPermissionViolation) {
+			return err
+		}
+		log.Warn("waiting for JetStream to provision the streams and buckets", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 // Wait blocks until every service has stopped and returns their errors.
