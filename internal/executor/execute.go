@@ -178,6 +178,10 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	e.Metrics.Call(ctx, tool, r.Server, outcome, time.Since(start))
 	if err != nil {
 		if refused {
+			if reached := res.Attempts - 1; reached > 0 {
+				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Message: fmt.Sprintf(
+					"%d earlier attempt(s) of this call were sent and failed; %s", reached, last.Message)}
+			}
 			return res.Fail(last), Outcome{}
 		}
 		if last.Code == messages.CodeTimeout && !safe && !last.Unsent {

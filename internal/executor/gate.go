@@ -76,6 +76,7 @@ type circuit struct {
 	// overruled; the next probe's status counts again.
 	overridden time.Time
 	failures   int       // consecutive transient failures reported
+	lastErr    string    // the message of the last of them: what is wrong with the server
 	openedAt   time.Time // when the circuit last opened; zero while closed
 	trialAt    time.Time // when the last trial call was let through
 }
@@ -167,7 +168,10 @@ func (b *Breaker) Allow(backend string) error {
 }
 
 func (b *Breaker) refusal(server string, c *circuit, wait time.Duration) error {
-	why := fmt.Sprintf("%d calls in a row failed", c.failures)
+	why := fmt.Sprintf("%d attempts in a row failed", c.failures)
+	if c.lastErr != "" {
+		why += ", the last with: " + c.lastErr
+	}
 	if h := c.health; h != nil && h.State == messages.HealthDown {
 		why = fmt.Sprintf("%d health probes in a row failed", h.Failures)
 		if h.Error != "" {
@@ -176,7 +180,7 @@ func (b *Breaker) refusal(server string, c *circuit, wait time.Duration) error {
 	}
 	return &messages.ToolError{
 		Code: messages.CodeServerUnavailable,
-		Message: fmt.Sprintf("the server %q is down (%s); it was not called. It will be tried again in %v.",
+		Message: fmt.Sprintf("the server %q is down (%s); this attempt was not sent to it. It will be tried again in %v.",
 			server, why, wait.Round(100*time.Millisecond)),
 		Unsent: true,
 	}
@@ -212,6 +216,7 @@ func (b *Breaker) Report(backend string, err error) {
 		return
 	}
 	c.failures++
+	c.lastErr = messages.AsToolError(err).Message
 	switch {
 	case wasOpen:
 		c.trialAt = now // the trial failed: wait another cool-down

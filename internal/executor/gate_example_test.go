@@ -22,7 +22,7 @@ func ExampleBreaker() {
 	gate.Report("mcp:tickets", nil)
 	fmt.Println(gate.Allow("mcp:tickets"))
 	// Output:
-	// server_unavailable: the server "tickets" is down (3 health probes in a row failed); it was not called. It will be tried again in 5s.
+	// server_unavailable: the server "tickets" is down (3 health probes in a row failed); this attempt was not sent to it. It will be tried again in 5s.
 	// <nil>
 	// <nil>
 	// <nil>

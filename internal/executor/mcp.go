@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -94,7 +95,13 @@ func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
 		return te(messages.CodeTimeout, "the tool %q did not finish in time", name)
 	case errors.Is(err, mcpwire.ErrUnavailable), errors.Is(err, mcpwire.ErrClosed):
 		// The request never left: repeating it cannot repeat an effect.
-		e := te(messages.CodeServerUnavailable, "the server %q cannot be reached right now", t.Server)
+		// Say why (command not found, connection refused, handshake failed); the stage
+		// masks secrets in it.
+		cause := err.Error()
+		for _, prefix := range []string{mcpwire.ErrUnavailable.Error() + ": ", mcpwire.ErrClosed.Error() + ": ", t.Server + ": "} {
+			cause = strings.TrimPrefix(cause, prefix)
+		}
+		e := te(messages.CodeServerUnavailable, "the server %q cannot be reached right now: %s", t.Server, cause)
 		e.Unsent = true
 		return e
 	case errors.Is(err, mcpwire.ErrConnectionLost), errors.Is(err, context.Canceled):

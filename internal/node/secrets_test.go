@@ -126,3 +126,16 @@ func TestSecretsDoNotLeak(t *testing.T) {
 		clean("span "+s.Name(), text)
 	}
 }
+
+// A server whose command does not exist: the model is told why, not only that it is down,
+// on the first call and on the calls the breaker then refuses.
+func TestUnavailableSaysWhy(t *testing.T) {
+	p := startMCPPipeline(t, mcpConfig(t, `{"mcpServers": {"ghost": {"command": "/nonexistent/ghost-mcp", "timeout": "3s"}}}`), nil)
+	for i := range 3 {
+		r := p.ask(mcpCall{"ghost__lookup", map[string]any{}})
+		mcpFailed(t, r[0], messages.CodeServerUnavailable)
+		if r[0].Error != nil && !strings.Contains(r[0].Error.Message, "no such file") {
+			t.Errorf("call %d: %q does not say why", i, r[0].Error.Message)
+		}
+	}
+}
