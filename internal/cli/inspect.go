@@ -66,6 +66,10 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if limit := maxVendorTools[dialect]; limit > 0 && len(tools) > limit {
+			fmt.Fprintf(env.Stderr, "toolbus tools: %d tools, more than %s accepts in one request (%d): expose the engineering suite hierarchically (engineering.expose) or narrow the servers with allowedTools\n",
+				len(tools), dialect, limit)
+		}
 		return writeJSON(env.Stdout, decls)
 	}
 	if *asJSON {
@@ -79,6 +83,9 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	}
 	return tw.Flush()
 }
+
+// maxVendorTools is the most tools a vendor's API takes in one request.
+var maxVendorTools = map[mcpwire.Dialect]int{mcpwire.DialectOpenAI: 128}
 
 func dialectNames() string {
 	var names []string

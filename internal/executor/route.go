@@ -67,6 +67,13 @@ func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
 		}
 	}
 	names := r.names(ctx)
+	// The name a vendor's API was given for a tool whose own name it rejects
+	// (mcpwire.VendorNames: "geometry_solve_circle_area" for "geometry.solve_circle_area").
+	for original, alias := range mcpwire.VendorNames(names) {
+		if alias == name && original != name {
+			return r.Resolve(ctx, original)
+		}
+	}
 	closest := toolcall.ClosestNames(name, names, maxSuggestions)
 	if len(closest) == len(names) {
 		return Route{Info: messages.ToolInfo{Name: name}}, messages.Errorf(messages.CodeUnknownTool,

@@ -98,6 +98,13 @@ func (c *Catalog) Set(server string, tools []catalogTool) {
 			}
 		}
 	}
+	// The names vendors' APIs were given for tools whose own names they reject
+	// (mcpwire.VendorNames) are the same tools.
+	for original, alias := range mcpwire.VendorNames(s.known) {
+		if t, ok := s.tools[original]; ok && alias != original {
+			s.tools[alias] = t
+		}
+	}
 	for name, schema := range s.schemas {
 		// A name several backends offer (a local tool and a routed remote one) is checked
 		// by the backend the executor routes it to, not here.

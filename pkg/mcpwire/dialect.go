@@ -29,9 +29,15 @@ func Dialects() []Dialect {
 	return []Dialect{DialectMCP, DialectOpenAI, DialectAnthropic, DialectGemini}
 }
 
-// Declarations returns tools as the value of the "tools" field of the dialect's API.
+// Declarations returns tools as the value of the "tools" field of the dialect's API. The
+// vendors' dialects name each tool by its [VendorNames] alias, which toolbus accepts back.
 func Declarations(d Dialect, tools []Tool) (json.RawMessage, error) {
 	var out any
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	alias := VendorNames(names)
 	switch d {
 	case DialectMCP:
 		list := make([]mcpDeclaration, 0, len(tools))
@@ -44,13 +50,13 @@ func Declarations(d Dialect, tools []Tool) (json.RawMessage, error) {
 		list := make([]OpenAITool, 0, len(tools))
 		for _, t := range tools {
 			list = append(list, OpenAITool{Type: "function", Function: OpenAIFunction{
-				Name: t.Name, Description: t.Description, Parameters: objectSchema(t.InputSchema)}})
+				Name: alias[t.Name], Description: t.Description, Parameters: objectSchema(t.InputSchema)}})
 		}
 		out = list
 	case DialectAnthropic:
 		list := make([]AnthropicTool, 0, len(tools))
 		for _, t := range tools {
-			list = append(list, AnthropicTool{Name: t.Name, Description: t.Description, InputSchema: objectSchema(t.InputSchema)})
+			list = append(list, AnthropicTool{Name: alias[t.Name], Description: t.Description, InputSchema: objectSchema(t.InputSchema)})
 		}
 		out = list
 	case DialectGemini:
@@ -63,7 +69,13 @@ func Declarations(d Dialect, tools []Tool) (json.RawMessage, error) {
 			if params != nil && params.Type == "OBJECT" && len(params.Properties) == 0 {
 				params = nil // Gemini rejects an OBJECT without properties; no parameters says the same
 			}
-			decls = append(decls, GeminiFunctionDeclaration{Name: t.Name, Description: t.Description, Parameters: params})
+			decl := GeminiFunctionDeclaration{Name: alias[t.Name], Description: t.Description, Parameters: params}
+			if params.freeForm() {
+				// An object of any keys (execute_tool's parameters) has no OpenAPI form
+				// Gemini accepts: the JSON Schema goes as it is, in parametersJsonSchema.
+				decl.Parameters, decl.ParametersJSONSchema = nil, objectSchema(t.InputSchema)
+			}
+			decls = append(decls, decl)
 		}
 		out = []GeminiTool{{FunctionDeclarations: decls}}
 	default:
@@ -118,6 +130,38 @@ type GeminiFunctionDeclaration struct {
 	Name        string        `json:"name"`
 	Description string        `json:"description,omitempty"`
 	Parameters  *GeminiSchema `json:"parameters,omitempty"`
+	// ParametersJSONSchema is the alternative to Parameters for a schema Gemini's OpenAPI
+	// subset cannot say (an object of any keys below the top).
+	ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema,omitempty"`
+}
+
+// freeForm reports whether s holds, below its top, an OBJECT without properties, which
+// Gemini rejects in parameters.
+func (s *GeminiSchema) freeForm() bool {
+	if s == nil {
+		return false
+	}
+	var walk func(g *GeminiSchema, top bool) bool
+	walk = func(g *GeminiSchema, top bool) bool {
+		if g == nil {
+			return false
+		}
+		if !top && g.Type == "OBJECT" && len(g.Properties) == 0 {
+			return true
+		}
+		for _, p := range g.Properties {
+			if walk(p, false) {
+				return true
+			}
+		}
+		for _, a := range g.AnyOf {
+			if walk(a, false) {
+				return true
+			}
+		}
+		return walk(g.Items, false)
+	}
+	return walk(s, true)
 }
 
 // GeminiSchema is the OpenAPI 3.0 subset of JSON Schema that Gemini accepts.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -47,6 +48,58 @@ func shorten(s, original string) string {
 	sum := sha256.Sum256([]byte(original))
 	suffix := "_" + hex.EncodeToString(sum[:])[:8]
 	return s[:MaxNameLen-len(suffix)] + suffix
+}
+
+// VendorNames maps each of names to the name the vendors' APIs accept for it (OpenAI and
+// Anthropic: ^[a-zA-Z0-9_-]{1,64}$; Gemini's alphabet is wider): a valid name is its own,
+// an invalid one has every other character replaced by '_' ("geometry.solve_circle_area"
+// → "geometry_solve_circle_area") and is shortened to 64 with a hash; an alias that
+// another name (or alias) already takes ends in a hash of the original. toolbus accepts
+// the aliases back as the tools' names.
+func VendorNames(names []string) map[string]string {
+	out := make(map[string]string, len(names))
+	taken := make(map[string]bool, len(names))
+	for _, n := range names {
+		if vendorValid(n) {
+			out[n], taken[n] = n, true
+		}
+	}
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	for _, n := range sorted {
+		if _, ok := out[n]; ok {
+			continue
+		}
+		alias := shorten(strings.Map(func(r rune) rune {
+			if r < 128 && vendorRune(byte(r)) {
+				return r
+			}
+			return '_'
+		}, n), n)
+		if alias == "" || taken[alias] {
+			sum := sha256.Sum256([]byte(n))
+			suffix := "_" + hex.EncodeToString(sum[:])[:8]
+			alias = alias[:min(len(alias), MaxNameLen-len(suffix))] + suffix
+		}
+		out[n], taken[alias] = alias, true
+	}
+	return out
+}
+
+func vendorValid(name string) bool {
+	if name == "" || len(name) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !vendorRune(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func vendorRune(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // SplitAlias recognizes the qualified spellings of a tool name: "mcp__<server>__<tool>",

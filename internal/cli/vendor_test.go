@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/toolbus/toolbus/internal/mcptest"
+)
+
+// The vendors' published rules for a tool declaration: the name's alphabet and length,
+// and, for Gemini, the OpenAPI subset of its parameters.
+var (
+	openAIName    = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	anthropicName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	geminiName    = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`)
+	geminiTypes   = map[string]bool{"STRING": true, "NUMBER": true, "INTEGER": true, "BOOLEAN": true, "ARRAY": true, "OBJECT": true}
+)
+
+// checkGemini reports what Gemini rejects in a parameters schema: a type it does not
+// know, an ARRAY without items, an OBJECT without properties below the top.
+func checkGemini(t *testing.T, where string, s map[string]any, top bool) {
+	t.Helper()
+	typ, _ := s["type"].(string)
+	if typ != "" && !geminiTypes[typ] {
+		t.Errorf("%s: type %q", where, typ)
+	}
+	props, _ := s["properties"].(map[string]any)
+	if typ == "OBJECT" && !top && len(props) == 0 {
+		t.Errorf("%s: a nested OBJECT without properties", where)
+	}
+	if typ == "ARRAY" && s["items"] == nil {
+		t.Errorf("%s: an ARRAY without items", where)
+	}
+	for name, p := range props {
+		if pm, ok := p.(map[string]any); ok {
+			checkGemini(t, where+"."+name, pm, false)
+		}
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		checkGemini(t, where+"[]", items, false)
+	}
+	if alts, ok := s["anyOf"].([]any); ok {
+		for _, a := range alts {
+			if am, ok := a.(map[string]any); ok {
+				checkGemini(t, where+"|", am, false)
+			}
+		}
+	}
+}
+
+// Every tool list toolbus emits — the local tools, the engineering suite in both modes,
+// the npm reference servers — is valid for each vendor by construction, and the names
+// it gives tools whose own names a vendor rejects are accepted back.
+func TestVendorDeclarationsAreValid(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "kb"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "out"), 0o755)
+	files := t.TempDir()
+	configs := map[string]string{
+		"local and hierarchical engineering": `{"local": {"clock": true, "knowledge_base": {"folder": "kb"}, "file_writer": {"root": "out"}}}`,
+		"flat engineering":                   `{"engineering": {"expose": "flat"}}`,
+		"reference servers": `{"engineering": {"enabled": false}, "mcpServers": {
+			"everything": {"command": "node", "args": ["` + filepath.Join(mcptest.NPMPackage(t, "@modelcontextprotocol/server-everything"), "dist", "index.js") + `", "stdio"]},
+			"memory": {"command": "node", "args": ["` + filepath.Join(mcptest.NPMPackage(t, "@modelcontextprotocol/server-memory"), "dist", "index.js") + `"], "env": {"MEMORY_FILE_PATH": "` + filepath.Join(files, "m.jsonl") + `"}},
+			"file.system": {"command": "node", "args": ["` + filepath.Join(mcptest.NPMPackage(t, "@modelcontextprotocol/server-filesystem"), "dist", "index.js") + `", "` + files + `"]}}}`,
+	}
+	for name, cfg := range configs {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
+			if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, dialect := range []string{"openai", "anthropic", "gemini"} {
+				stdout, stderr, code := runMain(t, "", "tools", "--config", path, "--format", dialect)
+				if code != 0 {
+					t.Fatalf("%s: exit %d: %s", dialect, code, stderr)
+				}
+				var decls []map[string]any
+				if err := json.Unmarshal([]byte(stdout), &decls); err != nil {
+					t.Fatalf("%s: %v", dialect, err)
+				}
+				n := 0
+				switch dialect {
+				case "openai":
+					for _, d := range decls {
+						f, _ := d["function"].(map[string]any)
+						fname, _ := f["name"].(string)
+						params, _ := f["parameters"].(map[string]any)
+						if !openAIName.MatchString(fname) || params["type"] != "object" {
+							t.Errorf("openai: %q with parameters of type %v", fname, params["type"])
+						}
+						n++
+					}
+					if n > 128 && !strings.Contains(stderr, "more than openai accepts") {
+						t.Errorf("openai: %d tools without a warning", n)
+					}
+				case "anthropic":
+					for _, d := range decls {
+						dname, _ := d["name"].(string)
+						schema, _ := d["input_schema"].(map[string]any)
+						if !anthropicName.MatchString(dname) || schema["type"] != "object" {
+							t.Errorf("anthropic: %q with input_schema of type %v", dname, schema["type"])
+						}
+						n++
+					}
+				case "gemini":
+					fns, _ := decls[0]["functionDeclarations"].([]any)
+					for _, f := range fns {
+						fm := f.(map[string]any)
+						fname, _ := fm["name"].(string)
+						if !geminiName.MatchString(fname) {
+							t.Errorf("gemini: name %q", fname)
+						}
+						if params, ok := fm["parameters"].(map[string]any); ok {
+							checkGemini(t, "gemini "+fname, params, true)
+						} else if js, ok := fm["parametersJsonSchema"].(map[string]any); ok && js["type"] != "object" {
+							t.Errorf("gemini %s: parametersJsonSchema of type %v", fname, js["type"])
+						}
+						n++
+					}
+				}
+				if n == 0 {
+					t.Errorf("%s: no tools", dialect)
+				}
+			}
+		})
+	}
+
+	// A flat calculator, declared to OpenAI as geometry_solve_circle_area, is called by that
+	// name and runs.
+	path := filepath.Join(dir, "flat_engineering.json")
+	stdout, stderr, code := runMain(t, `<tool_call>{"name": "geometry_solve_circle_area", "arguments": {"r": 2}}</tool_call>`, "run", "--json", "--config", path)
+	if code != 0 || !strings.Contains(stdout, `"success":true`) {
+		t.Errorf("calling a tool by its vendor name: exit %d, %s %s", code, stdout, stderr)
+	}
+}
