@@ -13,6 +13,7 @@ import (
 	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -143,6 +144,10 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		res.Attempts++
 		actx, span := tracer.Start(ctx, "attempt "+strconv.Itoa(res.Attempts), trace.WithAttributes(
 			telemetry.Tool.String(tool), telemetry.Server.String(r.Server), telemetry.Attempt.Int(res.Attempts)))
+		if r.MCP.Server != "" {
+			// OpenTelemetry's MCP conventions: the method and the tool's name on its server.
+			span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(r.MCP.Remote)))
+		}
 		defer span.End()
 		if e.Gate != nil {
 			if err = e.Gate.Allow(r.Server); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/toolbus/toolbus/internal/results"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -99,6 +100,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		span.SetAttributes(telemetry.Tool.String(tool), telemetry.ErrorCode.String(string(call.Error.Code)))
 		res := messages.ResultFor(call)
 		res.Error = call.Error
+		span.SetStatus(codes.Error, string(call.Error.Code))
 		s.Exec.Metrics.Call(ctx, tool, "parser", string(call.Error.Code), 0)
 		return s.answer(call, res, false)
 	}
@@ -152,6 +154,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr, first)
 	if res.Error != nil {
 		res.Error.Message = s.Exec.Redact.String(res.Error.Message)
+		span.SetStatus(codes.Error, string(res.Error.Code)) // the call failed, as the model is told: Jaeger's error filter finds it
 	}
 	res = s.fit(ctx, res)
 	res.Attempts += claim.PriorAttempts

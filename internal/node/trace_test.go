@@ -1,13 +1,21 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -136,4 +144,87 @@ func countNamed(spans []sdktrace.ReadOnlySpan, name string) int {
 		}
 	}
 	return n
+}
+
+// The trace reaches the MCP server: its tools/call request carries the attempt's W3C
+// traceparent both as an HTTP header and in _meta, in the orchestrator's trace.
+func TestTraceReachesTheMCPServer(t *testing.T) {
+	var mu sync.Mutex
+	var headers, metas []string
+	srv := mcp.NewServer(&mcp.Implementation{Name: "probe"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "lookup"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		tp, _ := req.Params.Meta["traceparent"].(string)
+		metas = append(metas, tp)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			mu.Lock()
+			headers = append(headers, r.Header.Get("traceparent"))
+			mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close) // after the services have stopped and closed their sessions
+
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	connect := startBus(t)
+	cfg := mcpConfig(t, `{"mcpServers": {"probe": {"type": "http", "url": "`+ts.URL+`"}}}`)
+	startEach(t, connect, node.Options{Config: cfg, TracerProvider: tp}, node.Parser, node.Executor, node.Formatter)
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rootCtx, root := tp.Tracer("orchestrator").Start(ctx, "agent turn")
+	out, err := c.Ask(rootCtx, "trace-mcp", `<tool_call>{"name": "probe__lookup", "arguments": {}}</tool_call>`, nil)
+	root.End()
+	if err != nil || !out.Results[0].Success {
+		t.Fatalf("%v %+v", err, out)
+	}
+	// A failed call marks its span as an error, so that a trace search for errors finds it.
+	if out, err := c.Ask(ctx, "trace-mcp", `<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>`, nil); err != nil || out.Results[0].Success {
+		t.Fatalf("%v %+v", err, out)
+	}
+	failed := false
+	for _, s := range rec.Ended() {
+		failed = failed || (s.Name() == "execute _unknown" && s.Status().Code == codes.Error && s.Status().Description == "unknown_tool")
+	}
+	if !failed {
+		t.Error("no execute span of the unknown tool with status Error unknown_tool")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(headers) != 1 || len(metas) != 1 {
+		t.Fatalf("tools/call requests: headers %q, _meta %q", headers, metas)
+	}
+	attempt := ""
+	for _, s := range rec.Ended() {
+		if s.Name() == "attempt 1" {
+			attempt = s.SpanContext().SpanID().String()
+		}
+	}
+	for _, s := range rec.Ended() {
+		if s.Name() != "attempt 1" {
+			continue
+		}
+		attrs := map[string]string{}
+		for _, a := range s.Attributes() {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		if attrs["mcp.method.name"] != "tools/call" || attrs["gen_ai.tool.name"] != "lookup" {
+			t.Errorf("attempt span attributes %v, want the MCP method and the tool's name on its server", attrs)
+		}
+	}
+	want := "00-" + root.SpanContext().TraceID().String() + "-" + attempt + "-01"
+	if headers[0] != want || metas[0] != want {
+		t.Errorf("traceparent: header %q, _meta %q; want %q (the attempt span of the orchestrator's trace)", headers[0], metas[0], want)
+	}
 }

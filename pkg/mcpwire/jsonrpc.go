@@ -127,7 +127,11 @@ func (s *rpcSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 // callTool accepts either an MCP CallToolResult or, as older services answer, any JSON
 // value as the result itself.
 func (s *rpcSession) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
-	raw, err := s.call(ctx, "tools/call", map[string]any{"name": name, "arguments": args})
+	params := map[string]any{"name": name, "arguments": args}
+	if meta := traceMeta(ctx); meta != nil {
+		params["_meta"] = meta
+	}
+	raw, err := s.call(ctx, "tools/call", params)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // maxPages bounds tools/list pagination against a server that never stops paging.
@@ -79,7 +80,7 @@ func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 func (s *mcpSession) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	cctx, stop := boundTo(ctx, s.life)
 	defer stop()
-	res, err := s.cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	res, err := s.cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: args, Meta: traceMeta(ctx)})
 	if err != nil && ctx.Err() == nil && s.life.Err() != nil {
 		return nil, fmt.Errorf("%w: the session was closed during the call", errConnection)
 	}
@@ -212,9 +213,6 @@ func withHeaders(base *http.Client, headers map[string]string) *http.Client {
 	if base == nil {
 		base = &http.Client{}
 	}
-	if len(headers) == 0 {
-		return base
-	}
 	c := *base
 	rt := c.Transport
 	if rt == nil {
@@ -234,7 +232,28 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range t.headers {
 		r.Header.Set(k, v)
 	}
+	// The call's trace goes on to the server: W3C traceparent (and tracestate) on every
+	// request made in a traced context.
+	traceContext.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
 	return t.base.RoundTrip(r)
+}
+
+// traceContext propagates W3C trace context to MCP servers.
+var traceContext propagation.TraceContext
+
+// traceMeta is the _meta of a request made in ctx: its traceparent and tracestate, as the
+// MCP specification's trace context convention carries them (nil without a trace).
+func traceMeta(ctx context.Context) mcp.Meta {
+	carrier := propagation.MapCarrier{}
+	traceContext.Inject(ctx, carrier)
+	if len(carrier) == 0 {
+		return nil
+	}
+	meta := make(mcp.Meta, len(carrier))
+	for k, v := range carrier {
+		meta[k] = v
+	}
+	return meta
 }
 
 // sessionBound returns a client whose requests end when life does. The SDK waits for
