@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // maxPages bounds tools/list pagination against a server that never stops paging.
@@ -228,6 +229,9 @@ type headerTransport struct {
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.headers) == 0 && !trace.SpanContextFromContext(r.Context()).IsValid() {
+		return t.base.RoundTrip(r) // nothing to add: no copy of the request
+	}
 	r = r.Clone(r.Context())
 	for k, v := range t.headers {
 		r.Header.Set(k, v)
