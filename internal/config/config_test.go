@@ -53,6 +53,13 @@ func TestParse(t *testing.T) {
 					t.Errorf("servers %q", got)
 				}
 			}},
+		{name: "a command line as a list", json: `{"mcpServers":{"a":{"command":["node","server.mjs"],"args":["--port","1"]}}}`,
+			check: func(t *testing.T, c *Config) {
+				if s := c.MCPServers["a"]; s.Command != "node" || strings.Join(s.Args, " ") != "server.mjs --port 1" {
+					t.Errorf("a: %+v", s)
+				}
+			}},
+		{name: "an empty command list", json: `{"mcpServers":{"a":{"command":[]}}}`, wantErr: "command: an empty list"},
 		{name: "not json", json: `{"mcpServers":`, wantErr: "test.json:1:14: not valid JSON"},
 		{name: "not json, line and column", json: "{\n  \"executor\": {\n    \"timeout\": \"5s\",\n  }\n}", wantErr: "test.json:4:3: not valid JSON"},
 		{name: "a typo at the top level", json: `{"mcpServer":{"a":{"command":"x"}}}`, wantErr: `unknown key "mcpServer" (did you mean "mcpServers"?)`},

@@ -30,7 +30,9 @@ func unknownKeys(path string, v any, t reflect.Type, strict bool) (errs []string
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Implements(reflect.TypeFor[json.Unmarshaler]()) || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+	// A value with its own decoding (a duration) has no keys to check; a struct that
+	// decodes itself (a server entry taking a command line as a list) still has its fields.
+	if t.Kind() != reflect.Struct && (t.Implements(reflect.TypeFor[json.Unmarshaler]()) || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]())) {
 		return nil, nil
 	}
 	switch t.Kind() {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -29,7 +31,10 @@ type manifest struct {
 	Description  string          `json:"description"`
 	InputSchema  json.RawMessage `json:"inputSchema"`
 	OutputSchema json.RawMessage `json:"outputSchema"`
-	Annotations  *struct {
+	// The snake_case spellings other tool formats use (lollms bindings, Anthropic's API).
+	InputSchemaSnake  json.RawMessage `json:"input_schema"`
+	OutputSchemaSnake json.RawMessage `json:"output_schema"`
+	Annotations       *struct {
 		ReadOnlyHint   bool `json:"readOnlyHint"`
 		IdempotentHint bool `json:"idempotentHint"`
 	} `json:"annotations"`
@@ -43,9 +48,25 @@ type toolSpec struct {
 	timeout time.Duration // 0: the folder's default
 }
 
-// parseManifest decodes and checks the manifest of the executable called stem. Fields
-// it does not know (title, icons, _meta, ...) are ignored, as MCP clients do.
+// manifestKeys are the keys a manifest may hold: an MCP tool definition's, their
+// snake_case spellings, and toolbus's timeout. Another is a mistake (a schema under a
+// name nobody reads is a tool whose arguments go unchecked).
+var manifestKeys = []string{"name", "title", "description", "inputSchema", "input_schema", "outputSchema", "output_schema",
+	"annotations", "icons", "_meta", "execution", "timeout"}
+
+// parseManifest decodes and checks the manifest of the executable called stem.
 func parseManifest(data []byte, stem string) (toolSpec, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err == nil {
+		for k := range keys {
+			if !slices.Contains(manifestKeys, k) {
+				if near := toolcall.ClosestNames(k, manifestKeys, 1); len(near) == 1 && toolcall.EditDistance(strings.ToLower(k), strings.ToLower(near[0])) <= 3 {
+					return toolSpec{}, fmt.Errorf("unknown key %q (did you mean %q?)", k, near[0])
+				}
+				return toolSpec{}, fmt.Errorf("unknown key %q (a manifest holds %s)", k, strings.Join(manifestKeys, ", "))
+			}
+		}
+	}
 	var m manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&m); err != nil {
@@ -65,6 +86,18 @@ func parseManifest(data []byte, stem string) (toolSpec, error) {
 	}
 	if m.Timeout < 0 {
 		return toolSpec{}, errors.New("timeout must not be negative")
+	}
+	for _, s := range []struct {
+		camel, snake *json.RawMessage
+		name         string
+	}{{&m.InputSchema, &m.InputSchemaSnake, "inputSchema"}, {&m.OutputSchema, &m.OutputSchemaSnake, "outputSchema"}} {
+		if len(*s.snake) == 0 {
+			continue
+		}
+		if len(*s.camel) != 0 {
+			return toolSpec{}, fmt.Errorf("both %s and its other spelling: give one", s.name)
+		}
+		*s.camel = *s.snake
 	}
 	if len(m.InputSchema) == 0 || string(m.InputSchema) == "null" {
 		m.InputSchema = json.RawMessage(`{"type":"object"}`)

@@ -33,6 +33,11 @@ func TestParseManifest(t *testing.T) {
 		{name: "input schema not an object", data: `{"inputSchema": {"type": "array"}}`, wantErr: "inputSchema"},
 		{name: "input schema broken", data: `{"inputSchema": {"type": "object", "properties": {"a": {"$ref": "#/nope"}}}}`, wantErr: "inputSchema"},
 		{name: "output schema not an object", data: `{"outputSchema": {"type": "string"}}`, wantErr: "outputSchema"},
+		{name: "input_schema, as lollms bindings write it", data: `{"input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}`,
+			wantIn: `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`},
+		{name: "both spellings", data: `{"inputSchema": {"type": "object"}, "input_schema": {"type": "object"}}`, wantErr: "both inputSchema"},
+		{name: "a misspelt key", data: `{"inputschema": {"type": "object"}}`, wantErr: `unknown key "inputschema" (did you mean "inputSchema"?)`},
+		{name: "an unknown key", data: `{"handler": "main.py"}`, wantErr: `unknown key "handler"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

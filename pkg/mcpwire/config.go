@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -55,6 +56,36 @@ type ServerConfig struct {
 	// Parallel overrides the executor's parallel setting for this server's tools: "safe",
 	// "ordered" or "all".
 	Parallel string `json:"parallel,omitempty"`
+}
+
+// UnmarshalJSON reads an entry as MCP clients write it, and also with "command" as a
+// list, program first, as some clients and design notes write it: ["node", "server.mjs"]
+// is command "node" with "server.mjs" before the args.
+func (c *ServerConfig) UnmarshalJSON(b []byte) error {
+	type plain ServerConfig
+	var v struct {
+		plain
+		Command json.RawMessage `json:"command,omitempty"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*c = ServerConfig(v.plain)
+	if len(v.Command) == 0 || string(v.Command) == "null" {
+		return nil
+	}
+	if v.Command[0] == '[' {
+		var line []string
+		if err := json.Unmarshal(v.Command, &line); err != nil {
+			return fmt.Errorf("command: %w", err)
+		}
+		if len(line) == 0 {
+			return fmt.Errorf("command: an empty list")
+		}
+		c.Command, c.Args = line[0], append(line[1:len(line):len(line)], c.Args...)
+		return nil
+	}
+	return json.Unmarshal(v.Command, &c.Command)
 }
 
 // RetryPolicy is a server's exponential backoff with jitter.

@@ -250,3 +250,18 @@ func FuzzJSONLines(f *testing.F) {
 		}
 	})
 }
+
+// A server configured with its command line as a list starts and answers.
+func TestStdioCommandAsList(t *testing.T) {
+	var cfg mcpwire.ServerConfig
+	if err := json.Unmarshal([]byte(`{"command": ["sh", "-c", "exec \"$SERVER\""], "env": {"SERVER": "`+stdioServer(t)+`"}}`), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t, map[string]mcpwire.ServerConfig{"listed": cfg}, nil)
+	if err := p.Connect(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := p.Call(ctxT(t), "listed__echo", json.RawMessage(`{"text":"from a list"}`)); err != nil || string(out) != `"from a list"` {
+		t.Fatalf("echo = %s, %v", out, err)
+	}
+}
