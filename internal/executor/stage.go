@@ -13,6 +13,7 @@ import (
 	"github.com/toolbus/toolbus/internal/claims"
 	"github.com/toolbus/toolbus/internal/results"
 	"github.com/toolbus/toolbus/internal/telemetry"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -65,6 +66,25 @@ func (s *Stage) fit(ctx context.Context, res messages.ToolResult) messages.ToolR
 		s.logger().Warn("a large result could not be kept; it is answered with a preview only", "call", res.CallID, "bytes", len(res.Result), "err", err)
 	}
 	return messages.CapResult(res, max)
+}
+
+// quiet reports whether a call is one of QuietTools, by the name the model wrote or by
+// any spelling of the tool it resolved to (bare, "server__tool", "mcp__server__tool",
+// "server::tool").
+func (s *Stage) quiet(name string, r Route) bool {
+	if len(s.QuietTools) == 0 {
+		return false
+	}
+	names := []string{name, r.Info.Name}
+	if m := r.MCP; m.Server != "" {
+		names = append(names, m.Remote, m.Server+mcpwire.Separator+m.Remote, "mcp"+mcpwire.Separator+m.Server+mcpwire.Separator+m.Remote, m.Server+"::"+m.Remote)
+	}
+	for _, q := range s.QuietTools {
+		if slices.Contains(names, q) {
+			return true
+		}
+	}
+	return false
 }
 
 // Decode reads a call message. A body that cannot be read is answered from the headers
@@ -166,7 +186,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	}
 	// Arguments and results are never logged: they may hold secrets.
 	level := slog.LevelInfo
-	if slices.Contains(s.QuietTools, call.Tool) {
+	if s.quiet(call.Tool, route) {
 		level = slog.LevelDebug
 	}
 	s.logger().Log(ctx, level, "call", "call", call.ID, "tool", telemetry.Cap(call.Tool), "server", res.Backend,

@@ -17,6 +17,7 @@ import (
 	"github.com/toolbus/toolbus/internal/claims"
 	"github.com/toolbus/toolbus/internal/claims/claimstest"
 	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -277,5 +278,22 @@ func TestAlwaysDownIsAnsweredAndDeadLettered(t *testing.T) {
 	case extra := <-results:
 		t.Errorf("a second result was published: %+v", extra)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// A quiet tool is quiet under every spelling: the configuration may name it bare or
+// qualified, and the model may call it either way.
+func TestQuietMatchesEverySpelling(t *testing.T) {
+	route := Route{Info: messages.ToolInfo{Name: "saint__get_comments"}, MCP: mcpwire.Tool{Server: "saint", Remote: "get_comments"}}
+	for _, q := range []string{"get_comments", "saint__get_comments", "mcp__saint__get_comments", "saint::get_comments"} {
+		s := &Stage{QuietTools: []string{q}}
+		for _, called := range []string{"get_comments", "saint__get_comments", "saint::get_comments"} {
+			if !s.quiet(called, route) {
+				t.Errorf("quiet_tools %q, called as %q: not quiet", q, called)
+			}
+		}
+	}
+	if (&Stage{QuietTools: []string{"other"}}).quiet("saint__get_comments", route) {
+		t.Error("a tool not listed is quiet")
 	}
 }

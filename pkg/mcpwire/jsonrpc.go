@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -43,6 +45,7 @@ type rpcRequest struct {
 }
 
 type rpcResponse struct {
+	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`
 	Error  *jsonrpc.Error  `json:"error"`
 }
@@ -60,7 +63,8 @@ func (s *rpcSession) call(ctx context.Context, method string, params any) (json.
 }
 
 func (s *rpcSession) post(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: s.nextID.Add(1), Method: method, Params: params})
+	id := s.nextID.Add(1)
+	body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params})
 	if err != nil {
 		return nil, err
 	}
@@ -88,11 +92,19 @@ func (s *rpcSession) post(ctx context.Context, method string, params any) (json.
 		resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
 		// A proxy or an overloaded server turned the request away before it ran.
 		return nil, fmt.Errorf("%w: HTTP %s", errRejected, resp.Status)
+	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented && resp.StatusCode != http.StatusHTTPVersionNotSupported:
+		// The server failed while handling the request, which may or may not have run:
+		// transient, retried for calls safe to repeat, outcome_unknown for the others.
+		return nil, fmt.Errorf("%w: HTTP %s", errConnection, resp.Status)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, &jsonrpc.Error{Code: -32000, Message: "HTTP " + resp.Status}
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, &jsonrpc.Error{Code: -32700, Message: fmt.Sprintf("the response is not JSON-RPC: %v", err)}
+	}
+	if got := strings.TrimSpace(string(r.ID)); got != strconv.FormatInt(id, 10) && got != `"`+strconv.FormatInt(id, 10)+`"` {
+		// Another request's answer (a proxy mixing replies up): not this call's result.
+		return nil, fmt.Errorf("%w: the reply's id is %s, the request's %d", errConnection, got, id)
 	}
 	return r.Result, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -44,8 +45,16 @@ func rpcHandler(t *testing.T, list bool, answer map[string]string) http.Handler 
 				reply("error", `{"code":-32602,"message":"unknown tool"}`)
 				return
 			}
-			if a == "503" {
+			switch a {
+			case "503":
 				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			case "500":
+				http.Error(w, "crashed", http.StatusInternalServerError)
+				return
+			case "wrong id":
+				w.Header().Set("Content-Type", "application/json")
+				w.Write([]byte(`{"jsonrpc":"2.0","id":999999,"result":"someone else's"}`))
 				return
 			}
 			reply("result", a)
@@ -97,7 +106,7 @@ func TestJSONRPC(t *testing.T) {
 
 func TestJSONRPCWithoutToolsList(t *testing.T) {
 	var calls atomic.Int32
-	h := rpcHandler(t, false, map[string]string{"legacy": `"done"`, "busy": "503"})
+	h := rpcHandler(t, false, map[string]string{"legacy": `"done"`, "busy": "503", "crashing": "500", "mixed": "wrong id"})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		h.ServeHTTP(w, r)
@@ -105,7 +114,7 @@ func TestJSONRPCWithoutToolsList(t *testing.T) {
 	t.Cleanup(srv.Close)
 	server := "rpc"
 	p := newPool(t, map[string]mcpwire.ServerConfig{"rpc": {Type: "jsonrpc", URL: srv.URL}},
-		&mcpwire.Options{Routes: map[string]*string{"legacy": &server, "busy": &server}})
+		&mcpwire.Options{Routes: map[string]*string{"legacy": &server, "busy": &server, "crashing": &server, "mixed": &server}})
 	ctx := ctxT(t)
 	if err := p.Connect(ctx); err != nil {
 		t.Fatalf("a service without tools/list is still up: %v", err)
@@ -115,5 +124,14 @@ func TestJSONRPCWithoutToolsList(t *testing.T) {
 	}
 	if _, err := p.Call(ctx, "busy", nil); !errors.Is(err, mcpwire.ErrUnavailable) {
 		t.Fatalf("503: err = %v, want ErrUnavailable", err)
+	}
+	// A 500 is the server failing while the request may have run: transient, like a
+	// connection lost during the call (retried if safe, outcome_unknown if not).
+	if _, err := p.Call(ctx, "crashing", nil); !errors.Is(err, mcpwire.ErrConnectionLost) {
+		t.Fatalf("500: err = %v, want ErrConnectionLost", err)
+	}
+	// A reply to another request is never taken for this call's result.
+	if out, err := p.Call(ctx, "mixed", nil); err == nil || !strings.Contains(err.Error(), "id") {
+		t.Fatalf("a reply with another id: %s, %v; want an error", out, err)
 	}
 }
