@@ -211,6 +211,13 @@ func TestCompose(t *testing.T) {
 		}
 	}
 
+	// Every toolbus service runs under an init, which reaps what tools leave behind.
+	for _, name := range node.AllServices() {
+		if s := p.Services[name]; s.Init == nil || !*s.Init {
+			t.Errorf("%s: no init (init: true) to reap the processes its tools leave", name)
+		}
+	}
+
 	// The NATS cluster: the cluster variant of nats.conf on each node, every password it
 	// reads, its name, the cluster port kept private.
 	confVars := confVariables(t)
