@@ -78,6 +78,7 @@ type Options struct {
 // Node is a set of running services.
 type Node struct {
 	wg   sync.WaitGroup
+	stop context.CancelFunc
 	mu   sync.Mutex
 	errs []error
 }
@@ -121,20 +122,25 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 			return nil, err
 		}
 	}
-	n := &Node{}
+	// The services' runs end with ctx, or when a later service cannot be built: what was
+	// started stops then, and quietly (its child processes too).
+	runCtx, stopRuns := context.WithCancel(ctx)
+	n := &Node{stop: stopRuns}
 	for _, name := range o.Services {
 		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		runs, err := build(bctx, nc, js, name, o, metrics)
 		cancel()
 		if err != nil {
+			stopRuns()
+			n.wg.Wait()
 			return nil, err
 		}
 		for _, run := range runs {
 			n.wg.Add(1)
 			go func() {
 				defer n.wg.Done()
-				if err := run(ctx); err != nil {
-					if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				if err := run(runCtx); err != nil {
+					if runCtx.Err() != nil && errors.Is(err, context.Canceled) {
 						return // stopped as asked: not a failure
 					}
 					o.Logger.Error("service stopped", "service", name, "err", err)
@@ -182,6 +188,7 @@ func provision(ctx context.Context, js jetstream.JetStream, topo bus.Topology, l
 // Wait blocks until every service has stopped and returns their errors.
 func (n *Node) Wait() error {
 	n.wg.Wait()
+	n.stop()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return errors.Join(n.errs...)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -126,6 +127,26 @@ func Configure(r *Registry, c Config, opts *Options) error {
 			return p
 		}
 		return filepath.Join(o.BaseDir, p)
+	}
+	// Every folder the configuration names must exist: say which are missing, all at
+	// once, with the command that creates them, rather than one per run.
+	var missing, mkdir []string
+	for _, f := range []struct {
+		on        bool
+		key, path string
+	}{{c.Tools.on(), "local.tools.folder", c.Tools.Folder}, {c.KnowledgeBase.on(), "local.knowledge_base.folder", c.KnowledgeBase.Folder},
+		{c.FileWriter.on(), "local.file_writer.root", c.FileWriter.Root}} {
+		if !f.on {
+			continue
+		}
+		if fi, err := os.Stat(path(f.path)); err != nil || !fi.IsDir() {
+			missing = append(missing, fmt.Sprintf("%s %q (%s)", f.key, f.path, path(f.path)))
+			mkdir = append(mkdir, path(f.path))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("local: the configuration names folders that do not exist: %s; create them with: mkdir -p %s",
+			strings.Join(missing, ", "), strings.Join(mkdir, " "))
 	}
 	var builtins []Tool
 	if c.Clock == nil || *c.Clock {

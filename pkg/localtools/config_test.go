@@ -154,3 +154,23 @@ func TestClock(t *testing.T) {
 		t.Errorf("the clock's result does not match its output schema: %v", err)
 	}
 }
+
+// Folders the configuration names but that do not exist are all reported at once, with
+// the command that creates them.
+func TestConfigureMissingFolders(t *testing.T) {
+	base := t.TempDir()
+	os.Mkdir(filepath.Join(base, "tools"), 0o755)
+	c := Config{Tools: ToolsConfig{Folder: "tools"}, KnowledgeBase: KnowledgeBaseConfig{Folder: "knowledge"}, FileWriter: FileWriterConfig{Root: "out"}}
+	err := Configure(New(), c, &Options{BaseDir: base})
+	if err == nil {
+		t.Fatal("no error for missing folders")
+	}
+	for _, want := range []string{`local.knowledge_base.folder "knowledge"`, `local.file_writer.root "out"`, "mkdir -p " + filepath.Join(base, "knowledge") + " " + filepath.Join(base, "out")} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "local.tools.folder") {
+		t.Errorf("error %q names a folder that exists", err)
+	}
+}
