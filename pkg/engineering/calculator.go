@@ -256,6 +256,26 @@ type paramRef struct {
 	alt bool
 }
 
+// wordAlias is the plain-English parameter name of a variable described as desc: its
+// words up to " of ", "(", "," or ":" , lower case, joined by '_' ("area of the circle" →
+// "area", "wall thickness" → "wall_thickness"); "" when that is no identifier.
+func wordAlias(desc string) string {
+	w := strings.ToLower(desc)
+	for _, stop := range []string{" of ", " (", "(", ",", ":", ";", " in ", " for "} {
+		w, _, _ = strings.Cut(w, stop)
+	}
+	w = strings.Join(strings.Fields(strings.ReplaceAll(w, "-", " ")), "_")
+	if w == "" || len(w) > 40 {
+		return ""
+	}
+	for i, r := range w {
+		if !(r >= 'a' && r <= 'z' || r == '_' || i > 0 && r >= '0' && r <= '9') {
+			return ""
+		}
+	}
+	return w
+}
+
 // solve runs the formula machinery on decoded parameters.
 func (c *Calculator) solve(params map[string]json.RawMessage, materials []Material) (*Result, error) {
 	refs := map[string]paramRef{}
@@ -267,6 +287,23 @@ func (c *Calculator) solve(params map[string]json.RawMessage, materials []Materi
 		if v.Alt != nil {
 			for _, n := range append([]string{v.Alt.Name}, v.Alt.Aliases...) {
 				refs[n] = paramRef{v: v, alt: true}
+			}
+		}
+	}
+	// The plain word for each variable is a name too, where it is no other's: a model
+	// (or a design note) that writes {"radius": 0.5} or {"area": 1} means r and A.
+	for i := range c.Vars {
+		v := &c.Vars[i]
+		if w := wordAlias(v.Description); w != "" {
+			if _, taken := refs[w]; !taken {
+				refs[w] = paramRef{v: v}
+			}
+		}
+		if v.Alt != nil {
+			if w := wordAlias(v.Alt.Description); w != "" {
+				if _, taken := refs[w]; !taken {
+					refs[w] = paramRef{v: v, alt: true}
+				}
 			}
 		}
 	}

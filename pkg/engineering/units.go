@@ -154,9 +154,62 @@ func unitsOf(dim dimension) []string {
 // unit.
 var quantityPattern = regexp.MustCompile(`^\s*([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(.*?)\s*$`)
 
-// parseQuantity splits "10 bar" into 10 and "bar". The unit is "" when the text is a
-// bare number.
+// numberWithSeparators is the number at the start of a quantity written with decimal
+// commas or thousands separators, as German (and English) engineers write them.
+var numberWithSeparators = regexp.MustCompile(`^(\s*[+-]?)([0-9][0-9.,]*[0-9]|[0-9])(.*)$`)
+
+// localNumber rewrites the number of a quantity written with a decimal comma or with
+// thousands separators into Go's syntax: "10,5 bar" → "10.5 bar", "1.234,5 mm" →
+// "1234.5 mm", "1,234.5 mm" → "1234.5 mm", "1.234.567 Pa" → "1234567 Pa". "1,234" alone
+// could be either and is an error that says so.
+func localNumber(text string) (string, error) {
+	m := numberWithSeparators.FindStringSubmatch(text)
+	if m == nil || !strings.ContainsAny(m[2], ",") && strings.Count(m[2], ".") < 2 {
+		return text, nil // no comma and at most one point: Go's syntax already
+	}
+	sign, num, rest := m[1], m[2], m[3]
+	grouped := func(s, sep string) bool { // "1.234.567": groups of three after the first
+		parts := strings.Split(s, sep)
+		if len(parts[0]) == 0 || len(parts[0]) > 3 {
+			return false
+		}
+		for _, p := range parts[1:] {
+			if len(p) != 3 {
+				return false
+			}
+		}
+		return true
+	}
+	lastComma, lastPoint := strings.LastIndex(num, ","), strings.LastIndex(num, ".")
+	ambiguous := fmt.Errorf("%q: is the comma a decimal comma or a thousands separator? Write the number with a point for decimals and no separators (1.234 or 1234)", strings.TrimSpace(text))
+	switch {
+	case lastComma >= 0 && lastPoint >= 0 && lastComma > lastPoint && grouped(num[:lastComma], "."): // 1.234,5
+		num = strings.ReplaceAll(num[:lastComma], ".", "") + "." + num[lastComma+1:]
+	case lastComma >= 0 && lastPoint >= 0 && lastPoint > lastComma && grouped(num[:lastPoint], ","): // 1,234.5
+		num = strings.ReplaceAll(num[:lastPoint], ",", "") + num[lastPoint:]
+	case lastPoint < 0 && strings.Count(num, ",") == 1: // 10,5 / 0,125 / 1,234?
+		intPart, frac := num[:lastComma], num[lastComma+1:]
+		if len(frac) == 3 && intPart != "0" && grouped(num, ",") {
+			return "", ambiguous
+		}
+		num = intPart + "." + frac
+	case lastPoint < 0 && grouped(num, ","): // 1,234,567
+		num = strings.ReplaceAll(num, ",", "")
+	case lastComma < 0 && grouped(num, "."): // 1.234.567
+		num = strings.ReplaceAll(num, ".", "")
+	default:
+		return "", fmt.Errorf("%q is not a number with an optional unit (like \"10 bar\" or \"10,5 bar\")", strings.TrimSpace(text))
+	}
+	return sign + num + rest, nil
+}
+
+// parseQuantity splits "10 bar" into 10 and "bar" (decimal commas and thousands
+// separators read as [localNumber] does). The unit is "" when the text is a bare number.
 func parseQuantity(text string) (float64, string, error) {
+	text, err := localNumber(text)
+	if err != nil {
+		return 0, "", err
+	}
 	m := quantityPattern.FindStringSubmatch(text)
 	if m == nil {
 		return 0, "", fmt.Errorf("%q is not a number with an optional unit (like \"10 bar\")", text)

@@ -1,6 +1,7 @@
 package engineering
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -156,5 +157,81 @@ func TestUnitsOfListsEachSymbolOnce(t *testing.T) {
 	want := "N/m², Pa, hPa, mbar, kPa, psi, N/cm², bar, atm, MPa, N/mm², ksi, GPa, kN/mm²"
 	if got != want {
 		t.Errorf("unitsOf(pressure) = %s\nwant %s", got, want)
+	}
+}
+
+// Decimal commas and thousands separators are read as the engineer who wrote them meant
+// them; a comma that could be either is an error that says why.
+func TestParseQuantityLocalNumbers(t *testing.T) {
+	tests := []struct {
+		text    string
+		want    float64
+		unit    string
+		wantErr string
+	}{
+		{"10,5 bar", 10.5, "bar", ""},
+		{"1.234,5 mm", 1234.5, "mm", ""},
+		{"1,234.5 mm", 1234.5, "mm", ""},
+		{"0,125 m", 0.125, "m", ""},
+		{"-2,75", -2.75, "", ""},
+		{"1.234.567 Pa", 1234567, "Pa", ""},
+		{"1,234,567 Pa", 1234567, "Pa", ""},
+		{"10.5 bar", 10.5, "bar", ""},
+		{"1,234 mm", 0, "", "decimal comma or a thousands separator"},
+		{"12,345", 0, "", "decimal comma or a thousands separator"},
+		{"1,2,3 mm", 0, "", "not a number"},
+		{"1.23,4 mm", 0, "", "not a number"},
+	}
+	for _, tt := range tests {
+		v, unit, err := parseQuantity(tt.text)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%q: %v, %q, %v; want an error with %q", tt.text, v, unit, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || v != tt.want || unit != tt.unit {
+			t.Errorf("%q = %v %q, %v; want %v %q", tt.text, v, unit, err, tt.want, tt.unit)
+		}
+	}
+}
+
+// FuzzParseQuantity: any text gives a finite number or an error, never a panic; a
+// number without separators reads as strconv does.
+func FuzzParseQuantity(f *testing.F) {
+	for _, s := range []string{"10,5 bar", "1.234,5 mm", "1,234", "1,234,567 Pa", "0x10", "-,5", "1.2.3,4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		v, _, err := parseQuantity(text)
+		if err == nil && (v != v || v > 1e308 || v < -1e308) {
+			t.Errorf("%q = %v", text, v)
+		}
+	})
+}
+
+// The plain word for a variable is a parameter name: the seed's {"radius": 0.5} and
+// {"area": 1} on the circle calculator.
+func TestPlainWordParameters(t *testing.T) {
+	s := New(&Options{Sessions: NewMemorySessions()})
+	ctx := context.Background()
+	if _, err := s.Call(ctx, "w", ToolDispatch, json.RawMessage(`{"domain": "geometry", "action": "activate"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ params, want string }{
+		{`{"radius": 0.5}`, `"value":0.785398`},
+		{`{"area": 1}`, `"value":0.56419`},
+		{`{"diameter": "1 m"}`, `"value":0.785398`},
+	} {
+		out, err := s.Call(ctx, "w", ToolExecute, json.RawMessage(`{"tool_name": "geometry.solve_circle_area", "parameters": `+tt.params+`}`))
+		if err != nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("%s: %.300s, %v; want %s", tt.params, out, err, tt.want)
+		}
+	}
+	for desc, want := range map[string]string{"area of the circle": "area", "wall thickness": "wall_thickness", "height (length)": "height",
+		"allowable stress, K/S": "allowable_stress", "σ": "", "2nd moment": ""} {
+		if got := wordAlias(desc); got != want {
+			t.Errorf("wordAlias(%q) = %q, want %q", desc, got, want)
+		}
 	}
 }
