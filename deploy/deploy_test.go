@@ -193,7 +193,8 @@ type serviceNeeds struct {
 
 func needs() map[string]serviceNeeds {
 	topo := bus.Topology{}
-	// Every service provisions every stream, consumer and bucket at start.
+	// Every service checks (bus.Check) that every stream, consumer and bucket exists as
+	// it should; `toolbus provision`, as admin, made them.
 	provision := []string{"$JS.API.INFO"}
 	var streams []string
 	for _, s := range topo.Streams() {
@@ -206,11 +207,11 @@ func needs() map[string]serviceNeeds {
 		streams = append(streams, "OBJ_"+b.Bucket)
 	}
 	for _, s := range streams {
-		provision = append(provision, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s)
+		provision = append(provision, "$JS.API.STREAM.INFO."+s)
 	}
 	streamOf := map[string]string{}
 	for stream, c := range topo.Consumers() {
-		provision = append(provision, "$JS.API.CONSUMER.CREATE."+stream+"."+c.Durable)
+		provision = append(provision, "$JS.API.CONSUMER.INFO."+stream+"."+c.Durable)
 		streamOf[c.Durable] = stream
 	}
 	consume := func(durable string) []string {
@@ -296,6 +297,8 @@ func needs() map[string]serviceNeeds {
 }
 
 // denied is what each user must not do: the least-privilege half of the permissions.
+// Besides these, no service may create or update a stream or a stage's consumer
+// (TestServicesMayNotProvision).
 var denied = map[string]serviceNeeds{
 	node.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), "$O." + messages.BucketResults + ".C.abc",
 		"$KV." + messages.BucketCalls + ".k", "$JS.API.STREAM.DELETE." + messages.StreamCalls, "$JS.API.STREAM.PURGE." + messages.StreamResponses,
@@ -475,12 +478,19 @@ func connectAs(t *testing.T, urls []string, user, password string) (*nats.Conn, 
 // the per-service binaries do.
 func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.Topology) map[string]asyncErrors {
 	t.Helper()
+	// Provisioning is admin's, once; the services only check it.
+	anc, _ := connectAs(t, urls, "admin", pw["admin"])
+	ajs, err := jetstream.New(anc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.ProvisionCluster(t, ajs, topo)
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := map[string]asyncErrors{}
 	var nodes []*node.Node
 	for _, name := range node.AllServices() {
 		nc, e := connectAs(t, urls, name, pw[name])
-		n, err := node.Start(ctx, nc, node.Options{Services: []string{name}, Topology: topo, Local: bigReport(t)})
+		n, err := node.Start(ctx, nc, node.Options{Services: []string{name}, Topology: topo, Local: bigReport(t), CheckOnly: true})
 		if err != nil {
 			cancel()
 			t.Fatalf("%s under its own user: %v", name, err)
@@ -591,6 +601,55 @@ func TestPermissionsOnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	askAll(t, c)
+
+	// No service may change what it does not own. As healthd, the least privileged: cut
+	// the outputs to one message, seal the output stream, throttle the executors'
+	// consumer — each refused, and nothing changed.
+	hnc, _ := connectAs(t, urls, node.Healthd, pw[node.Healthd])
+	hjs, err := jetstream.New(hnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := bus.Topology{}
+	var outputCfg jetstream.StreamConfig
+	for _, s := range topo.Streams() {
+		if s.Name == messages.StreamOutput {
+			outputCfg = s
+		}
+	}
+	attack := func(what string, f func(ctx context.Context) error) {
+		t.Helper()
+		actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer acancel()
+		if err := f(actx); err == nil {
+			t.Errorf("healthd could %s", what)
+		}
+	}
+	trimmed := outputCfg
+	trimmed.MaxMsgs = 1
+	attack("cut TOOLBUS_OUTPUT to one message", func(ctx context.Context) error { _, err := hjs.UpdateStream(ctx, trimmed); return err })
+	sealed := outputCfg
+	sealed.Sealed = true
+	attack("seal TOOLBUS_OUTPUT", func(ctx context.Context) error { _, err := hjs.UpdateStream(ctx, sealed); return err })
+	throttled := topo.Consumers()[messages.StreamCalls]
+	throttled.MaxAckPending = 1
+	attack("throttle the executors' consumer", func(ctx context.Context) error {
+		_, err := hjs.CreateOrUpdateConsumer(ctx, messages.StreamCalls, throttled)
+		return err
+	})
+	attack("delete the calls stream", func(ctx context.Context) error { return hjs.DeleteStream(ctx, messages.StreamCalls) })
+	{
+		anc, _ := connectAs(t, urls, "admin", pw["admin"])
+		ajs, _ := jetstream.New(anc)
+		vctx, vcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer vcancel()
+		if err := bus.Check(vctx, ajs, topo); err != nil {
+			t.Errorf("after the attacks: %v", err)
+		}
+		if s, err := ajs.Stream(vctx, messages.StreamOutput); err != nil || s.CachedInfo().Config.MaxMsgs == 1 || s.CachedInfo().Config.Sealed {
+			t.Errorf("TOOLBUS_OUTPUT after the attacks: %+v, %v", s.CachedInfo().Config, err)
+		}
+	}
 
 	// Healthd wrote its statuses under its user.
 	anc, _ := connectAs(t, urls, "admin", pw["admin"])
@@ -752,4 +811,26 @@ func waitForCluster(t *testing.T, servers []*server.Server) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("no JetStream meta leader with every node after 30s")
+}
+
+// TestServicesMayNotProvision: provisioning is admin's; no service user may create,
+// update (cut, seal) or delete a stream, nor create or rewrite a stage's consumer.
+func TestServicesMayNotProvision(t *testing.T) {
+	setPasswords(t)
+	perms := permissionsOf(t, loadConf(t, baseConf))
+	topo := bus.Topology{}
+	var subjects []string
+	for _, s := range topo.Streams() {
+		subjects = append(subjects, "$JS.API.STREAM.CREATE."+s.Name, "$JS.API.STREAM.UPDATE."+s.Name, "$JS.API.STREAM.DELETE."+s.Name)
+	}
+	for stream, c := range topo.Consumers() {
+		subjects = append(subjects, "$JS.API.CONSUMER.CREATE."+stream+"."+c.Durable, "$JS.API.CONSUMER.DURABLE.CREATE."+stream+"."+c.Durable)
+	}
+	for _, user := range node.AllServices() {
+		for _, s := range subjects {
+			if allowed(perms[user].Permissions.Publish, s) {
+				t.Errorf("%s may publish %s", user, s)
+			}
+		}
+	}
 }

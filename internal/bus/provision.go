@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -204,3 +206,62 @@ func raced(err error) bool {
 		errors.Is(err, jetstream.ErrConsumerExists) ||
 		errors.Is(err, jetstream.ErrBucketExists)
 }
+
+// Check verifies, without changing anything, that every stream, consumer and bucket of t
+// exists and that the settings the pipeline relies on match (subjects and retention of
+// streams, the stream of buckets, ack policy, deliveries and ack wait of consumers). Its
+// error names every one missing or different, so that a service started before
+// provisioning (`toolbus provision`) says exactly what it lacks.
+func Check(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	var problems []string
+	missing := func(what string, err error) {
+		if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+			errors.Is(err, jetstream.ErrBucketNotFound) {
+			problems = append(problems, what+" is missing")
+		} else {
+			problems = append(problems, fmt.Sprintf("%s: %v", what, err))
+		}
+	}
+	for _, want := range t.Streams() {
+		s, err := js.Stream(ctx, want.Name)
+		if err != nil {
+			missing("stream "+want.Name, err)
+			continue
+		}
+		got := s.CachedInfo().Config
+		if !slices.Equal(got.Subjects, want.Subjects) || got.Retention != want.Retention || got.Sealed || got.DenyDelete != want.DenyDelete {
+			problems = append(problems, fmt.Sprintf("stream %s differs (subjects %v, retention %v, sealed %v; want subjects %v, retention %v)",
+				want.Name, got.Subjects, got.Retention, got.Sealed, want.Subjects, want.Retention))
+		}
+	}
+	for stream, want := range t.Consumers() {
+		c, err := js.Consumer(ctx, stream, want.Durable)
+		if err != nil {
+			missing(fmt.Sprintf("consumer %s on %s", want.Durable, stream), err)
+			continue
+		}
+		got := c.CachedInfo().Config
+		if got.AckPolicy != want.AckPolicy || got.MaxDeliver != want.MaxDeliver || got.AckWait != want.AckWait || got.MaxAckPending != want.MaxAckPending {
+			problems = append(problems, fmt.Sprintf("consumer %s on %s differs (ack wait %v, max deliver %d, max ack pending %d; want %v, %d, %d)",
+				want.Durable, stream, got.AckWait, got.MaxDeliver, got.MaxAckPending, want.AckWait, want.MaxDeliver, want.MaxAckPending))
+		}
+	}
+	for _, want := range t.Buckets() {
+		if _, err := js.KeyValue(ctx, want.Bucket); err != nil {
+			missing("key-value bucket "+want.Bucket, err)
+		}
+	}
+	for _, want := range t.ObjectStores() {
+		if _, err := js.ObjectStore(ctx, want.Bucket); err != nil {
+			missing("object store "+want.Bucket, err)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrNotProvisioned, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// ErrNotProvisioned is Check's error: streams, consumers or buckets are missing or
+// differ; `toolbus provision` (with administrator credentials) creates or fixes them.
+var ErrNotProvisioned = errors.New("not provisioned (run `toolbus provision` with administrator credentials)")

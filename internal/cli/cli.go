@@ -48,6 +48,7 @@ func commands() []command {
 		{"repair", "repair the JSON on stdin and print it", repairCmd},
 		{"bench", "measure throughput and latency against the bus ceiling", benchCmd},
 		{"version", "print the version, commit and Go version of this build", versionCmd},
+		{"provision", "create or update toolbus's streams, consumers and buckets on a NATS server (administrator credentials)", provisionCmd},
 	}
 }
 

@@ -256,7 +256,17 @@ func TestServiceSaysWhatHappens(t *testing.T) {
 	if code != 0 || strings.Count(log, "NATS not reachable") < 1 || strings.Contains(log, `"level":"ERROR"`) || strings.Contains(log, "context canceled") {
 		t.Errorf("unreachable NATS, stopped: exit %d\n%s", code, log)
 	}
-	log, code = run(bustest.Server(t), `"msg":"ready"`)
+	// Before provisioning, a service says what is missing and how to provision; then it
+	// is ready.
+	url := bustest.Server(t)
+	log, code = run(url, "waiting for the streams and buckets to be provisioned")
+	if code != 0 || !strings.Contains(log, "stream TOOLBUS_CALLS is missing") || !strings.Contains(log, "toolbus provision") {
+		t.Errorf("a service before provisioning: exit %d\n%s", code, log)
+	}
+	if _, stderr, code := runMain(t, "", "provision", "--nats", url); code != 0 {
+		t.Fatalf("toolbus provision: exit %d, %s", code, stderr)
+	}
+	log, code = run(url, `"msg":"ready"`)
 	if code != 0 || !strings.Contains(log, `"msg":"ready","service":"parser"`) || !strings.Contains(log, "connected to NATS") || strings.Contains(log, `"level":"ERROR"`) {
 		t.Errorf("a service stopped after it was ready: exit %d\n%s", code, log)
 	}

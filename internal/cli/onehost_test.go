@@ -37,6 +37,10 @@ func (s *syncBuffer) String() string {
 // given explicitly that is taken is an error naming the flag.
 func TestServicesOnOneHost(t *testing.T) {
 	url := bustest.Server(t)
+	// Provisioning is a step of its own; the services only check it was done.
+	if stdout, stderr, code := runMain(t, "", "provision", "--nats", url); code != 0 || !strings.Contains(stdout, "provisioned 6 streams, 4 consumers") {
+		t.Fatalf("toolbus provision: exit %d, %q %q", code, stdout, stderr)
+	}
 	// Hold the executor's default port, as a fourth program on the host might.
 	if l, err := net.Listen("tcp", ":8082"); err == nil {
 		t.Cleanup(func() { l.Close() })

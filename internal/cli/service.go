@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/ops"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"go.opentelemetry.io/otel/metric"
@@ -31,6 +33,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	ops := addOpsFlag(fs, env, defaultOpsAddr(name))
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	provision := fs.Bool("provision", false, "create or update the streams, consumers and buckets at start, as `toolbus provision` does (needs a NATS user allowed to); by default only check that they exist and say what is missing")
 	if err := parseFlags(fs, args); err != nil {
 		return 2
 	}
@@ -60,7 +63,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 		}
 		n, err := node.Start(ctx, nc, node.Options{
 			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log, Ops: opsSrv, MeterProvider: mp,
-			Topology: topology(cfg, *streamReplicas),
+			Topology: topology(cfg, *streamReplicas), CheckOnly: !*provision,
 		})
 		if err != nil {
 			return err
@@ -72,6 +75,44 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 		return 1
 	}
 	return 0
+}
+
+// provisionCmd creates or updates every stream, consumer and bucket, once, for services
+// that only check them (their NATS users may not change what they do not own).
+func provisionCmd(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("provision", env)
+	cf := addConnectFlags(fs, env)
+	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file (TOOLBUS_CONFIG): its nats section shapes the streams")
+	streamReplicas := fs.Int("stream-replicas", 0, "JetStream replicas of streams and buckets, 3 on a cluster (default: the config's nats.stream_replicas, else 1)")
+	timeout := fs.Duration("timeout", time.Minute, "how long to wait for JetStream")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	nc, err := cf.connect("toolbus provision", cfg, nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	topo := topology(cfg, *streamReplicas)
+	if err := bus.Provision(ctx, js, topo); err != nil {
+		return err
+	}
+	if err := bus.Check(ctx, js, topo); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "provisioned %d streams, %d consumers, %d key-value buckets and %d object stores\n",
+		len(topo.Streams()), len(topo.Consumers()), len(topo.Buckets()), len(topo.ObjectStores()))
+	return nil
 }
 
 // topology is the configuration's stream shape with the --stream-replicas flag on top.

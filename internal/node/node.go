@@ -55,7 +55,12 @@ func AllServices() []string { return []string{Parser, Executor, Formatter, Healt
 type Options struct {
 	// secrets masks the configuration's secrets in logs, errors and traces; Start sets it.
 	secrets *redact.Current
-	Config  *config.Config
+	// CheckOnly makes Start check that the streams, consumers and buckets exist as they
+	// should (waiting, and saying what is missing) instead of creating or updating them:
+	// for services whose NATS user may not change what they do not own, with
+	// provisioning done once by `toolbus provision`.
+	CheckOnly bool
+	Config    *config.Config
 	// Topology of streams and buckets, provisioned at start; the zero value means the
 	// configuration's.
 	Topology bus.Topology
@@ -113,7 +118,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 	if o.Topology == (bus.Topology{}) {
 		o.Topology = o.Config.Topology()
 	}
-	if err := provision(ctx, js, o.Topology, o.Logger); err != nil {
+	if err := provision(ctx, js, o.Topology, o.CheckOnly, o.Logger); err != nil {
 		return nil, err
 	}
 	metrics := telemetry.NewMetrics(o.MeterProvider)
@@ -155,15 +160,22 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 	return n, nil
 }
 
-// provision creates or updates the streams and buckets, waiting with backoff, and saying
-// what it waits for, while JetStream cannot answer yet: NATS still starting or not
-// reachable, a fresh cluster without a meta leader. An error that waiting cannot cure (a
-// permission, a stream with other settings) ends it at once.
-func provision(ctx context.Context, js jetstream.JetStream, topo bus.Topology, log *slog.Logger) error {
+// provision creates or updates the streams and buckets (checkOnly: checks that they
+// exist as they should, see bus.Check), waiting with backoff, and saying what it waits
+// for, while JetStream cannot answer yet — NATS still starting or not reachable, a fresh
+// cluster without a meta leader — or, checking, while something is not provisioned yet.
+// An error that waiting cannot cure (a permission, a stream with other settings) ends it
+// at once.
+func provision(ctx context.Context, js jetstream.JetStream, topo bus.Topology, checkOnly bool, log *slog.Logger) error {
 	wait := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := bus.Provision(pctx, js, topo)
+		var err error
+		if checkOnly {
+			err = bus.Check(pctx, js, topo)
+		} else {
+			err = bus.Provision(pctx, js, topo)
+		}
 		cancel()
 		if err == nil {
 			if attempt > 1 {
@@ -171,14 +183,21 @@ func provision(ctx context.Context, js jetstream.JetStream, topo bus.Topology, l
 			}
 			return nil
 		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (while waiting: %v)", ctx.Err(), err)
+		}
 		var api *jetstream.APIError
-		if ctx.Err() != nil || (errors.As(err, &api) && api.Code != 503) || errors.Is(err, nats.ErrPermissionViolation) {
+		if (!errors.Is(err, bus.ErrNotProvisioned) && errors.As(err, &api) && api.Code != 503) || errors.Is(err, nats.ErrPermissionViolation) {
 			return err
 		}
-		log.Warn("waiting for JetStream to provision the streams and buckets", "attempt", attempt, "err", err)
+		if errors.Is(err, bus.ErrNotProvisioned) {
+			log.Warn("waiting for the streams and buckets to be provisioned", "attempt", attempt, "err", err)
+		} else {
+			log.Warn("waiting for JetStream", "attempt", attempt, "err", err)
+		}
 		select {
 		case <-ctx.Done():
-			return err
+			return fmt.Errorf("%w (while waiting: %v)", ctx.Err(), err)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 5*time.Second)
