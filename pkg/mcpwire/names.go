@@ -114,15 +114,24 @@ func SplitAlias(name string, servers []string) (server, tool string, ok bool) {
 		}
 		return "", "", false
 	}
-	for _, n := range []string{name, strings.TrimPrefix(name, "mcp"+Separator)} {
-		best := ""
+	// "mcp__<server>__<tool>" first, so that a server named "mcp" does not take the
+	// prefix; a server's name as configured or as toolbus exposes it ("My Server" is
+	// "My_Server" in names, as Claude Code spells them too).
+	candidates := []string{name}
+	if rest, ok := strings.CutPrefix(name, "mcp"+Separator); ok {
+		candidates = []string{rest, name}
+	}
+	for _, n := range candidates {
+		best, bestLen := "", 0
 		for _, srv := range servers {
-			if len(srv) > len(best) && strings.HasPrefix(n, srv+Separator) && len(n) > len(srv)+len(Separator) {
-				best = srv
+			for _, spelled := range []string{srv, sanitize(srv)} {
+				if len(spelled) > bestLen && strings.HasPrefix(n, spelled+Separator) && len(n) > len(spelled)+len(Separator) {
+					best, bestLen = srv, len(spelled)
+				}
 			}
 		}
 		if best != "" {
-			return best, n[len(best)+len(Separator):], true
+			return best, n[bestLen+len(Separator):], true
 		}
 	}
 	return "", "", false

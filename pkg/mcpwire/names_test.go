@@ -42,7 +42,7 @@ func hash8(s string) string {
 }
 
 func TestSplitAlias(t *testing.T) {
-	servers := []string{"a", "a__b", "tickets"}
+	servers := []string{"a", "a__b", "tickets", "mcp", "My Server"}
 	tests := []struct {
 		name, in           string
 		wantServer, wantTo string
@@ -57,6 +57,10 @@ func TestSplitAlias(t *testing.T) {
 		{name: "unknown server with colons", in: "zz::create", wantOK: false},
 		{name: "bare", in: "create", wantOK: false},
 		{name: "nothing after the server", in: "tickets__", wantOK: false},
+		{name: "a server called mcp does not take the prefix", in: "mcp__tickets__create", wantServer: "tickets", wantTo: "create", wantOK: true},
+		{name: "a tool of the server called mcp", in: "mcp__echo", wantServer: "mcp", wantTo: "echo", wantOK: true},
+		{name: "Claude Code's spelling of a server name", in: "mcp__My_Server__echo", wantServer: "My Server", wantTo: "echo", wantOK: true},
+		{name: "the exposed spelling", in: "My_Server__echo", wantServer: "My Server", wantTo: "echo", wantOK: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
