@@ -21,7 +21,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "run a local tool that takes this long instead of --tool (e.g. 20ms, for scaling runs)")
 	fs.Float64Var(&o.Rate, "rate", 0, "responses per second of the paced phase (default: half the measured throughput)")
 	fs.BoolVar(&o.NoPaced, "no-paced", false, "skip the paced phase")
-	fs.BoolVar(&o.InProcess, "in-process", false, "connect to the embedded server in process, as `toolbus run` does, instead of over TCP")
+	fs.BoolVar(&o.InProcess, "in-process", false, "connect to the embedded server in process, as toolbus run does, instead of over TCP")
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the toolbus run (not the ceiling) to this file")

@@ -113,7 +113,25 @@ func isUsage(err error) bool { _, ok := err.(usageError); return ok }
 func newFlags(name string, env Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("toolbus "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		what := ""
+		for _, c := range commands() {
+			if c.name == name {
+				what = c.usage
+			}
+		}
+		fmt.Fprintf(fs.Output(), "usage: toolbus %s [flags]%s\n\n%s\n\nflags:\n", name, commandArgs[name], what)
+		fs.PrintDefaults()
+	}
 	return fs
+}
+
+// commandArgs are what a command takes besides its flags.
+var commandArgs = map[string]string{
+	"run":    " [FILE...]   (each FILE one LLM response; stdin when none)",
+	"send":   " [FILE...]   (each FILE one LLM response; stdin when none)",
+	"parse":  " [FILE]      (an LLM response; stdin when none)",
+	"repair": "             (the JSON on stdin)",
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {

@@ -33,6 +33,10 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	ops := addOpsFlag(fs, env, defaultOpsAddr(name))
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\n%s\n\nflags:\n", name, serviceWhat[name])
+		fs.PrintDefaults()
+	}
 	provision := fs.Bool("provision", false, "create or update the streams, consumers and buckets at start, as `toolbus provision` does (needs a NATS user allowed to); by default only check that they exist and say what is missing")
 	if err := parseFlags(fs, args); err != nil {
 		return 2
@@ -75,6 +79,14 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 		return 1
 	}
 	return 0
+}
+
+// serviceWhat says what each service binary does, for its -h.
+var serviceWhat = map[string]string{
+	node.Parser:    "toolbus's parser: reads the LLM responses published on toolbus.responses.<conversation>, extracts and repairs their tool calls, and publishes each call (in segments, in the order written) on toolbus.calls.<conversation>.",
+	node.Executor:  "toolbus's executor: runs the calls on toolbus.calls.> — local tools, the engineering calculators, MCP servers — with retries, claims and time budgets, and publishes each result on toolbus.results.<conversation>. Scale it by starting more.",
+	node.Formatter: "toolbus's formatter: gathers the results of each response, releases the next segment of its calls, and publishes the <tool_result> output on toolbus.output.<conversation>.",
+	node.Healthd:   "toolbus's health daemon: probes every configured MCP server and keeps their status in the toolbus_health bucket and on toolbus.health.<server> (one replica probes; the others stand by).",
 }
 
 // provisionCmd creates or updates every stream, consumer and bucket, once, for services
