@@ -239,7 +239,7 @@ func TestVersion(t *testing.T) {
 func TestServiceSaysWhatHappens(t *testing.T) {
 	run := func(url, until string) (string, int) {
 		t.Helper()
-		var out syncBuffer
+		var out bustest.LogBuffer
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int)
 		go func() {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
@@ -12,24 +11,6 @@ import (
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 )
-
-// syncBuffer is a bytes.Buffer safe for the services' concurrent logging.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The services start side by side on one host with no flag but --nats — parser,
 // formatter, healthd and three executors — and answer a response. Their default ops
@@ -47,10 +28,10 @@ func TestServicesOnOneHost(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	logs := make([]*syncBuffer, 0, 6)
+	logs := make([]*bustest.LogBuffer, 0, 6)
 	codes := make(chan string, 6)
 	for _, name := range []string{"parser", "formatter", "healthd", "executor", "executor", "executor"} {
-		out := &syncBuffer{}
+		out := &bustest.LogBuffer{}
 		logs = append(logs, out)
 		wg.Go(func() {
 			env := Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: out, Getenv: func(string) string { return "" }}
@@ -91,7 +72,7 @@ func TestServicesOnOneHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	var out syncBuffer
+	var out bustest.LogBuffer
 	env := Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}
 	if code := Service(ctx, "parser", []string{"--nats", url, "--ops-addr", l.Addr().String()}, env); code == 0 || !strings.Contains(out.String(), "--ops-addr") {
 		t.Errorf("a taken --ops-addr: exit %d, output %q; want an error naming the flag", code, out.String())

@@ -4,8 +4,10 @@
 package bustest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,4 +112,23 @@ func ProvisionCluster(t testing.TB, js jetstream.JetStream, topo bus.Topology) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// LogBuffer is a bytes.Buffer that services logging from many goroutines may share: tests
+// read what they logged.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
