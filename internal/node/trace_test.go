@@ -47,9 +47,15 @@ func TestTracePipeline(t *testing.T) {
 	if len(out.Results) != 2 || !out.Results[0].Success || !out.Results[1].Success {
 		t.Fatalf("output %+v", out)
 	}
-	// The formatter's spans end after the output is published.
-	deadline := time.Now().Add(10 * time.Second)
-	for countNamed(rec.Ended(), "format") < 2 && time.Now().Before(deadline) {
+	// A stage's span ends once what it published is stored and its message acked, which
+	// may come after the output reached the orchestrator: wait for every span expected.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ended := rec.Ended()
+		if countNamed(ended, "format") >= 2 && countNamed(ended, "execute clock") >= 1 &&
+			countNamed(ended, "execute lookup_order") >= 1 && countNamed(ended, "attempt 1") >= 2 && countNamed(ended, "parse") >= 1 {
+			break
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 
@@ -193,9 +199,12 @@ func TestTraceReachesTheMCPServer(t *testing.T) {
 	if out, err := c.Ask(ctx, "trace-mcp", `<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>`, nil); err != nil || out.Results[0].Success {
 		t.Fatalf("%v %+v", err, out)
 	}
+	// Its span ends once the result is stored, maybe after the output arrived: wait.
 	failed := false
-	for _, s := range rec.Ended() {
-		failed = failed || (s.Name() == "execute _unknown" && s.Status().Code == codes.Error && s.Status().Description == "unknown_tool")
+	for deadline := time.Now().Add(30 * time.Second); !failed && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range rec.Ended() {
+			failed = failed || (s.Name() == "execute _unknown" && s.Status().Code == codes.Error && s.Status().Description == "unknown_tool")
+		}
 	}
 	if !failed {
 		t.Error("no execute span of the unknown tool with status Error unknown_tool")
