@@ -87,8 +87,25 @@ type Outcome struct {
 // failures, and returns its result and whether a failure may be retried later (by
 // another delivery); it never fails and never panics.
 func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) (messages.ToolResult, Outcome) {
+	start := time.Now()
 	r, err := e.Router.Resolve(ctx, call.Tool)
-	return e.ExecuteRoute(ctx, call, r, err, time.Time{})
+	res, oc := e.ExecuteRoute(ctx, call, r, err, start)
+	e.RecordCall(ctx, call, r, err, res, start)
+	return res, oc
+}
+
+// RecordCall counts one answered call in the metrics, with the time since its first
+// attempt: what the model waited. A stage records a call once, when it answers it, not
+// at each delivery that hands it back.
+func (e *Executor) RecordCall(ctx context.Context, call messages.ToolCall, r Route, routeErr error, res messages.ToolResult, first time.Time) {
+	outcome, server := "ok", r.Server
+	if res.Error != nil {
+		outcome = string(res.Error.Code)
+	}
+	if routeErr != nil {
+		server = ""
+	}
+	e.Metrics.Call(ctx, telemetry.ToolLabel(call.Tool, routeErr == nil), server, outcome, time.Since(first))
 }
 
 // Budget returns when the time budget of call, on route r, first tried at first, runs
@@ -118,7 +135,6 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		// An earlier delivery used the budget up: answer now, try nothing.
 		res := messages.ResultFor(call)
 		res.Backend = r.Server
-		e.Metrics.Call(ctx, tool, r.Server, string(messages.CodeTimeout), 0)
 		return res.Fail(messages.Errorf(messages.CodeTimeout,
 			"the call to %q ran out of its time budget of %v before it could be tried again", call.Tool, budget.Sub(first).Round(time.Millisecond))), Outcome{}
 	}
@@ -126,9 +142,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	defer cancel()
 	res := messages.ResultFor(call)
 	if err != nil {
-		res = res.Fail(err)
-		e.Metrics.Call(ctx, tool, "", string(res.Error.Code), time.Since(start))
-		return res, Outcome{}
+		return res.Fail(err), Outcome{}
 	}
 	res.Backend = r.Server
 	safe := r.Info.ReadOnly || r.Info.Idempotent
@@ -176,11 +190,6 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	}
 	err = backoff.Retry(op, e.Retry.backoff(ctx))
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-	outcome := "ok"
-	if err != nil {
-		outcome = string(last.Code)
-	}
-	e.Metrics.Call(ctx, tool, r.Server, outcome, time.Since(start))
 	if err != nil {
 		if refused {
 			if reached := res.Attempts - 1; reached > 0 {

@@ -159,6 +159,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 					"the tool may or may not have run, and it is not idempotent, so it was not run again: check its effect before calling it again",
 				call.Tool, claim.Abandoned.Owner, claim.Abandoned.Started.Format(time.RFC3339)))
 			res.Attempts = d.Delivered
+			s.Exec.RecordCall(ctx, call, route, routeErr, res, claim.Abandoned.Started)
 			return s.finish(ctx, call, res, true, false)
 		}
 		if err := s.Claims.TakeOver(ctx, call.ID, &claim); err != nil {
@@ -197,6 +198,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		}
 		return nil, bus.Retry(fmt.Errorf("call %s: %s", call.ID, res.Error.Message), s.redeliveryDelay())
 	}
+	s.Exec.RecordCall(ctx, call, route, routeErr, res, first) // once, answered
 	return s.finish(ctx, call, res, claimed, !res.Success && oc.Retryable)
 }
 

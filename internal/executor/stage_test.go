@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/claims"
 	"github.com/toolbus/toolbus/internal/claims/claimstest"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -237,8 +239,13 @@ func TestAlwaysDownIsAnsweredAndDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	mp, metricsPage, err := telemetry.NewPrometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := &Stage{Claims: claims.KV{KV: kv, Owner: "test"}, RedeliveryDelay: 10 * time.Millisecond,
-		Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}}}
+		Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond},
+			Metrics: telemetry.NewMetrics(mp)}}
 	bustest.RunStage(t, js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(Decode, s.Execute), bus.RunOptions{Concurrency: 4})
 	call := messages.ToolCall{ID: "resp/0", ResponseID: "resp", Conversation: "c", Count: 1, Tool: "t", Arguments: json.RawMessage(`{}`)}
 	body, _ := json.Marshal(call)
@@ -255,6 +262,21 @@ func TestAlwaysDownIsAnsweredAndDeadLettered(t *testing.T) {
 	}
 	if runs.Load() != 6 || r.Attempts != 6 {
 		t.Errorf("ran %d times, result says %d attempts; want 3 deliveries × 2 = 6", runs.Load(), r.Attempts)
+	}
+	// The metrics count the call once, when it was answered, not once per delivery.
+	w := httptest.NewRecorder()
+	metricsPage.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	calls := 0
+	for _, line := range strings.Split(w.Body.String(), "\n") {
+		if strings.HasPrefix(line, "toolbus_calls_total{") && strings.Contains(line, `outcome="server_unavailable"`) {
+			calls++
+			if !strings.HasSuffix(line, " 1") {
+				t.Errorf("one call answered after 3 deliveries: %s", line)
+			}
+		}
+	}
+	if calls != 1 {
+		t.Errorf("%d toolbus_calls_total series for the call, want 1:\n%s", calls, w.Body.String())
 	}
 	st, err := js.Stream(ctx, messages.StreamDead)
 	if err != nil {
