@@ -452,20 +452,17 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 // stream: on its conversation's dead subject ("unknown" when it has none that a subject
 // can carry), de-duplicated by its stream and sequence.
 func deadLetter(stream string, d *Delivery, err error) Outgoing {
-	dl := messages.DeadLetter{Stream: stream, Sequence: d.Sequence, Subject: d.Subject, Header: d.Header,
-		Deliveries: uint64(d.Delivered), Reason: "cannot be answered: " + err.Error()}
-	if json.Valid(d.Data) {
-		dl.Data = d.Data
-	} else {
-		dl.Text = string(d.Data)
-	}
-	conv := d.Meta.Conversation
-	if messages.ValidateConversation(conv) != nil {
-		conv = "unknown"
-	}
+	return DeadCopy(messages.NewDeadLetter(stream, d.Sequence, d.Subject, d.Header, d.Data, uint64(d.Delivered),
+		"cannot be answered: "+err.Error()), d.Meta)
+}
+
+// DeadCopy is the message that files dl in the dead-letter stream, on its conversation's
+// dead subject, de-duplicated by its stream and sequence.
+func DeadCopy(dl messages.DeadLetter, m Meta) Outgoing {
 	body, _ := json.Marshal(dl) // a DeadLetter always encodes
-	return Outgoing{Subject: messages.DeadSubject(conv), Body: body, Meta: Meta{ResponseID: d.Meta.ResponseID, Conversation: conv,
-		MsgID: fmt.Sprintf("dead/%s/%d", stream, d.Sequence)}}
+	subject := messages.DeadSubject(m.Conversation)
+	return Outgoing{Subject: subject, Body: body, Meta: Meta{ResponseID: m.ResponseID, Conversation: messages.ConversationFromSubject(subject),
+		MsgID: fmt.Sprintf("dead/%s/%d", dl.Stream, dl.Sequence)}}
 }
 
 // acker waits for the stream acks of each handled delivery's messages, in order, and

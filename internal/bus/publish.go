@@ -26,6 +26,19 @@ type Meta struct {
 	Spoofed string
 }
 
+// ResponseIDAt is the id of the response m is the metadata of, at seq of its stream: the
+// response id header, else its Nats-Msg-Id, else one derived from the sequence (stable
+// across redeliveries).
+func (m Meta) ResponseIDAt(seq uint64) string {
+	switch {
+	case m.ResponseID != "":
+		return m.ResponseID
+	case m.MsgID != "":
+		return m.MsgID
+	}
+	return m.Conversation + "-" + strconv.FormatUint(seq, 10)
+}
+
 // Header returns the NATS headers of m.
 func (m Meta) Header() nats.Header {
 	h := nats.Header{}

@@ -73,13 +73,7 @@ func (s *Stage) Handle(ctx context.Context, adv Advisory, d *bus.Delivery) ([]bu
 	if adv.Reason != "" {
 		reason = "terminated: " + adv.Reason
 	}
-	dl := messages.DeadLetter{Stream: adv.Stream, Sequence: adv.StreamSeq, Subject: raw.Subject, Header: raw.Header,
-		Deliveries: adv.Deliveries, Reason: reason}
-	if json.Valid(raw.Data) {
-		dl.Data = raw.Data
-	} else {
-		dl.Text = string(raw.Data)
-	}
+	dl := messages.NewDeadLetter(adv.Stream, adv.StreamSeq, raw.Subject, raw.Header, raw.Data, adv.Deliveries, reason)
 	meta := metaOfRaw(raw)
 
 	var out []bus.Outgoing
@@ -99,15 +93,7 @@ func (s *Stage) Handle(ctx context.Context, adv Advisory, d *bus.Delivery) ([]bu
 			out = append(out, *answer)
 		}
 	}
-	conv := meta.Conversation
-	if messages.ValidateConversation(conv) != nil { // no subject can be made of it
-		conv = "unknown"
-	}
-	copy, err := bus.JSON(messages.DeadSubject(conv), bus.Meta{ResponseID: meta.ResponseID, Conversation: conv,
-		MsgID: fmt.Sprintf("dead/%s/%d", adv.Stream, adv.StreamSeq)}, dl)
-	if err != nil {
-		return nil, err
-	}
+	copy := bus.DeadCopy(dl, meta)
 	d.OnPublished(func(ctx context.Context) error { return s.Messages.Delete(ctx, adv.Stream, adv.StreamSeq) })
 	return append(out, copy), nil
 }
@@ -148,16 +134,9 @@ func (s *Stage) lostCall(ctx context.Context, raw *jetstream.RawStreamMsg, reaso
 // lostResponse is the output of a response the parser never finished, so that the
 // orchestrator is not left waiting.
 func lostResponse(meta bus.Meta, raw *jetstream.RawStreamMsg, reason string) (*bus.Outgoing, any, error) {
-	id := meta.ResponseID
-	if id == "" {
-		id = meta.MsgID
-	}
-	if id == "" {
-		id = fmt.Sprintf("%s-%d", meta.Conversation, raw.Sequence)
-	}
-	failed := messages.ToolResult{ResponseID: id, Conversation: meta.Conversation, Count: 1}.Fail(
+	id := meta.ResponseIDAt(raw.Sequence)
+	res := messages.RefusedOutput(id, meta.Conversation,
 		messages.Errorf(messages.CodeInternal, "toolbus could not process this response (%s); its tool calls were not run", reason))
-	res := messages.RenderOutput(id, meta.Conversation, []messages.ToolResult{failed})
 	out, err := bus.JSON(messages.OutputSubject(meta.Conversation), bus.Meta{ResponseID: id, Conversation: meta.Conversation, MsgID: messages.ScopedID(meta.Conversation, id)}, res)
 	return &out, res, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -42,15 +41,7 @@ type Planner interface {
 
 // ResponseID returns the id of a response message: the response id header, else its
 // Nats-Msg-Id, else one derived from its stream sequence (stable across redeliveries).
-func ResponseID(d *bus.Delivery) string {
-	switch {
-	case d.Meta.ResponseID != "":
-		return d.Meta.ResponseID
-	case d.Meta.MsgID != "":
-		return d.Meta.MsgID
-	}
-	return d.Meta.Conversation + "-" + strconv.FormatUint(d.Sequence, 10)
-}
+func ResponseID(d *bus.Delivery) string { return d.Meta.ResponseIDAt(d.Sequence) }
 
 // Parse takes one response and returns its calls, one message each to the executors
 // (de-duplicated by the call's id), or the no_tool_call output of a response without
@@ -65,10 +56,9 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	if meta.Spoofed != "" {
 		// The subject is the authority: answer there, and run nothing.
 		meta.MsgID = messages.ScopedID(meta.Conversation, meta.ResponseID)
-		refused := messages.ResultFor(messages.ToolCall{ResponseID: meta.ResponseID, Conversation: meta.Conversation, Count: 1}).Fail(
-			messages.Errorf(messages.CodeNotAllowed, "the response was published on conversation %q's subject, but its %s header names %q; its tool calls were not run",
-				meta.Conversation, messages.HeaderConversation, meta.Spoofed))
-		out := messages.RenderOutput(meta.ResponseID, meta.Conversation, []messages.ToolResult{refused})
+		out := messages.RefusedOutput(meta.ResponseID, meta.Conversation, messages.Errorf(messages.CodeNotAllowed,
+			"the response was published on conversation %q's subject, but its %s header names %q; its tool calls were not run",
+			meta.Conversation, messages.HeaderConversation, meta.Spoofed))
 		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, &out)}}, nil
 	}
 	var deadline time.Time

@@ -169,6 +169,18 @@ type DeadLetter struct {
 	Answer any `json:"answer,omitempty"`
 }
 
+// NewDeadLetter is the dead letter of the message at seq of stream: its body kept as JSON
+// when it is JSON, else as text.
+func NewDeadLetter(stream string, seq uint64, subject string, header map[string][]string, data []byte, deliveries uint64, reason string) DeadLetter {
+	dl := DeadLetter{Stream: stream, Sequence: seq, Subject: subject, Header: header, Deliveries: deliveries, Reason: reason}
+	if json.Valid(data) {
+		dl.Data = data
+	} else {
+		dl.Text = string(data)
+	}
+	return dl
+}
+
 // HealthState is a server's state as healthd last saw it.
 type HealthState string
 

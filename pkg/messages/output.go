@@ -78,6 +78,13 @@ func RenderOutput(responseID, conversation string, results []ToolResult) Output 
 	return out
 }
 
+// RefusedOutput is the output of a response none of whose calls ran: one failed result
+// saying why.
+func RefusedOutput(responseID, conversation string, err error) Output {
+	failed := ToolResult{ResponseID: responseID, Conversation: conversation, Count: 1}.Fail(err)
+	return RenderOutput(responseID, conversation, []ToolResult{failed})
+}
+
 // NoToolCall is the output of a response without a call.
 func NoToolCall(responseID, conversation string) Output {
 	return Output{

@@ -46,8 +46,14 @@ func HealthSubject(server string) string { return healthRoot + "." + server }
 // (readiness and the counts of the messages it handled), through nats.go/micro.
 func StatusSubject(service string) string { return statusRoot + "." + service }
 
-// DeadSubject keeps calls that exhausted their deliveries.
-func DeadSubject(conversation string) string { return deadRoot + "." + conversation }
+// DeadSubject keeps the messages of a conversation that could not be answered; a
+// conversation no subject can carry (ValidateConversation) files under "unknown".
+func DeadSubject(conversation string) string {
+	if ValidateConversation(conversation) != nil {
+		conversation = "unknown"
+	}
+	return deadRoot + "." + conversation
+}
 
 // ConversationFromSubject returns the conversation token of a pipeline subject, or "" when
 // the subject is not one of toolbus's.
