@@ -34,7 +34,7 @@ func toolsFolder(t *testing.T, names ...string) string {
 	return dir
 }
 
-func copyTool(t *testing.T, exe, dir string) {
+func copyTool(t testing.TB, exe, dir string) {
 	t.Helper()
 	name := filepath.Base(exe)
 	for _, f := range []struct {
@@ -274,6 +274,45 @@ func TestFolderTimeoutKillsEverything(t *testing.T) {
 	})
 }
 
+// TestFolderToolLeavesNothingBehind runs, 16 at once, a tool that leaves processes
+// of every kind a process-group kill misses (setsid, double fork, a daemon's child):
+// when each call has answered, none of them runs.
+func TestFolderToolLeavesNothingBehind(t *testing.T) {
+	dir := toolsFolder(t, "sh_daemon")
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	f, err := NewFolder(dir, &FolderOptions{Env: []string{"PIDFILE=" + pidFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New()
+	r.AddFolder(f)
+	tool, ok := r.Lookup("sh_daemon")
+	if !ok {
+		t.Fatal("no tool sh_daemon")
+	}
+	const calls = 16
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			out, err := tool.Run(context.Background(), json.RawMessage(`{}`))
+			if err == nil && string(out) != `{"started":4}` {
+				err = fmt.Errorf("answer %s", out)
+			}
+			errs <- err
+		}()
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, pid := range readPids(t, pidFile, 4*calls) {
+		if !processGone(pid) {
+			t.Errorf("process %d outlived its call", pid)
+		}
+	}
+}
+
 func TestFolderPicksUpChanges(t *testing.T) {
 	dir := toolsFolder(t, "sh_echo")
 	f, err := NewFolder(dir, &FolderOptions{RescanInterval: -1})
@@ -471,4 +510,24 @@ func TestTailBuffer(t *testing.T) {
 		t.Errorf("empty lastLines = %q", got)
 	}
 	io.WriteString(tb, "")
+}
+
+// BenchmarkFolderTool runs a shell tool of a tools folder: the cost of starting a
+// process (and its reaper) per call.
+func BenchmarkFolderTool(b *testing.B) {
+	dir := b.TempDir()
+	copyTool(b, "testdata/shtools/sh_echo", dir)
+	f, err := NewFolder(dir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := New()
+	r.AddFolder(f)
+	tool, _ := r.Lookup("sh_echo")
+	args := json.RawMessage(`{"text": "hi"}`)
+	for b.Loop() {
+		if _, err := tool.Run(context.Background(), args); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

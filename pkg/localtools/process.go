@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolbus/toolbus/internal/reaper"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -27,8 +28,9 @@ const stderrLines = 10
 
 var errOutputTooLarge = errors.New("output too large")
 
-// run starts the executable in its own process group with args on stdin, waits, and
-// kills the group afterwards so that nothing the tool started outlives the call.
+// run starts the executable with args on stdin under a reaper of its own, and waits:
+// when the tool exits or the call ends, every process it started is killed, those that
+// left its process group or session (setsid, a daemon's double fork) too.
 func (p process) run(ctx context.Context, args []byte) (json.RawMessage, error) {
 	limit := p.timeout
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < limit {
@@ -46,12 +48,17 @@ func (p process) run(ctx context.Context, args []byte) (json.RawMessage, error) 
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(args), stdout, stderr
 	// Wait returns this long after the kill even if a grandchild kept the pipes open.
 	cmd.WaitDelay = time.Second
-	ownProcessGroup(cmd)
+	contained, err := reaper.Contain(cmd)
+	if err != nil {
+		return nil, &messages.ToolError{Code: messages.CodeToolError, Message: fmt.Sprintf("the tool %q could not be started: %v", p.name, err), Err: err}
+	}
+	defer contained.Kill()
+	cmd.Cancel = func() error { contained.Kill(); return nil }
 	if err := cmd.Start(); err != nil {
 		return nil, &messages.ToolError{Code: messages.CodeToolError, Message: fmt.Sprintf("the tool %q could not be started: %v", p.name, err), Err: err}
 	}
-	err := cmd.Wait()
-	killProcessGroup(cmd)
+	err = cmd.Wait()
+	contained.Kill()
 
 	if errors.Is(err, exec.ErrWaitDelay) {
 		err = nil // it exited 0; a process it left behind held the pipes, and is killed

@@ -97,6 +97,22 @@ func procs(t testing.TB, parent, group int) []int {
 	})
 }
 
+// tree lists the live descendants of root.
+func tree(t testing.TB, root int) []int {
+	t.Helper()
+	children := map[int][]int{}
+	mcptest.Procs(t, func(p mcptest.Proc) bool {
+		children[p.PPID] = append(children[p.PPID], p.PID)
+		return false
+	})
+	var out []int
+	for queue := children[root]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}
+
 var (
 	buildOnce sync.Once
 	builtPath string

@@ -22,6 +22,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolbus/toolbus/internal/reaper"
 )
 
 // maxPages bounds tools/list pagination against a server that never stops paging.
@@ -56,7 +58,7 @@ type mcpSession struct {
 	// open (the SSE stream).
 	life   context.Context
 	cancel context.CancelFunc
-	cmd    *exec.Cmd // the child process of a stdio server
+	cmd    *child // the process of a stdio server
 }
 
 func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
@@ -101,7 +103,7 @@ func (s *mcpSession) close() error {
 	s.cancel()
 	err := s.cs.Close()
 	if s.cmd != nil {
-		killGroup(s.cmd)
+		s.cmd.kill()
 	}
 	<-s.dead
 	if s.cmd != nil && errors.As(err, new(*exec.ExitError)) {
@@ -119,11 +121,15 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 	// Some transports keep the context of Connect for the session's lifetime (the SSE
 	// GET stream), so the attempt's time limit is a timer rather than a deadline.
 	sctx, cancel := context.WithCancel(ctx)
-	var cmd *exec.Cmd
+	var cmd *child
 	if t == nil {
 		switch cfg.Transport() {
 		case TransportStdio:
-			cmd = command(cfg, log)
+			var err error
+			if cmd, err = command(cfg, log); err != nil {
+				cancel()
+				return nil, err
+			}
 			t = &stdioTransport{cmd: cmd, maxMessage: cfg.MaxMessageBytes, grace: terminateGrace, stray: func(line string) {
 				log.Debug("stdio server printed a line that is not JSON-RPC; skipped", "server", name, "line", line)
 			}}
@@ -143,7 +149,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 	if err != nil {
 		cancel()
 		if cmd != nil {
-			killGroup(cmd)
+			cmd.kill()
 		}
 		if expired && ctx.Err() == nil {
 			return nil, fmt.Errorf("no answer to initialize within %v: %w", timeout, context.DeadlineExceeded)
@@ -161,16 +167,30 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 // command builds the child process of a stdio server: a minimal environment
 // ([serverEnv]), its own process group so that it and its children can be killed
 // together, and stderr into the log.
-func command(cfg ServerConfig, log *slog.Logger) *exec.Cmd {
+func command(cfg ServerConfig, log *slog.Logger) (*child, error) {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Dir = cfg.Cwd
 	cmd.Env = serverEnv(cfg, os.LookupEnv)
 	cmd.Stderr = &logWriter{log: log}
 	// A grandchild holding stderr open must not keep Wait from returning.
 	cmd.WaitDelay = terminateGrace
-	ownProcessGroup(cmd)
-	return cmd
+	tree, err := reaper.Contain(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &child{Cmd: cmd, tree: tree}, nil
 }
+
+// child is a stdio server's process, run under a reaper: whatever it starts (an npx
+// wrapper's real server, a daemon it forks off) ends with it, and all of it ends if
+// toolbus dies.
+type child struct {
+	*exec.Cmd
+	tree *reaper.Containment
+}
+
+// kill kills the server and every process it started.
+func (c *child) kill() { c.tree.Kill() }
 
 // DefaultEnv names the variables of toolbus's environment every stdio server gets, as
 // the reference MCP clients pass them (the TypeScript SDK's getDefaultEnvironment):

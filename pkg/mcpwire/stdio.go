@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -24,7 +23,7 @@ const DefaultMaxMessageBytes = 64 << 20
 // the shutdown the MCP specification asks of a client: close the child's stdin, wait,
 // then SIGTERM, wait, then SIGKILL.
 type stdioTransport struct {
-	cmd *exec.Cmd
+	cmd *child
 	// maxMessage bounds one inbound frame; 0 is DefaultMaxMessageBytes.
 	maxMessage int
 	grace      time.Duration
@@ -115,7 +114,7 @@ func rpcLine(b []byte) bool {
 // childStdin is the child's stdin; closing it ends the child.
 type childStdin struct {
 	io.WriteCloser
-	cmd   *exec.Cmd
+	cmd   *child
 	grace time.Duration
 	once  sync.Once
 	err   error
@@ -146,6 +145,6 @@ func (c *childStdin) shutdown() error {
 			return err
 		}
 	}
-	killGroup(c.cmd)
+	c.cmd.kill()
 	return <-exited
 }

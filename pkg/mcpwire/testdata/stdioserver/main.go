@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,8 +51,10 @@ func main() {
 			return nil, nil, ctx.Err()
 		})
 	if os.Getenv("STDIOSERVER_GRANDCHILD") != "" {
-		// Like npx, leave a process of our own behind the server.
+		// Like npx, leave a process of our own behind the server; like a daemon, in a
+		// session of its own.
 		gc := exec.Command(os.Args[0], "grandchild")
+		gc.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := gc.Start(); err != nil {
 			log.Fatal(err)
 		}

@@ -1,0 +1,24 @@
+// Package reaper keeps a child program's descendants from outliving it.
+//
+// A process group is not enough: a tool that calls setsid, or a server that
+// daemonizes, leaves the group and survives a group kill. Contain runs the program
+// under a small reaper — this very binary, started again in reaper mode — that makes
+// itself a child subreaper (PR_SET_CHILD_SUBREAPER), so every orphan in the program's
+// tree is handed to it rather than to init, whatever session or group it moved to.
+// When the program exits, or when the caller kills it, the reaper kills every
+// descendant it still has, waits for them, and exits with the program's own status.
+//
+// The caller holds the write end of a pipe, the lifeline; the reaper holds the read
+// end. Closing the lifeline (Containment.Kill), or the caller dying, makes the reaper
+// kill the whole tree at once. SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to the reaper
+// are passed on to the program, so a graceful stop still reaches it.
+//
+// Each containment has a reaper of its own, so concurrent calls never kill each
+// other's processes, and the caller never waits for a process it did not start (a
+// process-wide subreaper would have to reap strangers' zombies and could steal the
+// exit statuses os/exec waits for).
+//
+// Any binary that links this package answers to reaper mode; nothing else is needed
+// in main. On systems other than Linux, Contain keeps the program in a process group
+// of its own and Kill kills that group.
+package reaper
