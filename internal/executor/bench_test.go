@@ -48,7 +48,7 @@ func BenchmarkExecuteStage(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				res, _ := exec.ExecuteRoute(ctx, call, route, err, time.Time{})
+				res, _ := exec.ExecuteRoute(ctx, call, route, err, Earlier{})
 				if !res.Success {
 					b.Fatal(res.Error)
 				}

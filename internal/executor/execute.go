@@ -89,7 +89,7 @@ type Outcome struct {
 func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) (messages.ToolResult, Outcome) {
 	start := time.Now()
 	r, err := e.Router.Resolve(ctx, call.Tool)
-	res, oc := e.ExecuteRoute(ctx, call, r, err, start)
+	res, oc := e.ExecuteRoute(ctx, call, r, err, Earlier{First: start})
 	e.RecordCall(ctx, call, r, err, res, start)
 	return res, oc
 }
@@ -98,7 +98,7 @@ func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) (message
 // attempt: what the model waited. A stage records a call once, when it answers it, not
 // at each delivery that hands it back.
 func (e *Executor) RecordCall(ctx context.Context, call messages.ToolCall, r Route, routeErr error, res messages.ToolResult, first time.Time) {
-	outcome, server := "ok", r.Server
+	outcome, server := "ok", r.Label()
 	if res.Error != nil {
 		outcome = string(res.Error.Code)
 	}
@@ -120,12 +120,21 @@ func (e *Executor) Budget(call messages.ToolCall, r Route, first time.Time) time
 	return end
 }
 
+// Earlier is what earlier deliveries of a call did.
+type Earlier struct {
+	// First is when the call was first tried (zero: now); its time budget counts from
+	// there.
+	First time.Time
+	// Attempts counts the attempts made so far; this delivery's are numbered on.
+	Attempts int
+}
+
 // ExecuteRoute is [Executor.Execute] for a call the caller has resolved already with
 // e.Router.Resolve (r and err are what it returned), so that the route is looked up
-// once per call. first is when an earlier delivery first tried the call (zero: now);
-// the call's time budget counts from there.
-func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r Route, err error, first time.Time) (messages.ToolResult, Outcome) {
+// once per call. The result's Attempts counts the earlier ones too.
+func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r Route, err error, earlier Earlier) (messages.ToolResult, Outcome) {
 	start := time.Now()
+	first := earlier.First
 	if first.IsZero() {
 		first = start
 	}
@@ -134,13 +143,14 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	if err == nil && !start.Before(budget) {
 		// An earlier delivery used the budget up: answer now, try nothing.
 		res := messages.ResultFor(call)
-		res.Backend = r.Server
+		res.Backend, res.Attempts = r.Server, earlier.Attempts
 		return res.Fail(messages.Errorf(messages.CodeTimeout,
 			"the call to %q ran out of its time budget of %v before it could be tried again", call.Tool, budget.Sub(first).Round(time.Millisecond))), Outcome{}
 	}
 	ctx, cancel := context.WithDeadline(ctx, budget)
 	defer cancel()
 	res := messages.ResultFor(call)
+	res.Attempts = earlier.Attempts
 	if err != nil {
 		return res.Fail(err), Outcome{}
 	}
@@ -154,20 +164,30 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	if tracer == nil {
 		tracer = telemetry.Tracer(nil)
 	}
+	// An attempt that failed and may be tried again keeps its span open until the next
+	// one starts: only an attempt that another follows is a retry, with a reason.
+	var pending trace.Span
+	var pendingCode, pendingReason string
 	op := func() error {
+		if pending != nil {
+			pending.SetAttributes(telemetry.RetryReason.String(e.Redact.String(pendingReason)))
+			pending.End()
+			pending = nil
+			e.Metrics.Retry(ctx, tool, r.Label(), pendingCode)
+		}
 		res.Attempts++
 		actx, span := tracer.Start(ctx, "attempt "+strconv.Itoa(res.Attempts), trace.WithAttributes(
-			telemetry.Tool.String(tool), telemetry.Server.String(r.Server), telemetry.Attempt.Int(res.Attempts)))
+			telemetry.Tool.String(tool), telemetry.Server.String(r.Label()), telemetry.Attempt.Int(res.Attempts)))
 		if r.MCP.Server != "" {
 			// OpenTelemetry's MCP conventions: the method and the tool's name on its server.
 			span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(r.MCP.Remote)))
 		}
-		defer span.End()
 		if e.Gate != nil {
 			if err = e.Gate.Allow(r.Server); err != nil {
 				// The server is known to be down: answer now, retry nothing.
 				refused, last = true, messages.AsToolError(err)
 				span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
+				span.End()
 				return backoff.Permanent(err)
 			}
 			out, err = e.attempt(actx, r, call)
@@ -176,19 +196,23 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			out, err = e.attempt(actx, r, call)
 		}
 		if err == nil {
+			span.End()
 			return nil
 		}
 		last = messages.AsToolError(err)
 		span.SetStatus(codes.Error, string(last.Code)) // the message may echo arguments: the model gets it, traces do not
 		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
 		if last.Code.Retryable() && (safe || last.Unsent) && time.Now().Before(budget) {
-			span.SetAttributes(telemetry.RetryReason.String(e.Redact.String(last.Message)))
-			e.Metrics.Retry(ctx, tool, r.Server, string(last.Code))
+			pending, pendingCode, pendingReason = span, string(last.Code), last.Message
 			return err
 		}
+		span.End()
 		return backoff.Permanent(err)
 	}
 	err = backoff.Retry(op, e.Retry.backoff(ctx))
+	if pending != nil {
+		pending.End() // the last attempt: nothing followed it
+	}
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
 		if refused {

@@ -10,6 +10,12 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -147,4 +153,85 @@ func TestUnknownToolSuggestsTheClosest(t *testing.T) {
 	if n := strings.Count(msg, ", ") + 1; n != maxSuggestions {
 		t.Errorf("%d names listed, want %d: %s", n, maxSuggestions, msg)
 	}
+}
+
+// TestRetriesAreAttemptsThatAnotherFollows checks the signals of retries: the retries
+// counter is the attempts minus one, only attempts that another follows carry a
+// retry_reason, and attempts are numbered per call, on from earlier deliveries.
+func TestRetriesAreAttemptsThatAnotherFollows(t *testing.T) {
+	unavailable := &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "502 from upstream"}
+	for _, tt := range []struct {
+		name          string
+		fails         int32
+		earlier       int
+		wantAttempts  int
+		wantRetries   int64
+		wantSucceeded bool
+	}{
+		{name: "exhausted", fails: 9, wantAttempts: 3, wantRetries: 2},
+		{name: "second attempt succeeds", fails: 1, wantAttempts: 2, wantRetries: 1, wantSucceeded: true},
+		{name: "first attempt succeeds", fails: 0, wantAttempts: 1, wantRetries: 0, wantSucceeded: true},
+		{name: "after two earlier deliveries", fails: 9, earlier: 6, wantAttempts: 9, wantRetries: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			reg := localtools.New()
+			if err := reg.Add(flaky("t", tt.fails, unavailable, true, &calls)); err != nil {
+				t.Fatal(err)
+			}
+			reader := sdkmetric.NewManualReader()
+			rec := tracetest.NewSpanRecorder()
+			e := &Executor{Router: NewRouter(LocalBackend{Registry: reg}),
+				Retry:   RetryPolicy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond},
+				Metrics: telemetry.NewMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+				Tracer:  sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")}
+			call := messages.ToolCall{ID: "r/0", ResponseID: "r", Tool: "t", Count: 1}
+			r, err := e.Router.Resolve(context.Background(), "t")
+			res, _ := e.ExecuteRoute(context.Background(), call, r, err, Earlier{Attempts: tt.earlier})
+			if res.Success != tt.wantSucceeded || res.Attempts != tt.wantAttempts {
+				t.Fatalf("success %v after %d attempts, want %v after %d", res.Success, res.Attempts, tt.wantSucceeded, tt.wantAttempts)
+			}
+			var rm metricdata.ResourceMetrics
+			if err := reader.Collect(context.Background(), &rm); err != nil {
+				t.Fatal(err)
+			}
+			if got := counterSum(rm, "toolbus.retries"); got != tt.wantRetries {
+				t.Errorf("toolbus.retries = %d, want %d", got, tt.wantRetries)
+			}
+			spans := rec.Ended()
+			if len(spans) != int(calls.Load()) {
+				t.Fatalf("%d attempt spans for %d attempts", len(spans), calls.Load())
+			}
+			for i, s := range spans {
+				want := fmt.Sprintf("attempt %d", tt.earlier+i+1)
+				if s.Name() != want {
+					t.Errorf("span %d is %q, want %q", i, s.Name(), want)
+				}
+				reason := ""
+				for _, a := range s.Attributes() {
+					if a.Key == telemetry.RetryReason {
+						reason = a.Value.AsString()
+					}
+				}
+				if followed := i < len(spans)-1; followed != (reason != "") {
+					t.Errorf("%s: retry_reason %q, followed by another attempt: %v", s.Name(), reason, followed)
+				}
+			}
+		})
+	}
+}
+
+// counterSum adds up every point of the counter called name.
+func counterSum(rm metricdata.ResourceMetrics, name string) int64 {
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name {
+				for _, p := range sum.DataPoints {
+					n += p.Value
+				}
+			}
+		}
+	}
+	return n
 }

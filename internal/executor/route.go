@@ -39,6 +39,16 @@ type Route struct {
 	run func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error)
 }
 
+// Label is the backend's name in metrics, spans and logs, spelled as the health bucket
+// and `toolbus health` spell it: an MCP server's own name, "local" or "engineering".
+func (r Route) Label() string { return label(r.Server) }
+
+// label is [Route.Label] of a backend's name as results carry it.
+func label(backend string) string {
+	name, _ := strings.CutPrefix(backend, "mcp:")
+	return name
+}
+
 // Call runs the tool. A failure is a *messages.ToolError (or an error the executor
 // reports as tool_error).
 func (r Route) Call(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {

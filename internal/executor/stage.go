@@ -172,14 +172,13 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	if first.IsZero() {
 		first = time.Now()
 	}
-	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr, first)
+	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts})
 	if res.Error != nil {
 		res.Error.Message = s.Exec.Redact.String(res.Error.Message)
 		span.SetStatus(codes.Error, string(res.Error.Code)) // the call failed, as the model is told: Jaeger's error filter finds it
 	}
 	res = s.fit(ctx, res)
-	res.Attempts += claim.PriorAttempts
-	span.SetAttributes(telemetry.Server.String(res.Backend), telemetry.Attempt.Int(res.Attempts))
+	span.SetAttributes(telemetry.Server.String(label(res.Backend)), telemetry.Attempt.Int(res.Attempts))
 	outcome := "ok"
 	if res.Error != nil {
 		outcome = string(res.Error.Code)
@@ -190,7 +189,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	if s.quiet(call.Tool, route) {
 		level = slog.LevelDebug
 	}
-	s.logger().Log(ctx, level, "call", "call", call.ID, "tool", telemetry.Cap(call.Tool), "server", res.Backend,
+	s.logger().Log(ctx, level, "call", "call", call.ID, "tool", telemetry.Cap(call.Tool), "server", label(res.Backend),
 		"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
 	if !res.Success && oc.Retryable && !d.Last {
 		if err := s.Claims.Release(ctx, call.ID, res.Attempts, first); err != nil {
