@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/internal/version"
 
 	"github.com/toolbus/toolbus/pkg/engineering"
@@ -61,6 +62,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// Each tool call's span continues the trace its _meta carries; exported when
+	// OTEL_EXPORTER_OTLP_ENDPOINT (and the like) is set.
+	shutdown, err := telemetry.Setup(ctx, "engineering")
+	if err != nil {
+		logger.Error("tracing", "err", err)
+		os.Exit(1)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(ctx)
+	}()
 	if err := run(ctx, cfg, logger); err != nil {
 		logger.Error("engineering server failed", "err", err)
 		os.Exit(1)

@@ -44,7 +44,7 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := node.NewPool(cfg, nil, nil)
+	pool, err := node.NewPool(cfg, nil, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -320,7 +320,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, fmt.Errorf("executor: calls bucket: %w", err)
 		}
-		pool, err := NewPool(o.Config, log, func(server string, tools []mcpwire.Tool) {
+		pool, err := NewPool(o.Config, log, o.MeterProvider, func(server string, tools []mcpwire.Tool) {
 			mirrorCatalog(catalog, server, tools, log)
 		})
 		if err != nil {
@@ -449,11 +449,12 @@ func runStage(js jetstream.JetStream, stream, consumer string, h bus.Handler, he
 	}
 }
 
-// NewPool returns the pool of the configuration's MCP servers; onCatalog, when set, is
-// told each server's tools whenever they are listed.
-func NewPool(cfg *config.Config, log *slog.Logger, onCatalog func(string, []mcpwire.Tool)) (*mcpwire.Pool, error) {
+// NewPool returns the pool of the configuration's MCP servers, recording its metrics on
+// mp (nil: none); onCatalog, when set, is told each server's tools whenever they are
+// listed.
+func NewPool(cfg *config.Config, log *slog.Logger, mp metric.MeterProvider, onCatalog func(string, []mcpwire.Tool)) (*mcpwire.Pool, error) {
 	return mcpwire.NewPool(cfg.MCPServers, &mcpwire.Options{
-		Routes: cfg.Routes, AllowedTools: cfg.AllowedTools, OnCatalog: onCatalog, Logger: log,
+		Routes: cfg.Routes, AllowedTools: cfg.AllowedTools, OnCatalog: onCatalog, Logger: log, MeterProvider: mp,
 	})
 }
 

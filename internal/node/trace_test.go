@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // One response with two calls, one retried once, through all four services on
@@ -214,26 +216,49 @@ func TestTraceReachesTheMCPServer(t *testing.T) {
 	if len(headers) != 1 || len(metas) != 1 {
 		t.Fatalf("tools/call requests: headers %q, _meta %q", headers, metas)
 	}
-	attempt := ""
+	var clientSpan sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
 		if s.Name() == "attempt 1" {
-			attempt = s.SpanContext().SpanID().String()
+			attrs := spanAttrs(s)
+			if attrs["mcp.method.name"] != "tools/call" || attrs["gen_ai.tool.name"] != "lookup" {
+				t.Errorf("attempt span attributes %v, want the MCP method and the tool's name on its server", attrs)
+			}
+		}
+		if s.Name() == "tools/call lookup" {
+			clientSpan = s
 		}
 	}
-	for _, s := range rec.Ended() {
-		if s.Name() != "attempt 1" {
-			continue
-		}
-		attrs := map[string]string{}
-		for _, a := range s.Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
-		}
-		if attrs["mcp.method.name"] != "tools/call" || attrs["gen_ai.tool.name"] != "lookup" {
-			t.Errorf("attempt span attributes %v, want the MCP method and the tool's name on its server", attrs)
+	if clientSpan == nil {
+		t.Fatal("no CLIENT span tools/call lookup")
+	}
+	// OpenTelemetry's MCP conventions on the request's own span.
+	attrs := spanAttrs(clientSpan)
+	u, _ := url.Parse(ts.URL)
+	for k, v := range map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "lookup", "gen_ai.operation.name": "execute_tool",
+		"network.transport": "tcp", "server.address": u.Hostname(), "server.port": u.Port(), "toolbus.server": "probe"} {
+		if attrs[k] != v {
+			t.Errorf("client span: %s = %q, want %q", k, attrs[k], v)
 		}
 	}
-	want := "00-" + root.SpanContext().TraceID().String() + "-" + attempt + "-01"
+	for _, k := range []string{"mcp.session.id", "jsonrpc.request.id", "mcp.protocol.version"} {
+		if attrs[k] == "" {
+			t.Errorf("client span: no %s in %v", k, attrs)
+		}
+	}
+	if clientSpan.SpanKind() != trace.SpanKindClient {
+		t.Errorf("client span kind %v", clientSpan.SpanKind())
+	}
+	want := "00-" + root.SpanContext().TraceID().String() + "-" + clientSpan.SpanContext().SpanID().String() + "-01"
 	if headers[0] != want || metas[0] != want {
-		t.Errorf("traceparent: header %q, _meta %q; want %q (the attempt span of the orchestrator's trace)", headers[0], metas[0], want)
+		t.Errorf("traceparent: header %q, _meta %q; want %q (the request's span, in the orchestrator's trace)", headers[0], metas[0], want)
 	}
+}
+
+// spanAttrs gives a span's attributes as text.
+func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
+	attrs := map[string]string{}
+	for _, a := range s.Attributes() {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	return attrs
 }

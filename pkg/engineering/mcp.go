@@ -8,6 +8,11 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -32,6 +37,9 @@ type MCPOptions struct {
 	Stateless bool
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// TracerProvider records a SERVER span per tool call, continuing the trace the
+	// call's _meta carries (traceparent, tracestate); nil means the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 func (o *MCPOptions) orDefault() MCPOptions {
@@ -47,6 +55,9 @@ func (o *MCPOptions) orDefault() MCPOptions {
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	if out.TracerProvider == nil {
+		out.TracerProvider = otel.GetTracerProvider()
 	}
 	return out
 }
@@ -66,6 +77,7 @@ func (s *Suite) MCPServer(opts *MCPOptions) *mcp.Server {
 		Logger:       o.Logger,
 	})
 	keys := &sessionKeys{m: map[*mcp.ServerSession]string{}}
+	tracer := o.TracerProvider.Tracer("github.com/toolbus/toolbus/pkg/engineering")
 	for _, t := range s.Tools() {
 		closed := false
 		tool := &mcp.Tool{
@@ -75,18 +87,40 @@ func (s *Suite) MCPServer(opts *MCPOptions) *mcp.Server {
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.ReadOnly, IdempotentHint: t.Idempotent, OpenWorldHint: &closed},
 		}
 		srv.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ctx, span := startCallSpan(ctx, tracer, req)
+			defer span.End()
 			conv, perRequest, err := conversationOf(req, o.Stateless, keys)
 			if err != nil {
+				span.SetStatus(codes.Error, "invalid_arguments")
 				return toolErrorResult(err), nil
 			}
 			out, err := s.call(ctx, conv, req.Params.Name, req.Params.Arguments, perRequest)
 			if err != nil {
+				span.SetStatus(codes.Error, string(messages.AsToolError(err).Code))
 				return toolErrorResult(err), nil
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}, StructuredContent: out}, nil
 		})
 	}
 	return srv
+}
+
+// startCallSpan starts the SERVER span of a tools/call (OpenTelemetry's MCP
+// conventions), in the trace of the traceparent in the request's _meta when it has one.
+func startCallSpan(ctx context.Context, tracer trace.Tracer, req *mcp.CallToolRequest) (context.Context, trace.Span) {
+	carrier := propagation.MapCarrier{}
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v, ok := req.Params.Meta[k].(string); ok {
+			carrier[k] = v
+		}
+	}
+	ctx = propagation.TraceContext{}.Extract(ctx, carrier)
+	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", req.Params.Name),
+		attribute.String("gen_ai.operation.name", "execute_tool")}
+	if req.Session != nil && req.Session.ID() != "" {
+		attrs = append(attrs, attribute.String("mcp.session.id", req.Session.ID()))
+	}
+	return tracer.Start(ctx, "tools/call "+req.Params.Name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 }
 
 // conversationOf picks the key under which a call's activation is kept.

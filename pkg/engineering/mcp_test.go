@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolbus/toolbus/pkg/engineering"
 )
@@ -162,5 +165,29 @@ func TestMCPToolAnnotationsAndStructuredContent(t *testing.T) {
 	b, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(b, &clock); err != nil || !strings.HasSuffix(clock.UTC, "Z") {
 		t.Fatalf("structured clock %s: %v", b, err)
+	}
+}
+
+// The server continues the trace a call's _meta carries: its SERVER span is a child of
+// the caller's span, in the caller's trace.
+func TestMCPContinuesTheTraceInMeta(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	cs := connect(t, engineering.New(nil), &engineering.MCPOptions{TracerProvider: tp})
+	const traceID, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	callText(t, cs, "clock", map[string]any{}, mcp.Meta{"traceparent": "00-" + traceID + "-" + parent + "-01"})
+	callText(t, cs, "clock", map[string]any{}, nil)
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want one per call", len(spans))
+	}
+	s := spans[0]
+	if s.Name() != "tools/call clock" || s.SpanKind() != trace.SpanKindServer ||
+		s.SpanContext().TraceID().String() != traceID || s.Parent().SpanID().String() != parent {
+		t.Errorf("span %q kind %v trace %s parent %s; want a SERVER span in trace %s under %s",
+			s.Name(), s.SpanKind(), s.SpanContext().TraceID(), s.Parent().SpanID(), traceID, parent)
+	}
+	if spans[1].Parent().IsValid() {
+		t.Errorf("a call without _meta got parent %s", spans[1].Parent().SpanID())
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // maxResponseBytes bounds the body of one plain JSON-RPC response.
@@ -64,6 +65,9 @@ func (s *rpcSession) call(ctx context.Context, method string, params any) (json.
 
 func (s *rpcSession) post(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	id := s.nextID.Add(1)
+	if span := trace.SpanFromContext(ctx); method == methodToolsCall && span.IsRecording() {
+		span.SetAttributes(attrRequestID.String(strconv.FormatInt(id, 10)))
+	}
 	body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params})
 	if err != nil {
 		return nil, err
@@ -183,6 +187,8 @@ func looksLikeCallToolResult(raw json.RawMessage) bool {
 
 // done never closes: without a connection, nothing ends a session but close.
 func (s *rpcSession) done() <-chan struct{} { return nil }
+
+func (s *rpcSession) describe() (string, string) { return "", "" }
 
 func (s *rpcSession) close() error {
 	s.cancel()

@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Options configures a [Pool]. The zero value is valid.
@@ -42,6 +44,10 @@ type Options struct {
 	OnCatalog func(server string, tools []Tool)
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// MeterProvider records the mcp.client.operation.duration histogram; nil records
+	// none. Spans need no option: a call's span is a child of the span in its context,
+	// from that span's provider.
+	MeterProvider metric.MeterProvider
 }
 
 // Pool holds one session per enabled server and the catalog of their tools. Sessions
@@ -49,8 +55,9 @@ type Options struct {
 // fails is reopened with backoff, and a stdio server that exits is restarted. A Pool is
 // safe for concurrent use.
 type Pool struct {
-	opts Options
-	log  *slog.Logger
+	opts       Options
+	log        *slog.Logger
+	opDuration metric.Float64Histogram
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -89,6 +96,7 @@ func NewPool(servers map[string]ServerConfig, opts *Options) (*Pool, error) {
 		p.opts.ClientInfo = &mcp.Implementation{Name: "toolbus", Version: "0.1.0"}
 	}
 	p.log = p.opts.Logger
+	p.opDuration = newOperationDuration(p.opts.MeterProvider)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if err := p.Update(servers, p.opts.Routes, p.opts.AllowedTools); err != nil {
 		p.cancel()
@@ -336,7 +344,7 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 		if err != nil {
 			return nil, err
 		}
-		res, err := sess.callTool(ctx, t.Remote, args)
+		res, err := s.callTool(ctx, sess, t.Remote, args)
 		if err == nil {
 			return resultValue(s.name, t.Remote, res)
 		}
@@ -450,6 +458,8 @@ type server struct {
 	pool   *Pool
 	log    *slog.Logger
 	client *mcp.Client
+	// endpoint describes the connection in spans and metrics ([endpoint]).
+	endpoint []attribute.KeyValue
 
 	ctx     context.Context // ends when the server is removed or the pool closes
 	cancel  context.CancelFunc
@@ -472,7 +482,7 @@ type server struct {
 
 func newServer(p *Pool, name string, cfg ServerConfig) *server {
 	s := &server{
-		name: name, cfg: cfg, pool: p,
+		name: name, cfg: cfg, pool: p, endpoint: endpoint(name, cfg),
 		log:     p.log.With("server", name),
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}, 1),

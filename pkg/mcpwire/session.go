@@ -36,6 +36,8 @@ const terminateGrace = 2 * time.Second
 type session interface {
 	listTools(ctx context.Context) ([]*mcp.Tool, error)
 	callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error)
+	// describe gives the session's id and protocol version, when it has them.
+	describe() (id, protocolVersion string)
 	// done is closed when the connection ended, by either side.
 	done() <-chan struct{}
 	close() error
@@ -99,6 +101,14 @@ func boundTo(ctx, life context.Context) (context.Context, func()) {
 
 func (s *mcpSession) done() <-chan struct{} { return s.dead }
 
+func (s *mcpSession) describe() (string, string) {
+	version := ""
+	if r := s.cs.InitializeResult(); r != nil {
+		version = r.ProtocolVersion
+	}
+	return s.cs.ID(), version
+}
+
 func (s *mcpSession) close() error {
 	s.cancel()
 	err := s.cs.Close()
@@ -144,7 +154,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 		}
 	}
 	timer := time.AfterFunc(timeout, cancel)
-	cs, err := client.Connect(sctx, t, nil)
+	cs, err := client.Connect(sctx, tracedTransport{t}, nil)
 	expired := !timer.Stop()
 	if err != nil {
 		cancel()

@@ -38,6 +38,11 @@ func main() {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, pidOut, error) {
 			return nil, pidOut{PID: os.Getpid()}, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "traceparent", Description: "Returns the traceparent of the request's _meta."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			tp, _ := req.Params.Meta["traceparent"].(string)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tp}}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo"},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat(in.Text, max(in.Times, 1))}}}, nil, nil
