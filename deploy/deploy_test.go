@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"reflect"
@@ -25,6 +27,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -474,9 +477,27 @@ func connectAs(t *testing.T, urls []string, user, password string) (*nats.Conn, 
 	return nc, errs
 }
 
+// service is one service started by startServices: its connection's asynchronous
+// errors and its /metrics.
+type service struct {
+	errs    asyncErrors
+	metrics http.Handler
+}
+
+// scrape reads the service's /metrics.
+func (s service) scrape(t *testing.T) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d", rec.Code)
+	}
+	return rec.Body.String()
+}
+
 // startServices runs each service on a connection of its own, as its own user, the way
-// the per-service binaries do.
-func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.Topology) map[string]asyncErrors {
+// the per-service binaries do, each with its /metrics.
+func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.Topology) map[string]service {
 	t.Helper()
 	// Provisioning is admin's, once; the services only check it.
 	anc, _ := connectAs(t, urls, "admin", pw["admin"])
@@ -486,16 +507,21 @@ func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.T
 	}
 	bustest.ProvisionCluster(t, ajs, topo)
 	ctx, cancel := context.WithCancel(context.Background())
-	errs := map[string]asyncErrors{}
+	services := map[string]service{}
 	var nodes []*node.Node
 	for _, name := range node.AllServices() {
 		nc, e := connectAs(t, urls, name, pw[name])
-		n, err := node.Start(ctx, nc, node.Options{Services: []string{name}, Topology: topo, Local: bigReport(t), CheckOnly: true})
+		mp, metrics, err := telemetry.NewPrometheus(nil)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		n, err := node.Start(ctx, nc, node.Options{Services: []string{name}, Topology: topo, Local: bigReport(t), CheckOnly: true, MeterProvider: mp})
 		if err != nil {
 			cancel()
 			t.Fatalf("%s under its own user: %v", name, err)
 		}
-		errs[name] = e
+		services[name] = service{errs: e, metrics: metrics}
 		nodes = append(nodes, n)
 	}
 	t.Cleanup(func() {
@@ -506,7 +532,7 @@ func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.T
 			}
 		}
 	})
-	return errs
+	return services
 }
 
 // bigReportBytes is the size of big_report's result: too large to travel inline.
@@ -594,7 +620,7 @@ func TestPermissionsOnServer(t *testing.T) {
 		t.Error("connected as parser with the executor's password")
 	}
 
-	svcErrs := startServices(t, urls, pw, bus.Topology{})
+	services := startServices(t, urls, pw, bus.Topology{})
 	onc, oerrs := connectAs(t, urls, orchestr, pw[orchestr])
 	c, err := client.New(onc)
 	if err != nil {
@@ -673,9 +699,28 @@ func TestPermissionsOnServer(t *testing.T) {
 		t.Errorf("orchestrator reading TOOLBUS_OUTPUT: %v %+v", err, out)
 	}
 
+	// Every service's /metrics asks only for what its user may read (each denied request
+	// would wait out a timeout, and the server log a violation): the stages' queues come
+	// from the leading healthd alone, once each.
+	queues := 0
+	for name, svc := range services {
+		page := svc.scrape(t)
+		n := strings.Count(page, "toolbus_consumer_pending{")
+		if n > 0 && name != node.Healthd {
+			t.Errorf("%s reports the stages' queues: only the leading healthd should", name)
+		}
+		queues += n
+		if !strings.Contains(page, "go_goroutines ") || !strings.Contains(page, "process_cpu_seconds_total ") {
+			t.Errorf("%s: /metrics lacks the Go runtime's and the process's metrics", name)
+		}
+	}
+	if queues != 4 {
+		t.Errorf("%d toolbus_consumer_pending series over all services, want one per stage (4)", queues)
+	}
+
 	// The services were never refused anything.
-	for name, e := range svcErrs {
-		e.none(t, name)
+	for name, svc := range services {
+		svc.errs.none(t, name)
 	}
 	oerrs.none(t, orchestr)
 

@@ -16,8 +16,11 @@ import (
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/redact"
+	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func runCmd(ctx context.Context, env Env, args []string) error {
@@ -245,7 +248,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 		return errors.New(redactURLs(fmt.Sprintf("connect to %s: %v", *url, err)))
 	}
 	defer nc.Close()
-	opsSrv, mp, err := startOps(ctx, nc, opsAddr, log)
+	opsSrv, mp, err := startOps(ctx, nc, opsAddr, "toolbus", log)
 	if err != nil {
 		return err
 	}
@@ -274,6 +277,12 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A trace starts here, at the orchestrator, when OTEL_* asks for traces.
+	stopTelemetry, err := startTelemetry(ctx, "toolbus-send")
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	nc, err := cf.connect("toolbus send", nil, nil)
 	if err != nil {
 		return err
@@ -285,7 +294,12 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 	}
 	for _, in := range inputs {
 		actx, cancel := context.WithTimeout(ctx, *timeout)
+		actx, span := telemetry.Tracer(nil).Start(actx, "toolbus send", trace.WithAttributes(telemetry.Conversation.String(*conv)))
 		out, err := c.Ask(actx, *conv, in.text, nil)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
 		cancel()
 		if err != nil {
 			return fmt.Errorf("%s: %w", in.name, err)

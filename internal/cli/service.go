@@ -61,7 +61,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 			return err
 		}
 		defer nc.Drain()
-		opsSrv, mp, err := startOps(ctx, nc, ops, log)
+		opsSrv, mp, err := startOps(ctx, nc, ops, "toolbus-"+name, log)
 		if err != nil {
 			return err
 		}
@@ -175,9 +175,13 @@ func addOpsFlag(fs *flag.FlagSet, env Env, def string) *opsFlag {
 }
 
 // startOps serves /healthz, /readyz, /metrics and the micro registrations until ctx is
-// done; it returns the meter provider whose metrics /metrics serves.
-func startOps(ctx context.Context, nc *nats.Conn, f *opsFlag, log *slog.Logger) (*ops.Server, metric.MeterProvider, error) {
-	mp, metrics, err := telemetry.NewPrometheus()
+// done; it returns the meter provider whose metrics /metrics serves, as service.
+func startOps(ctx context.Context, nc *nats.Conn, f *opsFlag, service string, log *slog.Logger) (*ops.Server, metric.MeterProvider, error) {
+	res, err := telemetry.Resource(ctx, service)
+	if err != nil {
+		return nil, nil, err
+	}
+	mp, metrics, err := telemetry.NewPrometheus(res)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -131,8 +131,14 @@ func (b *Breaker) markedDown(c *circuit, now time.Time) bool {
 		!h.CheckedAt.Equal(c.overridden)
 }
 
+// isOpen reports whether c's circuit is open, changing nothing.
+func (b *Breaker) isOpen(c *circuit, now time.Time) bool {
+	return b.markedDown(c, now) || (b.opts.FailureThreshold > 0 && c.failures >= b.opts.FailureThreshold)
+}
+
+// open is isOpen, and starts or ends the open period.
 func (b *Breaker) open(c *circuit, now time.Time) bool {
-	isOpen := b.markedDown(c, now) || (b.opts.FailureThreshold > 0 && c.failures >= b.opts.FailureThreshold)
+	isOpen := b.isOpen(c, now)
 	if !isOpen {
 		c.openedAt, c.trialAt = time.Time{}, time.Time{}
 	} else if c.openedAt.IsZero() {
@@ -184,6 +190,19 @@ func (b *Breaker) refusal(server string, c *circuit, wait time.Duration) error {
 			server, why, wait.Round(100*time.Millisecond)),
 		Unsent: true,
 	}
+}
+
+// Open reports, for every server the breaker has seen, whether its circuit is open now
+// (calls refused, trials aside).
+func (b *Breaker) Open() map[string]bool {
+	now := b.opts.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]bool, len(b.circuits))
+	for server, c := range b.circuits {
+		out[server] = b.isOpen(c, now)
+	}
+	return out
 }
 
 // Report tells the breaker how a call it allowed ended. server_unavailable, timeout and

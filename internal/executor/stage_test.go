@@ -239,7 +239,7 @@ func TestAlwaysDownIsAnsweredAndDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	mp, metricsPage, err := telemetry.NewPrometheus()
+	mp, metricsPage, err := telemetry.NewPrometheus(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

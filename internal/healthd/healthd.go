@@ -15,6 +15,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/redact"
@@ -50,6 +56,11 @@ type Options struct {
 	HTTPClient *http.Client
 	// Observe, when set, is told the duration and error of every probe (ops stats).
 	Observe func(time.Duration, error)
+	// TracerProvider records a span per probe; nil means the global provider.
+	TracerProvider trace.TracerProvider
+	// MeterProvider records toolbus.server.up and toolbus.server.probe.duration while
+	// this replica leads; nil records none.
+	MeterProvider metric.MeterProvider
 	// Now stamps the statuses. Default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -66,8 +77,12 @@ type Service struct {
 	// secrets masks the configuration's secrets in the statuses it stores.
 	secrets redact.Current
 
+	metrics metrics
+
 	mu   sync.Mutex
 	busy map[string]bool // targets whose last probe has not returned yet
+	// states is each target's state as this replica last stored it, for the metrics.
+	states map[string]messages.HealthState
 	// changed is signalled by [Service.Apply]: the leader probes the new targets.
 	changed chan struct{}
 }
@@ -115,10 +130,28 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config
 		nc: nc, kv: kv, opts: o, targets: targets,
 		lease: &lease{kv: kv, id: o.ID, ttl: o.LeaseTTL},
 		log:   o.Logger.With("replica", o.ID),
-		busy:  map[string]bool{}, changed: make(chan struct{}, 1),
+		busy:  map[string]bool{}, changed: make(chan struct{}, 1), states: map[string]messages.HealthState{},
 	}
 	s.secrets.Set(cfg.Redactor())
+	if s.metrics, err = newMetrics(o.MeterProvider, s.eachState); err != nil {
+		return nil, fmt.Errorf("healthd: metrics: %w", err)
+	}
 	return s, nil
+}
+
+// eachState yields the state of every configured target this replica recorded, while
+// it leads.
+func (s *Service) eachState(yield func(string, messages.HealthState)) {
+	if !s.Leading() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.targets {
+		if st, ok := s.states[t.Name]; ok {
+			yield(t.Name, st)
+		}
+	}
 }
 
 // Apply makes the targets of cfg the ones probed, as a configuration reload does for
@@ -257,11 +290,23 @@ func (s *Service) probe(ctx context.Context, t Target) {
 	}
 	s.busy[t.Name] = true
 	s.mu.Unlock()
-	r := runProbe(ctx, t, s.opts.Timeout, func() {
+	tp := s.opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	pctx, span := tp.Tracer("github.com/toolbus/toolbus/internal/healthd").Start(ctx, "probe "+t.Name,
+		trace.WithAttributes(attribute.String("toolbus.server", t.Name), attribute.String("toolbus.transport", t.Transport)))
+	r := runProbe(pctx, t, s.opts.Timeout, func() {
 		s.mu.Lock()
 		s.busy[t.Name] = false
 		s.mu.Unlock()
 	})
+	if r.Err != nil {
+		span.SetStatus(codes.Error, s.secrets.String(r.Err.Error()))
+	} else {
+		span.SetAttributes(attribute.Int("toolbus.tools", r.Tools), attribute.String("mcp.protocol.version", r.Protocol))
+	}
+	span.End()
 	s.record(ctx, t, r)
 }
 
@@ -275,6 +320,7 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 	if s.opts.Observe != nil {
 		s.opts.Observe(r.Latency, r.Err)
 	}
+	s.metrics.probed(ctx, t.Name, r.Latency, r.Err != nil)
 	var before messages.HealthState
 	wctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
@@ -289,6 +335,9 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 		s.log.Warn("health: store status", "server", t.Name, "err", err)
 		return
 	}
+	s.mu.Lock()
+	s.states[t.Name] = st.State
+	s.mu.Unlock()
 	if before != st.State {
 		s.log.Info("health: state changed", "server", t.Name, "from", before, "to", st.State, "err", st.Error)
 	}

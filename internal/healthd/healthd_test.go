@@ -8,6 +8,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/healthd"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -51,9 +57,32 @@ func TestDownAndUp(t *testing.T) {
 	srv := startMCPHTTP(t, nil)
 	published := subscribeHealth(t, nc, "tickets")
 	const interval, threshold = 150 * time.Millisecond, 3
+	reader := sdkmetric.NewManualReader()
+	rec := tracetest.NewSpanRecorder()
 	startHealthd(t, nc, js, serversConfig(map[string]string{"tickets": srv.URL()}), healthd.Options{
 		Interval: interval, Threshold: threshold, Timeout: time.Second, LeaseTTL: time.Second,
+		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
 	})
+	// toolbus.server.up as a scrape reads it.
+	up := func() (int64, bool) {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == healthd.MetricServerUp {
+					for _, dp := range g.DataPoints {
+						if v, _ := dp.Attributes.Value("server"); v.AsString() == "tickets" {
+							return dp.Value, true
+						}
+					}
+				}
+			}
+		}
+		return 0, false
+	}
 
 	isState := func(want messages.HealthState) func() bool {
 		return func() bool { st, _ := status(t, kv, "tickets"); return st.State == want }
@@ -75,6 +104,18 @@ func TestDownAndUp(t *testing.T) {
 	// state needs threshold of them (timings are logged, not asserted: the machine may
 	// be busy).
 	t.Logf("down %v after the stop (interval × threshold = %v)", took, interval*threshold)
+	if v, ok := up(); !ok || v != 0 {
+		t.Errorf("toolbus.server.up = %d (reported: %v) while down, want 0", v, ok)
+	}
+	failed := 0
+	for _, sp := range rec.Ended() {
+		if sp.Name() == "probe tickets" && sp.Status().Code == codes.Error {
+			failed++
+		}
+	}
+	if failed < threshold {
+		t.Errorf("%d probe spans with status Error, want at least %d", failed, threshold)
+	}
 	st, _ = status(t, kv, "tickets")
 	if st.Failures < threshold || st.Error == "" || st.Tools != 2 {
 		t.Errorf("down status %+v", st)
@@ -83,6 +124,9 @@ func TestDownAndUp(t *testing.T) {
 	srv.start()
 	took = waitFor(t, 10*time.Second, "up after the server returned", isState(messages.HealthUp))
 	t.Logf("up %v after the restart (interval %v)", took, interval)
+	if v, ok := up(); !ok || v != 1 {
+		t.Errorf("toolbus.server.up = %d (reported: %v) while up, want 1", v, ok)
+	}
 	if st, _ := status(t, kv, "tickets"); st.Failures != 0 {
 		t.Errorf("up with %d failures counted, want the first good probe to reset them", st.Failures)
 	}

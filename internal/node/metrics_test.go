@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -20,32 +21,58 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-// Metrics through the Prometheus endpoint: calls by tool, server and outcome, retries,
-// stage messages and latencies, and the queue gauges.
+// Metrics through the Prometheus endpoints of three processes (each an executor and a
+// healthd, one also parser and formatter): calls by tool, server and outcome, retries,
+// stage messages and latencies, the Go runtime's and the process's metrics on each, and
+// the cluster's queues and servers reported once, by the leading healthd.
 func TestMetrics(t *testing.T) {
-	mp, handler, err := telemetry.NewPrometheus()
-	if err != nil {
-		t.Fatal(err)
-	}
 	connect := startBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var tries atomic.Int32
 	local := flakyOrders("503", &tries)
 	sctx, stop := context.WithCancel(ctx)
-	n, err := node.Start(sctx, connect("node"), node.Options{Services: []string{node.Parser, node.Executor, node.Formatter}, Local: local, MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
+	var handlers []http.Handler
+	var nodes []*node.Node
+	defer func() {
+		stop()
+		for _, n := range nodes {
+			n.Wait()
+		}
+	}()
+	for i, services := range [][]string{{node.Parser, node.Executor, node.Formatter, node.Healthd}, {node.Executor, node.Healthd}, {node.Executor, node.Healthd}} {
+		mp, handler, err := telemetry.NewPrometheus(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := node.Start(sctx, connect(fmt.Sprint("node", i)), node.Options{Services: services, Local: local, MeterProvider: mp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes, handlers = append(nodes, n), append(handlers, handler)
 	}
-	defer func() { stop(); n.Wait() }()
 	c, _ := client.New(connect("orchestrator"))
 	if _, err := c.Ask(ctx, "m", `<tool_call>{"name": "lookup_order", "arguments": {}}</tool_call><tool_call>{"name": "nope", "arguments": {}}</tool_call>`, nil); err != nil {
 		t.Fatal(err)
 	}
-	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body, _ := io.ReadAll(rec.Body)
-	text := string(body)
+	scrape := func() []string {
+		var pages []string
+		for _, h := range handlers {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			body, _ := io.ReadAll(rec.Body)
+			pages = append(pages, string(body))
+		}
+		return pages
+	}
+	// Wait for a healthd to lead and probe the local tools.
+	var pages []string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if pages = scrape(); strings.Contains(strings.Join(pages, ""), `toolbus_server_up{`) {
+			break
+		}
+	}
+	all := strings.Join(pages, "\n")
 	for _, want := range []string{
 		`toolbus_calls_total{`, `outcome="ok"`, `tool="lookup_order"`, `server="local"`,
 		`outcome="unknown_tool"`,
@@ -53,20 +80,40 @@ func TestMetrics(t *testing.T) {
 		`toolbus_messages_total{`, `stage="parse"`, `stage="execute"`, `stage="format"`,
 		`toolbus_stage_duration_seconds_bucket{`,
 		`toolbus_consumer_pending{`, `consumer="executor"`, `toolbus_consumer_ack_pending{`,
+		`toolbus_server_up{`, `toolbus_server_probe_duration_seconds_bucket{`,
 	} {
-		if !strings.Contains(text, want) {
+		if !strings.Contains(all, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	for i, page := range pages {
+		if !strings.Contains(page, "go_goroutines ") || !strings.Contains(page, "process_cpu_seconds_total ") {
+			t.Errorf("process %d: no Go runtime or process metrics", i)
+		}
+	}
+	// Summed over the processes, each queue and each server counts once.
+	for series, want := range map[string]int{`toolbus_consumer_pending{`: 4, `toolbus_consumer_ack_pending{`: 4,
+		`toolbus_server_up{ server="local"`: 1, `toolbus_server_up{ server="engineering"`: 1} {
+		name, label, _ := strings.Cut(series, " ")
+		got := 0
+		for _, line := range strings.Split(all, "\n") {
+			if strings.HasPrefix(line, name) && strings.Contains(line, label) {
+				got++
+			}
+		}
+		if got != want {
+			t.Errorf("%d series %s over three processes, want %d", got, series, want)
+		}
+	}
 	if t.Failed() {
-		t.Logf("/metrics:\n%s", text)
+		t.Logf("/metrics:\n%s", all)
 	}
 }
 
 // Tool names come from models: 1,000 invented names and 50 of 200 KB add no metric series
 // and no span name of their own, and no label or span name is longer than the cap.
 func TestInventedToolNamesAreBounded(t *testing.T) {
-	mp, handler, err := telemetry.NewPrometheus()
+	mp, handler, err := telemetry.NewPrometheus(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

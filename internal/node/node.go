@@ -122,11 +122,6 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Node, error) {
 		return nil, err
 	}
 	metrics := telemetry.NewMetrics(o.MeterProvider)
-	if o.MeterProvider != nil {
-		if err := queueGauges(metrics, js); err != nil {
-			return nil, err
-		}
-	}
 	// The services' runs end with ctx, or when a later service cannot be built: what was
 	// started stops then, and quietly (its child processes too).
 	runCtx, stopRuns := context.WithCancel(ctx)
@@ -215,15 +210,24 @@ func (n *Node) Wait() error {
 
 type runFunc func(context.Context) error
 
-// queueGauges reports each stage's queue at every scrape: messages not yet delivered and
-// delivered but not yet acknowledged (delivery stops when that reaches MaxAckPending).
-func queueGauges(m *telemetry.Metrics, js jetstream.JetStream) error {
+// queueGauges reports each stage's queue at every scrape while leading says so: messages
+// not yet delivered and delivered but not yet acknowledged (delivery stops when that
+// reaches MaxAckPending). One process of the cluster reports them (the leading
+// healthd, whose NATS user may read every stage's consumer), so that a sum over
+// processes counts each queue once and no other service asks for what it may not read.
+func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, leading func() bool) error {
 	type queue struct{ stream, consumer string }
 	queues := []queue{
 		{messages.StreamResponses, messages.ConsumerParser}, {messages.StreamCalls, messages.ConsumerExecutor},
 		{messages.StreamResults, messages.ConsumerFormatter}, {messages.StreamAdvisories, messages.ConsumerDeadLetter},
 	}
 	infos := func(ctx context.Context, f func(q queue, info *jetstream.ConsumerInfo)) {
+		if !leading() {
+			return
+		}
+		// A scrape must not hang on a slow server: all four lookups get 2s.
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		for _, q := range queues {
 			c, err := js.Consumer(ctx, q.stream, q.consumer)
 			if err != nil {
@@ -340,6 +344,19 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		}
 		gate := executor.NewBreaker(&executor.BreakerOptions{StaleAfter: 4 * o.Config.HealthInterval(), Logger: log})
 		exec.Gate = gate
+		// Each executor's breaker is its own: the gauge is per process (take the max).
+		if err := metrics.Gauge("toolbus.breaker.open", "1 while this executor's circuit breaker refuses calls to the server, 0 while it lets them through, by server",
+			func(_ context.Context, record func(int64, ...attribute.KeyValue)) {
+				for server, open := range gate.Open() {
+					v := int64(0)
+					if open {
+						v = 1
+					}
+					record(v, attribute.String("server", server))
+				}
+			}); err != nil {
+			return nil, err
+		}
 		runs = append(runs, func(ctx context.Context) error { return executor.WatchHealth(ctx, health, gate) })
 		// The in-process tools join the catalog too, for the parser and `toolbus tools`,
 		// and the executor follows its configuration file.
@@ -399,9 +416,16 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, err
 		}
-		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Observe: observe, Logger: log})
+		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Observe: observe, Logger: log,
+			MeterProvider: o.MeterProvider, TracerProvider: o.TracerProvider})
 		if err != nil {
 			return nil, err
+		}
+		// The queues are the cluster's: the leading healthd reports them, once.
+		if o.MeterProvider != nil {
+			if err := queueGauges(metrics, js, h.Leading); err != nil {
+				return nil, err
+			}
 		}
 		runs = append(runs, h.Run)
 		if o.Config.Source != "" {

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 )
 
 // Metrics are toolbus's instruments. The zero of a nil *Metrics records nothing.
@@ -130,12 +132,24 @@ func (m *Metrics) Gauge(name, desc string, observe func(ctx context.Context, rec
 }
 
 // NewPrometheus returns a meter provider whose metrics are served, in Prometheus's text
-// format, by the returned handler (mounted at /metrics by internal/ops).
-func NewPrometheus() (metric.MeterProvider, http.Handler, error) {
+// format, by the returned handler (mounted at /metrics by internal/ops), with the Go
+// runtime's (go_*) and the process's (process_*) metrics beside them. res (nil: the
+// SDK's default) becomes target_info.
+func NewPrometheus(res *resource.Resource) (metric.MeterProvider, http.Handler, error) {
 	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, nil, err
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, nil, err
+	}
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		return nil, nil, err
 	}
-	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+	opts := []sdkmetric.Option{sdkmetric.WithReader(exp)}
+	if res != nil {
+		opts = append(opts, sdkmetric.WithResource(res))
+	}
+	return sdkmetric.NewMeterProvider(opts...), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
 }

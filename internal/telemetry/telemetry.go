@@ -5,12 +5,13 @@
 package telemetry
 
 import (
-	"unicode/utf8"
-
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -21,6 +22,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/toolbus/toolbus/internal/version"
 )
 
 // Instrumentation scope of toolbus's spans.
@@ -107,9 +110,6 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 		otel.SetTracerProvider(noop.NewTracerProvider())
 		return func(context.Context) error { return nil }, nil
 	}
-	if os.Getenv("OTEL_SERVICE_NAME") == "" {
-		os.Setenv("OTEL_SERVICE_NAME", service)
-	}
 	var exp sdktrace.SpanExporter
 	proto := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if proto == "" {
@@ -126,13 +126,41 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
-	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost())
+	res, err := Resource(ctx, service)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: %w", err)
+		return nil, err
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	return tp.Shutdown, nil
+}
+
+// instanceID names this process in service.instance.id: random, one per process.
+var instanceID = sync.OnceValue(func() string { return uuid() })
+
+// uuid returns a random (version 4) UUID.
+func uuid() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// Resource describes this process to traces and metrics: service.name (service, unless
+// OTEL_SERVICE_NAME says otherwise), service.version, service.instance.id (one per
+// process), the host, and OTEL_RESOURCE_ATTRIBUTES, which win.
+func Resource(ctx context.Context, service string) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(
+			attribute.String("service.name", service),
+			attribute.String("service.version", version.Short()),
+			attribute.String("service.instance.id", instanceID())),
+		resource.WithTelemetrySDK(), resource.WithHost(), resource.WithFromEnv())
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	return res, nil
 }
 
 // Tracer returns toolbus's tracer from tp, or from the global provider when tp is nil.

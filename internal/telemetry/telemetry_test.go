@@ -51,3 +51,32 @@ func TestEnabled(t *testing.T) {
 		})
 	}
 }
+
+func TestResource(t *testing.T) {
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	res, err := Resource(context.Background(), "toolbus-executor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := map[string]string{}
+	for _, kv := range res.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	if attrs["service.name"] != "toolbus-executor" || attrs["service.version"] == "" || len(attrs["service.instance.id"]) != 36 {
+		t.Errorf("resource %v: want service.name, service.version and a UUID service.instance.id", attrs)
+	}
+	again, _ := Resource(context.Background(), "toolbus-executor")
+	if id, _ := again.Set().Value("service.instance.id"); id.AsString() != attrs["service.instance.id"] {
+		t.Errorf("service.instance.id changed within one process: %s, %s", id.AsString(), attrs["service.instance.id"])
+	}
+	// The operator's environment wins.
+	t.Setenv("OTEL_SERVICE_NAME", "executor-eu")
+	res, err = Resource(context.Background(), "toolbus-executor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := res.Set().Value("service.name"); v.AsString() != "executor-eu" {
+		t.Errorf("service.name = %q, want OTEL_SERVICE_NAME's", v.AsString())
+	}
+}

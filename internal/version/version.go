@@ -40,3 +40,21 @@ func String(program string) string {
 	}
 	return out + info.GoVersion + ")"
 }
+
+// Short is the version alone, for telemetry's service.version: the module version of
+// a released build, else "devel" with the commit when the build recorded one.
+func Short() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			return "devel+" + s.Value[:min(len(s.Value), 12)]
+		}
+	}
+	return "devel"
+}
