@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -716,6 +717,17 @@ func TestPermissionsOnServer(t *testing.T) {
 	}
 	if queues != 4 {
 		t.Errorf("%d toolbus_consumer_pending series over all services, want one per stage (4)", queues)
+	}
+	// Every metric the alert rules read is one the services export (toolbus_ready comes
+	// from each binary's ops server, which internal/cli's tests scrape).
+	var pages strings.Builder
+	for _, svc := range services {
+		pages.WriteString(svc.scrape(t))
+	}
+	for _, name := range alertMetrics(t) {
+		if name != "toolbus_ready" && !regexp.MustCompile(`\n`+name+`(_bucket)?[{ ]`).MatchString(pages.String()) {
+			t.Errorf("alerts.yml reads %s, which no service exports", name)
+		}
 	}
 
 	// The services were never refused anything.

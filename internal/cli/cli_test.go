@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -237,6 +240,7 @@ func TestVersion(t *testing.T) {
 // A service says what it does: NATS unreachable at once and at every retry, "ready" once
 // it runs, and nothing at ERROR when it is stopped, before or after it is ready.
 func TestServiceSaysWhatHappens(t *testing.T) {
+	var metrics string // the last run's /metrics, read once it was ready
 	run := func(url, until string) (string, int) {
 		t.Helper()
 		var out bustest.LogBuffer
@@ -248,6 +252,13 @@ func TestServiceSaysWhatHappens(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for !strings.Contains(out.String(), until) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
+		}
+		if m := regexp.MustCompile(`"msg":"ops: /metrics, /healthz and /readyz","service":"parser","addr":"([^"]+)"`).FindStringSubmatch(out.String()); m != nil {
+			if resp, err := http.Get("http://" + m[1] + "/metrics"); err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				metrics = string(body)
+			}
 		}
 		cancel()
 		return out.String(), <-done
@@ -269,6 +280,17 @@ func TestServiceSaysWhatHappens(t *testing.T) {
 	log, code = run(url, `"msg":"ready"`)
 	if code != 0 || !strings.Contains(log, `"msg":"ready","service":"parser"`) || !strings.Contains(log, "connected to NATS") || strings.Contains(log, `"level":"ERROR"`) {
 		t.Errorf("a service stopped after it was ready: exit %d\n%s", code, log)
+	}
+	// Its /metrics says who it is (service.name, version, instance), that it is ready,
+	// and carries the Go runtime's and the process's metrics.
+	for _, want := range []string{`service_name="toolbus-parser"`, `service_version="`, `service_instance_id="`,
+		"\ntoolbus_ready{", "\ngo_goroutines ", "\nprocess_cpu_seconds_total "} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("the parser's /metrics lacks %s:\n%s", want, metrics)
+		}
+	}
+	if !regexp.MustCompile(`\ntoolbus_ready\{[^}]*\} 1\n`).MatchString(metrics) {
+		t.Errorf("toolbus_ready is not 1 once ready:\n%s", metrics)
 	}
 }
 

@@ -192,10 +192,24 @@ func startOps(ctx context.Context, nc *nats.Conn, f *opsFlag, service string, lo
 		}
 		return nil, nil, err
 	}
+	// /readyz as a metric, for the alert on a stage without a ready replica.
+	if _, err := mp.Meter(telemetry.Scope).Int64ObservableGauge("toolbus.ready",
+		metric.WithDescription("1 while this process is ready (its /readyz answers 200), else 0"),
+		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
+			if srv.Ready(ctx).Ready {
+				o.Observe(1)
+			} else {
+				o.Observe(0)
+			}
+			return nil
+		})); err != nil {
+		return nil, nil, err
+	}
 	go func() {
 		if err := srv.Run(ctx); err != nil {
 			log.Error("ops server stopped", "err", err)
 		}
 	}()
+	log.Info("ops: /metrics, /healthz and /readyz", "addr", srv.Addr())
 	return srv, mp, nil
 }

@@ -246,8 +246,20 @@ func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, leading func() bo
 	}); err != nil {
 		return err
 	}
-	return m.Gauge("toolbus.consumer.ack_pending", "messages a stage is working on; delivery stops at MaxAckPending", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+	if err := m.Gauge("toolbus.consumer.ack_pending", "messages a stage is working on; delivery stops at MaxAckPending", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
 		infos(ctx, func(q queue, info *jetstream.ConsumerInfo) { record(int64(info.NumAckPending), attrs(q)...) })
+	}); err != nil {
+		return err
+	}
+	return m.Gauge("toolbus.dead_letters", "messages in the dead-letter stream (TOOLBUS_DEAD): what could not be answered, kept for inspection", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+		if !leading() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if st, err := js.Stream(ctx, messages.StreamDead); err == nil {
+			record(int64(st.CachedInfo().State.Msgs))
+		}
 	})
 }
 

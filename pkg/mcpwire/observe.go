@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"strconv"
@@ -22,9 +21,12 @@ import (
 // Attribute keys of OpenTelemetry's MCP semantic conventions (gen-ai/mcp), which the
 // Go semconv packages do not define yet.
 const (
-	attrMethod      = attribute.Key("mcp.method.name")
-	attrSession     = attribute.Key("mcp.session.id")
-	attrProtocol    = attribute.Key("mcp.protocol.version")
+	attrMethod   = attribute.Key("mcp.method.name")
+	attrSession  = attribute.Key("mcp.session.id")
+	attrProtocol = attribute.Key("mcp.protocol.version")
+	// attrRequestID is set by the plain JSON-RPC transport; the go-sdk does not expose
+	// the ids it gives requests, and a wrapper of its connections would hide the
+	// unexported methods it relies on (the streamable client's notification stream).
 	attrRequestID   = attribute.Key("jsonrpc.request.id")
 	attrToolName    = attribute.Key("gen_ai.tool.name")
 	attrOperation   = attribute.Key("gen_ai.operation.name")
@@ -132,27 +134,4 @@ func errorType(err error) string {
 		return "connection"
 	}
 	return "_OTHER"
-}
-
-// tracedTransport gives each tools/call request's JSON-RPC id to the span of its call.
-type tracedTransport struct{ mcp.Transport }
-
-func (t tracedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.Transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return tracedConn{c}, nil
-}
-
-type tracedConn struct{ mcp.Connection }
-
-// Write is called with the context of the call that sends msg.
-func (c tracedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodToolsCall && req.IsCall() {
-		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.SetAttributes(attrRequestID.String(fmt.Sprint(req.ID.Raw())))
-		}
-	}
-	return c.Connection.Write(ctx, msg)
 }

@@ -154,7 +154,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 		}
 	}
 	timer := time.AfterFunc(timeout, cancel)
-	cs, err := client.Connect(sctx, tracedTransport{t}, nil)
+	cs, err := client.Connect(sctx, t, nil)
 	expired := !timer.Stop()
 	if err != nil {
 		cancel()
