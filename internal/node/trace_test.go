@@ -251,7 +251,7 @@ func TestTraceReachesTheMCPServer(t *testing.T) {
 			t.Errorf("client span: %s = %q, want %q", k, attrs[k], v)
 		}
 	}
-	for _, k := range []string{"mcp.session.id", "mcp.protocol.version"} {
+	for _, k := range []string{"mcp.session.id", "jsonrpc.request.id", "mcp.protocol.version"} {
 		if attrs[k] == "" {
 			t.Errorf("client span: no %s in %v", k, attrs)
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -24,9 +26,10 @@ const (
 	attrMethod   = attribute.Key("mcp.method.name")
 	attrSession  = attribute.Key("mcp.session.id")
 	attrProtocol = attribute.Key("mcp.protocol.version")
-	// attrRequestID is set by the plain JSON-RPC transport; the go-sdk does not expose
-	// the ids it gives requests, and a wrapper of its connections would hide the
-	// unexported methods it relies on (the streamable client's notification stream).
+	// attrRequestID: the go-sdk does not expose the ids it gives requests, and a
+	// wrapper of its streamable connection would hide the unexported method it starts
+	// the notification stream with; so the id is read off the HTTP body (headerTransport),
+	// the stdio pipes' writes (requestIDConn) or set by the plain JSON-RPC transport.
 	attrRequestID   = attribute.Key("jsonrpc.request.id")
 	attrToolName    = attribute.Key("gen_ai.tool.name")
 	attrOperation   = attribute.Key("gen_ai.operation.name")
@@ -134,4 +137,18 @@ func errorType(err error) string {
 		return "connection"
 	}
 	return "_OTHER"
+}
+
+// requestIDConn names each tools/call's JSON-RPC id on the span of its call, as the
+// connection writes it (Write gets the call's context). Only for connections with no
+// optional methods of the go-sdk's own to hide: the stdio pipes.
+type requestIDConn struct{ mcp.Connection }
+
+func (c requestIDConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodToolsCall && req.IsCall() {
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(attrRequestID.String(strings.Trim(fmt.Sprint(req.ID.Raw()), `"`)))
+		}
+	}
+	return c.Connection.Write(ctx, msg)
 }

@@ -59,8 +59,8 @@ func TestTraceReachesAStdioServer(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, attrs[k], v)
 		}
 	}
-	if attrs["mcp.protocol.version"] == "" {
-		t.Errorf("no protocol version: %v", attrs)
+	if attrs["jsonrpc.request.id"] == "" || attrs["mcp.protocol.version"] == "" {
+		t.Errorf("no request id or protocol version: %v", attrs)
 	}
 
 	var rm metricdata.ResourceMetrics

@@ -269,7 +269,38 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// The call's trace goes on to the server: W3C traceparent (and tracestate) on every
 	// request made in a traced context.
 	traceContext.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() && r.Method == http.MethodPost && r.Body != nil {
+		// The go-sdk keeps the JSON-RPC id to itself: read it off the request it sends
+		// (the first maxPeek bytes; the body is sent whole).
+		head, err := io.ReadAll(io.LimitReader(r.Body, maxPeek))
+		if err != nil {
+			r.Body.Close()
+			return nil, err
+		}
+		nameRequestID(span, head)
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	}
 	return t.base.RoundTrip(r)
+}
+
+// maxPeek bounds the request body a traced call reads for its JSON-RPC id.
+const maxPeek = 1 << 20
+
+// nameRequestID sets jsonrpc.request.id on span when body is a tools/call request.
+func nameRequestID(span trace.Span, body []byte) {
+	if !bytes.Contains(body, []byte(methodToolsCall)) {
+		return
+	}
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(body, &req) == nil && req.Method == methodToolsCall && len(req.ID) > 0 {
+		span.SetAttributes(attrRequestID.String(strings.Trim(string(req.ID), `"`)))
+	}
 }
 
 // traceContext propagates W3C trace context to MCP servers.

@@ -54,7 +54,11 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		out = &jsonLines{r: bufio.NewReaderSize(stdout, 64<<10), stray: t.stray}
 	}
 	pipes := &mcp.IOTransport{Reader: io.NopCloser(out), Writer: &childStdin{WriteCloser: stdin, cmd: t.cmd, grace: t.grace}, MaxLineLength: max}
-	return pipes.Connect(ctx)
+	conn, err := pipes.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return requestIDConn{conn}, nil
 }
 
 // jsonLines passes on the lines of a server's stdout that may be JSON-RPC messages
