@@ -21,6 +21,11 @@ import (
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func counting(name string, info messages.ToolInfo, runs *atomic.Int32, fail func(n int32) error) localtools.Tool {
@@ -317,5 +322,93 @@ func TestQuietMatchesEverySpelling(t *testing.T) {
 	}
 	if (&Stage{QuietTools: []string{"other"}}).quiet("saint__get_comments", route) {
 		t.Error("a tool not listed is quiet")
+	}
+}
+
+// A call that times out is one call in the metrics, whatever its deliveries and
+// attempts: counted once as timeout, with the whole time from its first attempt to the
+// answer (at least its budget), and its execute span marked Error.
+func TestTimedOutCallCountsOnce(t *testing.T) {
+	reg := localtools.New()
+	reg.Add(localtools.Tool{Info: messages.ToolInfo{Name: "slow", ReadOnly: true}, Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}})
+	nc, js := bustest.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.Topology{MaxDeliver: 3}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, messages.BucketCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan messages.ToolResult, 10)
+	sub, err := nc.Subscribe(messages.AllResults, func(m *nats.Msg) {
+		var r messages.ToolResult
+		json.Unmarshal(m.Data, &r)
+		results <- r
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	reader := sdkmetric.NewManualReader()
+	rec := tracetest.NewSpanRecorder()
+	const budget = 300 * time.Millisecond
+	s := &Stage{Claims: claims.KV{KV: kv, Owner: "test"}, RedeliveryDelay: 10 * time.Millisecond,
+		Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Timeout: budget,
+			Retry:   RetryPolicy{MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond},
+			Metrics: telemetry.NewMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))}}
+	bustest.RunStage(t, js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(Decode, s.Execute),
+		bus.RunOptions{Concurrency: 4, SpanName: "execute", Tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")})
+	call := messages.ToolCall{ID: "resp/0", ResponseID: "resp", Conversation: "c", Count: 1, Tool: "slow", Arguments: json.RawMessage(`{}`)}
+	body, _ := json.Marshal(call)
+	bustest.Publish(t, js, messages.CallSubject("c"), bus.Meta{ResponseID: "resp", Conversation: "c", Count: 1, MsgID: call.ID}, body)
+	select {
+	case r := <-results:
+		if r.Success || r.Error.Code != messages.CodeTimeout {
+			t.Fatalf("want timeout, got %+v", r)
+		}
+	case <-ctx.Done():
+		t.Fatal("no result")
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if n := counterSum(rm, "toolbus.calls"); n != 1 {
+		t.Errorf("toolbus.calls = %d, want the call once", n)
+	}
+	var count uint64
+	var sum float64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "toolbus.call.duration" {
+				for _, dp := range h.DataPoints {
+					count, sum = count+dp.Count, sum+dp.Sum
+				}
+			}
+		}
+	}
+	if count != 1 || sum < budget.Seconds() {
+		t.Errorf("call duration: %d samples summing %.3fs, want one of at least the budget %v", count, sum, budget)
+	}
+	// The span that answered is an error; wait for it, it ends once the result is stored.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		answered := false
+		for _, sp := range rec.Ended() {
+			answered = answered || (sp.Name() == "execute slow" && sp.Status().Code == codes.Error && sp.Status().Description == "timeout")
+		}
+		if answered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no execute span with status Error timeout")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
