@@ -531,3 +531,50 @@ func BenchmarkFolderTool(b *testing.B) {
 		}
 	}
 }
+
+// A tool reading its parent's /proc/<ppid>/cmdline and environ finds none of the
+// secrets its caller has there: its parent is its reaper, started with the tool's own
+// allow-listed environment. The caller is a real process (this test binary, started
+// again) with a canary in its environment and on its command line, as an executor has
+// its NATS password.
+func TestToolCannotReadItsCallersSecrets(t *testing.T) {
+	const canary = "s3cret-canary-7f1d"
+	if os.Getenv("LOCALTOOLS_TEST_CALLER") != "" {
+		dir := toolsFolder(t, "sh_parent")
+		f, err := NewFolder(dir, &FolderOptions{Env: []string{"TOOL_SETTING=on"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := New()
+		r.AddFolder(f)
+		out, err := call(t, r, "sh_parent", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("RESULT %s\n", out)
+		return
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestToolCannotReadItsCallersSecrets$", "-test.v", "nats://executor:"+canary+"@localhost:4222")
+	cmd.Env = append(os.Environ(), "LOCALTOOLS_TEST_CALLER=1", "TOOLBUS_EXECUTOR_PASSWORD="+canary)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("caller: %v\n%s", err, out)
+	}
+	_, result, ok := strings.Cut(string(out), "RESULT ")
+	if !ok {
+		t.Fatalf("no result:\n%s", out)
+	}
+	var seen struct{ Cmdline, Environ string }
+	if err := json.Unmarshal([]byte(strings.SplitN(result, "\n", 2)[0]), &seen); err != nil {
+		t.Fatalf("%v: %s", err, result)
+	}
+	if strings.Contains(seen.Cmdline+seen.Environ, canary) {
+		t.Fatalf("the tool read the caller's secret from /proc/$PPID: %+v", seen)
+	}
+	if seen.Cmdline == "" || !strings.Contains(seen.Environ, "TOOL_SETTING=on") {
+		t.Fatalf("the tool read nothing of its parent (its reaper, with the tool's environment): %+v", seen)
+	}
+}
