@@ -85,14 +85,15 @@ func endpoint(name string, cfg ServerConfig) []attribute.KeyValue {
 
 // callTool sends one tools/call on sess as a CLIENT span of OpenTelemetry's MCP
 // conventions ("tools/call <tool>"), whose context the request carries to the server,
-// and records its duration.
+// and records its duration. Without a recording span in ctx there is no span to start.
 func (s *server) callTool(ctx context.Context, sess session, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	start := time.Now()
-	tracer := trace.SpanFromContext(ctx).TracerProvider().Tracer(instrumentScope)
-	ctx, span := tracer.Start(ctx, methodToolsCall+" "+tool, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(s.endpoint...),
-		trace.WithAttributes(attrMethod.String(methodToolsCall), attrToolName.String(tool), attrOperation.String("execute_tool")))
-	if span.IsRecording() {
+	span := trace.SpanFromContext(ctx)
+	traced := span.IsRecording()
+	if traced {
+		ctx, span = span.TracerProvider().Tracer(instrumentScope).Start(ctx, methodToolsCall+" "+tool, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(s.endpoint...),
+			trace.WithAttributes(attrMethod.String(methodToolsCall), attrToolName.String(tool), attrOperation.String("execute_tool")))
 		if id, version := sess.describe(); id != "" || version != "" {
 			span.SetAttributes(attrSession.String(id), attrProtocol.String(version))
 		}
@@ -105,17 +106,31 @@ func (s *server) callTool(ctx context.Context, sess session, tool string, args j
 	case res.IsError:
 		errType = "tool_error"
 	}
-	if errType != "" {
-		span.SetAttributes(attrErrorType.String(errType))
-		span.SetStatus(codes.Error, errType)
+	if traced {
+		if errType != "" {
+			span.SetAttributes(attrErrorType.String(errType))
+			span.SetStatus(codes.Error, errType)
+		}
+		span.End()
 	}
-	span.End()
+	s.pool.opDuration.Record(ctx, time.Since(start).Seconds(), s.measurement(tool, errType))
+	return res, err
+}
+
+// measurement is the attribute set of a call's duration, built once per tool and error
+// type (building a set sorts and hashes it).
+func (s *server) measurement(tool, errType string) metric.MeasurementOption {
+	key := tool + "\x00" + errType
+	if m, ok := s.measurements.Load(key); ok {
+		return m.(metric.MeasurementOption)
+	}
 	attrs := append([]attribute.KeyValue{attrMethod.String(methodToolsCall), attrToolName.String(tool)}, s.endpoint...)
 	if errType != "" {
 		attrs = append(attrs, attrErrorType.String(errType))
 	}
-	s.pool.opDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrs...))
-	return res, err
+	m := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	s.measurements.Store(key, m)
+	return m
 }
 
 // errorType names a failed request for error.type: the JSON-RPC error code, timeout,

@@ -460,6 +460,9 @@ type server struct {
 	client *mcp.Client
 	// endpoint describes the connection in spans and metrics ([endpoint]).
 	endpoint []attribute.KeyValue
+	// measurements caches the attribute sets of the duration histogram, by tool and
+	// error type: the server's own tools, a bounded set.
+	measurements sync.Map
 
 	ctx     context.Context // ends when the server is removed or the pool closes
 	cancel  context.CancelFunc
