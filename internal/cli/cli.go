@@ -64,6 +64,7 @@ func versionCmd(_ context.Context, env Env, args []string) error {
 // Main runs the toolbus command with args (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, env Env) int {
+	tuneGC()
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
 		args = []string{"version"}
 	}

@@ -24,6 +24,7 @@ import (
 // the whole of the per-service binaries (cmd/parser, cmd/executor, ...). Flags:
 // --nats (TOOLBUS_NATS_URL), --config (TOOLBUS_CONFIG), --replicas, --stream-replicas.
 func Service(ctx context.Context, name string, args []string, env Env) int {
+	tuneGC()
 	fs := newFlags(name, env)
 	fs.Init(name, 0)
 	cf := addConnectFlags(fs, env)
