@@ -11,8 +11,8 @@ import (
 )
 
 // promtool finds Prometheus's promtool (PATH, the repository's .cache/bin where
-// scripts/install-promtool puts it, then $GOPATH/bin). Without it the test is skipped,
-// unless TOOLBUS_REQUIRE_PROMTOOL is set, as scripts/test does after installing it.
+// scripts/install-test-tools puts it, then $GOPATH/bin). Without it the test is skipped,
+// unless TOOLBUS_REQUIRE_TOOLS is set, as scripts/test does after installing it.
 func promtool(t *testing.T) string {
 	t.Helper()
 	if p, err := exec.LookPath("promtool"); err == nil {
@@ -25,8 +25,8 @@ func promtool(t *testing.T) string {
 	if p := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "promtool"); fileExists(p) {
 		return p
 	}
-	if os.Getenv("TOOLBUS_REQUIRE_PROMTOOL") != "" {
-		t.Fatal("promtool not found (TOOLBUS_REQUIRE_PROMTOOL is set)")
+	if os.Getenv("TOOLBUS_REQUIRE_TOOLS") != "" {
+		t.Fatal("promtool not found (TOOLBUS_REQUIRE_TOOLS is set)")
 	}
 	t.Skip("promtool not found: scripts/test installs it")
 	return ""

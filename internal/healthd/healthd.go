@@ -332,7 +332,9 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 		return true, nil
 	})
 	if err != nil {
-		s.log.Warn("health: store status", "server", t.Name, "err", err)
+		if ctx.Err() == nil { // stopping is no failure to store
+			s.log.Warn("health: store status", "server", t.Name, "err", err)
+		}
 		return
 	}
 	s.mu.Lock()
