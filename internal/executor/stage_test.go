@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/claims"
@@ -224,26 +225,9 @@ func TestAlwaysDownIsAnsweredAndDeadLettered(t *testing.T) {
 	reg.Add(counting("t", messages.ToolInfo{Idempotent: true}, &runs, func(int32) error {
 		return &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "503 from tickets"}
 	}))
-	nc, js := bustest.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := bus.Provision(ctx, js, bus.Topology{MaxDeliver: 3}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, messages.BucketCalls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	results := make(chan messages.ToolResult, 10)
-	sub, err := nc.Subscribe(messages.AllResults, func(m *nats.Msg) {
-		var r messages.ToolResult
-		json.Unmarshal(m.Data, &r)
-		results <- r
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
+	js, kv, results := callsOnBus(t, ctx)
 	mp, metricsPage, err := telemetry.NewPrometheus(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -325,18 +309,11 @@ func TestQuietMatchesEverySpelling(t *testing.T) {
 	}
 }
 
-// A call that times out is one call in the metrics, whatever its deliveries and
-// attempts: counted once as timeout, with the whole time from its first attempt to the
-// answer (at least its budget), and its execute span marked Error.
-func TestTimedOutCallCountsOnce(t *testing.T) {
-	reg := localtools.New()
-	reg.Add(localtools.Tool{Info: messages.ToolInfo{Name: "slow", ReadOnly: true}, Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}})
+// callsOnBus provisions a bus whose calls are delivered at most three times, and returns
+// it, the calls bucket and the results published on it.
+func callsOnBus(t *testing.T, ctx context.Context) (jetstream.JetStream, jetstream.KeyValue, <-chan messages.ToolResult) {
+	t.Helper()
 	nc, js := bustest.JetStream(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	if err := bus.Provision(ctx, js, bus.Topology{MaxDeliver: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +330,22 @@ func TestTimedOutCallCountsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Unsubscribe()
+	t.Cleanup(func() { sub.Unsubscribe() })
+	return js, kv, results
+}
+
+// A call that times out is one call in the metrics, whatever its deliveries and
+// attempts: counted once as timeout, with the whole time from its first attempt to the
+// answer (at least its budget), and its execute span marked Error.
+func TestTimedOutCallCountsOnce(t *testing.T) {
+	reg := localtools.New()
+	reg.Add(localtools.Tool{Info: messages.ToolInfo{Name: "slow", ReadOnly: true}, Run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	js, kv, results := callsOnBus(t, ctx)
 	reader := sdkmetric.NewManualReader()
 	rec := tracetest.NewSpanRecorder()
 	const budget = 300 * time.Millisecond
