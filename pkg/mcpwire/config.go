@@ -56,6 +56,10 @@ type ServerConfig struct {
 	// Parallel overrides the executor's parallel setting for this server's tools: "safe",
 	// "ordered" or "all".
 	Parallel string `json:"parallel,omitempty"`
+	// Roots are the folders (paths, relative to Cwd, or file:// URIs) toolbus offers the
+	// server as its roots: the filesystem server, for one, serves those. Without them
+	// toolbus does not advertise the roots capability at all.
+	Roots []string `json:"roots,omitempty"`
 }
 
 // UnmarshalJSON reads an entry as MCP clients write it, and also with "command" as a

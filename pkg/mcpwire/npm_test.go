@@ -198,3 +198,33 @@ func diffLines(want, got string) string {
 	}
 	return b.String()
 }
+
+// toolbus advertises roots only when a server's configuration gives some, and then
+// answers roots/list with them. The reference filesystem server reads its folders from
+// roots when its client has them: given a folder on its command line and another as a
+// root, it serves the root; with no roots configured it keeps its own folder (before,
+// toolbus advertised roots and answered none).
+func TestRootsOnlyWhenConfigured(t *testing.T) {
+	index := filepath.Join(npmPackage(t, "@modelcontextprotocol/server-filesystem"), "dist", "index.js")
+	arg, root := t.TempDir(), t.TempDir()
+	plain := mcpwire.ServerConfig{Command: "node", Args: []string{index, arg}}
+	rooted := plain
+	rooted.Roots = []string{root}
+	p := newPool(t, map[string]mcpwire.ServerConfig{"plain": plain, "rooted": rooted}, nil)
+	for server, want := range map[string]string{"plain": arg, "rooted": root} {
+		var got string
+		// The server asks for roots after it initialized: look until it answers with them.
+		eventually(t, server+" serving "+want, func() bool {
+			out, err := p.Call(ctxT(t), server+"__list_allowed_directories", nil)
+			if err != nil {
+				t.Fatalf("%s: %v", server, err)
+			}
+			got = string(out)
+			return strings.Contains(got, want)
+		})
+		other := map[string]string{"plain": root, "rooted": arg}[server]
+		if strings.Contains(got, other) {
+			t.Errorf("%s serves %s too: %s", server, other, got)
+		}
+	}
+}

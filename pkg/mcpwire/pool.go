@@ -495,7 +495,7 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 		exited:  make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(p.ctx)
-	s.client = mcp.NewClient(p.opts.ClientInfo, &mcp.ClientOptions{
+	s.client = newClient(p.opts.ClientInfo, cfg, &mcp.ClientOptions{
 		Logger: s.log,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			poke(s.changed)

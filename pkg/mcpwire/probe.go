@@ -60,7 +60,7 @@ func Probe(ctx context.Context, name string, cfg ServerConfig, opts *ProbeOption
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	sess, err := dial(ctx, name, cfg, mcp.NewClient(&mcp.Implementation{Name: o.ClientName, Version: "0.1.0"}, nil), nil, o.HTTPClient, o.Logger.With("server", name), timeout)
+	sess, err := dial(ctx, name, cfg, newClient(&mcp.Implementation{Name: o.ClientName, Version: "0.1.0"}, cfg, nil), nil, o.HTTPClient, o.Logger.With("server", name), timeout)
 	if err != nil {
 		return ProbeResult{Latency: time.Since(start), Err: describe(ctx, "connect", err)}
 	}

@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -449,4 +451,37 @@ func isDone(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// newClient is the MCP client of one server: its capabilities say only what toolbus
+// can answer — roots only when the configuration gives some, and then these.
+func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptions) *mcp.Client {
+	o := mcp.ClientOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Capabilities = &mcp.ClientCapabilities{}
+	if len(cfg.Roots) > 0 {
+		o.Capabilities.RootsV2 = &mcp.RootCapabilities{}
+	}
+	c := mcp.NewClient(info, &o)
+	for _, r := range cfg.Roots {
+		c.AddRoots(&mcp.Root{URI: rootURI(r, cfg.Cwd), Name: filepath.Base(r)})
+	}
+	return c
+}
+
+// rootURI is the file:// URI of a configured root: a path, relative to cwd when it is
+// not absolute, or a URI as written.
+func rootURI(root, cwd string) string {
+	if strings.Contains(root, "://") {
+		return root
+	}
+	if !filepath.IsAbs(root) {
+		if cwd == "" {
+			cwd, _ = os.Getwd()
+		}
+		root = filepath.Join(cwd, root)
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Clean(root))}).String()
 }
