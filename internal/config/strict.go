@@ -42,6 +42,14 @@ func unknownKeys(path string, v any, t reflect.Type, strict bool) (errs []string
 			return nil, nil // a type error, which decoding reports
 		}
 		fields := jsonFields(t)
+		// A type that decodes itself may accept other names for its fields.
+		if a, ok := reflect.New(t).Interface().(interface{ JSONAliases() map[string]string }); ok {
+			for alias, field := range a.JSONAliases() {
+				if f, ok := fields[field]; ok {
+					fields[alias] = f
+				}
+			}
+		}
 		names := make([]string, 0, len(fields))
 		for name := range fields {
 			names = append(names, name)

@@ -3,13 +3,20 @@ package mcpwire
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // Transport is how toolbus reaches a server.
@@ -56,6 +63,16 @@ type ServerConfig struct {
 	// Parallel overrides the executor's parallel setting for this server's tools: "safe",
 	// "ordered" or "all".
 	Parallel string `json:"parallel,omitempty"`
+	// Host, Port and Endpoint spell URL as in-house MCP handlers configure a JSON-RPC
+	// service ("http://host:port/endpoint"); a server given so is "jsonrpc" unless Type
+	// says otherwise. They are read when the entry is decoded.
+	Host     string `json:"host,omitempty"`
+	Port     int    `json:"port,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+	// Tools declares the server's tools, for servers that cannot list them: with it,
+	// toolbus never asks the server for tools/list, lists these, and checks a call's
+	// arguments against their inputSchema before it sends anything.
+	Tools []DeclaredTool `json:"tools,omitempty"`
 	// Roots are the folders (paths, relative to Cwd, or file:// URIs) toolbus offers the
 	// server as its roots: the filesystem server, for one, serves those. Without them
 	// toolbus does not advertise the roots capability at all.
@@ -75,6 +92,16 @@ func (c *ServerConfig) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*c = ServerConfig(v.plain)
+	if c.URL == "" && c.Host != "" {
+		host := c.Host
+		if c.Port != 0 {
+			host = net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+		}
+		c.URL = (&url.URL{Scheme: "http", Host: host, Path: "/" + strings.TrimPrefix(c.Endpoint, "/")}).String()
+		if c.Type == "" && len(v.Command) == 0 {
+			c.Type = string(TransportJSONRPC)
+		}
+	}
 	if len(v.Command) == 0 || string(v.Command) == "null" {
 		return nil
 	}
@@ -90,6 +117,52 @@ func (c *ServerConfig) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	return json.Unmarshal(v.Command, &c.Command)
+}
+
+// DeclaredTool is a tool a server's configuration declares (see ServerConfig.Tools).
+type DeclaredTool struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// InputSchema is a JSON Schema object; "input_schema" and "parameters" are accepted
+	// too. Default: any object.
+	InputSchema json.RawMessage      `json:"inputSchema,omitempty"`
+	Annotations *mcp.ToolAnnotations `json:"annotations,omitempty"`
+}
+
+// JSONAliases names the other keys a declared tool's fields are read from: the schema
+// under the names design notes and SDKs give it.
+func (*DeclaredTool) JSONAliases() map[string]string {
+	return map[string]string{"input_schema": "inputSchema", "parameters": "inputSchema"}
+}
+
+// UnmarshalJSON reads a declared tool, its schema under any of its names
+// ([DeclaredTool.JSONAliases]).
+func (d *DeclaredTool) UnmarshalJSON(b []byte) error {
+	type plain DeclaredTool
+	var v struct {
+		plain
+		Snake      json.RawMessage `json:"input_schema,omitempty"`
+		Parameters json.RawMessage `json:"parameters,omitempty"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*d = DeclaredTool(v.plain)
+	for _, alt := range []json.RawMessage{v.Snake, v.Parameters} {
+		if len(d.InputSchema) == 0 && len(alt) > 0 {
+			d.InputSchema = alt
+		}
+	}
+	return nil
+}
+
+// tool is the declared tool as the server would have listed it.
+func (d DeclaredTool) tool() *mcp.Tool {
+	schema := d.InputSchema
+	if len(schema) == 0 {
+		schema = json.RawMessage(`{"type": "object"}`)
+	}
+	return &mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: schema, Annotations: d.Annotations}
 }
 
 // RetryPolicy is a server's exponential backoff with jitter.
@@ -210,7 +283,36 @@ func (c ServerConfig) Validate() error {
 	if c.Retry != nil && (c.Retry.MaxAttempts < 0 || c.Retry.InitialInterval < 0 || c.Retry.MaxInterval < 0) {
 		return fmt.Errorf("retry: values must not be negative")
 	}
+	seen := map[string]bool{}
+	for i, d := range c.Tools {
+		switch {
+		case d.Name == "":
+			return fmt.Errorf("tools[%d]: a declared tool needs a name", i)
+		case seen[d.Name]:
+			return fmt.Errorf("tools[%d]: %q is declared twice", i, d.Name)
+		}
+		seen[d.Name] = true
+		if len(d.InputSchema) > 0 {
+			if _, err := toolcall.ResolveSchema(d.InputSchema); err != nil {
+				return fmt.Errorf("tools[%d] (%s): inputSchema: %v", i, d.Name, err)
+			}
+		}
+	}
 	return nil
+}
+
+// declaredSchemas resolves the input schemas of the declared tools, by name (Validate
+// has checked them).
+func (c ServerConfig) declaredSchemas() map[string]*jsonschema.Resolved {
+	if len(c.Tools) == 0 {
+		return nil
+	}
+	out := make(map[string]*jsonschema.Resolved, len(c.Tools))
+	for _, d := range c.Tools {
+		s, _ := toolcall.ResolveSchema(d.tool().InputSchema.(json.RawMessage))
+		out[d.Name] = s
+	}
+	return out
 }
 
 // HTTPClient returns base (nil: a default client) adding the server's configured

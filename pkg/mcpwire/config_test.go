@@ -2,6 +2,7 @@ package mcpwire_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,46 @@ func TestServerConfigDefaults(t *testing.T) {
 	var back mcpwire.ServerConfig
 	if err := json.Unmarshal(out, &back); err != nil || back.CallTimeout() != c.CallTimeout() {
 		t.Errorf("round trip of %s: %v", out, err)
+	}
+}
+
+// The seed's way of naming a JSON-RPC service, and tools declared for a server that
+// cannot list them.
+func TestHostPortEndpointAndDeclaredTools(t *testing.T) {
+	var c mcpwire.ServerConfig
+	err := json.Unmarshal([]byte(`{"host": "tickets.internal", "port": 8000, "endpoint": "/mcp/v1",
+	  "tools": [{"name": "create_ticket", "input_schema": {"type": "object", "required": ["title"]}},
+	            {"name": "get_ticket_status", "parameters": {"type": "object"}},
+	            {"name": "ping"}]}`), &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.URL != "http://tickets.internal:8000/mcp/v1" || c.Transport() != mcpwire.TransportJSONRPC {
+		t.Errorf("url %q, transport %q", c.URL, c.Transport())
+	}
+	if len(c.Tools) != 3 || string(c.Tools[0].InputSchema) != `{"type": "object", "required": ["title"]}` ||
+		string(c.Tools[1].InputSchema) != `{"type": "object"}` || c.Tools[2].InputSchema != nil {
+		t.Errorf("declared tools %+v", c.Tools)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct{ tools, want string }{
+		{`[{"description": "no name"}]`, "needs a name"},
+		{`[{"name": "a"}, {"name": "a"}]`, "declared twice"},
+		{`[{"name": "a", "inputSchema": {"type": 7}}]`, "inputSchema"},
+	} {
+		var c mcpwire.ServerConfig
+		if err := json.Unmarshal([]byte(`{"host": "h", "tools": `+bad.tools+`}`), &c); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("tools %s: Validate = %v, want %q", bad.tools, err, bad.want)
+		}
+	}
+	// An explicit url and type win.
+	var h mcpwire.ServerConfig
+	if err := json.Unmarshal([]byte(`{"type": "http", "url": "http://a/mcp", "host": "b"}`), &h); err != nil || h.URL != "http://a/mcp" || h.Transport() != mcpwire.TransportHTTP {
+		t.Errorf("explicit url: %+v %v", h, err)
 	}
 }

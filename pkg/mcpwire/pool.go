@@ -13,10 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // Options configures a [Pool]. The zero value is valid.
@@ -337,6 +340,13 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
+	if schema, ok := s.declared[t.Remote]; ok {
+		checked, err := toolcall.CheckArguments(t.Name, schema, args)
+		if err != nil {
+			return nil, err // invalid_arguments: nothing was sent
+		}
+		args = checked
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
 	for attempt := 0; ; attempt++ {
@@ -463,6 +473,9 @@ type server struct {
 	// measurements caches the attribute sets of the duration histogram, by tool and
 	// error type: the server's own tools, a bounded set.
 	measurements sync.Map
+	// declared holds the input schemas of the tools the configuration declares: a
+	// call's arguments are checked against them before anything is sent.
+	declared map[string]*jsonschema.Resolved
 
 	ctx     context.Context // ends when the server is removed or the pool closes
 	cancel  context.CancelFunc
@@ -485,7 +498,7 @@ type server struct {
 
 func newServer(p *Pool, name string, cfg ServerConfig) *server {
 	s := &server{
-		name: name, cfg: cfg, pool: p, endpoint: endpoint(name, cfg),
+		name: name, cfg: cfg, pool: p, endpoint: endpoint(name, cfg), declared: cfg.declaredSchemas(),
 		log:     p.log.With("server", name),
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}, 1),
@@ -604,7 +617,16 @@ func (s *server) connect(ctx context.Context) (session, error) {
 // list fetches the session's tools into the catalog. A server that does not implement
 // tools/list has none.
 func (s *server) list(ctx context.Context, sess session) error {
-	tools, err := sess.listTools(ctx)
+	var tools []*mcp.Tool
+	var err error
+	if len(s.cfg.Tools) > 0 {
+		// Declared in the configuration: the server is not asked.
+		for _, d := range s.cfg.Tools {
+			tools = append(tools, d.tool())
+		}
+	} else {
+		tools, err = sess.listTools(ctx)
+	}
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && werr.Code == codeMethodNotFound {
 		tools, err = nil, nil
