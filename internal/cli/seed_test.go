@@ -86,3 +86,26 @@ func TestSeedTicketServiceByHostPortEndpoint(t *testing.T) {
 		t.Errorf("the service saw %v, want one tools/call (the good one)", methods)
 	}
 }
+
+// lollms's local tools folder as its users have it — NAME.py with execute(params)
+// beside NAME.mcp.json, and a tool in a folder of its own — answers through the whole
+// pipeline.
+func TestLollmsPythonToolsThroughThePipeline(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "tools"), os.DirFS("../../pkg/localtools/testdata/pytools")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "toolbus.json")
+	if err := os.WriteFile(cfg, []byte(`{"engineering": {"enabled": false}, "local": {"tools": {"folder": "tools", "env": ["LANG"]}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	response := filepath.Join(dir, "r.txt")
+	if err := os.WriteFile(response, []byte(`<tool_call>{"name": "greet", "arguments": {"name": "lollms"}}</tool_call>
+<tool_call>{"name": "word_stats", "arguments": {"text": "a b c d"}}</tool_call>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runMain(t, "", "run", "--json", "--config", cfg, response)
+	if code != 0 || !strings.Contains(stdout, `Hello, lollms!`) || !strings.Contains(stdout, `\"words\": 4`) || strings.Contains(stdout, `"success":false`) {
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

@@ -34,8 +34,13 @@
 // The executable reads the arguments as JSON on stdin and prints one JSON value on
 // stdout; a non-zero exit is a failure whose message is the last lines of stderr. It
 // gets only the environment the configuration allows, and is killed with every process
-// it started when its timeout passes. Tools added, changed or removed in the folder are
-// picked up without a restart.
+// it started when it exits or its timeout passes (internal/reaper). Tools added, changed
+// or removed in the folder are picked up without a restart.
+//
+// Instead of an executable, NAME.py may define execute(params) and return the result,
+// as lollms's local tools do; python3 runs it through a small runner (what it prints
+// goes to stderr; an exception is the failure, with its type and message). A tool may
+// also sit in a folder of its own, NAME/NAME.mcp.json with its program beside it.
 //
 // # Built-in tools
 //

@@ -184,12 +184,29 @@ func (f *Folder) rescan() error {
 	var problems []error
 	for _, e := range entries {
 		file := e.Name()
-		stem, ok := strings.CutSuffix(file, ManifestSuffix)
-		if !ok || stem == "" || strings.HasPrefix(file, ".") {
+		if strings.HasPrefix(file, ".") {
 			continue
 		}
+		// A tool is NAME.mcp.json beside its program (NAME, or NAME.py), or both in a
+		// folder NAME/.
+		dir, stem := f.dir, ""
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(f.dir, file, file+ManifestSuffix)); err != nil {
+				continue
+			}
+			dir, stem, file = filepath.Join(f.dir, file), file, filepath.Join(file, file+ManifestSuffix)
+		} else {
+			var ok bool
+			if stem, ok = strings.CutSuffix(file, ManifestSuffix); !ok || stem == "" {
+				continue
+			}
+		}
 		manifests[file] = true
-		t, err := f.load(stem)
+		if seen[stem] {
+			problems = append(problems, fmt.Errorf("%s: the tool %q is in the folder twice (flat and in %s/)", file, stem, stem))
+			continue
+		}
+		t, err := f.load(dir, stem)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("%s: %w", file, err))
 			if f.errs[file] != err.Error() {
@@ -220,19 +237,32 @@ func (f *Folder) rescan() error {
 	return errors.Join(problems...)
 }
 
-// load returns the tool of stem, reusing the loaded one when its files are unchanged.
-func (f *Folder) load(stem string) (*folderTool, error) {
-	manifestPath, exe := filepath.Join(f.dir, stem+ManifestSuffix), filepath.Join(f.dir, stem)
+// load returns the tool of stem in dir, reusing the loaded one when its files are
+// unchanged. Its program is the executable stem or, without one, the Python module
+// stem.py.
+func (f *Folder) load(dir, stem string) (*folderTool, error) {
+	manifestPath, exe := filepath.Join(dir, stem+ManifestSuffix), filepath.Join(dir, stem)
 	mfi, err := os.Stat(manifestPath)
 	if err != nil {
 		return nil, err
 	}
+	var args []string
 	efi, err := os.Stat(exe)
+	if errors.Is(err, fs.ErrNotExist) {
+		if pfi, perr := os.Stat(exe + PythonSuffix); perr == nil && pfi.Mode().IsRegular() {
+			module := exe + PythonSuffix
+			if exe, args, err = pythonCommand(module); err != nil {
+				return nil, err
+			}
+			efi = pfi // a changed module reloads the tool
+		}
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("no executable %q beside it", stem)
+		return nil, fmt.Errorf("no executable %q (or Python module %q) beside it", stem, stem+PythonSuffix)
 	case err != nil:
 		return nil, err
+	case args != nil: // a Python module: read, not executed
 	case !efi.Mode().IsRegular():
 		return nil, fmt.Errorf("%q is not a regular file", stem)
 	case efi.Mode().Perm()&0o111 == 0:
@@ -256,7 +286,7 @@ func (f *Folder) load(stem string) (*folderTool, error) {
 	if timeout <= 0 {
 		timeout = f.opts.Timeout
 	}
-	p := process{name: stem, path: exe, dir: f.dir, env: f.env, timeout: timeout, maxOutput: f.opts.MaxOutputBytes}
+	p := process{name: stem, path: exe, args: args, dir: dir, env: f.env, timeout: timeout, maxOutput: f.opts.MaxOutputBytes}
 	run := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 		args, err := toolcall.CheckArguments(stem, spec.in, args)
 		if err != nil {

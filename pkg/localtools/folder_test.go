@@ -578,3 +578,46 @@ func TestToolCannotReadItsCallersSecrets(t *testing.T) {
 		t.Fatalf("the tool read nothing of its parent (its reaper, with the tool's environment): %+v", seen)
 	}
 }
+
+// lollms-style Python tools: NAME.py defining execute(params) beside NAME.mcp.json, or
+// both in a folder NAME/ (importing a module beside it). The manifest's schema is
+// enforced whichever way it is spelled; what the tool prints does not spoil its result;
+// an exception is a tool_error with its message.
+func TestFolderPythonTools(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatal("python3 is needed (scripts/test installs it)")
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/pytools")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewFolder(dir, &FolderOptions{Env: []string{"LANG=C.UTF-8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New()
+	r.AddFolder(f)
+	if names := toolNames(r); !slices.Contains(names, "greet") || !slices.Contains(names, "word_stats") || !slices.Contains(names, "fails") {
+		t.Fatalf("tools %v", names)
+	}
+	for _, tc := range []struct {
+		tool, args, want string
+		code             messages.ErrorCode
+	}{
+		{tool: "greet", args: `{"name": "Ада"}`, want: `{"greeting":"Hello, Ада!"}`},
+		{tool: "word_stats", args: `{"text": "one two three"}`, want: `{"words":3}`},
+		{tool: "greet", args: `{}`, code: messages.CodeInvalidArguments, want: "name"},
+		{tool: "fails", args: `{}`, code: messages.CodeToolError, want: "ValueError: the ticket system is read-only today"},
+	} {
+		out, err := call(t, r, tc.tool, tc.args)
+		if tc.code == "" {
+			if err != nil || string(out) != tc.want {
+				t.Errorf("%s %s = %s, %v; want %s", tc.tool, tc.args, out, err, tc.want)
+			}
+			continue
+		}
+		if te := messages.AsToolError(err); te.Code != tc.code || !strings.Contains(te.Message, tc.want) {
+			t.Errorf("%s %s: err = %v, want %s mentioning %q", tc.tool, tc.args, err, tc.code, tc.want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 // process runs one executable of a tools folder.
 type process struct {
 	name, path, dir string
+	args            []string // after the program's name
 	env             []string
 	timeout         time.Duration
 	maxOutput       int64
@@ -43,7 +44,7 @@ func (p process) run(ctx context.Context, args []byte) (json.RawMessage, error) 
 
 	stdout := &cappedBuffer{max: p.maxOutput, full: func() { stop(errOutputTooLarge) }}
 	stderr := &tailBuffer{max: 8 << 10}
-	cmd := exec.CommandContext(runCtx, p.path)
+	cmd := exec.CommandContext(runCtx, p.path, p.args...)
 	cmd.Dir, cmd.Env = p.dir, p.env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(args), stdout, stderr
 	// Wait returns this long after the kill even if a grandchild kept the pipes open.

@@ -1,0 +1,2 @@
+def execute(params):
+    raise ValueError("the ticket system is read-only today")
