@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -30,8 +31,10 @@ type FileWriterOptions struct {
 // opened as an [os.Root] for every call, so a link swapped in during a call cannot lead
 // out either. A write goes to a temporary file beside the target, is synced, and
 // renamed over it: a crash leaves the old file or the new one, never half of one.
-// Appends re-write the whole file for the same reason. Writes within one process are
-// serialised; separate executor processes writing the same file are not.
+// Appends re-write the whole file for the same reason. Writes are serialised within a
+// process and, through a lock file in root (flock(2), ".file_writer.lock"), across the
+// processes of one host writing into the same root — executor replicas sharing a
+// folder; a root shared over NFS is not covered.
 func FileWriter(root string, opts *FileWriterOptions) (Tool, error) {
 	var o FileWriterOptions
 	if opts != nil {
@@ -94,6 +97,9 @@ func (w *fileWriter) write(ctx context.Context, in writeInput) (writeOutput, err
 	if err != nil {
 		return writeOutput{}, err
 	}
+	if filepath.Base(rel) == lockFile && filepath.Dir(rel) == "." {
+		return writeOutput{}, messages.Errorf(messages.CodeNotAllowed, "file_path %q is file_writer's own lock file", in.FilePath)
+	}
 	if in.Mode == "" {
 		in.Mode = "overwrite"
 	}
@@ -114,6 +120,14 @@ func (w *fileWriter) write(ctx context.Context, in writeInput) (writeOutput, err
 		return writeOutput{}, &messages.ToolError{Code: messages.CodeInternal, Message: "the output folder cannot be opened", Err: err}
 	}
 	defer root.Close()
+	unlock, err := lockRoot(ctx, root)
+	if err != nil {
+		if ctx.Err() != nil {
+			return writeOutput{}, ctx.Err()
+		}
+		return writeOutput{}, &messages.ToolError{Code: messages.CodeInternal, Message: "the output folder's lock cannot be taken", Err: err}
+	}
+	defer unlock()
 	target, err := w.resolveLinks(root, rel)
 	if err != nil {
 		return writeOutput{}, w.refusal(in.FilePath, err)
@@ -234,12 +248,29 @@ func stripRoot(err error) error {
 	return err
 }
 
+// lockFile is the lock every file_writer writing into a root takes.
+const lockFile = ".file_writer.lock"
+
+// tempName is the name of the temporary file a write of name goes through: hidden,
+// random, and within the 255 bytes a file name may have however long name is.
+func tempName(name string) string {
+	const keep = 200 // "." + 200 + ".tmp-" + 10 = 216 bytes
+	if len(name) > keep {
+		n := keep
+		for n > 0 && !utf8.RuneStart(name[n]) {
+			n--
+		}
+		name = name[:n]
+	}
+	return "." + name + ".tmp-" + rand.Text()[:10]
+}
+
 // replaceFile writes old then data to a new temporary file beside target, syncs it,
 // renames it over target and syncs the folder. The file of a target that existed gets
 // its mode.
 func replaceFile(root *os.Root, target string, perm fs.FileMode, existed bool, old, data []byte) (err error) {
 	dir := filepath.Dir(target)
-	tmp := filepath.Join(dir, "."+filepath.Base(target)+".tmp-"+rand.Text()[:10])
+	tmp := filepath.Join(dir, tempName(filepath.Base(target)))
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -171,4 +173,70 @@ func FuzzLocalPath(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A file name of 250 bytes is written: the temporary name beside it stays within the
+// file system's 255. file_writer's lock file is not the model's to write.
+func TestFileWriterLongNameAndLockFile(t *testing.T) {
+	root := t.TempDir()
+	tool, err := FileWriter(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("ж", 123) + ".txt" // 250 bytes
+	args, _ := json.Marshal(map[string]string{"file_path": name, "content": "x"})
+	if _, err := tool.Run(context.Background(), args); err != nil {
+		t.Fatalf("a %d-byte name: %v", len(name), err)
+	}
+	if data, err := os.ReadFile(filepath.Join(root, name)); err != nil || string(data) != "x" {
+		t.Fatalf("read back: %q, %v", data, err)
+	}
+	_, err = tool.Run(context.Background(), json.RawMessage(`{"file_path": ".file_writer.lock", "content": "x"}`))
+	if te := messages.AsToolError(err); te.Code != messages.CodeNotAllowed {
+		t.Errorf("writing the lock file: %v, want not_allowed", err)
+	}
+}
+
+// Three processes (this test binary, started again) append 60 lines each to one file,
+// as three executor replicas sharing a folder would: every line arrives.
+func TestFileWriterAppendsAcrossProcesses(t *testing.T) {
+	const perProcess = 60
+	if root := os.Getenv("FILEWRITER_TEST_ROOT"); root != "" {
+		tool, err := FileWriter(root, &FileWriterOptions{MaxFileBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range perProcess {
+			args, _ := json.Marshal(map[string]string{"file_path": "log/appends.txt", "mode": "append",
+				"content": fmt.Sprintf("%s %d\n", os.Getenv("FILEWRITER_TEST_WHO"), i)})
+			if _, err := tool.Run(context.Background(), args); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	root := t.TempDir()
+	var cmds []*exec.Cmd
+	for who := range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFileWriterAppendsAcrossProcesses$")
+		cmd.Env = append(os.Environ(), "FILEWRITER_TEST_ROOT="+root, fmt.Sprintf("FILEWRITER_TEST_WHO=p%d", who))
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("a writer process: %v", err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(root, "log", "appends.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 3*perProcess {
+		t.Fatalf("%d lines, want %d: appends were lost", len(lines), 3*perProcess)
+	}
 }
