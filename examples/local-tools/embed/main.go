@@ -1,7 +1,7 @@
 // Command embed shows a Go program adding its own tool to a local tools registry beside
 // the built-in ones and a tools folder, then calling them as the executor does. A
-// program that embeds toolbus hands the same registry to the executor
-// (internal/node's Options.Local), where the tools join the catalog.
+// program that embeds toolbus hands the same registry to toolbus.Start (pkg/toolbus;
+// examples/embed runs it so), where the tools join the catalog.
 //
 //	go run ./examples/local-tools/embed
 package main

@@ -1,0 +1,147 @@
+package toolbus_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
+)
+
+// double is a Go function of the embedding program.
+func double(_ context.Context, in struct {
+	N int `json:"n"`
+}) (map[string]int, error) {
+	return map[string]int{"doubled": 2 * in.N}, nil
+}
+
+func tools(t *testing.T) *localtools.Registry {
+	t.Helper()
+	reg := localtools.New()
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "double", ReadOnly: true}, double); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func ask(t *testing.T, tb *toolbus.Toolbus) *messages.Output {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := tb.Client().Ask(ctx, "embed", `<tool_call>{"name": "double", "arguments": {"n": 21}}</tool_call>`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != 1 || !out.Results[0].Success || !strings.Contains(out.Text, `"doubled": 42`) {
+		t.Fatalf("output %+v", out)
+	}
+	return out
+}
+
+// The whole pipeline in process, with a Go function of the program as a tool.
+func TestStartEmbedded(t *testing.T) {
+	tb, err := toolbus.Start(context.Background(), toolbus.Options{Tools: tools(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask(t, tb)
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A program offering its tools to a cluster: an executor against a NATS URL, beside a
+// parser and formatter running elsewhere (here another Start).
+func TestStartAsExecutor(t *testing.T) {
+	url := bustest.Server(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.Topology{}); err != nil {
+		t.Fatal(err)
+	}
+	exec, err := toolbus.Start(ctx, toolbus.Options{NATSURL: url, Services: []string{toolbus.Executor}, Tools: tools(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Close()
+	rest, err := toolbus.Start(ctx, toolbus.Options{NATSURL: url, Services: []string{toolbus.Parser, toolbus.Formatter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rest.Close()
+	ask(t, rest)
+}
+
+// examples/embed builds as a program of another module would — toolbus required and
+// replaced by this checkout, the module cache only — so it uses no internal package,
+// and answers a call of its Go tool.
+func TestEmbedExampleOutsideTheModule(t *testing.T) {
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVersion := "1.26"
+	if data, err := os.ReadFile(filepath.Join(repo, "go.mod")); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "go "); ok {
+				goVersion = strings.TrimSpace(v)
+			}
+		}
+	}
+	dir := t.TempDir()
+	mod := "module example.com/embedder\n\ngo " + goVersion + "\n\n" +
+		"require github.com/toolbus/toolbus v0.0.0-00010101000000-000000000000\n\n" +
+		"replace github.com/toolbus/toolbus => " + repo + "\n"
+	main, err := os.ReadFile(filepath.Join(repo, "examples", "embed", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"go.mod": []byte(mod), "main.go": main, "go.sum": sum} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", "embedder", ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building examples/embed in a module of its own: %v\n%s", err, out)
+	}
+	run := exec.Command(filepath.Join(dir, "embedder"))
+	out, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("embedder: %v\n%s", err, out)
+	}
+	i := strings.Index(string(out), "{")
+	j := strings.LastIndex(string(out), "}")
+	var res struct {
+		Tool    string
+		Success bool
+		Result  map[string]float64
+	}
+	if i < 0 || j < i || json.Unmarshal(out[i:j+1], &res) != nil || !res.Success || res.Result["kelvin"] != 505.93 {
+		t.Fatalf("embedder printed:\n%s", out)
+	}
+}
