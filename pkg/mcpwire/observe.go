@@ -29,7 +29,7 @@ const (
 	// attrRequestID: the go-sdk does not expose the ids it gives requests, and a
 	// wrapper of its streamable connection would hide the unexported method it starts
 	// the notification stream with; so the id is read off the HTTP body (headerTransport),
-	// the stdio pipes' writes (requestIDConn) or set by the plain JSON-RPC transport.
+	// the stdio pipes' writes (stdioConn) or set by the plain JSON-RPC transport.
 	attrRequestID   = attribute.Key("jsonrpc.request.id")
 	attrToolName    = attribute.Key("gen_ai.tool.name")
 	attrOperation   = attribute.Key("gen_ai.operation.name")
@@ -154,12 +154,24 @@ func errorType(err error) string {
 	return "_OTHER"
 }
 
-// requestIDConn names each tools/call's JSON-RPC id on the span of its call, as the
-// connection writes it (Write gets the call's context). Only for connections with no
-// optional methods of the go-sdk's own to hide: the stdio pipes.
-type requestIDConn struct{ mcp.Connection }
+// stdioConn is a stdio server's connection, as the go-sdk makes it, watched: it names
+// each tools/call's JSON-RPC id on the span of its call as it writes it (Write gets the
+// call's context), and reads the server's answers for task-only tools. Only the stdio
+// pipes are wrapped: they have no optional methods of the go-sdk's own to hide.
+type stdioConn struct {
+	mcp.Connection
+	tasks *taskTools
+}
 
-func (c requestIDConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+func (c stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if resp, ok := msg.(*jsonrpc.Response); ok && len(resp.Result) > 0 {
+		c.tasks.observe(resp.Result)
+	}
+	return msg, err
+}
+
+func (c stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodToolsCall && req.IsCall() {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
 			span.SetAttributes(attrRequestID.String(strings.Trim(fmt.Sprint(req.ID.Raw()), `"`)))

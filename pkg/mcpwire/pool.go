@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -473,6 +474,9 @@ type server struct {
 	// measurements caches the attribute sets of the duration histogram, by tool and
 	// error type: the server's own tools, a bounded set.
 	measurements sync.Map
+	// taskOnlyLogged names the task-only tools last logged, so that a refresh that finds
+	// the same ones says nothing. Only the server's own goroutine lists.
+	taskOnlyLogged string
 	// declared holds the input schemas of the tools the configuration declares: a
 	// call's arguments are checked against them before anything is sent.
 	declared map[string]*jsonschema.Resolved
@@ -648,6 +652,12 @@ func (s *server) list(ctx context.Context, sess session) error {
 		f(s.name, mine)
 	}
 	s.log.Debug("listed tools", "count", len(tools))
+	if ms, ok := sess.(*mcpSession); ok && len(ms.taskOnly) > 0 {
+		if names := strings.Join(ms.taskOnly, ", "); names != s.taskOnlyLogged {
+			s.taskOnlyLogged = names
+			s.log.Warn("tools that can only be called as MCP tasks are not listed: toolbus cannot call them as tasks yet", "tools", names)
+		}
+	}
 	return nil
 }
 

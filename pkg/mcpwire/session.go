@@ -63,6 +63,10 @@ type mcpSession struct {
 	life   context.Context
 	cancel context.CancelFunc
 	cmd    *child // the process of a stdio server
+	// tasks are the tools the server lists as requiring MCP tasks, read off the raw
+	// messages; listTools leaves them out (taskOnly names them).
+	tasks    *taskTools
+	taskOnly []string
 }
 
 func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
@@ -81,7 +85,16 @@ func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 			break
 		}
 	}
-	return tools, nil
+	s.taskOnly = s.taskOnly[:0]
+	callable := tools[:0]
+	for _, t := range tools {
+		if s.tasks.required(t.Name) {
+			s.taskOnly = append(s.taskOnly, t.Name)
+			continue
+		}
+		callable = append(callable, t)
+	}
+	return callable, nil
 }
 
 func (s *mcpSession) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
@@ -134,6 +147,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 	// GET stream), so the attempt's time limit is a timer rather than a deadline.
 	sctx, cancel := context.WithCancel(ctx)
 	var cmd *child
+	tasks := &taskTools{}
 	if t == nil {
 		switch cfg.Transport() {
 		case TransportStdio:
@@ -142,14 +156,14 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 				cancel()
 				return nil, err
 			}
-			t = &stdioTransport{cmd: cmd, maxMessage: cfg.MaxMessageBytes, grace: terminateGrace, stray: func(line string) {
+			t = &stdioTransport{cmd: cmd, maxMessage: cfg.MaxMessageBytes, grace: terminateGrace, tasks: tasks, stray: func(line string) {
 				log.Debug("stdio server printed a line that is not JSON-RPC; skipped", "server", name, "line", line)
 			}}
 		case TransportHTTP:
-			hc := forgottenSessions(withHeaders(httpClient, cfg.Headers))
+			hc := forgottenSessions(withHeaders(observingTasks(httpClient, tasks), cfg.Headers))
 			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(hc, sctx)}
 		case TransportSSE:
-			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(withHeaders(httpClient, cfg.Headers), sctx)}
+			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(withHeaders(observingTasks(httpClient, tasks), cfg.Headers), sctx)}
 		default:
 			cancel()
 			return nil, fmt.Errorf("unknown transport %q", cfg.Type)
@@ -168,7 +182,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 		}
 		return nil, err
 	}
-	s := &mcpSession{cs: cs, dead: make(chan struct{}), life: sctx, cancel: cancel, cmd: cmd}
+	s := &mcpSession{cs: cs, dead: make(chan struct{}), life: sctx, cancel: cancel, cmd: cmd, tasks: tasks}
 	go func() {
 		_ = cs.Wait()
 		close(s.dead)

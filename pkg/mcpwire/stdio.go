@@ -30,6 +30,8 @@ type stdioTransport struct {
 	// stray, when set, is told each line of the server's stdout that is not a JSON-RPC
 	// message (a banner such as "Starting server..."), which is skipped.
 	stray func(line string)
+	// tasks reads the server's answers for tools that require MCP tasks.
+	tasks *taskTools
 }
 
 // Connect starts the child.
@@ -58,7 +60,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return requestIDConn{conn}, nil
+	return stdioConn{Connection: conn, tasks: t.tasks}, nil
 }
 
 // jsonLines passes on the lines of a server's stdout that may be JSON-RPC messages
