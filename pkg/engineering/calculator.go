@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -276,8 +277,11 @@ func wordAlias(desc string) string {
 	return w
 }
 
-// solve runs the formula machinery on decoded parameters.
-func (c *Calculator) solve(params map[string]json.RawMessage, materials []Material) (*Result, error) {
+// paramRefs maps every name a parameter may be given by to what it refers to: each
+// variable's name and aliases, its alternative's, and the plain word of each where it is
+// no other's (a model, or a design note, that writes {"radius": 0.5} or {"area": 1}
+// means r and A).
+func (c *Calculator) paramRefs() map[string]paramRef {
 	refs := map[string]paramRef{}
 	for i := range c.Vars {
 		v := &c.Vars[i]
@@ -290,8 +294,6 @@ func (c *Calculator) solve(params map[string]json.RawMessage, materials []Materi
 			}
 		}
 	}
-	// The plain word for each variable is a name too, where it is no other's: a model
-	// (or a design note) that writes {"radius": 0.5} or {"area": 1} means r and A.
 	for i := range c.Vars {
 		v := &c.Vars[i]
 		if w := wordAlias(v.Description); w != "" {
@@ -307,6 +309,31 @@ func (c *Calculator) solve(params map[string]json.RawMessage, materials []Materi
 			}
 		}
 	}
+	return refs
+}
+
+// words gives, for each variable's name (and its alternative's), the other names it
+// may be given by, sorted: its aliases and its plain word.
+func (c *Calculator) words() map[string][]string {
+	out := map[string][]string{}
+	for n, ref := range c.paramRefs() {
+		own := ref.v.Name
+		if ref.alt {
+			own = ref.v.Alt.Name
+		}
+		if n != own {
+			out[own] = append(out[own], n)
+		}
+	}
+	for _, names := range out {
+		sort.Strings(names)
+	}
+	return out
+}
+
+// solve runs the formula machinery on decoded parameters.
+func (c *Calculator) solve(params map[string]json.RawMessage, materials []Material) (*Result, error) {
+	refs := c.paramRefs()
 
 	res := &Result{Tool: c.Name, Formula: c.Formula, Inputs: map[string]Quantity{}}
 	values := Values{}
@@ -354,7 +381,13 @@ func (c *Calculator) solve(params map[string]json.RawMessage, materials []Materi
 		}
 		values[v.Name] = x
 		q.Value = round(x)
-		res.Inputs[v.Name] = q
+		if key != v.Name && !ref.alt {
+			// Answered in the caller's words: the input as it was given, with its symbol.
+			q.Description += " (" + v.Name + ")"
+			res.Inputs[key] = q
+		} else {
+			res.Inputs[v.Name] = q
+		}
 	}
 
 	if raw, ok := params["material"]; ok && c.Material != nil {

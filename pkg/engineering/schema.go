@@ -93,14 +93,21 @@ func howToGive(unitSym string) string {
 // ParameterSummary describes each parameter in one line: symbol, meaning, unit.
 func (c *Calculator) ParameterSummary() map[string]string {
 	out := map[string]string{}
+	words := c.words()
+	also := func(name string) string {
+		if w := words[name]; len(w) > 0 {
+			return "; also as " + strings.Join(w, ", ")
+		}
+		return ""
+	}
 	for _, v := range c.Vars {
 		d := fmt.Sprintf("%s %s [%s]", v.symbol(), v.Description, v.Unit)
 		if v.Optional {
 			d += ", optional, default 0"
 		}
-		out[v.Name] = d
+		out[v.Name] = d + also(v.Name)
 		if a := v.Alt; a != nil {
-			out[a.Name] = fmt.Sprintf("%s %s [%s], instead of %s (%s)", a.symbol(), a.Description, a.Unit, v.Name, a.Relation)
+			out[a.Name] = fmt.Sprintf("%s %s [%s], instead of %s (%s)", a.symbol(), a.Description, a.Unit, v.Name, a.Relation) + also(a.Name)
 		}
 	}
 	if c.Material != nil {

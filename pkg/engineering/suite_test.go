@@ -180,7 +180,7 @@ func TestDispatchList(t *testing.T) {
 	}
 	kessel := res.Tools[2]
 	if kessel.Name != "pressure.solve_kesselformel" || !strings.Contains(string(kessel.InputSchema), "[bar]") ||
-		kessel.Parameters["sigma"] != "σ hoop stress in the wall [N/mm²]" {
+		kessel.Parameters["sigma"] != "σ hoop stress in the wall [N/mm²]; also as hoop_stress, σ" {
 		t.Errorf("kesselformel listing %+v lacks units", kessel)
 	}
 	if !strings.Contains(res.Next, `"action": "activate"`) {

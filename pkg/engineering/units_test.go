@@ -218,15 +218,24 @@ func TestPlainWordParameters(t *testing.T) {
 	if _, err := s.Call(ctx, "w", ToolDispatch, json.RawMessage(`{"domain": "geometry", "action": "activate"}`)); err != nil {
 		t.Fatal(err)
 	}
+	// The answer names each input as the caller gave it, with its symbol.
 	for _, tt := range []struct{ params, want string }{
 		{`{"radius": 0.5}`, `"value":0.785398`},
+		{`{"radius": 0.5}`, `"inputs":{"radius":{"value":0.5,"unit":"m","description":"radius (r)"}}`},
 		{`{"area": 1}`, `"value":0.56419`},
+		{`{"area": 1}`, `"inputs":{"area":{`},
+		{`{"r": 0.5}`, `"inputs":{"r":{"value":0.5,"unit":"m","description":"radius"}}`},
 		{`{"diameter": "1 m"}`, `"value":0.785398`},
 	} {
 		out, err := s.Call(ctx, "w", ToolExecute, json.RawMessage(`{"tool_name": "geometry.solve_circle_area", "parameters": `+tt.params+`}`))
 		if err != nil || !strings.Contains(string(out), tt.want) {
 			t.Errorf("%s: %.300s, %v; want %s", tt.params, out, err, tt.want)
 		}
+	}
+	// The listing names them.
+	list, err := s.Call(ctx, "w", ToolDispatch, json.RawMessage(`{"domain": "geometry", "action": "list"}`))
+	if err != nil || !strings.Contains(string(list), `also as radius`) || !strings.Contains(string(list), `also as area`) {
+		t.Errorf("the listing does not name the plain words: %.500s, %v", list, err)
 	}
 	for desc, want := range map[string]string{"area of the circle": "area", "wall thickness": "wall_thickness", "height (length)": "height",
 		"allowable stress, K/S": "allowable_stress", "σ": "", "2nd moment": ""} {
