@@ -46,8 +46,9 @@ func healthConfig(t *testing.T) string {
 
 func TestHealthProbe(t *testing.T) {
 	cfg := healthConfig(t)
+	// "gone" is down: a probe exits 1 and says which, after printing every status.
 	stdout, stderr, code := runMain(t, "", "health", "--probe", "--config", cfg, "--timeout", "2s", "--json")
-	if code != 0 {
+	if code != 1 || !strings.Contains(stderr, "not up: gone") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var statuses []messages.HealthStatus
@@ -71,7 +72,7 @@ func TestHealthProbe(t *testing.T) {
 	}
 
 	stdout, _, code = runMain(t, "", "health", "--probe", "--config", cfg)
-	if code != 0 || !strings.Contains(stdout, "SERVER") || !strings.Contains(stdout, "tickets") || !strings.Contains(stdout, "down (1 failed)") {
+	if code != 1 || !strings.Contains(stdout, "SERVER") || !strings.Contains(stdout, "tickets") || !strings.Contains(stdout, "down (1 failed)") {
 		t.Errorf("table (exit %d):\n%s", code, stdout)
 	}
 }

@@ -124,7 +124,7 @@ func healthCmd(ctx context.Context, env Env, args []string) error {
 	cf := addConnectFlags(fs, env)
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file (TOOLBUS_CONFIG): show its servers only, those without a status as unknown; what --probe probes")
 	asJSON := fs.Bool("json", false, "print the statuses as a JSON array")
-	probe := fs.Bool("probe", false, "probe the servers of --config now, directly, instead of reading healthd's statuses from NATS")
+	probe := fs.Bool("probe", false, "probe the servers of --config now, directly, instead of reading healthd's statuses from NATS; exit 1 unless every one is up (a script can wait for its servers with it)")
 	timeout := fs.Duration("timeout", healthd.DefaultTimeout, "time limit of each probe, with --probe")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -145,11 +145,24 @@ func healthCmd(ctx context.Context, env Env, args []string) error {
 			return err
 		}
 	}
+	var down []string
+	for _, st := range statuses {
+		if st.State != messages.HealthUp {
+			down = append(down, st.Server)
+		}
+	}
+	// A probe says by its exit status whether every server answered.
+	notUp := func(err error) error {
+		if err == nil && *probe && len(down) > 0 {
+			return fmt.Errorf("not up: %s", strings.Join(down, ", "))
+		}
+		return err
+	}
 	if *asJSON {
 		if statuses == nil {
 			statuses = []messages.HealthStatus{}
 		}
-		return writeJSON(env.Stdout, statuses)
+		return notUp(writeJSON(env.Stdout, statuses))
 	}
 	now := time.Now()
 	ago := func(t time.Time) string {
@@ -174,7 +187,7 @@ func healthCmd(ctx context.Context, env Env, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Server, s.Transport, state, latency, s.Tools, protocol,
 			ago(s.CheckedAt), ago(s.ChangedAt), s.Error)
 	}
-	return tw.Flush()
+	return notUp(tw.Flush())
 }
 
 // storedHealth reads healthd's statuses from the health bucket. With a configuration,

@@ -168,6 +168,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	// one starts: only an attempt that another follows is a retry, with a reason.
 	var pending trace.Span
 	var pendingCode, pendingReason string
+	sent := 0 // failed attempts that reached the server (not refused before sending)
 	op := func() error {
 		if pending != nil {
 			pending.SetAttributes(telemetry.RetryReason.String(e.Redact.String(pendingReason)))
@@ -200,6 +201,9 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			return nil
 		}
 		last = messages.AsToolError(err)
+		if !last.Unsent {
+			sent++
+		}
 		span.SetStatus(codes.Error, string(last.Code)) // the message may echo arguments: the model gets it, traces do not
 		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
 		if last.Code.Retryable() && (safe || last.Unsent) && time.Now().Before(budget) {
@@ -216,9 +220,14 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
 		if refused {
-			if reached := res.Attempts - 1; reached > 0 {
+			// Say how many attempts of this call reached the server: those refused on
+			// connecting never did.
+			if sent > 0 {
 				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Message: fmt.Sprintf(
-					"%d earlier attempt(s) of this call were sent and failed; %s", reached, last.Message)}
+					"%d earlier attempt(s) of this call were sent and failed; %s", sent, last.Message)}
+			} else if tried := res.Attempts - 1; tried > 0 {
+				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Message: fmt.Sprintf(
+					"%d earlier attempt(s) of this call could not reach the server; %s", tried, last.Message)}
 			}
 			return res.Fail(last), Outcome{}
 		}

@@ -235,3 +235,37 @@ func counterSum(rm metricdata.ResourceMetrics, name string) int64 {
 	}
 	return n
 }
+
+// remote is a backend of one MCP server whose every call fails with err.
+type remote struct{ err *messages.ToolError }
+
+func (remote) Tools(context.Context) []messages.ToolInfo { return nil }
+
+func (b remote) Resolve(_ context.Context, name string) (Route, bool, error) {
+	return Route{Server: "mcp:x", Info: messages.ToolInfo{Name: name, Idempotent: true},
+		run: func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return nil, b.err }}, true, nil
+}
+
+// When the breaker stops a call, the answer says how many of its attempts reached the
+// server: none, when each was refused on connecting.
+func TestRefusalCountsAttemptsThatReachedTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  *messages.ToolError
+		want string
+	}{
+		{"refused on connecting", &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "connection refused", Unsent: true},
+			"2 earlier attempt(s) of this call could not reach the server"},
+		{"sent and failed", &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "502 from upstream"},
+			"2 earlier attempt(s) of this call were sent and failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &Executor{Router: NewRouter(remote{tc.err}), Gate: NewBreaker(&BreakerOptions{FailureThreshold: 2}),
+				Retry: RetryPolicy{MaxAttempts: 5, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}}
+			res, _ := e.Execute(context.Background(), messages.ToolCall{ID: "r/0", ResponseID: "r", Tool: "t", Count: 1})
+			if res.Success || res.Error == nil || !strings.Contains(res.Error.Message, tc.want) {
+				t.Fatalf("answer %+v, want it to say %q", res.Error, tc.want)
+			}
+		})
+	}
+}
