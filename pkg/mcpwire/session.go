@@ -257,6 +257,12 @@ func (w *logWriter) Write(p []byte) (int, error) {
 
 // withHeaders returns a client that adds headers to every request.
 func withHeaders(base *http.Client, headers map[string]string) *http.Client {
+	return wrapTransport(base, func(rt http.RoundTripper) http.RoundTripper { return headerTransport{base: rt, headers: headers} })
+}
+
+// wrapTransport returns a copy of base (nil: a default client) whose transport is wrap
+// of base's (nil: http.DefaultTransport).
+func wrapTransport(base *http.Client, wrap func(http.RoundTripper) http.RoundTripper) *http.Client {
 	if base == nil {
 		base = &http.Client{}
 	}
@@ -265,7 +271,7 @@ func withHeaders(base *http.Client, headers map[string]string) *http.Client {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	c.Transport = headerTransport{base: rt, headers: headers}
+	c.Transport = wrap(rt)
 	return &c
 }
 
@@ -343,13 +349,7 @@ func traceMeta(ctx context.Context) mcp.Meta {
 // server-everything's SSE endpoint does for a session it already dropped, would
 // otherwise keep Close waiting forever.
 func sessionBound(base *http.Client, life context.Context) *http.Client {
-	c := *base
-	rt := c.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	c.Transport = lifeTransport{base: rt, life: life}
-	return &c
+	return wrapTransport(base, func(rt http.RoundTripper) http.RoundTripper { return lifeTransport{base: rt, life: life} })
 }
 
 type lifeTransport struct {
@@ -396,13 +396,7 @@ func (b *closeFunc) Close() error {
 // plain "Bad Request". A 400 that answers the request itself (a JSON-RPC response
 // with its id) is passed on.
 func forgottenSessions(base *http.Client) *http.Client {
-	c := *base
-	rt := c.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	c.Transport = sessionCheck{base: rt}
-	return &c
+	return wrapTransport(base, func(rt http.RoundTripper) http.RoundTripper { return sessionCheck{base: rt} })
 }
 
 type sessionCheck struct{ base http.RoundTripper }

@@ -69,17 +69,11 @@ func (t *taskTools) required(name string) bool {
 	return t.names[name]
 }
 
-// observingTasks returns a client whose responses t reads for task-only tools: JSON
-// bodies whole, event streams (a streamable HTTP answer, the SSE transport's stream)
-// line by line.
+// observingTasks returns a client whose answers to tools/list t reads for task-only
+// tools: JSON bodies whole, event streams (a streamable HTTP answer, the SSE transport's
+// stream) line by line. Other requests' answers — every tools/call — pass untouched.
 func observingTasks(c *http.Client, t *taskTools) *http.Client {
-	out := *c
-	rt := out.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	out.Transport = taskSniffer{base: rt, tasks: t}
-	return &out
+	return wrapTransport(c, func(rt http.RoundTripper) http.RoundTripper { return taskSniffer{base: rt, tasks: t} })
 }
 
 type taskSniffer struct {
@@ -89,12 +83,35 @@ type taskSniffer struct {
 
 func (s taskSniffer) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := s.base.RoundTrip(r)
-	if err != nil || resp.Body == nil {
+	if err != nil || resp.Body == nil || !mayListTools(r) {
 		return resp, err
 	}
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	resp.Body = &sniffedBody{ReadCloser: resp.Body, sse: sse, tasks: s.tasks}
 	return resp, nil
+}
+
+// mayListTools reports whether r's answer may hold a tools/list result: a GET (the SSE
+// transport's stream carries every answer), or a POST of tools/list — as its Mcp-Method
+// header says (protocols since 2026-07-28), else as the start of its body does.
+func mayListTools(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return true
+	}
+	if m := r.Header.Get("Mcp-Method"); m != "" {
+		return m == "tools/list"
+	}
+	if r.GetBody == nil {
+		return true
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return true
+	}
+	defer body.Close()
+	var head [256]byte // "method" comes right after "jsonrpc" and "id"
+	n, _ := io.ReadFull(body, head[:])
+	return bytes.Contains(head[:n], []byte(`"method":"tools/list"`)) || bytes.Contains(head[:n], []byte(`"method": "tools/list"`))
 }
 
 // maxSniff bounds what a sniffed body keeps of one message.

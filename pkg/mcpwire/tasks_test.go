@@ -3,6 +3,8 @@ package mcpwire
 import (
 	"bytes"
 	"io"
+	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -67,4 +69,31 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+// Only answers that may hold a tools/list result are read: a tools/call's pass untouched.
+func TestMayListTools(t *testing.T) {
+	post := func(body string, header map[string]string) *http.Request {
+		r, _ := http.NewRequest(http.MethodPost, "http://x/mcp", strings.NewReader(body))
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		return r
+	}
+	get, _ := http.NewRequest(http.MethodGet, "http://x/sse", nil)
+	for _, tc := range []struct {
+		name string
+		r    *http.Request
+		want bool
+	}{
+		{"tools/list body", post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`, nil), true},
+		{"tools/call body", post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"tools/list"}}`, nil), false},
+		{"Mcp-Method header", post(`{}`, map[string]string{"Mcp-Method": "tools/list"}), true},
+		{"Mcp-Method header of a call", post(`{"method":"tools/list"}`, map[string]string{"Mcp-Method": "tools/call"}), false},
+		{"the SSE stream", get, true},
+	} {
+		if got := mayListTools(tc.r); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
