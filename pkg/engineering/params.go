@@ -32,7 +32,7 @@ func decodeParameters(raw json.RawMessage) (map[string]json.RawMessage, []string
 		if strings.TrimSpace(s) == "" {
 			return map[string]json.RawMessage{}, nil, nil
 		}
-		fixed, fixes, err := toolcall.RepairJSON(s)
+		fixed, fixes, err := toolcall.RepairArguments(s)
 		if err != nil {
 			return nil, nil, invalidArguments(`parameters were a string that is not a JSON object (%v); pass an object, like {"p": 10, "d": 100, "sigma": 160}`, err)
 		}

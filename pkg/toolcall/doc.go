@@ -48,6 +48,26 @@
 // become one array. What even that parser cannot read gives a [*SyntaxError] with the
 // line, the column and what was expected.
 //
+// Which quote ends a string is read from what is around it, as models break quotes:
+// a quote closes when what follows can follow a string (a comma before the next
+// member, a closing bracket, a colon, a line break); a doubled quote is one quote
+// (""key": 1, "value"", 2); a quote right after a comma inside a string opens the next
+// string when one follows ({"a": "b, "c": 1}); a key that holds a colon and lacks its
+// closing quote ends at the colon ({"key:value}); a string the text ends in stops
+// before the brackets that close its containers (["abc]); a value that ends in a
+// quote but lacks the opening one is a string ({"a": foo", [12", 1]). Text that is no
+// object or array is one value (hello world is "hello world"; 1,2,3 is [1,2,3]), JSONP
+// and MongoDB wrappers (callback(...);, ObjectId("1")) are their argument, and JSON
+// escaped as string text ({\"a\": 1}) is unescaped.
+//
+// Precision comes before recall. Where two readings are plausible and give different
+// values, RepairJSON takes the one both reference repairers take (josdejong/jsonrepair
+// and mangiucugna/json_repair, whose test suites run as conformance tables in this
+// package); where a text has no reading they share, it answers a [*SyntaxError] rather
+// than guess: a key with neither colon nor value ({"a", "b": 1}), a \u escape with
+// fewer than four hex digits inside the text, a NUL or other control character in a
+// string (a tab or a line break is escaped instead).
+//
 // Text that ends inside a value — a string, a number, a key, a literal — is repaired
 // and marked [RepairTruncatedValue]. [Extract] does not let such a call run when the
 // response itself ended there (the model hit its token limit: a value cut short is a

@@ -1,6 +1,11 @@
 package toolcall
 
-import "unicode/utf8"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // Strings: quotes of every kind, escapes, and what a model leaves unescaped.
 
@@ -56,30 +61,38 @@ func isSmartSingle(r rune) bool {
 }
 
 // stringValue reads a string and any strings joined to it with '+'.
-func (r *repairer) stringValue() {
+func (r *repairer) stringValue() bool {
 	r.str(true, false)
+	if r.failed {
+		return false
+	}
 	s := r.src
 	for {
 		i := skipJSONSpace(s, r.pos)
 		if i >= len(s) || s[i] != '+' {
-			return
+			return true
 		}
 		i = skipJSONSpace(s, i+1)
 		if i >= len(s) {
-			return
+			return true
 		}
 		if q, _ := openQuote(s, i); q == quoteNone {
-			return
+			return true
 		}
 		r.fixes.add(fixStringConcat)
 		r.out = r.out[:len(r.out)-1] // reopen the string
 		r.pos = i
 		r.str(false, false)
+		if r.failed {
+			return false
+		}
 	}
 }
 
 // str reads a quoted string at pos and writes it as a JSON string, with the opening
-// quote unless it continues a concatenation. In a key, the first closing quote closes.
+// quote unless it continues a concatenation. Which quote closes it is decided by what
+// follows and precedes each quote (see closeAt); a string the text ends in is closed
+// before the brackets that close its containers, where the text ends with them.
 func (r *repairer) str(open, key bool) {
 	s := r.src
 	q, size := openQuote(s, r.pos)
@@ -94,7 +107,8 @@ func (r *repairer) str(open, key bool) {
 	if open {
 		out = append(out, '"')
 	}
-	var closer byte // the ASCII byte that can close this string, if any
+	body, outBody := pos, len(out) // where the text of the string starts, in s and out
+	var closer byte                // the ASCII byte that can close this string, if any
 	switch q {
 	case quoteDouble:
 		closer = '"'
@@ -107,6 +121,9 @@ func (r *repairer) str(open, key bool) {
 	if stop == 0 {
 		stop = '"'
 	}
+	// In a key, the first ':' of its text, in s and out: a key whose closing quote is
+	// missing ends there ({"key:value}).
+	colon, outColon := -1, -1
 	// The text since the last space or line break starts at word; inPath reads it.
 	// Spaces before scanned were looked for, so that a pass stays linear.
 	word, scanned := pos, pos
@@ -115,7 +132,24 @@ func (r *repairer) str(open, key bool) {
 		start := pos
 		pos = plainRun(s, pos, stop)
 		out = append(out, s[start:pos]...)
+		if key && colon < 0 {
+			if i := strings.IndexByte(s[start:pos], ':'); i >= 0 {
+				colon, outColon = start+i, len(out)-(pos-start-i)
+			}
+		}
 		if pos >= len(s) {
+			if key && colon >= 0 {
+				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
+				r.fixes.add(fixUnclosedString)
+				return
+			}
+			if at := r.closersBefore(body, len(s)); at >= 0 {
+				// ["abc] or {"a": "b}: the text ends with the brackets of the
+				// containers, so the string ends before them.
+				r.fixes.add(fixUnclosedString)
+				r.pos, r.out = at, append(trimSpaces(out[:len(out)-escapedWidth(s[at:pos])], outBody), '"')
+				return
+			}
 			r.fixes.add(fixUnclosedString)
 			r.fixes.add(fixTruncatedValue)
 			out = append(out, '"')
@@ -124,8 +158,33 @@ func (r *repairer) str(open, key bool) {
 		c := s[pos]
 		switch {
 		case c == closer && closer != 0:
-			if key || r.endsString(pos+1) {
+			switch r.closeAt(pos, body, key, colon >= 0) {
+			case quoteCloses:
 				r.pos, r.out = pos+1, append(out, '"')
+				return
+			case quoteDoubledCloses:
+				r.fixes.add(fixUnescapedQuote)
+				r.pos, r.out = pos+2, append(out, '"')
+				return
+			case quoteDoubledOpens:
+				r.fixes.add(fixUnescapedQuote)
+				pos++
+				body = pos
+				continue
+			case quoteAfterComma:
+				// "b,"c": the quote opens the next string; this one ended before
+				// the comma.
+				r.fixes.add(fixUnclosedString)
+				end := lastNonSpace(s, body, pos)
+				if at := r.closersBefore(body, end); at >= 0 {
+					end = at // {"a": "b}, "c": 1}: the brackets close containers
+				}
+				out = out[:len(out)-escapedWidth(s[end:pos])]
+				r.pos, r.out = end, append(trimSpaces(out, outBody), '"')
+				return
+			case quoteAfterKeyColon:
+				r.fixes.add(fixUnclosedString)
+				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
 				return
 			}
 			r.fixes.add(fixUnescapedQuote)
@@ -150,7 +209,23 @@ func (r *repairer) str(open, key bool) {
 			}
 			pos, out = r.escape(q, pos, out, path)
 			scanned = pos
+			if r.failed {
+				r.pos, r.out = pos, out
+				return
+			}
 		case c < ' ':
+			if key && colon >= 0 && (c == '\n' || c == '\r') {
+				// {"key:value\n: a key whose closing quote is missing ends at its colon.
+				r.fixes.add(fixUnclosedString)
+				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
+				return
+			}
+			if c != '\n' && c != '\r' && c != '\t' && c != '\b' && c != '\f' {
+				// NUL and the like are no text a model writes: binary, or a broken stream.
+				r.fail(pos, fmt.Sprintf("invalid character %q in a string", c))
+				r.pos, r.out = len(s), out
+				return
+			}
 			r.fixes.add(fixControlCharacter)
 			out = appendControl(out, c)
 			pos++
@@ -172,6 +247,188 @@ func (r *repairer) str(open, key bool) {
 	r.pos, r.out = pos, out
 }
 
+// What a quote inside a string is: see closeAt.
+const (
+	quoteInside        = iota // a quote the model forgot to escape
+	quoteCloses               // the closing quote
+	quoteDoubledCloses        // "b"", : a doubled closing quote
+	quoteDoubledOpens         // ""b": a doubled opening quote
+	quoteAfterComma           // "b,"c": the next string's opening quote
+	quoteAfterKeyColon        // {"key:"value": the value's opening quote
+)
+
+// closeAt decides what the quote at s[i] of a string whose text starts at body is.
+// It closes the string when what follows can follow a string (endsString; in a key, a
+// ':'). A doubled quote is one quote: at the start of the text when a word follows it,
+// at the end when a ',', ':' or a closing bracket does. A quote that cannot close, right
+// after a comma, opens the next string when a string follows it ({"a": "b,"c": 1},
+// ["a,"b"]), and in a key that holds a ':', the key ends at that colon ({"key:"value"}).
+// Anything else is a quote inside the string.
+func (r *repairer) closeAt(i, body int, key, hasColon bool) int {
+	s := r.src
+	if i == body && i+1 < len(s) && (isWordByte(s[i+1]) || s[i+1] >= utf8.RuneSelf) {
+		return quoteDoubledOpens
+	}
+	if i+1 < len(s) && s[i+1] == s[i] {
+		if j := skipSpaceAndTabs(s, i+2); j < len(s) && (s[j] == ',' || s[j] == ':' || s[j] == '}' || s[j] == ']' || s[j] == '\n') {
+			return quoteDoubledCloses
+		}
+	}
+	if key {
+		j := skipSpaceAndTabs(s, i+1)
+		switch {
+		case j >= len(s) || s[j] == ':' || s[j] == '=' || s[j] == '}' || s[j] == ',' || s[j] == '\n' || s[j] == '\r':
+			return quoteCloses
+		case hasColon:
+			return quoteAfterKeyColon
+		case j > i+1 || s[j] == '"' || s[j] == '[' || s[j] == '{' || s[j] == '-' || isDigit(s[j]) || literalAt(s, j):
+			return quoteCloses // {"key" "value"}, {"key"1}: the colon is missing
+		}
+		return quoteInside // {"k"e"y": 1}
+	}
+	if r.endsString(i + 1) {
+		return quoteCloses
+	}
+	if c := lastNonSpace(s, body, i); c >= 0 && s[c] == ',' && r.stringAhead(i) {
+		return quoteAfterComma
+	}
+	return quoteInside
+}
+
+// stringAhead reports whether the quote at s[i] opens a string that is a key (followed
+// by ':'), in an object, or any string, in an array: the next string, when a quote
+// follows a comma inside a string.
+func (r *repairer) stringAhead(i int) bool {
+	s := r.src
+	end := strings.IndexByte(s[i+1:min(len(s), i+1+256)], s[i])
+	if end < 0 {
+		return false
+	}
+	j := skipSpaceAndTabs(s, i+1+end+1)
+	if r.inArray() {
+		return true
+	}
+	return j < len(s) && s[j] == ':'
+}
+
+// inArray reports whether the innermost open container is an array.
+func (r *repairer) inArray() bool {
+	if r.depth == 0 {
+		return false
+	}
+	i := r.depth - 1
+	if i < len(r.small) {
+		return r.small[i] == '['
+	}
+	return r.deep[i-len(r.small)] == '['
+}
+
+// closersBefore reports where the brackets start that end s[body:end], the text of a
+// string whose closing quote is missing, when they close the open containers,
+// innermost first (with spaces between): ["abc]\n. Else it returns -1.
+func (r *repairer) closersBefore(body, end int) int {
+	s := r.src
+	at := end
+	for i := end - 1; i >= body; i-- {
+		c := s[i]
+		if c == ']' || c == '}' {
+			at = i
+		} else if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			break
+		}
+	}
+	if at == end || bracketsOpen(s[body:at]) {
+		return -1 // no brackets, or the text's own: "a {b}
+	}
+	k := r.depth - 1 // the container the next bracket closes, innermost first
+	for i := at; i < end; i++ {
+		switch c := s[i]; c {
+		case ']', '}':
+			open := byte('[')
+			if c == '}' {
+				open = '{'
+			}
+			if k < 0 || r.container(k) != open {
+				return -1
+			}
+			k--
+		}
+	}
+	return at
+}
+
+// container returns the kind of the k-th open container, outermost first.
+func (r *repairer) container(k int) byte {
+	if k < len(r.small) {
+		return r.small[k]
+	}
+	return r.deep[k-len(r.small)]
+}
+
+// bracketsOpen reports whether t opens more brackets of a kind than it closes.
+func bracketsOpen(t string) bool {
+	return strings.Count(t, "{") > strings.Count(t, "}") || strings.Count(t, "[") > strings.Count(t, "]")
+}
+
+// lastNonSpace returns the index of the last byte of s[from:to] that is not a space,
+// tab or line break, or -1.
+func lastNonSpace(s string, from, to int) int {
+	for i := to - 1; i >= from; i-- {
+		if c := s[i]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return i
+		}
+	}
+	return -1
+}
+
+func skipSpaceAndTabs(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// escapedWidth is the length in a JSON string of t, plain text and whitespace.
+func escapedWidth(t string) int {
+	n := len(t)
+	for i := 0; i < len(t); i++ {
+		switch c := t[i]; {
+		case c == '\n' || c == '\r' || c == '\t' || c == '"' || c == '\\':
+			n++
+		case c < ' ':
+			n += 5
+		}
+	}
+	return n
+}
+
+// trimSpaces removes the whitespace at the end of out after from, spaces and escaped
+// line breaks and tabs: the text of a string that ends where its closing quote was
+// missing ("abc  ]).
+func trimSpaces(out []byte, from int) []byte {
+	for len(out) > from {
+		switch n := len(out); {
+		case out[n-1] == ' ':
+			out = out[:n-1]
+		case n-2 >= from && out[n-2] == '\\' && (out[n-1] == 'n' || out[n-1] == 'r' || out[n-1] == 't') && !escapedBackslash(out[from:n-2]):
+			out = out[:n-2]
+		default:
+			return out
+		}
+	}
+	return out
+}
+
+// escapedBackslash reports whether b, JSON string text, ends with an escaped backslash
+// (an odd number of backslashes before the one that follows it).
+func escapedBackslash(b []byte) bool {
+	n := 0
+	for i := len(b) - 1; i >= 0 && b[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 1
+}
+
 // inPath reports whether word, the text of a string between the last space or line
 // break and a backslash, is a Windows path, so that the backslash is a path separator:
 // C:\… anywhere, or a drive alone (C:) unless it follows a line break, where it is more
@@ -188,21 +445,52 @@ func inPath(word string, afterBreak bool) bool {
 // can follow a string.
 func (r *repairer) endsString(i int) bool {
 	s := r.src
+	newline := false
 	for i < len(s) && s[i] <= ' ' {
+		newline = newline || s[i] == '\n'
 		i++
 	}
-	if i >= len(s) {
-		return true
+	if i >= len(s) || newline {
+		return true // a line break follows the quote: strings do not hold one
 	}
 	switch s[i] {
-	case ',', '}', ']', ':', '=', '+', '"', '{', '[', ';':
+	case ',':
+		return r.inArray() || r.memberAhead(i+1)
+	case '}', ']', ':', '=', '+', '"', '{', '[', ';':
 		return true
 	case ')':
 		return r.inCall
 	case '/':
 		return i+1 < len(s) && (s[i+1] == '/' || s[i+1] == '*')
 	}
-	return false
+	return isDigit(s[i]) && r.inArray() // ["a" 2]
+}
+
+// memberAhead reports whether what follows a comma at s[i-1] in an object can be the
+// next member, so that a quote before the comma closes its string: "lorem "ipsum",
+// sic." is one string.
+func (r *repairer) memberAhead(i int) bool {
+	s := r.src
+	i = skipJSONSpace(s, i)
+	if i >= len(s) {
+		return true
+	}
+	switch c := s[i]; {
+	case c == '}' || c == '.' || c == '/' || c == '#' || c == ',':
+		return true
+	case isWordByte(c) || c == '-':
+		j := i
+		for j < len(s) && j-i < 64 && isWordByte(s[j]) {
+			j++
+		}
+		if j < len(s) && s[j] == '"' {
+			j++ // note": the key's opening quote is missing
+		}
+		j = skipSpaceAndTabs(s, j)
+		return j < len(s) && (s[j] == ':' || s[j] == '=')
+	}
+	q, _ := openQuote(s, i)
+	return q != quoteNone
 }
 
 // escape writes the backslash at s[pos] of a string in quote q, and what it escapes,
@@ -228,15 +516,45 @@ func (r *repairer) escape(q quoteKind, pos int, out []byte, inPath bool) (int, [
 		if pos+6 <= len(s) && isHex(s[pos+2]) && isHex(s[pos+3]) && isHex(s[pos+4]) && isHex(s[pos+5]) {
 			return pos + 6, append(out, s[pos:pos+6]...)
 		}
-		r.fixes.add(fixInvalidEscape)
-		return pos + 2, append(out, `\\u`...)
+		j := pos + 2
+		for j < len(s) && j < pos+6 && isHex(s[j]) {
+			j++
+		}
+		switch {
+		case j == len(s):
+			// "\u26 where the text ends: the character was cut off.
+			r.fixes.add(fixTruncatedValue)
+			return j, out
+		case inPath || j == pos+2 && isLetter(s[j]) && pos >= 2 && s[pos-1] == ':' && isLetter(s[pos-2]):
+			r.fixes.add(fixInvalidEscape)
+			return pos + 2, append(out, `\\u`...) // C:\users
+		}
+		r.fail(pos, "invalid escape "+strconv.Quote(s[pos:j+1])+": \\u takes four hex digits")
+		return len(s), out
 	case '\'', '`':
 		if q != quoteSingle && e == '\'' || q != quoteBacktick && e == '`' {
 			r.fixes.add(fixInvalidEscape)
 		}
 		return pos + 2, append(out, e)
 	}
+	if e >= utf8.RuneSelf && !inPath {
+		r.fixes.add(fixInvalidEscape)
+		return pos + 1, out // "a \„ b": the backslash escapes nothing
+	}
 	// Keep the backslash as a character: "C:\dir" means a backslash.
 	r.fixes.add(fixInvalidEscape)
 	return pos + 1, append(out, '\\', '\\')
+}
+
+// literalAt reports whether a JSON or Python literal is written at s[i], followed by
+// what ends a value.
+func literalAt(s string, i int) bool {
+	j := i
+	for j < len(s) && j-i < 6 && isWordByte(s[j]) {
+		j++
+	}
+	if _, _, _, ok := literal(s[i:j]); !ok {
+		return false
+	}
+	return j == len(s) || !isWordByte(s[j])
 }

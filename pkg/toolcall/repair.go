@@ -89,6 +89,10 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 	case res == strictTooDeep:
 		return nil, 0, tooDeepError(s, end, maxDepth)
 	}
+	if unescaped, ok := escapedJSON(s); ok {
+		out, fixes, err := repairJSON(unescaped, maxDepth, maxSize)
+		return out, fixes | 1<<fixEscapedJSON, err
+	}
 	start, end := 0, len(s)
 	var fixes fixSet
 	if a, b, ok := fenceBody(s); ok {
@@ -104,18 +108,25 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 		return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found "+describeAt(s, r.pos))
 	}
 	if c := r.src[r.pos]; c != '{' && c != '[' && !r.scalarAhead() {
-		i := strings.IndexAny(r.src[r.pos:], "{[")
-		if i < 0 {
-			return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON object or array, found "+describeAt(s, r.pos))
+		// Prose before the JSON is skipped; text without an object or array is one
+		// value, an unquoted string where it is words (hello world, trueble).
+		if i := strings.IndexAny(r.src[r.pos:], "{["); i >= 0 {
+			r.pos += i
+			r.fixes.add(fixLeadingText)
+		} else if !r.startsValue(r.pos) {
+			return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found "+describeAt(s, r.pos))
 		}
-		r.pos += i
-		r.fixes.add(fixLeadingText)
 	}
 	if !r.value() {
 		return nil, 0, r.syntaxError()
 	}
+	valueEnd := r.pos
 	if r.space(); r.pos < len(r.src) {
-		if !r.concatenation() {
+		if r.out[0] != '{' && r.out[0] != '[' && r.scalarList(valueEnd) {
+			if r.failed {
+				return nil, 0, r.syntaxError()
+			}
+		} else if !r.concatenation() {
 			if r.failed {
 				return nil, 0, r.syntaxError()
 			}
@@ -131,16 +142,51 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 	return out, fixes, err
 }
 
+// scalarList reads the values that follow the scalar in out, separated by commas or
+// line breaks (1,2,3 or one per line), and makes out an array of them all. It returns
+// false when no such value follows.
+func (r *repairer) scalarList(valueEnd int) bool {
+	s := r.src
+	i, sep := valueEnd, false
+	for i < len(s) && (s[i] == ',' || isJSONSpace(s[i])) {
+		sep = sep || s[i] == ',' || s[i] == '\n'
+		i++
+	}
+	if !sep || i >= len(s) || !r.startsValue(i) {
+		return false
+	}
+	r.out = append(r.out, 0)
+	copy(r.out[1:], r.out)
+	r.out[0] = '['
+	for r.pos = i; r.pos < len(s); {
+		r.out = append(r.out, ',')
+		if !r.value() {
+			return true
+		}
+		for r.space(); r.pos < len(s) && s[r.pos] == ','; r.space() {
+			r.pos++
+		}
+		if r.pos < len(s) && !r.startsValue(r.pos) {
+			break
+		}
+	}
+	r.out = append(r.out, ']')
+	r.fixes.add(fixConcatenatedValues)
+	return true
+}
+
 // concatenation reads the objects and arrays that follow the value in out, separated
 // by whitespace or commas (JSON Lines, or objects a model wrote one after the other),
 // and makes out an array of them all. It returns false when no object or array
 // follows an object or array, or when one that follows cannot be read (r.failed).
 func (r *repairer) concatenation() bool {
 	s := r.src
-	i := r.pos
-	for i < len(s) && (s[i] == ',' || isJSONSpace(s[i])) {
-		i++
+	save := r.pos
+	for r.space(); r.pos < len(s) && s[r.pos] == ','; r.space() {
+		r.pos++
 	}
+	i := r.pos
+	r.pos = save
 	if first := r.out[0]; first != '{' && first != '[' || i >= len(s) || s[i] != '{' && s[i] != '[' {
 		return false
 	}
@@ -156,7 +202,7 @@ func (r *repairer) concatenation() bool {
 			return false
 		}
 		for r.space(); r.pos < len(s) && s[r.pos] == ','; r.space() {
-			r.pos++
+			r.pos++ // also past comments: /* 1 */ {}, /* 2 */ {}
 		}
 		if r.pos >= len(s) || s[r.pos] != '{' && s[r.pos] != '[' {
 			break
@@ -217,21 +263,63 @@ func tooDeepError(s string, at, maxDepth int) error {
 	return newSyntaxError(s, at, ErrTooDeep, tooDeepMessage(maxDepth))
 }
 
+// escapedJSON returns s with its escaped quotes unescaped when s is JSON escaped as
+// the text of a string, without the quotes around it: \"hello\" or {\"a\": \"b\"}.
+func escapedJSON(s string) (string, bool) {
+	i := skipJSONSpace(s, 0)
+	if i < len(s) && (s[i] == '{' || s[i] == '[') {
+		i = skipJSONSpace(s, i+1)
+	}
+	if !strings.HasPrefix(s[i:], `\"`) {
+		return "", false
+	}
+	return strings.ReplaceAll(s, `\"`, `"`), true
+}
+
 // fenceBody returns the span inside a ``` code fence when s, apart from surrounding
-// whitespace, is one.
+// whitespace, is one: ```json on a line of its own, or ``` right before the JSON
+// (```{"a": 1}```), also inside a bracket a model put around the fence
+// ([```json …```]).
 func fenceBody(s string) (start, end int, ok bool) {
 	i := skipJSONSpace(s, 0)
+	wrapped := byte(0)
+	if i < len(s) && (s[i] == '[' || s[i] == '{') {
+		if j := skipJSONSpace(s, i+1); strings.HasPrefix(s[j:], "```") {
+			wrapped, i = s[i], j
+		}
+	}
 	if !strings.HasPrefix(s[i:], "```") {
 		return 0, 0, false
 	}
-	nl := strings.IndexByte(s[i:], '\n')
-	if nl < 0 {
+	start = i + 3
+	for start < len(s) && s[start] == '`' {
+		start++ // ```` is a fence too
+	}
+	for start < len(s) && isWordByte(s[start]) {
+		start++ // the language
+	}
+	start = skipSpaceAndTabs(s, start)
+	switch {
+	case start < len(s) && (s[start] == '\n' || s[start] == '\r'):
+		start++
+	case start < len(s) && (s[start] == '{' || s[start] == '['):
+	default:
 		return 0, 0, false
 	}
-	start = i + nl + 1
 	end = len(s)
 	if j := strings.LastIndex(s[start:], "```"); j >= 0 {
 		end = start + j
+		for end > start && s[end-1] == '`' {
+			end--
+		}
+		if wrapped != 0 {
+			k := skipJSONSpace(s, start+j+3)
+			if k >= len(s) || s[k] != wrapped+2 { // ']' is '['+2, '}' is '{'+2
+				return 0, 0, false
+			}
+		}
+	} else if wrapped != 0 {
+		return 0, 0, false
 	}
 	return start, end, true
 }

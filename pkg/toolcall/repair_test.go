@@ -19,7 +19,8 @@ func TestRepairJSON(t *testing.T) {
 		{name: "valid unchanged", in: ` {"a" : [1,2]} `, want: ` {"a" : [1,2]} `},
 		{name: "invalid utf8 in string", in: "{\"a\": \"x\xffy\"}", want: `{"a":"x` + "\uFFFD" + `y"}`, repairs: []string{RepairInvalidUTF8}},
 		{name: "invalid utf8 in key", in: "{a\xff: 1}", want: `{"a` + "\uFFFD" + `":1}`, repairs: []string{RepairUnquotedKeys, RepairInvalidUTF8}},
-		{name: "nul byte in string", in: "{\"a\": \"x\x00y\"}", want: `{"a":"x\u0000y"}`, repairs: []string{RepairControlCharacter}},
+		{name: "nul byte in string", in: "{\"a\": \"x\x00y\"}", wantErr: errSyntax}, // binary, or a broken stream: both references refuse it
+		{name: "tab in string", in: "{\"a\": \"x\ty\"}", want: `{"a":"x\ty"}`, repairs: []string{RepairControlCharacter}},
 		{name: "bom", in: "\uFEFF{\"a\": 1}", want: `{"a":1}`, repairs: []string{RepairWhitespace}},
 		{name: "too deep valid", in: strings.Repeat("[", DefaultMaxDepth+1) + strings.Repeat("]", DefaultMaxDepth+1), wantErr: ErrTooDeep},
 		{name: "too deep repair", in: strings.Repeat("[", DefaultMaxDepth+1), wantErr: ErrTooDeep},

@@ -143,7 +143,7 @@ func (r *repairer) spaceSlow() {
 // isOtherSpace reports the non-ASCII spaces models put between tokens.
 func isOtherSpace(r rune) bool {
 	switch r {
-	case 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
+	case 0x85, 0xA0, 0x1680, 0x180E, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
 		return true
 	}
 	return r >= 0x2000 && r <= 0x200B
@@ -216,8 +216,7 @@ func (r *repairer) value() bool {
 		return r.word()
 	}
 	if q, _ := openQuote(s, r.pos); q != quoteNone {
-		r.stringValue()
-		return true
+		return r.stringValue()
 	}
 	if c >= utf8.RuneSelf || c > ' ' && !structural[c] {
 		return r.unquoted(r.pos) // #fff, /tmp/x, <b>, @user
@@ -302,6 +301,11 @@ func (r *repairer) object() bool {
 			comma, elided = false, true
 			continue
 		}
+		if c == '{' && r.encloses('[') {
+			// [{"i":1{"i":2}]: the object's '}' is missing; the array goes on.
+			r.fixes.add(fixUnclosedObject)
+			break
+		}
 		if members > 0 && !comma {
 			if !r.startsKey(r.pos) {
 				return r.fail(r.pos, "expected ',' or '}' after the value of "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
@@ -325,6 +329,7 @@ func (r *repairer) object() bool {
 				r.fixes.add(fixEqualsAsColon)
 				r.pos++
 			case c == ',' || r.closes(c):
+				return r.fail(r.pos, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
 			case r.startsValue(r.pos):
 				r.fixes.add(fixMissingColon)
 			default:
@@ -344,6 +349,7 @@ func (r *repairer) object() bool {
 		}
 		members++
 		comma = false
+		r.strayQuote()
 	}
 	r.out = append(r.out, '}')
 	r.pop()
@@ -364,7 +370,7 @@ func (r *repairer) key() bool {
 	s := r.src
 	if q, _ := openQuote(s, r.pos); q != quoteNone {
 		r.str(true, true)
-		return true
+		return !r.failed
 	}
 	if c := s[r.pos]; !isWordByte(c) && c != '-' && c < utf8.RuneSelf {
 		return r.fail(r.pos, "expected a quoted key or '}', found "+describeAt(s, r.pos))
@@ -380,6 +386,12 @@ func (r *repairer) key() bool {
 		r.out = append(append(append(r.out, '"'), s[start:r.pos]...), '"')
 	} else {
 		r.appendQuoted(s[start:r.pos])
+	}
+	if r.pos < len(s) && s[r.pos] == '"' {
+		if j := skipSpaceAndTabs(s, r.pos+1); j < len(s) && s[j] == ':' {
+			r.pos++ // {key": 1}: the opening quote is missing
+			r.fixes.add(fixUnclosedString)
+		}
 	}
 	return true
 }
@@ -445,10 +457,30 @@ func (r *repairer) array() bool {
 		}
 		n++
 		comma = false
+		r.strayQuote()
 	}
 	r.out = append(r.out, ']')
 	r.pop()
 	return true
+}
+
+// strayQuote skips a double quote right after a value that ends the value: the
+// closing quote of a string whose opening one is missing ({"a": 12", [true", 1]).
+func (r *repairer) strayQuote() {
+	if r.quoteEnds(r.pos) {
+		r.fixes.add(fixUnclosedString)
+		r.pos++
+	}
+}
+
+// quoteEnds reports whether s[i] is a double quote followed by what ends a value.
+func (r *repairer) quoteEnds(i int) bool {
+	s := r.src
+	if i >= len(s) || s[i] != '"' {
+		return false
+	}
+	j := skipSpaceAndTabs(s, i+1)
+	return j == len(s) || s[j] == ',' || s[j] == '}' || s[j] == ']' || s[j] == '\n' || s[j] == '\r'
 }
 
 // ellipsis skips a "..." or "…" standing for elided elements.
@@ -483,7 +515,7 @@ func (r *repairer) delimits(i int) bool {
 		return true
 	}
 	switch c := s[i]; c {
-	case ',', '}', ']', ':', ';', '"', '\'':
+	case ',', '}', ']', ':', ';', '"', '\'', '[', '{':
 		return true
 	case ')':
 		return r.inCall
@@ -541,6 +573,9 @@ func (r *repairer) number() bool {
 			i++
 		}
 		i = skipDigits(s, i)
+	}
+	if r.quoteEnds(i) {
+		return r.unquoted(start) // 3.14", 1: a string whose opening quote is missing
 	}
 	if !r.delimits(i) || intEnd == intStart && (frac < 0 || fracEnd == frac+1) ||
 		intEnd-intStart > 1 && s[intStart] == '0' {
@@ -613,7 +648,10 @@ func (r *repairer) word() bool {
 		i++
 	}
 	w := s[start:i]
-	if r.delimits(i) {
+	if i < len(s) && s[i] == '(' && !r.inCall {
+		return r.wrapperCall(i)
+	}
+	if r.delimits(i) && !r.quoteEnds(i) {
 		if lit, f, repaired, ok := literal(w); ok {
 			if repaired {
 				r.fixes.add(f)
@@ -637,6 +675,35 @@ func (r *repairer) word() bool {
 	return r.unquoted(start)
 }
 
+// wrapperCall reads the value inside a call that wraps it, at s[open] = '(': JSONP
+// (callback({...});) and MongoDB's types (ObjectId("123"), NumberLong(2)) are their
+// argument.
+func (r *repairer) wrapperCall(open int) bool {
+	s := r.src
+	r.pos = open + 1
+	r.space()
+	if r.pos >= len(s) || s[r.pos] == ')' || !r.startsValue(r.pos) {
+		return r.fail(r.pos, "expected a value in the parentheses, found "+describeAt(s, r.pos))
+	}
+	r.inCall = true
+	ok := r.value()
+	r.inCall = false
+	if !ok {
+		return false
+	}
+	r.space()
+	if r.pos < len(s) && s[r.pos] == ')' {
+		r.pos++
+	}
+	if r.depth == 0 {
+		if r.space(); r.pos < len(s) && s[r.pos] == ';' {
+			r.pos++
+		}
+	}
+	r.fixes.add(fixWrapperCall)
+	return true
+}
+
 // unquoted reads a string written without quotes: up to the end of the line or the
 // next ',', '}' or ']'.
 func (r *repairer) unquoted(start int) bool {
@@ -647,11 +714,23 @@ func (r *repairer) unquoted(start int) bool {
 		if c == ',' || c == '}' || c == ']' || c == '\n' || c == '\r' || c == ')' && r.inCall {
 			break
 		}
+		if c == '"' && i > start && s[i-1] == ' ' && r.keyAt(i) {
+			break // {"a": value "b": 1}: the comma is missing
+		}
 		i++
 	}
 	tok := strings.TrimRight(s[start:i], " \t")
 	if tok == "" {
 		return r.fail(start, "expected a value, found "+describeAt(s, start))
+	}
+	if len(tok) > 1 && tok[len(tok)-1] == '"' && strings.IndexByte(tok[:len(tok)-1], '"') < 0 {
+		// [abc", 1] or {"a": foo"}: a string whose opening quote is missing.
+		r.fixes.add(fixUnclosedString)
+		r.pos = start + len(tok)
+		r.out = append(r.out, '"')
+		r.out = r.stringText(tok[:len(tok)-1], start)
+		r.out = append(r.out, '"')
+		return true
 	}
 	if i == len(s) {
 		r.fixes.add(fixTruncatedValue)
@@ -660,6 +739,51 @@ func (r *repairer) unquoted(start int) bool {
 	r.fixes.add(fixUnquotedString)
 	r.appendQuoted(tok)
 	return true
+}
+
+// keyAt reports whether a quoted key starts at s[i]: a short string followed by ':'.
+func (r *repairer) keyAt(i int) bool {
+	s := r.src
+	end := strings.IndexByte(s[i+1:min(len(s), i+1+128)], '"')
+	if end < 0 {
+		return false
+	}
+	j := skipSpaceAndTabs(s, i+1+end+1)
+	return j < len(s) && s[j] == ':'
+}
+
+// stringText writes t, the text of a double-quoted string that starts at s[at], as
+// the text of a JSON string: its escapes kept, quotes and control characters escaped.
+func (r *repairer) stringText(t string, at int) []byte {
+	out := r.out
+	for i := 0; i < len(t); {
+		switch c := t[i]; {
+		case c == '\\':
+			var next int
+			next, out = r.escape(quoteDouble, at+i, out, false)
+			i = next - at
+		case c == '"':
+			out = append(out, '\\', '"')
+			i++
+		case c < ' ':
+			r.fixes.add(fixControlCharacter)
+			out = appendControl(out, c)
+			i++
+		case c >= utf8.RuneSelf:
+			ru, n := utf8.DecodeRuneInString(t[i:])
+			if ru == utf8.RuneError && n == 1 {
+				r.fixes.add(fixInvalidUTF8)
+				out = append(out, "\uFFFD"...)
+			} else {
+				out = append(out, t[i:i+n]...)
+			}
+			i += n
+		default:
+			out = append(out, c)
+			i++
+		}
+	}
+	return out
 }
 
 // appendQuoted writes tok as a JSON string.

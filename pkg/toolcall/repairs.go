@@ -35,7 +35,9 @@ const (
 	RepairUnclosedArray      = "unclosed_array"         // a missing ]
 	RepairTruncatedLiteral   = "truncated_literal"      // tru, fals, nul at the end
 	RepairTruncatedValue     = "truncated_value"        // the text ended inside a value: a string, number, key or literal
-	RepairConcatenatedValues = "concatenated_values"    // {"a": 1}\n{"b": 2} → [{"a":1},{"b":2}]
+	RepairConcatenatedValues = "concatenated_values"    // {"a": 1}\n{"b": 2} → [{"a":1},{"b":2}]; 1,2,3 → [1,2,3]
+	RepairWrapperCall        = "wrapper_call"           // callback({...}); or ObjectId("1") → their argument
+	RepairEscapedJSON        = "escaped_json"           // {\"a\": 1}: JSON escaped as in a string → {"a": 1}
 
 	// Repairs of the call around the JSON, which only Extract reports.
 
@@ -82,6 +84,8 @@ const (
 	fixUnclosedTag
 	fixSchemaCoercion
 	fixTruncatedValue
+	fixWrapperCall
+	fixEscapedJSON
 	numFixes
 )
 
@@ -94,6 +98,7 @@ var fixNames = [numFixes]string{
 	RepairControlCharacter, RepairInvalidEscape, RepairInvalidUTF8, RepairMismatchedBracket,
 	RepairUnclosedString, RepairUnclosedObject, RepairUnclosedArray, RepairTruncatedLiteral,
 	RepairConcatenatedValues, RepairStringArguments, RepairUnclosedTag, RepairSchemaCoercion, RepairTruncatedValue,
+	RepairWrapperCall, RepairEscapedJSON,
 }
 
 // fixSet records which repairs were applied, so that recording one costs an OR.
