@@ -266,8 +266,8 @@ const (
 // Anything else is a quote inside the string.
 func (r *repairer) closeAt(i, body int, key, hasColon bool) int {
 	s := r.src
-	if i == body && i+1 < len(s) && (isWordByte(s[i+1]) || s[i+1] >= utf8.RuneSelf) {
-		return quoteDoubledOpens
+	if i == body && i+1 < len(s) && !doubledQuoteEnds[s[i+1]] && s[i+1] != s[i] {
+		return quoteDoubledOpens // ""key": or ""/tmp/x"
 	}
 	if i+1 < len(s) && s[i+1] == s[i] {
 		if j := skipSpaceAndTabs(s, i+2); j < len(s) && (s[j] == ',' || s[j] == ':' || s[j] == '}' || s[j] == ']' || s[j] == '\n') {
@@ -294,6 +294,17 @@ func (r *repairer) closeAt(i, body int, key, hasColon bool) int {
 	}
 	return quoteInside
 }
+
+// doubledQuoteEnds marks what can follow an empty string "": a space, a delimiter.
+var doubledQuoteEnds = func() (t [256]bool) {
+	for c := 0; c <= ' '; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte(`,:}]);+=`) {
+		t[c] = true
+	}
+	return t
+}()
 
 // stringAhead reports whether the quote at s[i] opens a string that is a key (followed
 // by ':'), in an object, or any string, in an array: the next string, when a quote
