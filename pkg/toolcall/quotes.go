@@ -235,16 +235,21 @@ func (r *repairer) str(open, key bool) {
 				r.pos, r.out = pos+n, append(out, '"')
 				return
 			}
-			if ru == utf8.RuneError && n == 1 {
-				r.fixes.add(fixInvalidUTF8)
-				out = append(out, "\uFFFD"...)
-			} else {
-				out = append(out, s[pos:pos+n]...)
-			}
+			out = r.appendRune(out, ru, s[pos:pos+n])
 			pos += n
 		}
 	}
 	r.pos, r.out = pos, out
+}
+
+// appendRune writes ru, which text encodes, to a JSON string's text: U+FFFD where text
+// is not UTF-8.
+func (r *repairer) appendRune(out []byte, ru rune, text string) []byte {
+	if ru == utf8.RuneError && len(text) == 1 {
+		r.fixes.add(fixInvalidUTF8)
+		return append(out, "\uFFFD"...)
+	}
+	return append(out, text...)
 }
 
 // What a quote inside a string is: see closeAt.

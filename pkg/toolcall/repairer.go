@@ -771,12 +771,7 @@ func (r *repairer) stringText(t string, at int) []byte {
 			i++
 		case c >= utf8.RuneSelf:
 			ru, n := utf8.DecodeRuneInString(t[i:])
-			if ru == utf8.RuneError && n == 1 {
-				r.fixes.add(fixInvalidUTF8)
-				out = append(out, "\uFFFD"...)
-			} else {
-				out = append(out, t[i:i+n]...)
-			}
+			out = r.appendRune(out, ru, t[i:i+n])
 			i += n
 		default:
 			out = append(out, c)
