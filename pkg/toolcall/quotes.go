@@ -68,12 +68,15 @@ func (r *repairer) stringValue() bool {
 	}
 	s := r.src
 	for {
-		i := skipJSONSpace(s, r.pos)
+		i := skipSpaceComments(s, r.pos)
 		if i >= len(s) || s[i] != '+' {
 			return true
 		}
-		i = skipJSONSpace(s, i+1)
-		if i >= len(s) {
+		plus := i
+		i = skipSpaceComments(s, i+1)
+		if i >= len(s) || s[i] == ']' || s[i] == '}' || s[i] == ',' {
+			r.fixes.add(fixStringConcat)
+			r.pos = plus + 1 // "hello" + ]: nothing is joined
 			return true
 		}
 		if q, _ := openQuote(s, i); q == quoteNone {
@@ -121,6 +124,7 @@ func (r *repairer) str(open, key bool) {
 	if stop == 0 {
 		stop = '"'
 	}
+	var brackets bracketCount // of the string's text, as far as a quote needed them
 	// In a key, the first ':' of its text, in s and out: a key whose closing quote is
 	// missing ends there ({"key:value}).
 	colon, outColon := -1, -1
@@ -143,22 +147,27 @@ func (r *repairer) str(open, key bool) {
 				r.fixes.add(fixUnclosedString)
 				return
 			}
-			if at := r.closersBefore(body, len(s)); at >= 0 {
-				// ["abc] or {"a": "b}: the text ends with the brackets of the
-				// containers, so the string ends before them.
+			end := len(s)
+			if at := r.closersBefore(body, end); at >= 0 {
+				end = at // ["abc] or {"a": "b}: the brackets close the containers
+			}
+			if p := lastNonSpace(s, body, end); p > body && s[p] == '+' && s[p-1] == ' ' {
+				end = p // "hello + : a concatenation the text ends in
+			}
+			if end < len(s) {
 				r.fixes.add(fixUnclosedString)
-				r.pos, r.out = at, append(trimSpaces(out[:len(out)-escapedWidth(s[at:pos])], outBody), '"')
+				r.pos, r.out = end, append(trimSpaces(out[:len(out)-escapedWidth(s[end:pos])], outBody), '"')
 				return
 			}
 			r.fixes.add(fixUnclosedString)
 			r.fixes.add(fixTruncatedValue)
-			out = append(out, '"')
+			out = append(trimSpaces(out, outBody), '"')
 			break
 		}
 		c := s[pos]
 		switch {
 		case c == closer && closer != 0:
-			switch r.closeAt(pos, body, key, colon >= 0) {
+			switch r.closeAt(pos, body, key, colon >= 0, &brackets) {
 			case quoteCloses:
 				r.pos, r.out = pos+1, append(out, '"')
 				return
@@ -179,6 +188,13 @@ func (r *repairer) str(open, key bool) {
 				if at := r.closersBefore(body, end); at >= 0 {
 					end = at // {"a": "b}, "c": 1}: the brackets close containers
 				}
+				out = out[:len(out)-escapedWidth(s[end:pos])]
+				r.pos, r.out = end, append(trimSpaces(out, outBody), '"')
+				return
+			case quoteAfterPlus:
+				// "hello +\n " world": the string ended before the '+'.
+				r.fixes.add(fixUnclosedString)
+				end := lastNonSpace(s, body, pos)
 				out = out[:len(out)-escapedWidth(s[end:pos])]
 				r.pos, r.out = end, append(trimSpaces(out, outBody), '"')
 				return
@@ -231,7 +247,7 @@ func (r *repairer) str(open, key bool) {
 			pos++
 		default:
 			ru, n := utf8.DecodeRuneInString(s[pos:])
-			if (q == quoteSmartDouble && isSmartDouble(ru) || q == quoteSmartSingle && isSmartSingle(ru)) && (key || r.endsString(pos+n)) {
+			if (q == quoteSmartDouble && isSmartDouble(ru) || (q == quoteSmartSingle || q == quoteBacktick) && (isSmartSingle(ru) || ru == '´')) && (key || r.endsString(pos+n)) {
 				r.pos, r.out = pos+n, append(out, '"')
 				return
 			}
@@ -260,7 +276,38 @@ const (
 	quoteDoubledOpens         // ""b": a doubled opening quote
 	quoteAfterComma           // "b,"c": the next string's opening quote
 	quoteAfterKeyColon        // {"key:"value": the value's opening quote
+	quoteAfterPlus            // "a +\n "b": the next string of a concatenation
 )
+
+// bracketCount counts the brackets in a string's text up to a point, so that each
+// byte is counted once however many quotes ask.
+type bracketCount struct {
+	upto                   int
+	square, curly, closing [2]int // opened [ and {, closed ] and }
+}
+
+// open reports whether s[body:i] opens more brackets closed by c than it closes.
+func (b *bracketCount) open(s string, body, i int, c byte) bool {
+	if b.upto < body {
+		*b = bracketCount{upto: body}
+	}
+	for ; b.upto < i; b.upto++ {
+		switch s[b.upto] {
+		case '[':
+			b.square[0]++
+		case ']':
+			b.square[1]++
+		case '{':
+			b.curly[0]++
+		case '}':
+			b.curly[1]++
+		}
+	}
+	if c == ']' {
+		return b.square[0] > b.square[1]
+	}
+	return b.curly[0] > b.curly[1]
+}
 
 // closeAt decides what the quote at s[i] of a string whose text starts at body is.
 // It closes the string when what follows can follow a string (endsString; in a key, a
@@ -269,14 +316,18 @@ const (
 // after a comma, opens the next string when a string follows it ({"a": "b,"c": 1},
 // ["a,"b"]), and in a key that holds a ':', the key ends at that colon ({"key:"value"}).
 // Anything else is a quote inside the string.
-func (r *repairer) closeAt(i, body int, key, hasColon bool) int {
+func (r *repairer) closeAt(i, body int, key, hasColon bool, brackets *bracketCount) int {
 	s := r.src
 	if i == body && i+1 < len(s) && !doubledQuoteEnds[s[i+1]] && s[i+1] != s[i] {
 		return quoteDoubledOpens // ""key": or ""/tmp/x"
 	}
 	if i+1 < len(s) && s[i+1] == s[i] {
-		if j := skipSpaceAndTabs(s, i+2); j < len(s) && (s[j] == ',' || s[j] == ':' || s[j] == '}' || s[j] == ']' || s[j] == '\n') {
+		j := skipSpaceAndTabs(s, i+2)
+		if j < len(s) && (s[j] == ',' || s[j] == ':' || s[j] == '}' || s[j] == ']' || s[j] == '\n') {
 			return quoteDoubledCloses
+		}
+		if !key && skipJSONSpace(s, j) == len(s) {
+			return quoteInside // "The TV is 72"": an inch mark, then the closing quote
 		}
 	}
 	if key {
@@ -292,10 +343,17 @@ func (r *repairer) closeAt(i, body int, key, hasColon bool) int {
 		return quoteInside // {"k"e"y": 1}
 	}
 	if r.endsString(i + 1) {
+		if j := skipJSONSpace(s, i+1); j < len(s) && (s[j] == ']' || s[j] == '}') && brackets.open(s, body, i, s[j]) {
+			return quoteInside // "the list [1, 2"] more": the bracket is the text's
+		}
 		return quoteCloses
 	}
-	if c := lastNonSpace(s, body, i); c >= 0 && s[c] == ',' && r.stringAhead(i) {
+	c := lastNonSpace(s, body, i)
+	switch {
+	case c >= 0 && s[c] == ',' && r.stringAhead(i):
 		return quoteAfterComma
+	case c > body && s[c] == '+' && s[c-1] == ' ' && c < i-1:
+		return quoteAfterPlus
 	}
 	return quoteInside
 }
@@ -528,6 +586,9 @@ func (r *repairer) escape(q quoteKind, pos int, out []byte, inPath bool) (int, [
 	switch e {
 	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 		return pos + 2, append(out, '\\', e)
+	case '\n':
+		r.fixes.add(fixInvalidEscape)
+		return pos + 2, append(out, `\n`...) // a line continued with a backslash, as in a shell
 	case 'u':
 		if pos+6 <= len(s) && isHex(s[pos+2]) && isHex(s[pos+3]) && isHex(s[pos+4]) && isHex(s[pos+5]) {
 			return pos + 6, append(out, s[pos:pos+6]...)
@@ -573,4 +634,31 @@ func literalAt(s string, i int) bool {
 		return false
 	}
 	return j == len(s) || !isWordByte(s[j])
+}
+
+// skipSpaceComments returns the index of the first byte at or after i that is neither
+// JSON whitespace nor in a // or /* */ comment.
+func skipSpaceComments(s string, i int) int {
+	for {
+		i = skipJSONSpace(s, i)
+		if i+1 >= len(s) || s[i] != '/' {
+			return i
+		}
+		switch s[i+1] {
+		case '/':
+			if nl := strings.IndexByte(s[i:], '\n'); nl >= 0 {
+				i += nl + 1
+			} else {
+				return len(s)
+			}
+		case '*':
+			if e := strings.Index(s[i+2:], "*/"); e >= 0 {
+				i += e + 4
+			} else {
+				return len(s)
+			}
+		default:
+			return i
+		}
+	}
 }

@@ -191,6 +191,9 @@ func (r *repairer) scalarAhead() bool {
 	if q, _ := openQuote(s, r.pos); q != quoteNone {
 		return true
 	}
+	if r.regexAt(r.pos) {
+		return true
+	}
 	i := r.pos
 	for i < len(s) && isWordByte(s[i]) {
 		i++
@@ -218,6 +221,9 @@ func (r *repairer) value() bool {
 	if q, _ := openQuote(s, r.pos); q != quoteNone {
 		return r.stringValue()
 	}
+	if r.regexAt(r.pos) {
+		return r.regex()
+	}
 	if c >= utf8.RuneSelf || c > ' ' && !structural[c] {
 		return r.unquoted(r.pos) // #fff, /tmp/x, <b>, @user
 	}
@@ -238,6 +244,8 @@ func (r *repairer) startsValue(i int) bool {
 	switch {
 	case c == '{' || c == '[' || c == '-' || c == '+' || c == '.' || isDigit(c) || isWordByte(c) || c >= utf8.RuneSelf:
 		return true
+	case c == '/':
+		return r.regexAt(i)
 	}
 	q, _ := openQuote(r.src, i)
 	return q != quoteNone
@@ -577,6 +585,20 @@ func (r *repairer) number() bool {
 	if r.quoteEnds(i) {
 		return r.unquoted(start) // 3.14", 1: a string whose opening quote is missing
 	}
+	if intEnd == intStart && exp < 0 && r.delimits(i) && (frac < 0 && sign == '-' || frac >= 0 && fracEnd == frac+1 && sign == 0) {
+		// A lone "-" or ".": a number cut short, as "-0" and "0.0".
+		r.pos = i
+		r.fixes.add(fixNumberFormat)
+		if i == len(s) {
+			r.fixes.add(fixTruncatedValue)
+		}
+		if frac >= 0 {
+			r.out = append(r.out, "0.0"...)
+		} else {
+			r.out = append(r.out, "-0"...)
+		}
+		return true
+	}
 	if !r.delimits(i) || intEnd == intStart && (frac < 0 || fracEnd == frac+1) ||
 		intEnd-intStart > 1 && s[intStart] == '0' {
 		// 10mm, 2024-01-01, 0x1F, 007, a lone "-": a word, not a number.
@@ -673,6 +695,51 @@ func (r *repairer) word() bool {
 		}
 	}
 	return r.unquoted(start)
+}
+
+// regexAt reports whether a regular expression literal starts at s[i]: a '/' that
+// starts no comment, closed by another on the same line.
+func (r *repairer) regexAt(i int) bool {
+	s := r.src
+	if s[i] != '/' || i+1 >= len(s) || s[i+1] == '/' || s[i+1] == '*' {
+		return false
+	}
+	end, ok := regexEnd(s, i)
+	if !ok {
+		return false
+	}
+	for end < len(s) && strings.IndexByte("dgimsuy", s[end]) >= 0 {
+		end++ // flags
+	}
+	return r.delimits(end) // /tmp/x or /usr/local/bin are paths, not /regex/
+}
+
+// regexEnd returns the index after the '/' that closes the regular expression at s[i].
+func regexEnd(s string, i int) (int, bool) {
+	for j := i + 1; j < len(s) && j-i < 1<<10; j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case '/':
+			return j + 1, true
+		case '\n':
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// regex reads a regular expression literal as the string it is written as: /\d+/ is
+// "/\\d+/".
+func (r *repairer) regex() bool {
+	end, _ := regexEnd(r.src, r.pos)
+	for end < len(r.src) && strings.IndexByte("dgimsuy", r.src[end]) >= 0 {
+		end++
+	}
+	r.fixes.add(fixUnquotedString)
+	r.appendQuoted(r.src[r.pos:end])
+	r.pos = end
+	return true
 }
 
 // wrapperCall reads the value inside a call that wraps it, at s[open] = '(': JSONP
