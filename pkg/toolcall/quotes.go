@@ -536,6 +536,10 @@ func (r *repairer) endsString(i int) bool {
 		return r.inCall
 	case '/':
 		return i+1 < len(s) && (s[i+1] == '/' || s[i+1] == '*')
+	case '#':
+		return i+1 == len(s) || s[i+1] == ' ' // "a" # comment
+	case '`':
+		return strings.HasPrefix(s[i:], "```") // "a"``` : the fence around the JSON
 	}
 	return isDigit(s[i]) && r.inArray() // ["a" 2]
 }

@@ -185,7 +185,7 @@ func (r *repairer) encloses(kind byte) bool {
 func (r *repairer) scalarAhead() bool {
 	s := r.src
 	c := s[r.pos]
-	if c == '-' || isDigit(c) {
+	if isDigit(c) || c == '(' || c == '-' && r.pos+1 < len(s) && (isDigit(s[r.pos+1]) || s[r.pos+1] == '.') {
 		return true
 	}
 	if q, _ := openQuote(s, r.pos); q != quoteNone {
@@ -213,6 +213,8 @@ func (r *repairer) value() bool {
 		return r.object()
 	case c == '[':
 		return r.array()
+	case c == '(':
+		return r.tuple()
 	case c == '-' || c == '+' || c == '.' || isDigit(c):
 		return r.number()
 	case isWordByte(c):
@@ -246,6 +248,8 @@ func (r *repairer) startsValue(i int) bool {
 		return true
 	case c == '/':
 		return r.regexAt(i)
+	case c == '(':
+		return true
 	}
 	q, _ := openQuote(r.src, i)
 	return q != quoteNone
@@ -280,6 +284,7 @@ func (r *repairer) object() bool {
 	if !r.push('{') {
 		return false
 	}
+	objStart := len(r.out)
 	r.out = append(r.out, '{')
 	s := r.src
 	members := 0
@@ -293,6 +298,12 @@ func (r *repairer) object() bool {
 			break
 		}
 		c := s[r.pos]
+		if c == '}' && r.depth == 1 && r.objectGoesOn(r.pos+1) {
+			// {"a": 1}, "b": 2}: a '}' too early; the members go on.
+			r.fixes.add(fixMismatchedBracket)
+			r.pos++
+			continue
+		}
 		if r.closes(c) {
 			r.end(c, '}', '[', comma && members > 0, fixUnclosedObject)
 			break
@@ -313,6 +324,12 @@ func (r *repairer) object() bool {
 			// [{"i":1{"i":2}]: the object's '}' is missing; the array goes on.
 			r.fixes.add(fixUnclosedObject)
 			break
+		}
+		if w := r.wordBeforeKey(r.pos); w > r.pos {
+			// {"a": true, COMMENT "b": 1}: a word that is no member.
+			r.fixes.add(fixTrailingText)
+			r.pos = w
+			continue
 		}
 		if members > 0 && !comma {
 			if !r.startsKey(r.pos) {
@@ -336,6 +353,8 @@ func (r *repairer) object() bool {
 			case c == '=':
 				r.fixes.add(fixEqualsAsColon)
 				r.pos++
+			case (c == ',' || c == '}') && members == 0 && r.out[keyStart] == '"':
+				return r.set(objStart, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
 			case c == ',' || r.closes(c):
 				return r.fail(r.pos, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
 			case r.startsValue(r.pos):
@@ -361,6 +380,83 @@ func (r *repairer) object() bool {
 	}
 	r.out = append(r.out, '}')
 	r.pop()
+	return true
+}
+
+// objectGoesOn reports whether what follows a '}' at s[i-1] is a comma and a member
+// of the object that brace closed: a quoted key followed by ':' or by its value.
+func (r *repairer) objectGoesOn(i int) bool {
+	s := r.src
+	i = skipJSONSpace(s, i)
+	if i >= len(s) || s[i] != ',' {
+		return false
+	}
+	i = skipJSONSpace(s, i+1)
+	if i >= len(s) || s[i] != '"' {
+		return false
+	}
+	end := strings.IndexByte(s[i+1:min(len(s), i+1+128)], '"')
+	if end < 0 {
+		return false
+	}
+	j := skipSpaceAndTabs(s, i+1+end+1)
+	return j < len(s) && (s[j] == ':' || s[j] == '"')
+}
+
+// wordBeforeKey returns the index of a quoted key (followed by ':') that a bare word
+// at s[i] and spaces stand before, or i.
+func (r *repairer) wordBeforeKey(i int) int {
+	s := r.src
+	j := i
+	for j < len(s) && j-i < 64 && isWordByte(s[j]) {
+		j++
+	}
+	k := skipSpaceAndTabs(s, j)
+	if j == i || k == j || k >= len(s) || s[k] != '"' || !r.keyAt(k) {
+		return i
+	}
+	if _, _, _, ok := literal(s[i:j]); ok {
+		return i
+	}
+	return k
+}
+
+// set reads an object whose first key has neither colon nor value, {'a', 'b'}: a
+// Python set, written in out from objStart as the array of its members.
+func (r *repairer) set(objStart int, notSet string) bool {
+	s := r.src
+	at := r.pos
+	r.out[objStart] = '['
+	r.pop()
+	if !r.push('[') {
+		return false
+	}
+	for {
+		r.space()
+		if r.eof() || s[r.pos] == ':' {
+			// {"a", cut off, or {"a", "b": 1}: a key without its colon, not a set.
+			return r.fail(at, notSet)
+		}
+		c := s[r.pos]
+		if c == ',' {
+			r.pos++
+			continue
+		}
+		if r.closes(c) {
+			r.pos++
+			break
+		}
+		if !r.startsValue(r.pos) {
+			return r.fail(r.pos, "expected a value or '}', found "+describeAt(s, r.pos))
+		}
+		r.out = append(r.out, ',')
+		if !r.value() {
+			return false
+		}
+	}
+	r.pop()
+	r.out = append(r.out, ']')
+	r.fixes.add(fixPythonLiterals)
 	return true
 }
 
@@ -432,6 +528,25 @@ func (r *repairer) array() bool {
 			break
 		}
 		c := s[r.pos]
+		if c == '}' {
+			if j := skipJSONSpace(s, r.pos+1); j < len(s) && s[j] == ',' {
+				j = skipJSONSpace(s, j+1)
+				switch {
+				case j < len(s) && s[j] == '"' && r.keyAt(j) && r.encloses('{'):
+					// {"a": [1, 2}, "b": 3}: '}' written for ']'.
+					r.fixes.add(fixMismatchedBracket)
+					r.pos++
+					r.out = append(r.out, ']')
+					r.pop()
+					return true
+				case j < len(s) && s[j] == '{' && !r.encloses('{'):
+					// [{"a": 1}}, {"a": 2}]: one '}' too many.
+					r.fixes.add(fixMismatchedBracket)
+					r.pos++
+					continue
+				}
+			}
+		}
 		if r.closes(c) {
 			r.end(c, ']', '{', comma && n > 0, fixUnclosedArray)
 			break
@@ -460,15 +575,66 @@ func (r *repairer) array() bool {
 		if !r.startsValue(r.pos) {
 			return r.fail(r.pos, "expected a value or ']', found "+describeAt(s, r.pos))
 		}
+		elem := len(r.out)
 		if !r.value() {
 			return false
 		}
 		n++
 		comma = false
 		r.strayQuote()
+		if r.out[elem] == '"' {
+			if j := skipSpaceAndTabs(s, r.pos); j < len(s) && s[j] == ':' {
+				// ["key": "value"]: an object whose braces are missing.
+				r.pos = j
+				if !r.membersInArray(elem) {
+					return false
+				}
+			}
+		}
 	}
 	r.out = append(r.out, ']')
 	r.pop()
+	return true
+}
+
+// membersInArray reads, at the ':' after the string written at out[elem] in an array,
+// the object that string is the first key of ({"key": …}, its braces missing), up to
+// the ']' or '}' that ends it.
+func (r *repairer) membersInArray(elem int) bool {
+	s := r.src
+	r.out = append(r.out, 0)
+	copy(r.out[elem+1:], r.out[elem:])
+	r.out[elem] = '{'
+	r.fixes.add(fixUnclosedObject)
+	for {
+		r.pos++ // the ':'
+		r.out = append(r.out, ':')
+		r.space()
+		if r.eof() || !r.startsValue(r.pos) {
+			r.fixes.add(fixMissingValue)
+			r.out = append(r.out, "null"...)
+		} else if !r.value() {
+			return false
+		}
+		r.space()
+		if r.pos < len(s) && s[r.pos] == ',' {
+			if j := skipJSONSpace(s, r.pos+1); j < len(s) && s[j] == '"' && r.keyAt(j) {
+				r.pos = j
+				r.out = append(r.out, ',')
+				r.str(true, true)
+				if r.failed {
+					return false
+				}
+				r.pos = skipSpaceAndTabs(s, r.pos)
+				continue
+			}
+		}
+		break
+	}
+	r.out = append(r.out, '}')
+	if r.pos < len(s) && s[r.pos] == '}' {
+		r.pos++
+	}
 	return true
 }
 
@@ -566,6 +732,11 @@ func (r *repairer) number() bool {
 	}
 	intStart := i
 	i = skipDigits(s, i)
+	if i < len(s) && s[i] == '_' && i > intStart {
+		if _, ok := r.underscoreNumber(start, intStart); ok {
+			return true
+		}
+	}
 	intEnd := i
 	frac := -1 // index of '.', if any
 	if i < len(s) && s[i] == '.' {
@@ -581,9 +752,6 @@ func (r *repairer) number() bool {
 			i++
 		}
 		i = skipDigits(s, i)
-	}
-	if r.quoteEnds(i) {
-		return r.unquoted(start) // 3.14", 1: a string whose opening quote is missing
 	}
 	if intEnd == intStart && exp < 0 && r.delimits(i) && (frac < 0 && sign == '-' || frac >= 0 && fracEnd == frac+1 && sign == 0) {
 		// A lone "-" or ".": a number cut short, as "-0" and "0.0".
@@ -635,6 +803,50 @@ func (r *repairer) number() bool {
 		}
 	}
 	return true
+}
+
+// underscoreNumber reads a number written with Python's digit separators (82_461_110,
+// 1_234.5_6) as the number: the digits of s[digits:] in groups joined by single '_', an
+// optional fraction and exponent, then what ends a value. It writes nothing and returns
+// false when s holds no such number.
+func (r *repairer) underscoreNumber(start, digits int) (int, bool) {
+	s := r.src
+	group := func(i int) int { // digits, '_' only between two digits
+		for i < len(s) && isDigit(s[i]) {
+			i++
+			if i+1 < len(s) && s[i] == '_' && isDigit(s[i+1]) {
+				i++
+			}
+		}
+		return i
+	}
+	i := group(digits)
+	if i < len(s) && s[i] == '.' && i+1 < len(s) && isDigit(s[i+1]) {
+		i = group(i + 1)
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		j := i + 1
+		if j < len(s) && (s[j] == '+' || s[j] == '-') {
+			j++
+		}
+		if j < len(s) && isDigit(s[j]) {
+			i = group(j)
+		}
+	}
+	if !r.delimits(i) || s[digits] == '0' && s[digits+1] == '_' {
+		return 0, false // 0_0 has a leading zero: a word
+	}
+	if s[start] == '-' {
+		r.out = append(r.out, '-')
+	}
+	for _, c := range []byte(s[digits:i]) {
+		if c != '_' {
+			r.out = append(r.out, c)
+		}
+	}
+	r.fixes.add(fixNumberFormat)
+	r.pos = i
+	return i, true
 }
 
 // literal returns the JSON literal that word stands for and the repair that reading it
@@ -695,6 +907,64 @@ func (r *repairer) word() bool {
 		}
 	}
 	return r.unquoted(start)
+}
+
+// tuple reads a Python tuple, (1, 2), as an array; a value in parentheses without a
+// comma, (1), is that value.
+func (r *repairer) tuple() bool {
+	s := r.src
+	r.pos++
+	if !r.push('[') {
+		return false
+	}
+	inCall := r.inCall
+	r.inCall = true // ')' ends values and closes the tuple
+	start := len(r.out)
+	r.out = append(r.out, '[')
+	n, commas := 0, 0
+	for {
+		r.space()
+		if r.eof() {
+			r.fixes.add(fixUnclosedArray)
+			break
+		}
+		c := s[r.pos]
+		if c == ')' {
+			r.pos++
+			break
+		}
+		if c == ',' {
+			commas++
+			r.pos++
+			continue
+		}
+		if c == ']' || c == '}' {
+			r.fixes.add(fixUnclosedArray)
+			break
+		}
+		if n > 0 {
+			r.out = append(r.out, ',')
+		}
+		if !r.startsValue(r.pos) {
+			r.inCall = inCall
+			return r.fail(r.pos, "expected a value or ')', found "+describeAt(s, r.pos))
+		}
+		if !r.value() {
+			r.inCall = inCall
+			return false
+		}
+		n++
+	}
+	r.inCall = inCall
+	r.pop()
+	r.fixes.add(fixPythonLiterals)
+	if n == 1 && commas == 0 {
+		copy(r.out[start:], r.out[start+1:]) // (1) is 1
+		r.out = r.out[:len(r.out)-1]
+		return true
+	}
+	r.out = append(r.out, ']')
+	return true
 }
 
 // regexAt reports whether a regular expression literal starts at s[i]: a '/' that
