@@ -265,6 +265,11 @@ func memberRole(key string) (rank int, isName, ok bool) {
 
 // callFromObject reads one call from a valid JSON object.
 func (x *extractor) callFromObject(obj string) parsed {
+	if obj == "" || obj[0] != '{' {
+		// Text that opened with '{' and was repaired into something else: {'a', 'b'}
+		// is a set, an array.
+		return parsed{err: "expected a JSON object with the call's \"name\", found " + jsonKind(obj)}
+	}
 	var name, args, fn string
 	nameRank, argsRank := len(nameKeys), len(argsKeys)
 	n := 0

@@ -148,6 +148,12 @@ func (r *repairer) str(open, key bool) {
 				return
 			}
 			end := len(s)
+			if f := strings.LastIndex(s[body:], "```"); f >= 0 && skipJSONSpace(s, body+f+3) == len(s) {
+				end = body + f // {"a": "b}``` : the fence is no part of the string
+				for end > body && s[end-1] == '`' {
+					end--
+				}
+			}
 			if at := r.closersBefore(body, end); at >= 0 {
 				end = at // ["abc] or {"a": "b}: the brackets close the containers
 			}
@@ -169,6 +175,9 @@ func (r *repairer) str(open, key bool) {
 		case c == closer && closer != 0:
 			switch r.closeAt(pos, body, key, colon >= 0, &brackets) {
 			case quoteCloses:
+				if key && pos > body && (s[pos-1] == '\n' || s[pos-1] == '\r') {
+					out = trimSpaces(out, outBody) // {"key_1\n": 1}
+				}
 				r.pos, r.out = pos+1, append(out, '"')
 				return
 			case quoteDoubledCloses:
@@ -282,8 +291,15 @@ const (
 // bracketCount counts the brackets in a string's text up to a point, so that each
 // byte is counted once however many quotes ask.
 type bracketCount struct {
-	upto                   int
-	square, curly, closing [2]int // opened [ and {, closed ] and }
+	upto          int
+	square, curly [2]int // opened [ and {, closed ] and }
+	quotes        int
+}
+
+// quoted reports whether s[body:i] holds a double quote.
+func (b *bracketCount) quoted(s string, body, i int) bool {
+	b.open(s, body, i, ']')
+	return b.quotes > 0
 }
 
 // open reports whether s[body:i] opens more brackets closed by c than it closes.
@@ -301,6 +317,8 @@ func (b *bracketCount) open(s string, body, i int, c byte) bool {
 			b.curly[0]++
 		case '}':
 			b.curly[1]++
+		case '"':
+			b.quotes++
 		}
 	}
 	if c == ']' {
@@ -347,6 +365,9 @@ func (r *repairer) closeAt(i, body int, key, hasColon bool, brackets *bracketCou
 			return quoteInside // "the list [1, 2"] more": the bracket is the text's
 		}
 		return quoteCloses
+	}
+	if (r.wordAhead(i+1) || r.junkBeforeBrace(i+1)) && !brackets.quoted(s, body, i) {
+		return quoteCloses // the first quote in the string, and a word follows
 	}
 	c := lastNonSpace(s, body, i)
 	switch {
@@ -544,6 +565,47 @@ func (r *repairer) endsString(i int) bool {
 	return isDigit(s[i]) && r.inArray() // ["a" 2]
 }
 
+// junkBeforeBrace reports whether the quote at s[i-1], in an object, is followed by a
+// space, a word and the '}' that ends the object: {"a": "b" AAAA }.
+func (r *repairer) junkBeforeBrace(i int) bool {
+	s := r.src
+	if r.inArray() || r.depth == 0 || i >= len(s) || s[i] != ' ' {
+		return false
+	}
+	i = skipSpaceAndTabs(s, i)
+	j := i
+	for j < len(s) && j-i < 64 && isWordByte(s[j]) {
+		j++
+	}
+	if j == i {
+		return false
+	}
+	j = skipSpaceAndTabs(s, j)
+	return j < len(s) && s[j] == '}'
+}
+
+// wordAhead reports whether the quote at s[i-1], in an array, is followed by a space
+// and a word that is the next element: ["a" b", "c"] or ["a" b].
+func (r *repairer) wordAhead(i int) bool {
+	s := r.src
+	if !r.inArray() || i >= len(s) || s[i] != ' ' {
+		return false
+	}
+	i = skipSpaceAndTabs(s, i)
+	j := i
+	for j < len(s) && j-i < 64 && isWordByte(s[j]) {
+		j++
+	}
+	if j == i {
+		return false
+	}
+	if j < len(s) && s[j] == '"' {
+		return r.quoteEnds(j)
+	}
+	j = skipSpaceAndTabs(s, j)
+	return j < len(s) && (s[j] == ']' || s[j] == ',')
+}
+
 // memberAhead reports whether what follows a comma at s[i-1] in an object can be the
 // next member, so that a quote before the comma closes its string: "lorem "ipsum",
 // sic." is one string.
@@ -564,8 +626,11 @@ func (r *repairer) memberAhead(i int) bool {
 		if j < len(s) && s[j] == '"' {
 			j++ // note": the key's opening quote is missing
 		}
-		j = skipSpaceAndTabs(s, j)
-		return j < len(s) && (s[j] == ':' || s[j] == '=')
+		k := skipSpaceAndTabs(s, j)
+		if k > j && k < len(s) && s[k] == '"' && r.keyAt(k) {
+			return true // , COMMENT "b": 1 — a stray word before the next key
+		}
+		return k < len(s) && (s[k] == ':' || s[k] == '=')
 	}
 	q, _ := openQuote(s, i)
 	return q != quoteNone

@@ -108,6 +108,10 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 		return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found "+describeAt(s, r.pos))
 	}
 	if c := r.src[r.pos]; c != '{' && c != '[' && !r.scalarAhead() {
+		// JSON in code fences inside prose: the fenced values, one or a list.
+		if out, fixes, ok := fencedInProse(s[:end], maxDepth, maxSize); ok {
+			return out, fixes, nil
+		}
 		// Prose before the JSON is skipped; text without an object or array is one
 		// value, an unquoted string where it is words (hello world, trueble).
 		if i := strings.IndexAny(r.src[r.pos:], "{["); i >= 0 {
@@ -261,6 +265,78 @@ func (x *extractor) readValue(s string, from int) (v string, end int, fixes fixS
 
 func tooDeepError(s string, at, maxDepth int) error {
 	return newSyntaxError(s, at, ErrTooDeep, tooDeepMessage(maxDepth))
+}
+
+// fencedInProse repairs the ``` code fences in s, prose around them: the value of
+// the one fence, or the array of the values of several. ok is false when s has no
+// fence whose text is JSON.
+func fencedInProse(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, bool) {
+	var vals []json.RawMessage
+	fixes := fixSet(1<<fixCodeFence | 1<<fixLeadingText)
+	for i := 0; len(vals) < 64; {
+		f := strings.Index(s[i:], "```")
+		if f < 0 {
+			break
+		}
+		start, closeAt, ok := fenceAt(s, i+f)
+		if !ok {
+			break
+		}
+		if v, fx, err := repairJSON(strings.TrimSpace(s[start:closeAt]), maxDepth, maxSize); err == nil {
+			vals = append(vals, v)
+			fixes |= fx
+		}
+		i = min(len(s), closeAt+3)
+		if skipJSONSpace(s, i) < len(s) {
+			fixes |= 1 << fixTrailingText
+		} else {
+			fixes &^= 1 << fixTrailingText
+		}
+	}
+	switch len(vals) {
+	case 0:
+		return nil, 0, false
+	case 1:
+		return vals[0], fixes, true
+	}
+	out := []byte{'['}
+	for k, v := range vals {
+		if k > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, v...)
+	}
+	out = append(out, ']')
+	if checkStrict(string(out), maxDepth) != strictOK {
+		return nil, 0, false
+	}
+	return out, fixes | 1<<fixConcatenatedValues, true
+}
+
+// fenceAt reads the fence that opens at s[i]: ``` and a language, then a line break
+// or the JSON. It returns the span of its text, up to the closing ``` (which must be
+// there).
+func fenceAt(s string, i int) (start, end int, ok bool) {
+	j := i + 3
+	for j < len(s) && s[j] == '`' {
+		j++
+	}
+	for j < len(s) && isWordByte(s[j]) {
+		j++
+	}
+	j = skipSpaceAndTabs(s, j)
+	switch {
+	case j < len(s) && (s[j] == '\n' || s[j] == '\r'):
+		j++
+	case j < len(s) && (s[j] == '{' || s[j] == '[' || s[j] == '('):
+	default:
+		return 0, 0, false
+	}
+	k := strings.Index(s[j:], "```")
+	if k < 0 {
+		return 0, 0, false
+	}
+	return j, j + k, true
 }
 
 // escapedJSON returns s with its escaped quotes unescaped when s is JSON escaped as

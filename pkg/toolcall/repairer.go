@@ -185,7 +185,7 @@ func (r *repairer) encloses(kind byte) bool {
 func (r *repairer) scalarAhead() bool {
 	s := r.src
 	c := s[r.pos]
-	if isDigit(c) || c == '(' || c == '-' && r.pos+1 < len(s) && (isDigit(s[r.pos+1]) || s[r.pos+1] == '.') {
+	if isDigit(c) || c == '-' && r.pos+1 < len(s) && (isDigit(s[r.pos+1]) || s[r.pos+1] == '.') {
 		return true
 	}
 	if q, _ := openQuote(s, r.pos); q != quoteNone {
@@ -298,6 +298,10 @@ func (r *repairer) object() bool {
 			break
 		}
 		c := s[r.pos]
+		if c == '`' && strings.HasPrefix(s[r.pos:], "```") {
+			r.fixes.add(fixUnclosedObject) // {"a": "b"``` : the fence ends the JSON
+			break
+		}
 		if c == '}' && r.depth == 1 && r.objectGoesOn(r.pos+1) {
 			// {"a": 1}, "b": 2}: a '}' too early; the members go on.
 			r.fixes.add(fixMismatchedBracket)
@@ -324,6 +328,14 @@ func (r *repairer) object() bool {
 			// [{"i":1{"i":2}]: the object's '}' is missing; the array goes on.
 			r.fixes.add(fixUnclosedObject)
 			break
+		}
+		if c == '[' && comma && members > 0 && r.out[len(r.out)-1] == ']' {
+			// {"a": [1], [2], "b": 3}: the array of the last member goes on.
+			if !r.continueArray() {
+				return false
+			}
+			comma = false
+			continue
 		}
 		if w := r.wordBeforeKey(r.pos); w > r.pos {
 			// {"a": true, COMMENT "b": 1}: a word that is no member.
@@ -383,6 +395,27 @@ func (r *repairer) object() bool {
 	return true
 }
 
+// continueArray reads the array at pos as more elements of the array that out ends
+// with.
+func (r *repairer) continueArray() bool {
+	prevEmpty := r.out[len(r.out)-2] == '['
+	r.out = r.out[:len(r.out)-1] // reopen it
+	p := len(r.out)
+	if !r.array() {
+		return false
+	}
+	switch {
+	case r.out[p+1] == ']': // [] adds nothing
+		r.out = append(r.out[:p], ']')
+	case prevEmpty:
+		r.out = append(r.out[:p], r.out[p+1:]...)
+	default:
+		r.out[p] = ','
+	}
+	r.fixes.add(fixMismatchedBracket)
+	return true
+}
+
 // objectGoesOn reports whether what follows a '}' at s[i-1] is a comma and a member
 // of the object that brace closed: a quoted key followed by ':' or by its value.
 func (r *repairer) objectGoesOn(i int) bool {
@@ -412,6 +445,9 @@ func (r *repairer) wordBeforeKey(i int) int {
 		j++
 	}
 	k := skipSpaceAndTabs(s, j)
+	if j > i && k < len(s) && s[k] == '}' && i > 0 && (s[i-1] == ' ' || s[i-1] == '\t') {
+		return k // {"a": "b" AAAA }: a word after the last member
+	}
 	if j == i || k == j || k >= len(s) || s[k] != '"' || !r.keyAt(k) {
 		return i
 	}
@@ -528,6 +564,10 @@ func (r *repairer) array() bool {
 			break
 		}
 		c := s[r.pos]
+		if c == '`' && strings.HasPrefix(s[r.pos:], "```") {
+			r.fixes.add(fixUnclosedArray)
+			break
+		}
 		if c == '}' {
 			if j := skipJSONSpace(s, r.pos+1); j < len(s) && s[j] == ',' {
 				j = skipJSONSpace(s, j+1)
@@ -833,8 +873,8 @@ func (r *repairer) underscoreNumber(start, digits int) (int, bool) {
 			i = group(j)
 		}
 	}
-	if !r.delimits(i) || s[digits] == '0' && s[digits+1] == '_' {
-		return 0, false // 0_0 has a leading zero: a word
+	if !r.delimits(i) || s[digits] == '0' {
+		return 0, false // 0_1 or 00_1 has a leading zero: a word
 	}
 	if s[start] == '-' {
 		r.out = append(r.out, '-')
@@ -1046,8 +1086,21 @@ func (r *repairer) wrapperCall(open int) bool {
 func (r *repairer) unquoted(start int) bool {
 	s := r.src
 	i := start
+	open := 0 // braces and brackets the text opened: {text: words{in braces}}
 	for i < len(s) {
 		c := s[i]
+		if (c == '}' || c == ']') && open > 0 {
+			open--
+			i++
+			continue
+		}
+		if c == '{' || c == '[' {
+			open++
+		}
+		if c == ',' && r.depth > 0 && !r.inArray() && !r.inCall && !r.memberAhead(i+1) {
+			i++ // {"a": sic tamet, quick brown fox. "b": 1}: no member follows the comma
+			continue
+		}
 		if c == ',' || c == '}' || c == ']' || c == '\n' || c == '\r' || c == ')' && r.inCall {
 			break
 		}
@@ -1055,6 +1108,14 @@ func (r *repairer) unquoted(start int) bool {
 			break // {"a": value "b": 1}: the comma is missing
 		}
 		i++
+	}
+	if i < len(s) && s[i] == ',' && !r.inArray() {
+		// {"a": ipsum, sic, datum.", "b": 1}: a string whose opening quote is
+		// missing, commas and all, when its closing quote ends the value.
+		limit := min(len(s), i+256)
+		if k := strings.IndexAny(s[i:limit], "\":\n{}[]"); k >= 0 && s[i+k] == '"' && r.quoteEnds(i+k) {
+			i += k + 1
+		}
 	}
 	tok := strings.TrimRight(s[start:i], " \t")
 	if tok == "" {
