@@ -11,12 +11,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -305,5 +307,61 @@ func TestServeOnATakenPort(t *testing.T) {
 	_, stderr, code := runMain(t, "", "serve", "--port", port)
 	if code == 0 || !strings.Contains(stderr, "cannot listen on port "+port) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestParseWithConfig: `toolbus parse --config` reads a response with the catalog the
+// configuration's parser would have — a real MCP server's tools (the npm memory
+// server), the engineering suite's — so that bare JSON naming those tools is a call,
+// their schemas coerce and check the arguments, and without the configuration the same
+// text is content.
+func TestParseWithConfig(t *testing.T) {
+	memory := mcptest.NPMPackage(t, "@modelcontextprotocol/server-memory")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "toolbus.json")
+	body, _ := json.Marshal(map[string]any{
+		"mcpServers": map[string]any{"memory": map[string]any{
+			"command": "node", "args": []string{filepath.Join(memory, "dist", "index.js")},
+			"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}}},
+		"local": map[string]any{"clock": true},
+	})
+	if err := os.WriteFile(cfg, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	response := "Searching.\n```json\n{\"name\": \"memory__search_nodes\", \"arguments\": {\"query\": 42}}\n```\n" +
+		`{"name": "dispatch_engineering", "arguments": {"action": "nope"}}`
+	type out struct {
+		Calls []struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+			Repairs   []string        `json:"repairs"`
+		} `json:"calls"`
+		Content string                           `json:"content"`
+		Errors  []struct{ Code, Message string } `json:"errors"`
+	}
+	stdout, stderr, code := runMain(t, response, "parse", "--config", cfg)
+	var p out
+	if err := json.Unmarshal([]byte(stdout), &p); code != 0 || err != nil {
+		t.Fatalf("exit %d %v: %s %s", code, err, stdout, stderr)
+	}
+	var args bytes.Buffer
+	if len(p.Calls) == 1 {
+		_ = json.Compact(&args, p.Calls[0].Arguments)
+	}
+	if len(p.Calls) != 1 || p.Calls[0].Name != "memory__search_nodes" || args.String() != `{"query":"42"}` ||
+		!slices.Contains(p.Calls[0].Repairs, "schema_coercion") {
+		t.Errorf("calls %+v: want memory__search_nodes with the query coerced to a string", p.Calls)
+	}
+	if len(p.Errors) != 1 || p.Errors[0].Code != "invalid_arguments" || !strings.Contains(p.Errors[0].Message, "action") {
+		t.Errorf("errors %+v: want dispatch_engineering's bad action refused by its schema", p.Errors)
+	}
+	// Without the configuration no tool is known: bare JSON is content.
+	stdout, _, _ = runMain(t, response, "parse")
+	p = out{}
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil || len(p.Calls) != 0 || !strings.Contains(p.Content, "memory__search_nodes") {
+		t.Errorf("without --config: %s", stdout)
+	}
+	if _, _, code := runMain(t, response, "parse", "--config", cfg, "--known-tools", "a"); code == 0 {
+		t.Error("--known-tools with --config: want a usage error")
 	}
 }

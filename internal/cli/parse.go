@@ -8,7 +8,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/parser"
+	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
@@ -66,7 +72,9 @@ func eachLine(r io.Reader, f func(string) error) error {
 
 func parseCmd(ctx context.Context, env Env, args []string) error {
 	fs := newFlags("parse", env)
-	known := fs.String("known-tools", "", "comma-separated tool names, for formats that need them (bare JSON)")
+	cfgPath := fs.String("config", "", "configuration file: read the responses as its parser does, with the names and input schemas of its tools (its MCP servers are started to list theirs), its format pin and limits")
+	wait := fs.Duration("wait", 20*time.Second, "with --config: how long to wait for the MCP servers to list their tools")
+	known := fs.String("known-tools", "", "comma-separated tool names, for formats that need them (bare JSON); without --config")
 	format := fs.String("format", "auto", "pin the tool-call format: "+formatNames())
 	jsonl := fs.Bool("jsonl", false, "each input line is a JSON string; print one object per line")
 	if err := parseFlags(fs, args); err != nil {
@@ -76,22 +84,103 @@ func parseCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
-	opts := &toolcall.Options{KnownTools: splitList(*known), Format: f}
+	parse := func(text string) parsed {
+		return parseText(text, &toolcall.Options{KnownTools: splitList(*known), Format: f})
+	}
+	if *cfgPath != "" {
+		if *known != "" {
+			return usageError{fmt.Errorf("--known-tools and --config: the configuration's tools are the known ones")}
+		}
+		stage, closeTools, err := previewStage(ctx, env, *cfgPath, *wait)
+		if err != nil {
+			return err
+		}
+		defer closeTools()
+		pin := ""
+		if f != toolcall.FormatAuto {
+			pin = string(f)
+		}
+		parse = func(text string) parsed { return previewText(stage, text, pin) }
+	}
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetEscapeHTML(false)
 	if *jsonl {
-		return eachLine(env.Stdin, func(s string) error { return enc.Encode(parseText(s, opts)) })
+		return eachLine(env.Stdin, func(s string) error { return enc.Encode(parse(s)) })
 	}
 	inputs, err := readInputs(env, fs.Args())
 	if err != nil {
 		return err
 	}
 	for _, in := range inputs {
-		if err := writeJSON(env.Stdout, parseText(in.text, opts)); err != nil {
+		if err := writeJSON(env.Stdout, parse(in.text)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// previewStage is the parser of the configuration at path with the catalog its
+// executors would publish: the tools of its MCP servers (started, and waited for up to
+// wait), of its tools folder and of the engineering suite.
+func previewStage(ctx context.Context, env Env, path string, wait time.Duration) (*parser.Stage, func(), error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := node.NewPool(cfg, nil, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	err = pool.Connect(cctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "toolbus parse: some MCP servers are left out: %v\n", err)
+	}
+	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	catalog := parser.NewCatalog()
+	entries := node.InProcessCatalog(exec.Router, pool)
+	byServer := map[string][]mcpwire.Tool{}
+	for _, t := range pool.Tools(ctx) {
+		byServer[t.Server] = append(byServer[t.Server], t)
+	}
+	for server, tools := range byServer {
+		entries = append(entries, node.CatalogEntry{Key: server, Tools: tools})
+	}
+	for _, e := range entries {
+		body, err := json.Marshal(e.Tools) // as the executors write the catalog bucket
+		if err == nil {
+			err = catalog.Put(e.Key, body)
+		}
+		if err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("catalog of %s: %w", e.Key, err)
+		}
+	}
+	return node.ParserStage(cfg, catalog), func() { pool.Close() }, nil
+}
+
+// previewText is what the parser of stage makes of one response: the calls it would
+// send, with their schema's defaults, and the errors they would be answered with.
+func previewText(stage *parser.Stage, text, format string) parsed {
+	ext, w := stage.Preview(text, format)
+	p := parsed{Calls: []parsedCall{}, Content: ext.Content, Errors: []messages.ResultError{}}
+	for i, c := range w.Calls {
+		if c.Error != nil {
+			p.Errors = append(p.Errors, *c.Error)
+			continue
+		}
+		repairs := c.Repairs
+		if repairs == nil {
+			repairs = []string{}
+		}
+		p.Calls = append(p.Calls, parsedCall{Name: c.Tool, Arguments: c.Arguments, Format: ext.Calls[i].Format, Repairs: repairs})
+	}
+	return p
 }
 
 func formatNames() string {

@@ -295,21 +295,12 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			return nil, fmt.Errorf("parser: catalog bucket: %w", err)
 		}
 		runs = append(runs, func(ctx context.Context) error { return catalog.Follow(ctx, kv, log) })
-		format, _ := toolcall.ParseFormat(o.Config.Parser.Format)
-		extract := &toolcall.Options{Format: format, MaxInputSize: o.Config.Parser.MaxResponseBytes,
-			MaxCalls: o.Config.Parser.MaxCalls, MaxDepth: o.Config.Parser.MaxDepth}
-		var routed []string
-		for name, server := range o.Config.Routes {
-			if server != nil {
-				routed = append(routed, name)
-			}
-		}
 		gather, err := js.KeyValue(ctx, messages.BucketGather)
 		if err != nil {
 			return nil, fmt.Errorf("parser: gather bucket: %w", err)
 		}
-		policy, _ := o.Config.Order() // validated when loaded
-		p := &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: policy, Plans: order.Store{KV: gather}}
+		p := ParserStage(o.Config, catalog)
+		p.Plans = order.Store{KV: gather}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
@@ -483,6 +474,23 @@ func runStage(js jetstream.JetStream, stream, consumer string, h bus.Handler, he
 		}
 		return bus.Run(ctx, c, js, h, o)
 	}
+}
+
+// ParserStage is the parser of a configuration reading the tools of catalog: its
+// extraction limits and format pin, its routes and its ordering policy (the caller
+// sets Plans, where the parser keeps the later segments of ordered responses).
+func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
+	format, _ := toolcall.ParseFormat(cfg.Parser.Format)
+	extract := &toolcall.Options{Format: format, MaxInputSize: cfg.Parser.MaxResponseBytes,
+		MaxCalls: cfg.Parser.MaxCalls, MaxDepth: cfg.Parser.MaxDepth}
+	var routed []string
+	for name, server := range cfg.Routes {
+		if server != nil {
+			routed = append(routed, name)
+		}
+	}
+	policy, _ := cfg.Order() // validated when loaded
+	return &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: policy}
 }
 
 // NewPool returns the pool of the configuration's MCP servers, recording its metrics on

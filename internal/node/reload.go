@@ -138,9 +138,24 @@ func watchPool(cfg *config.Config, pool *mcpwire.Pool, changed func(*config.Conf
 }
 
 // mirrorInProcess keeps the in-process tools of router (local and engineering) in the
-// catalog bucket, for the parser and `toolbus tools`, leaving out the names a route sends
-// to a server: the parser checks a call against the schema of the tool that runs it.
+// catalog bucket, for the parser and `toolbus tools`.
 func mirrorInProcess(kv jetstream.KeyValue, router *executor.Router, pool *mcpwire.Pool, log *slog.Logger) {
+	for _, e := range InProcessCatalog(router, pool) {
+		mirrorCatalog(kv, e.Key, e.Tools, log)
+	}
+}
+
+// CatalogEntry is one key of the catalog bucket: a backend's tools.
+type CatalogEntry struct {
+	Key   string
+	Tools []mcpwire.Tool
+}
+
+// InProcessCatalog is what the executor keeps in the catalog for its in-process
+// backends (local and engineering), leaving out the names a route sends to a server:
+// the parser checks a call against the schema of the tool that runs it.
+func InProcessCatalog(router *executor.Router, pool *mcpwire.Pool) []CatalogEntry {
+	var out []CatalogEntry
 	for _, b := range router.Backends() {
 		var name string
 		switch b.(type) {
@@ -153,13 +168,16 @@ func mirrorInProcess(kv jetstream.KeyValue, router *executor.Router, pool *mcpwi
 		}
 		var tools []messages.ToolInfo
 		for _, t := range b.Tools(context.Background()) {
-			if server, routed := pool.Route(t.Name); routed && server != "" {
-				continue
+			if pool != nil {
+				if server, routed := pool.Route(t.Name); routed && server != "" {
+					continue
+				}
 			}
 			tools = append(tools, t)
 		}
-		mirrorCatalog(kv, name, catalogTools(name, tools), log)
+		out = append(out, CatalogEntry{Key: name, Tools: catalogTools(name, tools)})
 	}
+	return out
 }
 
 func diffServers(old, next map[string]mcpwire.ServerConfig) (added, changed, removed []string) {

@@ -144,15 +144,23 @@ func (c *Catalog) Follow(ctx context.Context, kv jetstream.KeyValue, log *slog.L
 				c.Set(e.Key(), nil)
 				continue
 			}
-			var tools []catalogTool
-			if err := json.Unmarshal(e.Value(), &tools); err != nil {
+			if err := c.Put(e.Key(), e.Value()); err != nil {
 				log.Warn("catalog: undecodable entry", "key", e.Key(), "err", err)
-				continue
 			}
-			if tools == nil {
-				tools = []catalogTool{}
-			}
-			c.Set(e.Key(), tools)
 		}
 	}
+}
+
+// Put sets the tools of one server from a catalog bucket entry: the JSON of a list of
+// mcpwire.Tool, as the executors write it.
+func (c *Catalog) Put(server string, entry []byte) error {
+	var tools []catalogTool
+	if err := json.Unmarshal(entry, &tools); err != nil {
+		return err
+	}
+	if tools == nil {
+		tools = []catalogTool{}
+	}
+	c.Set(server, tools)
+	return nil
 }

@@ -21,7 +21,10 @@ type Work struct {
 
 // Plan extracts the calls of one response.
 func Plan(responseID, conversation, text string, deadline time.Time, opts *toolcall.Options) Work {
-	ext := toolcall.Extract(text, opts)
+	return planOf(toolcall.Extract(text, opts), responseID, conversation, deadline)
+}
+
+func planOf(ext toolcall.Extraction, responseID, conversation string, deadline time.Time) Work {
 	if len(ext.Calls) == 0 {
 		out := messages.NoToolCall(responseID, conversation)
 		return Work{Output: &out}

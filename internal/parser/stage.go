@@ -121,6 +121,17 @@ func (s *Stage) together(snap *snapshot, c *messages.ToolCall) bool {
 	return t.ReadOnly
 }
 
+// Preview reads one response as Parse does, with the catalog it holds now and format
+// as the response's format pin ("" for none), and returns the extraction and the calls
+// Parse would send: arguments with their schema's defaults, or the error each is
+// answered with. It publishes nothing (`toolbus parse --config`).
+func (s *Stage) Preview(text, format string) (toolcall.Extraction, Work) {
+	opts := s.extractOptions(format)
+	ext := toolcall.Extract(text, &opts.Options)
+	w := planOf(ext, "preview", "preview", time.Time{})
+	return ext, CheckArguments(w, opts.checks)
+}
+
 func (s *Stage) snapshot() *snapshot {
 	if s.Catalog == nil {
 		return &snapshot{}

@@ -76,6 +76,9 @@ func (x *extractor) candidateCalls(from, to int) (calls []parsed, end int, ok bo
 		return nil, from, false
 	}
 	x.budget -= end - from
+	if arr, ok := toolCallsMember(v, &x.rec); ok {
+		v = arr // {"tool_calls": [...]}: an OpenAI message written into the content
+	}
 	take := func(obj string) bool {
 		if !callShaped(obj, &x.rec) {
 			return false
@@ -103,6 +106,33 @@ func (x *extractor) candidateCalls(from, to int) (calls []parsed, end int, ok bo
 		ok = ok && len(calls) > 0
 	}
 	return calls, end, ok
+}
+
+// toolCallsMember returns the array of calls of an object shaped like an OpenAI
+// assistant message, {"tool_calls": [...]} with at most "role", "content" and
+// "refusal" besides.
+func toolCallsMember(v string, rec *memberSpans) (string, bool) {
+	if v[0] != '{' {
+		return "", false
+	}
+	calls := ""
+	for it := objectMembers(v, rec); ; {
+		k, vs, ve, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case `"tool_calls"`:
+			if v[vs] != '[' {
+				return "", false
+			}
+			calls = v[vs:ve]
+		case `"role"`, `"content"`, `"refusal"`:
+		default:
+			return "", false
+		}
+	}
+	return calls, calls != ""
 }
 
 // callShaped reports whether a JSON object has only the members of a call, so that a
@@ -155,7 +185,7 @@ func (x *extractor) candidatePyCalls(from, to int) (calls []parsed, end int, ok 
 				break
 			}
 			calls, end, ok = append(calls, p), e, true
-			if p.err != "" {
+			if p.err != "" && !p.whole {
 				break
 			}
 			for pos = e; pos < to && (s[pos] <= ' ' || s[pos] == ';'); pos++ {
@@ -164,7 +194,7 @@ func (x *extractor) candidatePyCalls(from, to int) (calls []parsed, end int, ok 
 	}
 	x.budget -= end - from
 	for _, p := range calls {
-		if p.err != "" || !x.acceptName(p.name) {
+		if p.err != "" && !p.whole || !x.acceptName(p.name) {
 			return nil, from, false
 		}
 	}
@@ -233,7 +263,7 @@ func (x *extractor) wholeResponse(pos int) bool {
 			return false
 		}
 		calls, end, ok := x.pyList(x.text[:te], ts)
-		failed := ok && calls[len(calls)-1].err != ""
+		failed := ok && calls[len(calls)-1].err != "" && !calls[len(calls)-1].whole
 		if !ok || !failed && end != te || failed && x.o.Format == FormatAuto {
 			return false
 		}

@@ -26,6 +26,9 @@ type parsed struct {
 	fixes fixSet
 	err   string // why the call cannot be read; a sentence without final period
 	cause error
+	// whole: the call was read to its end although it fails (a value without a JSON
+	// equivalent), so the calls after it are read on.
+	whole bool
 }
 
 // add appends a call read from block b.

@@ -21,16 +21,21 @@
 //     NAME<arg_key>…</arg_key><arg_value>…</arg_value> inside <tool_call> ([FormatQwen3Coder],
 //     [FormatGLM]); their values are typed by the tool's input schema in [Options].Schemas.
 //   - Llama 3/4 JSON after <|python_tag|>, several separated by ';' ([FormatLlamaJSON]).
-//   - Pythonic [get_weather(city='Paris'), clock()], as the whole response or inside
-//     <|python_start|>…<|python_end|> ([FormatPythonic]).
-//   - Mistral's [TOOL_CALLS][{…}] and [TOOL_CALLS]NAME{…} / NAME[ARGS]{…} ([FormatMistral]).
+//   - Pythonic [get_weather(city='Paris'), clock()], as the whole response, after a
+//     sentence, or inside <|python_start|>…<|python_end|> ([FormatPythonic]; JSON calls
+//     in that block are [FormatLlamaJSON]). A call with a value JSON cannot hold (a
+//     bytes literal b'…', a number beyond float64 such as 1e999) fails alone with a
+//     parse error; the calls around it are read.
+//   - Mistral's [TOOL_CALLS][{…}] and [TOOL_CALLS]NAME{…} / NAME[ARGS]{…}, also with a
+//     few words between the marker and the array ([FormatMistral]).
 //   - DeepSeek V3 and V3.1 and Kimi K2 special tokens ([FormatDeepSeekV3],
 //     [FormatDeepSeekV31], [FormatKimiK2]), and DeepSeek V3.2's DSML:
 //     <｜DSML｜function_calls> holding <｜DSML｜invoke name="…"> calls whose parameters
 //     say string="false" when their value is JSON ([FormatDeepSeekV32]).
 //   - <tool_calls>[…]</tool_calls> (Jamba, [FormatToolCallsTag]) and <function_calls>
 //     holding pythonic calls (OLMo 3) or <invoke name="…"> XML ([FormatFunctionCalls]).
-//   - A bare or ```json-fenced JSON object or array shaped like a call, or a pythonic
+//   - A bare or ```json-fenced JSON object or array shaped like a call, an OpenAI
+//     assistant message written into the text ({"tool_calls": [...]}), or a pythonic
 //     list, only when it names one of [Options].KnownTools, so that ordinary JSON in an
 //     answer is never run ([FormatJSON]). A code fence is otherwise content: a call
 //     written there as an example is not run, unless the fence holds nothing but calls.

@@ -2,6 +2,8 @@ package toolcall
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -31,6 +33,7 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 	r := newRepairer(s, j+1, x.o.MaxDepth)
 	r.inCall = true
 	r.out = append(r.out, '{')
+	noJSON := "" // why a value has no JSON equivalent
 	for n := 0; ; {
 		r.space()
 		if r.eof() {
@@ -70,6 +73,7 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 		}
 		r.out = appendString(r.out, key)
 		r.out = append(r.out, ':')
+		valueAt, outAt := r.pos, len(r.out)
 		if r.eof() || s[r.pos] == ',' || s[r.pos] == ')' {
 			r.fixes.add(fixMissingValue)
 			r.out = append(r.out, "null"...)
@@ -79,8 +83,14 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 			}
 			se := r.syntaxError()
 			return parsed{name: name, err: fmt.Sprintf("in %s(…): %s", name, syntaxMessage(se)), cause: se}, se.Offset, true
+		} else if what := noJSONEquivalent(s[valueAt:r.pos], r.out[outAt:]); what != "" && noJSON == "" {
+			noJSON = fmt.Sprintf("in %s(…), %s=%s is %s, which JSON cannot hold; pass it as a string or a number JSON can hold", name, key, s[valueAt:r.pos], what)
 		}
 		n++
+	}
+	if noJSON != "" {
+		// The call was read to its end: it fails alone, and the calls after it are read.
+		return parsed{name: name, err: noJSON, whole: true}, r.pos, true
 	}
 	r.out = append(r.out, '}')
 	args, fixes, err := r.finish()
@@ -108,11 +118,30 @@ func (x *extractor) pyList(s string, i int) (calls []parsed, end int, ok bool) {
 			return nil, pos, false
 		}
 		calls = append(calls, p)
-		if p.err != "" {
+		if p.err != "" && !p.whole {
 			return calls, e, true
 		}
 		pos = e
 	}
+}
+
+// noJSONEquivalent says what a pythonic value is when it has no JSON equivalent: a
+// bytes literal (b'…'), a number beyond float64 (1e999). src is the value as written,
+// out as the repairer wrote it.
+func noJSONEquivalent(src string, out []byte) string {
+	src = strings.TrimSpace(src)
+	if len(src) >= 3 && (src[0] == 'b' || src[0] == 'B') && (src[1] == '\'' || src[1] == '"') ||
+		len(src) >= 4 && strings.ContainsRune("rRbB", rune(src[0])) && strings.ContainsRune("rRbB", rune(src[1])) && (src[2] == '\'' || src[2] == '"') {
+		if strings.ContainsAny(src[:2], "bB") {
+			return "a Python bytes literal"
+		}
+	}
+	if len(out) > 0 && (out[0] == '-' || isDigit(out[0])) {
+		if f, err := strconv.ParseFloat(string(out), 64); err != nil || math.IsInf(f, 0) {
+			return "a number too large for a 64-bit float"
+		}
+	}
+	return ""
 }
 
 // pyCalls reads the pythonic calls in text[from:to] as calls of block b: a list, or
@@ -138,7 +167,7 @@ func (x *extractor) pyCalls(b blk, from, to int) {
 			return
 		}
 		x.add(b, p)
-		if p.err != "" {
+		if p.err != "" && !p.whole {
 			return
 		}
 		pos = e

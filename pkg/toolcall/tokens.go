@@ -88,12 +88,37 @@ func (x *extractor) pythonStart(at, limit int) (int, bool) {
 		bodyEnd, end = i, i+len(litText[litPythonEnd])
 	}
 	b := blk{format: FormatPythonic, start: at, end: end}
-	if ts, te := trimSpan(x.text, from, bodyEnd); ts == te {
+	ts, te := trimSpan(x.text, from, bodyEnd)
+	switch {
+	case ts == te:
 		x.fail(b, "", nil, "the block is empty")
-	} else {
+	case x.text[ts] == '{' || x.text[ts] == '[' && jsonAhead(x.text[:te], ts+1):
+		// Llama 4 writes JSON calls in the block too.
+		b.format = FormatLlamaJSON
+		n := len(x.calls)
+		x.endCallsAt(n, x.jsonCalls(b, ts, te))
+	default:
 		x.pyCalls(b, ts, te)
 	}
 	return end, true
+}
+
+// jsonAhead reports whether s[i:], after spaces, starts a JSON object.
+func jsonAhead(s string, i int) bool {
+	i = skipJSONSpace(s, i)
+	return i < len(s) && s[i] == '{'
+}
+
+// callsArrayAfter returns where an array of call objects ([{) starts in the line at
+// s[from:limit], or -1.
+func callsArrayAfter(s string, from, limit int) int {
+	end := min(limit, lineEnd(s, from), from+256)
+	for i := from; i < end; i++ {
+		if s[i] == '[' && jsonAhead(s[:limit], i+1) {
+			return i
+		}
+	}
+	return -1
 }
 
 func (x *extractor) mistral(at, limit int) (int, bool) {
@@ -134,6 +159,15 @@ func (x *extractor) mistral(at, limit int) (int, bool) {
 		}
 	}
 	if i, _ = trimSpan(s, i, limit); name == "" || i >= limit || s[i] != '{' {
+		if j := callsArrayAfter(s, pos, limit); j >= 0 {
+			// [TOOL_CALLS] and a word or two before the array of calls.
+			v, end, fixes, err := x.repairValue(s, j)
+			if err == nil && v[0] == '[' {
+				b.end = end
+				x.callsFromValue(b, v, fixes|1<<fixLeadingText)
+				return end, true
+			}
+		}
 		b.end = lineEnd(s, pos)
 		if !x.known(name) {
 			name = ""
