@@ -180,7 +180,7 @@ func (c conformanceCase) references() (repairAnswer, bool) {
 // (json_repair); their bars are what the repairer holds today, raised as it gets
 // there, so that no change goes back.
 var (
-	conformanceBar = map[string]float64{"jsonrepair": 0.97, "json_repair": 0.83}
+	conformanceBar = map[string]float64{"jsonrepair": 0.97, "json_repair": 0.84}
 	silentWrongBar = 0.01
 )
 

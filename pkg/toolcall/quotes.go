@@ -336,8 +336,8 @@ func (b *bracketCount) open(s string, body, i int, c byte) bool {
 // Anything else is a quote inside the string.
 func (r *repairer) closeAt(i, body int, key, hasColon bool, brackets *bracketCount) int {
 	s := r.src
-	if i == body && i+1 < len(s) && !doubledQuoteEnds[s[i+1]] && s[i+1] != s[i] {
-		return quoteDoubledOpens // ""key": or ""/tmp/x"
+	if i == body && i+1 < len(s) && (!doubledQuoteEnds[s[i+1]] && s[i+1] != s[i] || key && s[i+1] == ' ' && r.keyAt(i)) {
+		return quoteDoubledOpens // ""key":, ""/tmp/x" or {"" key": 1}
 	}
 	if i+1 < len(s) && s[i+1] == s[i] {
 		j := skipSpaceAndTabs(s, i+2)

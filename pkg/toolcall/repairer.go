@@ -324,6 +324,13 @@ func (r *repairer) object() bool {
 			comma, elided = false, true
 			continue
 		}
+		if r.pos == len(s)-1 && c == '"' {
+			// {"a": 1, " : the text ends at a key's opening quote; nothing of it.
+			r.fixes.add(fixUnclosedObject)
+			r.fixes.add(fixTruncatedValue)
+			r.pos++
+			break
+		}
 		if c == '{' && r.encloses('[') {
 			// [{"i":1{"i":2}]: the object's '}' is missing; the array goes on.
 			r.fixes.add(fixUnclosedObject)
@@ -353,6 +360,7 @@ func (r *repairer) object() bool {
 			r.out = append(r.out, ',')
 		}
 		keyStart = len(r.out)
+		keySrc := r.pos
 		if !r.key() {
 			return false
 		}
@@ -366,7 +374,7 @@ func (r *repairer) object() bool {
 				r.fixes.add(fixEqualsAsColon)
 				r.pos++
 			case (c == ',' || c == '}') && members == 0 && r.out[keyStart] == '"':
-				return r.set(objStart, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
+				return r.set(objStart, keySrc, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
 			case c == ',' || r.closes(c):
 				return r.fail(r.pos, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
 			case r.startsValue(r.pos):
@@ -459,14 +467,16 @@ func (r *repairer) wordBeforeKey(i int) int {
 
 // set reads an object whose first key has neither colon nor value, {'a', 'b'}: a
 // Python set, written in out from objStart as the array of its members.
-func (r *repairer) set(objStart int, notSet string) bool {
+func (r *repairer) set(objStart, first int, notSet string) bool {
 	s := r.src
 	at := r.pos
-	r.out[objStart] = '['
+	r.out = append(r.out[:objStart], '[')
+	r.pos = first // the members are values: {1, 2} is [1, 2]
 	r.pop()
 	if !r.push('[') {
 		return false
 	}
+	n := 0
 	for {
 		r.space()
 		if r.eof() || s[r.pos] == ':' {
@@ -485,10 +495,13 @@ func (r *repairer) set(objStart int, notSet string) bool {
 		if !r.startsValue(r.pos) {
 			return r.fail(r.pos, "expected a value or '}', found "+describeAt(s, r.pos))
 		}
-		r.out = append(r.out, ',')
+		if n > 0 {
+			r.out = append(r.out, ',')
+		}
 		if !r.value() {
 			return false
 		}
+		n++
 	}
 	r.pop()
 	r.out = append(r.out, ']')
@@ -602,6 +615,13 @@ func (r *repairer) array() bool {
 		if r.ellipsis() {
 			comma, elided = false, true
 			continue
+		}
+		if r.pos == len(s)-1 && c == '"' {
+			// [1, " : the text ends at an element's opening quote; nothing of it.
+			r.fixes.add(fixUnclosedArray)
+			r.fixes.add(fixTruncatedValue)
+			r.pos++
+			break
 		}
 		if n > 0 && !comma {
 			if !r.startsValue(r.pos) {
