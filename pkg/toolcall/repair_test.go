@@ -117,6 +117,15 @@ func TestRepairLinear(t *testing.T) {
 		{name: "many keys", in: "{" + strings.Repeat("a: b, ", n/6)},
 		{name: "unquoted words", in: "[" + strings.Repeat("word ", n/5)},
 		{name: "leading prose", in: strings.Repeat("text ", n/5) + "{}"},
+		{name: "quotes after commas", in: "[" + strings.Repeat(`"a, `, n/4)},
+		{name: "commas in unquoted values", in: `{"a": ` + strings.Repeat("x, ", n/3)},
+		{name: "doubled quotes", in: `{"a": ` + strings.Repeat(`""x`, n/3)},
+		{name: "keys with colons", in: "{" + strings.Repeat(`"a:b, `, n/6)},
+		{name: "brackets in a string", in: `["` + strings.Repeat(`[x"] `, n/6)},
+		{name: "words after quotes", in: `["a"` + strings.Repeat(` b"`, n/3)},
+		{name: "set", in: "{" + strings.Repeat("'a', ", n/5) + "}"},
+		{name: "fences in prose", in: strings.Repeat("text ```json\n[1]\n``` ", n/20)},
+		{name: "regular expressions", in: "[" + strings.Repeat("/a/, ", n/5)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
