@@ -56,7 +56,8 @@
 // Which quote ends a string is read from what is around it, as models break quotes:
 // a quote closes when what follows can follow a string (a comma before the next
 // member, a closing bracket, a colon, a line break); a doubled quote is one quote
-// (""key": 1, "value"", 2); a quote right after a comma inside a string opens the next
+// (""key": 1, "value""}), except before a comma in an object, where both references
+// read an inch mark ("27"", → 27"); a quote right after a comma inside a string opens the next
 // string when one follows ({"a": "b, "c": 1}); a key that holds a colon and lacks its
 // closing quote ends at the colon ({"key:value}); a string the text ends in stops
 // before the brackets that close its containers (["abc]); a value that ends in a

@@ -340,9 +340,15 @@ func (r *repairer) closeAt(i, body int, key, hasColon bool, brackets *bracketCou
 		return quoteDoubledOpens // ""key":, ""/tmp/x" or {"" key": 1}
 	}
 	if i+1 < len(s) && s[i+1] == s[i] {
+		// Both references read "b"", "c": 1 in an object as b" (an inch mark): so
+		// does toolbus. Before a colon, a bracket or a line break it is one quote.
 		j := skipSpaceAndTabs(s, i+2)
-		if j < len(s) && (s[j] == ',' || s[j] == ':' || s[j] == '}' || s[j] == ']' || s[j] == '\n') {
+		inch := s[i] == '"' && !key && !r.inArray()
+		if j < len(s) && (s[j] == ',' && !inch || s[j] == ':' || s[j] == '}' || s[j] == ']' || s[j] == '\n') {
 			return quoteDoubledCloses
+		}
+		if j < len(s) && s[j] == ',' {
+			return quoteInside
 		}
 		if !key && skipJSONSpace(s, j) == len(s) {
 			return quoteInside // "The TV is 72"": an inch mark, then the closing quote
