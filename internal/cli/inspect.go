@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/executor"
 	"github.com/toolbus/toolbus/internal/healthd"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/engineering"
@@ -44,22 +45,11 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := node.NewPool(cfg, nil, nil, nil)
+	pool, exec, err := startTools(ctx, env, "tools", cfg, *wait)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	// Every server in parallel; one that does not answer is reported and left out.
-	cctx, cancel := context.WithTimeout(ctx, *wait)
-	err = pool.Connect(cctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "toolbus tools: some MCP servers are left out: %v\n", err)
-	}
-	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
-	if err != nil {
-		return err
-	}
 	tools := exec.Router.Tools(ctx)
 	if dialect != "" {
 		decls, err := mcpwire.Declarations(dialect, declared(ctx, pool, tools))
@@ -82,6 +72,29 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\n", t.Name, desc)
 	}
 	return tw.Flush()
+}
+
+// startTools starts the backends of a configuration as its executor would, without NATS:
+// its MCP servers (all at once, waited for up to wait; one that does not answer is
+// reported and left out), its tools folder and the engineering suite. The caller closes
+// the pool.
+func startTools(ctx context.Context, env Env, cmd string, cfg *config.Config, wait time.Duration) (*mcpwire.Pool, *executor.Executor, error) {
+	pool, err := node.NewPool(cfg, nil, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	err = pool.Connect(cctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "toolbus %s: some MCP servers are left out: %v\n", cmd, err)
+	}
+	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, exec, nil
 }
 
 // maxVendorTools is the most tools a vendor's API takes in one request.

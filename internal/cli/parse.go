@@ -13,7 +13,6 @@ import (
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/parser"
-	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
@@ -127,19 +126,8 @@ func previewStage(ctx context.Context, env Env, path string, wait time.Duration)
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := node.NewPool(cfg, nil, nil, nil)
+	pool, exec, err := startTools(ctx, env, "parse", cfg, wait)
 	if err != nil {
-		return nil, nil, err
-	}
-	cctx, cancel := context.WithTimeout(ctx, wait)
-	err = pool.Connect(cctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "toolbus parse: some MCP servers are left out: %v\n", err)
-	}
-	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
-	if err != nil {
-		pool.Close()
 		return nil, nil, err
 	}
 	catalog := parser.NewCatalog()

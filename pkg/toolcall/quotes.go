@@ -579,15 +579,22 @@ func (r *repairer) junkBeforeBrace(i int) bool {
 		return false
 	}
 	i = skipSpaceAndTabs(s, i)
-	j := i
-	for j < len(s) && j-i < 64 && isWordByte(s[j]) {
-		j++
-	}
+	j := wordEnd(s, i)
 	if j == i {
 		return false
 	}
 	j = skipSpaceAndTabs(s, j)
 	return j < len(s) && s[j] == '}'
+}
+
+// wordEnd returns the end of the word (letters, digits, '_', '$') at s[i], which is
+// i when there is none; a word ends after 64 bytes, so that a look ahead stays short.
+func wordEnd(s string, i int) int {
+	j := i
+	for j < len(s) && j-i < 64 && isWordByte(s[j]) {
+		j++
+	}
+	return j
 }
 
 // wordAhead reports whether the quote at s[i-1], in an array, is followed by a space
@@ -598,10 +605,7 @@ func (r *repairer) wordAhead(i int) bool {
 		return false
 	}
 	i = skipSpaceAndTabs(s, i)
-	j := i
-	for j < len(s) && j-i < 64 && isWordByte(s[j]) {
-		j++
-	}
+	j := wordEnd(s, i)
 	if j == i {
 		return false
 	}
@@ -625,10 +629,7 @@ func (r *repairer) memberAhead(i int) bool {
 	case c == '}' || c == '.' || c == '/' || c == '#' || c == ',':
 		return true
 	case isWordByte(c) || c == '-':
-		j := i
-		for j < len(s) && j-i < 64 && isWordByte(s[j]) {
-			j++
-		}
+		j := wordEnd(s, i)
 		if j < len(s) && s[j] == '"' {
 			j++ // note": the key's opening quote is missing
 		}

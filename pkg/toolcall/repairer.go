@@ -448,10 +448,7 @@ func (r *repairer) objectGoesOn(i int) bool {
 // at s[i] and spaces stand before, or i.
 func (r *repairer) wordBeforeKey(i int) int {
 	s := r.src
-	j := i
-	for j < len(s) && j-i < 64 && isWordByte(s[j]) {
-		j++
-	}
+	j := wordEnd(s, i)
 	k := skipSpaceAndTabs(s, j)
 	if j > i && k < len(s) && s[k] == '}' && i > 0 && (s[i-1] == ' ' || s[i-1] == '\t') {
 		return k // {"a": "b" AAAA }: a word after the last member
