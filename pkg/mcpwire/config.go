@@ -77,6 +77,12 @@ type ServerConfig struct {
 	// server as its roots: the filesystem server, for one, serves those. Without them
 	// toolbus does not advertise the roots capability at all.
 	Roots []string `json:"roots,omitempty"`
+	// Elicitation is how toolbus answers the server's elicitation/create requests (a
+	// server asking the user for input mid-call): "decline" (the default: toolbus has
+	// no user to ask), or "defaults": accept with the requested schema's defaults when
+	// every required field has one, and decline otherwise. A URL elicitation is
+	// declined either way.
+	Elicitation string `json:"elicitation,omitempty"`
 }
 
 // UnmarshalJSON reads an entry as MCP clients write it, and also with "command" as a
@@ -279,6 +285,13 @@ func (c ServerConfig) Validate() error {
 		if !validNameRune(r) {
 			return fmt.Errorf("prefix: %q may only hold letters, digits, '_', '.' and '-'", c.Prefix)
 		}
+	}
+	switch c.Elicitation {
+	case "", ElicitDecline, ElicitDefaults:
+	case "ask":
+		return fmt.Errorf(`elicitation: "ask" (forwarding to the orchestrator) is not supported yet; use %q or %q`, ElicitDecline, ElicitDefaults)
+	default:
+		return fmt.Errorf("elicitation: %q is not a policy (want %q or %q)", c.Elicitation, ElicitDecline, ElicitDefaults)
 	}
 	if c.Retry != nil && (c.Retry.MaxAttempts < 0 || c.Retry.InitialInterval < 0 || c.Retry.MaxInterval < 0) {
 		return fmt.Errorf("retry: values must not be negative")

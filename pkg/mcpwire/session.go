@@ -468,10 +468,11 @@ func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptio
 	if opts != nil {
 		o = *opts
 	}
-	o.Capabilities = &mcp.ClientCapabilities{}
+	o.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}
 	if len(cfg.Roots) > 0 {
 		o.Capabilities.RootsV2 = &mcp.RootCapabilities{}
 	}
+	o.ElicitationHandler = elicitationPolicy(cfg.Elicitation)
 	c := mcp.NewClient(info, &o)
 	for _, r := range cfg.Roots {
 		c.AddRoots(&mcp.Root{URI: rootURI(r, cfg.Cwd), Name: filepath.Base(r)})

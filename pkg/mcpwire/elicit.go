@@ -1,0 +1,59 @@
+package mcpwire
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The elicitation policies of ServerConfig.Elicitation.
+const (
+	ElicitDecline  = "decline"
+	ElicitDefaults = "defaults"
+)
+
+// elicitationPolicy answers a server's elicitation/create requests as policy says:
+// decline, or accept with the requested schema's defaults when every required field
+// has one.
+func elicitationPolicy(policy string) func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	return func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		if policy == ElicitDefaults && req.Params.Mode != "url" && req.Params.URL == "" {
+			if content, ok := schemaDefaults(req.Params.RequestedSchema); ok {
+				return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+			}
+		}
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}
+}
+
+// schemaDefaults returns the defaults of the properties of a requested schema (a flat
+// object, as elicitation allows); ok is false when a required property has none.
+func schemaDefaults(schema any) (map[string]any, bool) {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, false
+	}
+	var s struct {
+		Required   []string                   `json:"required"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(b, &s) != nil {
+		return nil, false
+	}
+	content := map[string]any{}
+	for name, raw := range s.Properties {
+		var p struct {
+			Default any `json:"default"`
+		}
+		if json.Unmarshal(raw, &p) == nil && p.Default != nil {
+			content[name] = p.Default
+		}
+	}
+	for _, name := range s.Required {
+		if _, ok := content[name]; !ok {
+			return nil, false
+		}
+	}
+	return content, true
+}

@@ -1,0 +1,75 @@
+package mcpwire_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+// elicitingServer has one tool, "book", that asks the client for a seat and a meal
+// (schema) before it answers, and returns what the client said. It asks the way
+// protocol 2026-07-28 has servers ask (SEP-2322): a result that requests input, and the
+// call again with the answer.
+func elicitingServer(schema map[string]any) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "eliciting"}, nil)
+	s.AddTool(&mcp.Tool{Name: "book", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if len(req.Params.InputResponses) == 0 {
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"seat": &mcp.ElicitParams{Message: "Which seat?", RequestedSchema: schema}}}, nil
+		}
+		b, _ := json.Marshal(req.Params.InputResponses["seat"])
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+	})
+	return s
+}
+
+// TestElicitationPolicy: a server that elicits mid-call gets an answer under each
+// policy — declined by default, accepted with the schema's defaults under "defaults"
+// when every required field has one — and the call completes either way.
+func TestElicitationPolicy(t *testing.T) {
+	withDefaults := map[string]any{"type": "object", "required": []any{"seat"}, "properties": map[string]any{
+		"seat": map[string]any{"type": "string", "default": "aisle"},
+		"meal": map[string]any{"type": "string", "default": "veg"},
+	}}
+	missingDefault := map[string]any{"type": "object", "required": []any{"seat", "name"}, "properties": map[string]any{
+		"seat": map[string]any{"type": "string", "default": "aisle"},
+		"name": map[string]any{"type": "string"},
+	}}
+	tests := []struct {
+		name, policy string
+		schema       map[string]any
+		want         string
+	}{
+		{"default policy declines", "", withDefaults, `{"action":"decline"}`},
+		{"decline", mcpwire.ElicitDecline, withDefaults, `{"action":"decline"}`},
+		{"defaults", mcpwire.ElicitDefaults, withDefaults, `{"action":"accept","content":{"meal":"veg","seat":"aisle"}}`},
+		{"defaults, a required field without one", mcpwire.ElicitDefaults, missingDefault, `{"action":"decline"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := placeholder
+			cfg.Elicitation = tt.policy
+			p := newPool(t, map[string]mcpwire.ServerConfig{"air": cfg}, &mcpwire.Options{Dial: inMemory(elicitingServer(tt.schema))})
+			out, err := p.Call(ctxT(t), "air__book", json.RawMessage(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want any
+			if json.Unmarshal(out, &got) != nil || json.Unmarshal([]byte(tt.want), &want) != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("the server was answered %s, want %s", out, tt.want)
+			}
+		})
+	}
+}
+
+func TestElicitationPolicyValidated(t *testing.T) {
+	for policy, ok := range map[string]bool{"": true, "decline": true, "defaults": true, "ask": false, "yes": false} {
+		cfg := mcpwire.ServerConfig{Command: "x", Elicitation: policy}
+		if err := cfg.Validate(); (err == nil) != ok {
+			t.Errorf("elicitation %q: Validate() = %v", policy, err)
+		}
+	}
+}
