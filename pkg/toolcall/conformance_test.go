@@ -5,9 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -223,12 +224,7 @@ func TestConformance(t *testing.T) {
 			t.Errorf("differences.txt names %s, which is no case", src)
 		}
 	}
-	suites := make([]string, 0, len(bySuite))
-	for s := range bySuite {
-		suites = append(suites, s)
-	}
-	sort.Strings(suites)
-	for _, s := range suites {
+	for _, s := range slices.Sorted(maps.Keys(bySuite)) {
 		n := bySuite[s]
 		rate := float64(n.agree) / float64(n.cases)
 		t.Logf("%s: %d of %d cases agree (%.1f%%), %d differ deliberately", s, n.agree, n.cases, 100*rate, n.deliberate)

@@ -3,8 +3,9 @@ package toolcall
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -361,11 +362,7 @@ func TestCorruptionRecovery(t *testing.T) {
 			}
 		}
 	}
-	names := make([]string, 0, len(kinds))
-	for k := range kinds {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(kinds))
 	var report strings.Builder
 	fmt.Fprintf(&report, "| corruption | cases | recovered | other arguments |\n| --- | --- | --- | --- |\n")
 	for _, name := range names {

@@ -5,10 +5,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"testing"
 
 	"github.com/toolbus/toolbus/internal/mcptest"
@@ -109,11 +110,7 @@ func TestJSONRepairOracle(t *testing.T) {
 			worse = append(worse, fmt.Sprintf("%s %q: %v", c.kind, c.in, got))
 		}
 	}
-	names := make([]string, 0, len(kinds))
-	for k := range kinds {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(kinds))
 	var report bytes.Buffer
 	fmt.Fprintf(&report, "| corruption | cases | jsonrepair recovers | toolbus recovers |\n| --- | --- | --- | --- |\n")
 	for _, name := range names {
