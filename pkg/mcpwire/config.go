@@ -77,11 +77,11 @@ type ServerConfig struct {
 	// server as its roots: the filesystem server, for one, serves those. Without them
 	// toolbus does not advertise the roots capability at all.
 	Roots []string `json:"roots,omitempty"`
-	// Elicitation is how toolbus answers the server's elicitation/create requests (a
-	// server asking the user for input mid-call): "decline" (the default: toolbus has
-	// no user to ask), or "defaults": accept with the requested schema's defaults when
-	// every required field has one, and decline otherwise. A URL elicitation is
-	// declined either way.
+	// Elicitation is how toolbus answers a server that asks the user for input
+	// mid-call: "decline" (the default: toolbus has no user to ask, so it does not
+	// offer elicitation, and a request that comes anyway is refused), or "defaults":
+	// offer it, and accept with the requested schema's defaults when every required
+	// field has one, declining otherwise. A URL elicitation is declined either way.
 	Elicitation string `json:"elicitation,omitempty"`
 }
 

@@ -13,12 +13,16 @@ const (
 	ElicitDefaults = "defaults"
 )
 
-// elicitationPolicy answers a server's elicitation/create requests as policy says:
-// decline, or accept with the requested schema's defaults when every required field
-// has one.
+// elicitationPolicy is the client's elicitation handler under policy: none for
+// decline (the client then does not offer elicitation, and the SDK refuses a request
+// that comes anyway), else one that accepts with the requested schema's defaults when
+// every required field has one and declines otherwise.
 func elicitationPolicy(policy string) func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	if policy != ElicitDefaults {
+		return nil
+	}
 	return func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-		if policy == ElicitDefaults && req.Params.Mode != "url" && req.Params.URL == "" {
+		if req.Params.Mode != "url" && req.Params.URL == "" {
 			if content, ok := schemaDefaults(req.Params.RequestedSchema); ok {
 				return &mcp.ElicitResult{Action: "accept", Content: content}, nil
 			}

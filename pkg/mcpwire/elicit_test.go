@@ -11,12 +11,16 @@ import (
 )
 
 // elicitingServer has one tool, "book", that asks the client for a seat and a meal
-// (schema) before it answers, and returns what the client said. It asks the way
-// protocol 2026-07-28 has servers ask (SEP-2322): a result that requests input, and the
-// call again with the answer.
+// (schema) before it answers, and returns what the client said — when the client
+// offers elicitation; otherwise it answers {"offered": false}, as a server should. It
+// asks the way protocol 2026-07-28 has servers ask (SEP-2322): a result that requests
+// input, and the call again with the answer.
 func elicitingServer(schema map[string]any) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "eliciting"}, nil)
 	s.AddTool(&mcp.Tool{Name: "book", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if caps := req.Session.InitializeParams().Capabilities; caps == nil || caps.Elicitation == nil {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"offered": false}`}}}, nil
+		}
 		if len(req.Params.InputResponses) == 0 {
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"seat": &mcp.ElicitParams{Message: "Which seat?", RequestedSchema: schema}}}, nil
 		}
@@ -26,9 +30,10 @@ func elicitingServer(schema map[string]any) *mcp.Server {
 	return s
 }
 
-// TestElicitationPolicy: a server that elicits mid-call gets an answer under each
-// policy — declined by default, accepted with the schema's defaults under "defaults"
-// when every required field has one — and the call completes either way.
+// TestElicitationPolicy: under "decline" (the default) toolbus does not offer
+// elicitation; under "defaults" a server that elicits mid-call is answered with the
+// schema's defaults when every required field has one, and declined otherwise; the
+// call completes every time.
 func TestElicitationPolicy(t *testing.T) {
 	withDefaults := map[string]any{"type": "object", "required": []any{"seat"}, "properties": map[string]any{
 		"seat": map[string]any{"type": "string", "default": "aisle"},
@@ -43,8 +48,8 @@ func TestElicitationPolicy(t *testing.T) {
 		schema       map[string]any
 		want         string
 	}{
-		{"default policy declines", "", withDefaults, `{"action":"decline"}`},
-		{"decline", mcpwire.ElicitDecline, withDefaults, `{"action":"decline"}`},
+		{"default policy: not offered", "", withDefaults, `{"offered":false}`},
+		{"decline: not offered", mcpwire.ElicitDecline, withDefaults, `{"offered":false}`},
 		{"defaults", mcpwire.ElicitDefaults, withDefaults, `{"action":"accept","content":{"meal":"veg","seat":"aisle"}}`},
 		{"defaults, a required field without one", mcpwire.ElicitDefaults, missingDefault, `{"action":"decline"}`},
 	}

@@ -468,10 +468,13 @@ func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptio
 	if opts != nil {
 		o = *opts
 	}
-	o.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}
+	o.Capabilities = &mcp.ClientCapabilities{}
 	if len(cfg.Roots) > 0 {
 		o.Capabilities.RootsV2 = &mcp.RootCapabilities{}
 	}
+	// Elicitation is offered only under a policy that can accept: a server then lists
+	// its tools that ask (server-everything's trigger-elicitation-request), which would
+	// all be declined otherwise.
 	o.ElicitationHandler = elicitationPolicy(cfg.Elicitation)
 	c := mcp.NewClient(info, &o)
 	for _, r := range cfg.Roots {
