@@ -329,11 +329,16 @@ func (b *bracketCount) open(s string, body, i int, c byte) bool {
 
 // closeAt decides what the quote at s[i] of a string whose text starts at body is.
 // It closes the string when what follows can follow a string (endsString; in a key, a
-// ':'). A doubled quote is one quote: at the start of the text when a word follows it,
-// at the end when a ',', ':' or a closing bracket does. A quote that cannot close, right
-// after a comma, opens the next string when a string follows it ({"a": "b,"c": 1},
-// ["a,"b"]), and in a key that holds a ':', the key ends at that colon ({"key:"value"}).
-// Anything else is a quote inside the string.
+// ':'), unless that is a bracket the string's own text opened ("a [1, 2"] b"); in an
+// array or before an object's '}' also when a word follows the first quote of the text
+// (["a" b"]). A doubled quote is one quote: at the start of the text when no delimiter
+// follows it, at the end when a ':', a closing bracket or a line break does, or a comma
+// in a key or an array; before a comma in an object, and at the very end of the text,
+// the first of the two is an inch mark ("27"", as both references read it). A quote
+// that cannot close, right after a comma, opens the next string when a string follows
+// it ({"a": "b,"c": 1}, ["a,"b"]); right after " +", it opens the next string of a
+// concatenation; and in a key that holds a ':', the key ends at that colon
+// ({"key:"value"}). Anything else is a quote inside the string.
 func (r *repairer) closeAt(i, body int, key, hasColon bool, brackets *bracketCount) int {
 	s := r.src
 	if i == body && i+1 < len(s) && (!doubledQuoteEnds[s[i+1]] && s[i+1] != s[i] || key && s[i+1] == ' ' && r.keyAt(i)) {
