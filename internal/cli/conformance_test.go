@@ -43,7 +43,7 @@ func TestMCPConformanceClient(t *testing.T) {
 		t.Fatalf("the suite failed against its baseline: %v\n%s", err, tail(string(out), 40))
 	}
 	// The scenarios toolbus must pass, whatever the baseline says.
-	for _, s := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"} {
+	for _, s := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry", "auth/client-credentials-basic", "auth/pre-registration"} {
 		if !strings.Contains(string(out), "✓ "+s+":") {
 			t.Errorf("scenario %s did not pass", s)
 		}

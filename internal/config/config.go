@@ -52,7 +52,7 @@ type Config struct {
 
 // Redactor hides the configuration's secrets (see package redact): the values that came
 // from ${VAR}, the userinfo, query and header values of the servers' URLs, the env
-// values of stdio servers, and the NATS URL's password. Every process builds its logs,
+// values of stdio servers, their OAuth client secrets, and the NATS URL's password. Every process builds its logs,
 // health statuses, error messages and span attributes through it.
 func (c *Config) Redactor() *redact.Redactor {
 	if c == nil {
@@ -69,6 +69,9 @@ func (c *Config) Redactor() *redact.Redactor {
 		}
 		for _, v := range s.Env {
 			secrets = append(secrets, v)
+		}
+		if s.OAuth != nil {
+			secrets = append(secrets, s.OAuth.ClientSecret)
 		}
 	}
 	for _, u := range strings.Split(c.NATS.URL, ",") {

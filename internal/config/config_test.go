@@ -100,3 +100,16 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// TestOAuthSecretRedacted: a server's OAuth client secret is one of the secrets the
+// configuration's redactor hides, also when it is written in the file itself.
+func TestOAuthSecretRedacted(t *testing.T) {
+	c, err := Parse([]byte(`{"mcpServers":{"api":{"type":"http","url":"https://api.example/mcp",
+		"oauth":{"clientId":"toolbus","clientSecret":"plain-s3cret-in-file"}}}}`), "test.json", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Redactor().String("token request failed for plain-s3cret-in-file"); strings.Contains(got, "plain-s3cret-in-file") {
+		t.Errorf("redacted: %q still holds the client secret", got)
+	}
+}

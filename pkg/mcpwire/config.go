@@ -83,6 +83,11 @@ type ServerConfig struct {
 	// offer it, and accept with the requested schema's defaults when every required
 	// field has one, declining otherwise. A URL elicitation is declined either way.
 	Elicitation string `json:"elicitation,omitempty"`
+	// OAuth authorizes toolbus with the authorization server of an http server that
+	// requires it. Today: the client credentials grant of a pre-registered client
+	// (machine to machine), its token endpoint found through the server's protected
+	// resource metadata.
+	OAuth *OAuthConfig `json:"oauth,omitempty"`
 }
 
 // UnmarshalJSON reads an entry as MCP clients write it, and also with "command" as a
@@ -244,6 +249,19 @@ func (c ServerConfig) Transport() Transport {
 	}
 }
 
+// OAuthConfig is a server's "oauth" entry: a client registered with the server's
+// authorization server.
+type OAuthConfig struct {
+	ClientID     string `json:"clientId"`
+	ClientSecret string `json:"clientSecret,omitempty"` // write it as ${VAR}
+	// Grant is the OAuth grant toolbus uses: "client_credentials" (the default and, for
+	// now, the only one; the authorization-code flow of a user login is not there yet).
+	Grant string `json:"grant,omitempty"`
+}
+
+// GrantClientCredentials is OAuthConfig.Grant's client credentials grant.
+const GrantClientCredentials = "client_credentials"
+
 // IsEnabled reports whether the server is switched on.
 func (c ServerConfig) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
 
@@ -284,6 +302,18 @@ func (c ServerConfig) Validate() error {
 	for _, r := range c.Prefix {
 		if !validNameRune(r) {
 			return fmt.Errorf("prefix: %q may only hold letters, digits, '_', '.' and '-'", c.Prefix)
+		}
+	}
+	if o := c.OAuth; o != nil {
+		switch {
+		case c.Transport() != TransportHTTP:
+			return fmt.Errorf("oauth: only an http server takes oauth")
+		case o.Grant != "" && o.Grant != GrantClientCredentials:
+			return fmt.Errorf("oauth.grant: %q is not supported yet (want %q)", o.Grant, GrantClientCredentials)
+		case o.ClientID == "":
+			return fmt.Errorf("oauth.clientId: the client credentials grant needs the client's id")
+		case o.ClientSecret == "":
+			return fmt.Errorf("oauth.clientSecret: the client credentials grant needs the client's secret")
 		}
 	}
 	switch c.Elicitation {

@@ -78,3 +78,26 @@ func TestElicitationPolicyValidated(t *testing.T) {
 		}
 	}
 }
+
+func TestOAuthConfigValidated(t *testing.T) {
+	http := func(o *mcpwire.OAuthConfig) mcpwire.ServerConfig {
+		return mcpwire.ServerConfig{Type: "http", URL: "https://api.example/mcp", OAuth: o}
+	}
+	tests := []struct {
+		name string
+		cfg  mcpwire.ServerConfig
+		ok   bool
+	}{
+		{"client credentials", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s"}), true},
+		{"named grant", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s", Grant: "client_credentials"}), true},
+		{"no secret", http(&mcpwire.OAuthConfig{ClientID: "a"}), false},
+		{"no client id", http(&mcpwire.OAuthConfig{ClientSecret: "s"}), false},
+		{"authorization code: not yet", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s", Grant: "authorization_code"}), false},
+		{"stdio server", mcpwire.ServerConfig{Command: "x", OAuth: &mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s"}}, false},
+	}
+	for _, tt := range tests {
+		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+			t.Errorf("%s: Validate() = %v", tt.name, err)
+		}
+	}
+}

@@ -161,7 +161,16 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 			}}
 		case TransportHTTP:
 			hc := forgottenSessions(withHeaders(observingTasks(httpClient, tasks), cfg.Headers))
-			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(hc, sctx)}
+			st := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(hc, sctx)}
+			if cfg.OAuth != nil {
+				h, err := oauthHandler(cfg.OAuth, httpClient)
+				if err != nil {
+					cancel()
+					return nil, err
+				}
+				st.OAuthHandler = h
+			}
+			t = st
 		case TransportSSE:
 			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(withHeaders(observingTasks(httpClient, tasks), cfg.Headers), sctx)}
 		default:
