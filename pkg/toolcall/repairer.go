@@ -558,13 +558,24 @@ var bareKeyStop = func() (t [256]bool) {
 }()
 
 func (r *repairer) array() bool {
+	_, _, ok := r.list(']')
+	return ok
+}
+
+// list reads the elements of an array, or of a tuple when closer is ')', up to its
+// closer, and writes them as a JSON array; it returns how many there were and whether
+// a comma was read.
+func (r *repairer) list(closer byte) (n int, anyComma, ok bool) {
+	what := "array"
+	if closer == ')' {
+		what = "tuple"
+	}
 	r.pos++
 	if !r.push('[') {
-		return false
+		return 0, false, false
 	}
 	r.out = append(r.out, '[')
 	s := r.src
-	n := 0
 	comma := false
 	elided := false
 	for {
@@ -588,7 +599,7 @@ func (r *repairer) array() bool {
 					r.pos++
 					r.out = append(r.out, ']')
 					r.pop()
-					return true
+					return n, anyComma, true
 				case j < len(s) && s[j] == '{' && !r.encloses('{'):
 					// [{"a": 1}}, {"a": 2}]: one '}' too many.
 					r.fixes.add(fixMismatchedBracket)
@@ -598,10 +609,11 @@ func (r *repairer) array() bool {
 			}
 		}
 		if r.closes(c) {
-			r.end(c, ']', '{', comma && n > 0, fixUnclosedArray)
+			r.end(c, closer, '{', comma && n > 0, fixUnclosedArray)
 			break
 		}
 		if c == ',' {
+			anyComma = true
 			if n == 0 && !elided || comma {
 				r.fixes.add(fixExtraComma)
 			}
@@ -622,7 +634,7 @@ func (r *repairer) array() bool {
 		}
 		if n > 0 && !comma {
 			if !r.startsValue(r.pos) {
-				return r.fail(r.pos, "expected ',' or ']' after an array element, found "+describeAt(s, r.pos))
+				return n, anyComma, r.fail(r.pos, "expected ',' or '"+string(closer)+"' after an "+what+" element, found "+describeAt(s, r.pos))
 			}
 			r.fixes.add(fixMissingComma)
 		}
@@ -630,11 +642,11 @@ func (r *repairer) array() bool {
 			r.out = append(r.out, ',')
 		}
 		if !r.startsValue(r.pos) {
-			return r.fail(r.pos, "expected a value or ']', found "+describeAt(s, r.pos))
+			return n, anyComma, r.fail(r.pos, "expected a value or '"+string(closer)+"', found "+describeAt(s, r.pos))
 		}
 		elem := len(r.out)
 		if !r.value() {
-			return false
+			return n, anyComma, false
 		}
 		n++
 		comma = false
@@ -644,14 +656,14 @@ func (r *repairer) array() bool {
 				// ["key": "value"]: an object whose braces are missing.
 				r.pos = j
 				if !r.membersInArray(elem) {
-					return false
+					return n, anyComma, false
 				}
 			}
 		}
 	}
 	r.out = append(r.out, ']')
 	r.pop()
-	return true
+	return n, anyComma, true
 }
 
 // membersInArray reads, at the ':' after the string written at out[elem] in an array,
@@ -969,58 +981,18 @@ func (r *repairer) word() bool {
 // tuple reads a Python tuple, (1, 2), as an array; a value in parentheses without a
 // comma, (1), is that value.
 func (r *repairer) tuple() bool {
-	s := r.src
-	r.pos++
-	if !r.push('[') {
+	inCall := r.inCall
+	r.inCall = true // ')' ends the values and closes the tuple
+	start := len(r.out)
+	n, anyComma, ok := r.list(')')
+	r.inCall = inCall
+	if !ok {
 		return false
 	}
-	inCall := r.inCall
-	r.inCall = true // ')' ends values and closes the tuple
-	start := len(r.out)
-	r.out = append(r.out, '[')
-	n, commas := 0, 0
-	for {
-		r.space()
-		if r.eof() {
-			r.fixes.add(fixUnclosedArray)
-			break
-		}
-		c := s[r.pos]
-		if c == ')' {
-			r.pos++
-			break
-		}
-		if c == ',' {
-			commas++
-			r.pos++
-			continue
-		}
-		if c == ']' || c == '}' {
-			r.fixes.add(fixUnclosedArray)
-			break
-		}
-		if n > 0 {
-			r.out = append(r.out, ',')
-		}
-		if !r.startsValue(r.pos) {
-			r.inCall = inCall
-			return r.fail(r.pos, "expected a value or ')', found "+describeAt(s, r.pos))
-		}
-		if !r.value() {
-			r.inCall = inCall
-			return false
-		}
-		n++
-	}
-	r.inCall = inCall
-	r.pop()
 	r.fixes.add(fixPythonLiterals)
-	if n == 1 && commas == 0 {
-		copy(r.out[start:], r.out[start+1:]) // (1) is 1
-		r.out = r.out[:len(r.out)-1]
-		return true
+	if n == 1 && !anyComma {
+		r.out = append(r.out[:start], r.out[start+1:len(r.out)-1]...) // (1) is 1
 	}
-	r.out = append(r.out, ']')
 	return true
 }
 
