@@ -49,6 +49,11 @@ func (x *extractor) add(b blk, p parsed) {
 		End:    b.end,
 	}
 	fixes := p.fixes | b.fixes
+	if p.err == "" && len(p.args) > 0 && p.args[0] != '{' {
+		// Arguments repaired into something else ({'a', 'b'} is a set, a list): a call's
+		// arguments are an object, whatever the format.
+		p.err = "expected the arguments as a JSON object, found " + jsonKind(string(p.args))
+	}
 	if p.err == "" {
 		args := p.args
 		if len(args) == 0 {

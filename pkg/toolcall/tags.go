@@ -139,10 +139,6 @@ func (x *extractor) namedCall(b blk, from, to int) {
 			x.add(b, p)
 			return
 		}
-		if v[0] != '{' {
-			x.fail(b, name, nil, "expected the arguments of %s as a JSON object, found %s", name, jsonKind(v))
-			return
-		}
 		b.format = FormatGLM
 		x.add(b, parsed{name: name, args: []byte(v), fixes: fixes})
 	default:
