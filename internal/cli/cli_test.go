@@ -365,3 +365,27 @@ func TestParseWithConfig(t *testing.T) {
 		t.Error("--known-tools with --config: want a usage error")
 	}
 }
+
+// TestRunKnowsTheServersTools: `toolbus run` starts the configuration's MCP servers
+// with the executor and sends the first response once they have listed their tools, so
+// that a call written without a marker (a pythonic list after a sentence) of a server's
+// tool is recognised — before, the servers started at the first call and such a
+// response was "no tool call".
+func TestRunKnowsTheServersTools(t *testing.T) {
+	memory := mcptest.NPMPackage(t, "@modelcontextprotocol/server-memory")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "toolbus.json")
+	body, _ := json.Marshal(map[string]any{
+		"mcpServers": map[string]any{"memory": map[string]any{
+			"command": "node", "args": []string{filepath.Join(memory, "dist", "index.js")},
+			"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}}},
+		"engineering": map[string]any{"enabled": false},
+	})
+	if err := os.WriteFile(cfg, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runMain(t, "Let me look.\n[memory__read_graph()]", "run", "--config", cfg, "--json")
+	if code != 0 || !strings.Contains(stdout, `"tool":"memory__read_graph"`) || !strings.Contains(stdout, `"success":true`) {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}

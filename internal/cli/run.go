@@ -8,13 +8,17 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/parser"
 	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/client"
@@ -32,6 +36,7 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for each response's output")
 	executors := fs.Int("executors", 2, "executor replicas in the process")
 	verbose := fs.Bool("v", false, "log everything to stderr")
+	wait := fs.Duration("wait", 20*time.Second, "how long the first response waits for the MCP servers to list their tools")
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, "usage: toolbus run [flags] [FILE...]\n\nEach FILE (or stdin) is one LLM response; they are answered in order in one conversation.")
 		fs.PrintDefaults()
@@ -69,7 +74,8 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	defer nc.Close()
 
 	svcCtx, stopServices := context.WithCancel(ctx)
-	n, err := node.Start(svcCtx, nc, node.Options{Config: cfg, Replicas: *executors, Logger: log})
+	catalog := parser.NewCatalog()
+	n, err := node.Start(svcCtx, nc, node.Options{Config: cfg, Replicas: *executors, Logger: log, Catalog: catalog})
 	if err != nil {
 		stopServices()
 		return err
@@ -79,6 +85,12 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	c, err := client.New(nc)
 	if err != nil {
 		return err
+	}
+	// The parser recognises calls without a marker (bare JSON, a pythonic list after a
+	// sentence) only by the names of the catalog's tools: the first response waits
+	// until every backend has listed its tools, or until --wait.
+	if missing := waitForCatalog(ctx, catalog, cfg, *wait); len(missing) > 0 {
+		fmt.Fprintf(env.Stderr, "toolbus run: %s did not list their tools within %s; calls of them without a marker are not recognised\n", strings.Join(missing, ", "), *wait)
 	}
 	for _, in := range inputs {
 		actx, cancel := context.WithTimeout(ctx, *timeout)
@@ -92,6 +104,38 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 		}
 	}
 	return nil
+}
+
+// waitForCatalog waits up to wait until the parser's catalog holds the tools of every
+// backend of cfg (its enabled MCP servers, the tools folder and the engineering suite),
+// and returns the backends that are still missing.
+func waitForCatalog(ctx context.Context, catalog *parser.Catalog, cfg *config.Config, wait time.Duration) []string {
+	want := []string{"local"}
+	if config.On(cfg.Engineering.Enabled) {
+		want = append(want, "engineering")
+	}
+	for name, s := range cfg.MCPServers {
+		if s.IsEnabled() {
+			want = append(want, name)
+		}
+	}
+	sort.Strings(want)
+	deadline := time.After(wait)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		want = slices.DeleteFunc(want, func(name string) bool { return catalog.Has(bus.Key(name)) })
+		if len(want) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return want
+		case <-deadline:
+			return want
+		case <-tick.C:
+		}
+	}
 }
 
 type input struct{ name, text string }

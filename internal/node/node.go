@@ -70,6 +70,9 @@ type Options struct {
 	Replicas int
 	// Local tools, in addition to the built-ins the configuration turns on.
 	Local *localtools.Registry
+	// Catalog is the parser's view of the catalog bucket (nil: a new one): a caller that
+	// holds it can wait until the parser knows a server's tools (`toolbus run`).
+	Catalog *parser.Catalog
 	// Ops, when set, counts each replica's handled messages and registers it with the
 	// NATS service framework (nats micro ls / info / stats).
 	Ops *ops.Server
@@ -289,7 +292,10 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 	}
 	switch name {
 	case Parser:
-		catalog := parser.NewCatalog()
+		catalog := o.Catalog
+		if catalog == nil {
+			catalog = parser.NewCatalog()
+		}
 		kv, err := js.KeyValue(ctx, messages.BucketCatalog)
 		if err != nil {
 			return nil, fmt.Errorf("parser: catalog bucket: %w", err)
@@ -370,8 +376,11 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				mirrorInProcess(catalog, exec.Router, pool, log)
 			}, log))
 		}
-		// The pool's servers (child processes among them) live as long as the service.
+		// The pool's servers (child processes among them) start with the service, not at
+		// the first call, so that their tools join the catalog the parser recognises
+		// calls by; they live as long as the service.
 		runs = append(runs, func(ctx context.Context) error {
+			_ = pool.Connect(ctx) // a server that fails is logged, reported and tried again
 			<-ctx.Done()
 			return pool.Close()
 		})

@@ -122,6 +122,14 @@ func (c *Catalog) Set(server string, tools []catalogTool) {
 
 func (c *Catalog) current() *snapshot { return c.snap.Load() }
 
+// Has reports whether the catalog holds the tools of the server listed under key.
+func (c *Catalog) Has(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.servers[key]
+	return ok
+}
+
 // Follow keeps the catalog in step with the bucket until ctx is done.
 func (c *Catalog) Follow(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) error {
 	w, err := kv.WatchAll(ctx)
