@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -89,7 +87,7 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	// The parser recognises calls without a marker (bare JSON, a pythonic list after a
 	// sentence) only by the names of the catalog's tools: the first response waits
 	// until every backend has listed its tools, or until --wait.
-	if missing := waitForCatalog(ctx, catalog, cfg, *wait); len(missing) > 0 {
+	if missing := node.WaitForCatalog(ctx, catalog, cfg, *wait); len(missing) > 0 {
 		fmt.Fprintf(env.Stderr, "toolbus run: %s did not list their tools within %s; calls of them without a marker are not recognised\n", strings.Join(missing, ", "), *wait)
 	}
 	for _, in := range inputs {
@@ -104,38 +102,6 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 		}
 	}
 	return nil
-}
-
-// waitForCatalog waits up to wait until the parser's catalog holds the tools of every
-// backend of cfg (its enabled MCP servers, the tools folder and the engineering suite),
-// and returns the backends that are still missing.
-func waitForCatalog(ctx context.Context, catalog *parser.Catalog, cfg *config.Config, wait time.Duration) []string {
-	want := []string{"local"}
-	if config.On(cfg.Engineering.Enabled) {
-		want = append(want, "engineering")
-	}
-	for name, s := range cfg.MCPServers {
-		if s.IsEnabled() {
-			want = append(want, name)
-		}
-	}
-	sort.Strings(want)
-	deadline := time.After(wait)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		want = slices.DeleteFunc(want, func(name string) bool { return catalog.Has(bus.Key(name)) })
-		if len(want) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return want
-		case <-deadline:
-			return want
-		case <-tick.C:
-		}
-	}
 }
 
 type input struct{ name, text string }

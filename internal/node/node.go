@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -482,6 +484,38 @@ func runStage(js jetstream.JetStream, stream, consumer string, h bus.Handler, he
 			o.Heartbeat = max(c.CachedInfo().Config.AckWait/3, 100*time.Millisecond)
 		}
 		return bus.Run(ctx, c, js, h, o)
+	}
+}
+
+// WaitForCatalog waits up to wait until the parser's catalog holds the tools of every
+// backend of cfg (its enabled MCP servers, the tools folder and the engineering suite),
+// and returns the backends that are still missing.
+func WaitForCatalog(ctx context.Context, catalog *parser.Catalog, cfg *config.Config, wait time.Duration) []string {
+	want := []string{"local"}
+	if config.On(cfg.Engineering.Enabled) {
+		want = append(want, "engineering")
+	}
+	for name, s := range cfg.MCPServers {
+		if s.IsEnabled() {
+			want = append(want, name)
+		}
+	}
+	sort.Strings(want)
+	deadline := time.After(wait)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		want = slices.DeleteFunc(want, func(name string) bool { return catalog.Has(bus.Key(name)) })
+		if len(want) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return want
+		case <-deadline:
+			return want
+		case <-tick.C:
+		}
 	}
 }
 

@@ -12,6 +12,7 @@
 //	tb, err := toolbus.Start(ctx, toolbus.Options{ConfigFile: "toolbus.json", Tools: reg})
 //	...
 //	defer tb.Close()
+//	err = tb.WaitForTools(ctx) // the MCP servers' tools, for calls without a marker
 //	out, err := tb.Client().Ask(ctx, "conv-1", modelText, nil)
 package toolbus
 
@@ -20,12 +21,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/parser"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 )
@@ -64,11 +70,14 @@ type Options struct {
 // Toolbus is a running toolbus: its services, their NATS connection, and the embedded
 // server when there is one.
 type Toolbus struct {
-	nc     *nats.Conn
-	node   *node.Node
-	stop   context.CancelFunc
-	server func()
-	client *client.Client
+	cfg      *config.Config
+	catalog  *parser.Catalog // the parser's, when this process runs one
+	services []string
+	nc       *nats.Conn
+	node     *node.Node
+	stop     context.CancelFunc
+	server   func()
+	client   *client.Client
 }
 
 // Start runs the services until ctx is done or Close is called. With an embedded
@@ -82,7 +91,7 @@ func Start(ctx context.Context, o Options) (*Toolbus, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	tb := &Toolbus{server: func() {}}
+	tb := &Toolbus{server: func() {}, cfg: cfg, catalog: parser.NewCatalog(), services: o.Services}
 	opts := append([]nats.Option{nats.Name("toolbus embedded")}, o.NATSOptions...)
 	checkOnly := o.NATSURL != ""
 	if o.NATSURL == "" {
@@ -101,7 +110,7 @@ func Start(ctx context.Context, o Options) (*Toolbus, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	tb.stop = stop
 	tb.node, err = node.Start(runCtx, tb.nc, node.Options{Config: cfg, Services: o.Services, Replicas: o.Replicas,
-		Local: o.Tools, Logger: o.Logger, CheckOnly: checkOnly})
+		Local: o.Tools, Logger: o.Logger, CheckOnly: checkOnly, Catalog: tb.catalog})
 	if err == nil {
 		tb.client, err = client.New(tb.nc)
 	}
@@ -115,6 +124,25 @@ func Start(ctx context.Context, o Options) (*Toolbus, error) {
 		return nil, err
 	}
 	return tb, nil
+}
+
+// WaitForTools waits until the parser of this process knows the tools of every
+// backend of the configuration (its MCP servers list theirs after they start), so that
+// calls written without a marker — bare JSON, a pythonic list after a sentence — are
+// recognised from the first response; or until ctx is done, when it names the backends
+// still missing. Without a parser in this process it returns at once.
+func (tb *Toolbus) WaitForTools(ctx context.Context) error {
+	if len(tb.services) > 0 && !slices.Contains(tb.services, Parser) {
+		return nil
+	}
+	wait := time.Duration(math.MaxInt64)
+	if d, ok := ctx.Deadline(); ok {
+		wait = time.Until(d)
+	}
+	if missing := node.WaitForCatalog(ctx, tb.catalog, tb.cfg, wait); len(missing) > 0 {
+		return fmt.Errorf("toolbus: %s did not list their tools: %w", strings.Join(missing, ", "), context.Cause(ctx))
+	}
+	return nil
 }
 
 // Client is a client on toolbus's own connection, to submit model responses and read

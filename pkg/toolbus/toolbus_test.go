@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolbus"
@@ -143,5 +144,42 @@ func TestEmbedExampleOutsideTheModule(t *testing.T) {
 	}
 	if i < 0 || j < i || json.Unmarshal(out[i:j+1], &res) != nil || !res.Success || res.Result["kelvin"] != 505.93 {
 		t.Fatalf("embedder printed:\n%s", out)
+	}
+}
+
+// WaitForTools: after it, a call of an MCP server's tool written without a marker (a
+// pythonic list after a sentence) is recognised from the first response; a server that
+// never lists its tools is named when the wait ends.
+func TestWaitForTools(t *testing.T) {
+	memory := mcptest.NPMPackage(t, "@modelcontextprotocol/server-memory")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "toolbus.json")
+	body, _ := json.Marshal(map[string]any{
+		"mcpServers": map[string]any{
+			"memory": map[string]any{"command": "node", "args": []string{filepath.Join(memory, "dist", "index.js")},
+				"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}},
+			"gone": map[string]any{"command": filepath.Join(dir, "no-such-server")},
+		},
+		"engineering": map[string]any{"enabled": false},
+	})
+	if err := os.WriteFile(cfg, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := toolbus.Start(context.Background(), toolbus.Options{ConfigFile: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	err = tb.WaitForTools(ctx)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "gone") || strings.Contains(err.Error(), "memory") {
+		t.Fatalf("WaitForTools = %v, want the gone server named, and only it", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := tb.Client().Ask(ctx, "embed", "Let me look.\n[memory__read_graph()]", nil)
+	if err != nil || len(out.Results) != 1 || !out.Results[0].Success {
+		t.Fatalf("output %+v, %v", out, err)
 	}
 }
