@@ -223,9 +223,14 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 	return rd
 }
 
-func (s *Server) natsConnected(context.Context) error {
+// natsConnected asks the server for a round trip: a connection the client has not yet
+// seen drop (a server gone a moment ago, a half-open socket) fails here too.
+func (s *Server) natsConnected(ctx context.Context) error {
 	if !s.nc.IsConnected() {
 		return fmt.Errorf("not connected (%s)", s.nc.Status())
+	}
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("no answer from the server: %w", err)
 	}
 	return nil
 }
