@@ -128,6 +128,7 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		kv(messages.BucketCalls, "call id → claim and result", t.DuplicateWindow*6),
 		kv(messages.BucketHealth, "server → last probe", 0),
 		kv(messages.BucketCatalog, "server → tools", 0),
+		kv(messages.BucketAuth, "server → OAuth grant (sealed)", 0),
 		kv(messages.BucketGather, "response id → results gathered so far", t.GatherTTL),
 	}
 }

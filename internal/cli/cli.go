@@ -25,6 +25,12 @@ type Env struct {
 	Getenv func(string) string
 }
 
+// lookup is getenv as os.LookupEnv: an empty variable counts as unset.
+func (e Env) lookup(k string) (string, bool) {
+	v := e.getenv(k)
+	return v, v != ""
+}
+
 func (e Env) getenv(k string) string {
 	if e.Getenv != nil {
 		return e.Getenv(k)
@@ -48,6 +54,7 @@ func commands() []command {
 		{"repair", "repair the JSON on stdin and print it", repairCmd},
 		{"bench", "measure throughput and latency against the bus ceiling", benchCmd},
 		{"version", "print the version, commit and Go version of this build", versionCmd},
+		{"auth", "log toolbus in to http servers that require OAuth: auth login|status|logout", authCmd},
 		{"provision", "create or update toolbus's streams, consumers and buckets on a NATS server (administrator credentials)", provisionCmd},
 	}
 }

@@ -79,7 +79,7 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 // reported and left out), its tools folder and the engineering suite. The caller closes
 // the pool.
 func startTools(ctx context.Context, env Env, cmd string, cfg *config.Config, wait time.Duration) (*mcpwire.Pool, *executor.Executor, error) {
-	pool, err := node.NewPool(cfg, nil, nil, nil)
+	pool, err := node.NewPool(cfg, mcpwire.Options{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/parser"
 	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/telemetry"
+	"github.com/toolbus/toolbus/internal/tokens"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"go.opentelemetry.io/otel/codes"
@@ -35,6 +37,7 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	executors := fs.Int("executors", 2, "executor replicas in the process")
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	wait := fs.Duration("wait", 20*time.Second, "how long the first response waits for the MCP servers to list their tools")
+	open := fs.String("open", "", "command run with the authorization URL of a server that requires an OAuth login, as its last argument (e.g. xdg-open); the URL is printed either way")
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, "usage: toolbus run [flags] [FILE...]\n\nEach FILE (or stdin) is one LLM response; they are answered in order in one conversation.")
 		fs.PrintDefaults()
@@ -71,9 +74,34 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	}
 	defer nc.Close()
 
+	// An http server that requires OAuth is logged in to here, attended: the URL is
+	// printed, the redirect comes back to a local port. The grant is kept in the
+	// embedded bucket, which ends with the run: sealed with the environment's key, or a
+	// key of the run's own.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := bus.Provision(ctx, js, cfg.Topology()); err != nil {
+		return err
+	}
+	key, err := tokens.KeyFromEnv(env.lookup)
+	if err != nil {
+		return err
+	}
+	if key == nil {
+		key = tokens.NewKey()
+	}
+	store, err := tokens.Open(ctx, js, key)
+	if err != nil {
+		return err
+	}
+	ui := &loginUI{env: env, open: *open}
+	defer ui.close()
+
 	svcCtx, stopServices := context.WithCancel(ctx)
 	catalog := parser.NewCatalog()
-	n, err := node.Start(svcCtx, nc, node.Options{Config: cfg, Replicas: *executors, Logger: log, Catalog: catalog})
+	n, err := node.Start(svcCtx, nc, node.Options{Config: cfg, Replicas: *executors, Logger: log, Catalog: catalog, Tokens: store, Login: ui.login})
 	if err != nil {
 		stopServices()
 		return err

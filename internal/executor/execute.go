@@ -206,7 +206,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		}
 		span.SetStatus(codes.Error, string(last.Code)) // the message may echo arguments: the model gets it, traces do not
 		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
-		if last.Code.Retryable() && (safe || last.Unsent) && time.Now().Before(budget) {
+		if last.Retryable() && (safe || last.Unsent) && time.Now().Before(budget) {
 			pending, pendingCode, pendingReason = span, string(last.Code), last.Message
 			return err
 		}
@@ -223,10 +223,10 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			// Say how many attempts of this call reached the server: those refused on
 			// connecting never did.
 			if sent > 0 {
-				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Message: fmt.Sprintf(
+				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
 					"%d earlier attempt(s) of this call were sent and failed; %s", sent, last.Message)}
 			} else if tried := res.Attempts - 1; tried > 0 {
-				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Message: fmt.Sprintf(
+				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
 					"%d earlier attempt(s) of this call could not reach the server; %s", tried, last.Message)}
 			}
 			return res.Fail(last), Outcome{}
@@ -238,7 +238,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 				call.Tool, budget.Sub(first).Round(time.Millisecond))}
 		}
 		oc := Outcome{
-			Retryable: last.Code.Retryable() && (safe || last.Unsent) && time.Now().Before(budget),
+			Retryable: last.Retryable() && (safe || last.Unsent) && time.Now().Before(budget),
 			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
 		}
 		return res.Fail(last), oc

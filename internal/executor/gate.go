@@ -215,6 +215,9 @@ func (b *Breaker) Report(backend string, err error) {
 	}
 	failed := false
 	if err != nil {
+		if messages.AsToolError(err).Final {
+			return // a server that needs a login answered at once: not a sign of trouble
+		}
 		code := messages.AsToolError(err).Code
 		failed = code == messages.CodeServerUnavailable || code == messages.CodeTimeout || code == messages.CodeOutcomeUnknown
 	}

@@ -93,6 +93,17 @@ func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
 		return te(messages.CodeUnknownTool, "%s", err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return te(messages.CodeTimeout, "the tool %q did not finish in time", name)
+	case errors.Is(err, mcpwire.ErrNeedsLogin):
+		// Nobody has authorized toolbus with the server (or the authorization was
+		// revoked): say who can, and do not retry.
+		var nl *mcpwire.NeedsLoginError
+		reason := "it requires an OAuth authorization"
+		if errors.As(err, &nl) {
+			reason = nl.Reason
+		}
+		e := te(messages.CodeServerUnavailable, "the server %q needs a login: %s; an operator authorizes toolbus with `%s`", t.Server, reason, LoginCommand(t.Server))
+		e.Unsent, e.Final = true, true
+		return e
 	case errors.Is(err, mcpwire.ErrUnavailable), errors.Is(err, mcpwire.ErrClosed):
 		// The request never left: repeating it cannot repeat an effect.
 		// Say why (command not found, connection refused, handshake failed); the stage
@@ -112,3 +123,7 @@ func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
 	}
 	return te(messages.CodeToolError, "the tool %q failed: %v", name, err)
 }
+
+// LoginCommand is the command that authorizes toolbus with an http server that
+// requires OAuth: the answer of a call to it, and its health, name it.
+func LoginCommand(server string) string { return "toolbus auth login " + server }

@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -24,6 +21,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/redact"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -54,6 +52,8 @@ type Options struct {
 	Targets []Target
 	// HTTPClient is the base client of HTTP probes; see [TargetOptions].
 	HTTPClient *http.Client
+	// Tokens holds the OAuth grants of http servers; see [TargetOptions].
+	Tokens mcpwire.TokenStore
 	// Observe, when set, is told the duration and error of every probe (ops stats).
 	Observe func(time.Duration, error)
 	// TracerProvider records a span per probe; nil means the global provider.
@@ -109,8 +109,7 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config
 		o.LeaseTTL = DefaultLeaseTTL
 	}
 	if o.ID == "" {
-		host, _ := os.Hostname()
-		o.ID = host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[16:]
+		o.ID = bus.InstanceID()
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -124,7 +123,7 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config
 	}
 	targets := o.Targets
 	if targets == nil {
-		targets = Targets(cfg, &TargetOptions{HTTPClient: o.HTTPClient, RequestTimeout: o.Timeout})
+		targets = Targets(cfg, &TargetOptions{HTTPClient: o.HTTPClient, RequestTimeout: o.Timeout, Tokens: o.Tokens})
 	}
 	s := &Service{
 		nc: nc, kv: kv, opts: o, targets: targets,
@@ -159,7 +158,7 @@ func (s *Service) eachState(yield func(string, messages.HealthState)) {
 // is probed anew, and one removed is forgotten (its status deleted from the health
 // bucket).
 func (s *Service) Apply(cfg *config.Config) {
-	targets := Targets(cfg, &TargetOptions{HTTPClient: s.opts.HTTPClient, RequestTimeout: s.opts.Timeout})
+	targets := Targets(cfg, &TargetOptions{HTTPClient: s.opts.HTTPClient, RequestTimeout: s.opts.Timeout, Tokens: s.opts.Tokens})
 	s.secrets.Set(cfg.Redactor())
 	s.mu.Lock()
 	s.targets = targets
@@ -365,7 +364,11 @@ func Next(prev messages.HealthStatus, r Result, threshold int, now time.Time) me
 	} else {
 		st.Failures++
 		st.Error = r.Err.Error()
-		if st.Failures >= threshold {
+		switch {
+		case errors.Is(r.Err, mcpwire.ErrNeedsLogin):
+			// It answered: no threshold to wait for, and no retry will change it.
+			st.State = messages.HealthNeedsLogin
+		case st.Failures >= threshold:
 			st.State = messages.HealthDown
 		}
 	}

@@ -60,6 +60,9 @@ type TargetOptions struct {
 	// BaseDir is what the local folders are relative to. Default: the folder of the
 	// configuration file.
 	BaseDir string
+	// Tokens holds the OAuth grants of http servers (the executor's): a server that
+	// requires authorization is probed with its grant, and is "needs_login" without.
+	Tokens mcpwire.TokenStore
 }
 
 // Targets returns what cfg asks healthd to probe: "local" (the tools folder and the
@@ -89,7 +92,7 @@ func Targets(cfg *config.Config, opts *TargetOptions) []Target {
 		}})
 	}
 	for _, name := range cfg.ServerNames() {
-		targets = append(targets, serverTarget(name, cfg.MCPServers[name], o.HTTPClient))
+		targets = append(targets, serverTarget(name, cfg.MCPServers[name], o.HTTPClient, o.Tokens))
 	}
 	return targets
 }
@@ -100,10 +103,10 @@ const closeGrace = 2 * time.Second
 
 // serverTarget probes a configured server through mcpwire, which dials it exactly as the
 // executor's pool does.
-func serverTarget(name string, sc mcpwire.ServerConfig, base *http.Client) Target {
+func serverTarget(name string, sc mcpwire.ServerConfig, base *http.Client, tokens mcpwire.TokenStore) Target {
 	spec, _ := json.Marshal(sc)
 	return Target{Name: name, Transport: string(sc.Transport()), spec: string(spec), Probe: func(ctx context.Context) Result {
-		r := mcpwire.Probe(ctx, name, sc, &mcpwire.ProbeOptions{HTTPClient: base, ClientName: "toolbus-healthd"})
+		r := mcpwire.Probe(ctx, name, sc, &mcpwire.ProbeOptions{HTTPClient: base, ClientName: "toolbus-healthd", Tokens: tokens})
 		return Result{Latency: r.Latency, Protocol: r.Protocol, Tools: r.Tools, Err: r.Err, Note: r.Note}
 	}}
 }

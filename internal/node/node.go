@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -32,6 +33,7 @@ import (
 	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/internal/results"
 	"github.com/toolbus/toolbus/internal/telemetry"
+	"github.com/toolbus/toolbus/internal/tokens"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -78,6 +80,12 @@ type Options struct {
 	// Ops, when set, counts each replica's handled messages and registers it with the
 	// NATS service framework (nats micro ls / info / stats).
 	Ops *ops.Server
+	// Tokens keeps the OAuth grants of http servers; nil: the bucket, sealed with the
+	// environment's key ([Tokens]).
+	Tokens mcpwire.TokenStore
+	// Login, when set, lets the executor run a user's login for a server that requires
+	// one (`toolbus run`, attended); nil: such a server needs `toolbus auth login`.
+	Login func(server string, cfg mcpwire.OAuthConfig) (*mcpwire.Login, error)
 	// MeterProvider records metrics; nil records none.
 	MeterProvider metric.MeterProvider
 	// TracerProvider records spans; nil means the global provider (see internal/telemetry).
@@ -335,9 +343,14 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, fmt.Errorf("executor: calls bucket: %w", err)
 		}
-		pool, err := NewPool(o.Config, log, o.MeterProvider, func(server string, tools []mcpwire.Tool) {
-			mirrorCatalog(catalog, server, tools, log)
-		})
+		store := o.Tokens
+		if store == nil {
+			if store, err = Tokens(ctx, js, os.LookupEnv); err != nil {
+				return nil, fmt.Errorf("executor: %w", err)
+			}
+		}
+		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login,
+			OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalog, server, tools, log) }})
 		if err != nil {
 			return nil, err
 		}
@@ -430,7 +443,13 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, err
 		}
-		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Observe: observe, Logger: log,
+		store := o.Tokens
+		if store == nil {
+			if store, err = Tokens(ctx, js, os.LookupEnv); err != nil {
+				return nil, fmt.Errorf("healthd: %w", err)
+			}
+		}
+		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Observe: observe, Logger: log, Tokens: store,
 			MeterProvider: o.MeterProvider, TracerProvider: o.TracerProvider})
 		if err != nil {
 			return nil, err
@@ -536,13 +555,22 @@ func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
 	return &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: policy}
 }
 
-// NewPool returns the pool of the configuration's MCP servers, recording its metrics on
-// mp (nil: none); onCatalog, when set, is told each server's tools whenever they are
-// listed.
-func NewPool(cfg *config.Config, log *slog.Logger, mp metric.MeterProvider, onCatalog func(string, []mcpwire.Tool)) (*mcpwire.Pool, error) {
-	return mcpwire.NewPool(cfg.MCPServers, &mcpwire.Options{
-		Routes: cfg.Routes, AllowedTools: cfg.AllowedTools, OnCatalog: onCatalog, Logger: log, MeterProvider: mp,
-	})
+// NewPool returns the pool of the configuration's MCP servers: o with the
+// configuration's routes and allow-list.
+func NewPool(cfg *config.Config, o mcpwire.Options) (*mcpwire.Pool, error) {
+	o.Routes, o.AllowedTools = cfg.Routes, cfg.AllowedTools
+	return mcpwire.NewPool(cfg.MCPServers, &o)
+}
+
+// Tokens returns the store of OAuth grants of the deployment: the bucket, sealed with
+// the key of the environment (lookup is os.LookupEnv; [tokens.KeyFromEnv]); without a key it keeps nothing and
+// a server that requires a login says it needs one.
+func Tokens(ctx context.Context, js jetstream.JetStream, lookup func(string) (string, bool)) (*tokens.Store, error) {
+	key, err := tokens.KeyFromEnv(lookup)
+	if err != nil {
+		return nil, err
+	}
+	return tokens.Open(ctx, js, key)
 }
 
 // mirrorCatalog keeps a server's tools in the catalog bucket for the parser, healthd and

@@ -189,7 +189,7 @@ func startReloadingPipeline(t *testing.T, path string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := NewPool(cfg, nil, nil, func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalog, server, tools, log) })
+	pool, err := NewPool(cfg, mcpwire.Options{OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalog, server, tools, log) }})
 	if err != nil {
 		t.Fatal(err)
 	}

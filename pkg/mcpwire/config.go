@@ -83,10 +83,12 @@ type ServerConfig struct {
 	// offer it, and accept with the requested schema's defaults when every required
 	// field has one, declining otherwise. A URL elicitation is declined either way.
 	Elicitation string `json:"elicitation,omitempty"`
-	// OAuth authorizes toolbus with the authorization server of an http server that
-	// requires it. Today: the client credentials grant of a pre-registered client
-	// (machine to machine), its token endpoint found through the server's protected
-	// resource metadata.
+	// OAuth configures how toolbus is authorized by an http server that requires it
+	// (its answer 401 names its authorization server). Without the entry, an http
+	// server that requires authorization gets the authorization-code flow of a user's
+	// login (`toolbus auth login`) with a dynamically registered client; the entry names
+	// a pre-registered client, the scopes, the callback port, a client ID metadata
+	// document, or the client credentials grant (machine to machine).
 	OAuth *OAuthConfig `json:"oauth,omitempty"`
 }
 
@@ -249,18 +251,43 @@ func (c ServerConfig) Transport() Transport {
 	}
 }
 
-// OAuthConfig is a server's "oauth" entry: a client registered with the server's
-// authorization server.
+// OAuthConfig is a server's "oauth" entry, as Claude Code writes it ("clientId",
+// "callbackPort") and with what a gateway needs beyond that.
 type OAuthConfig struct {
-	ClientID     string `json:"clientId"`
+	// ClientID and ClientSecret name a client registered with the server's
+	// authorization server beforehand. Without them, toolbus registers itself (a client
+	// ID metadata document when ClientMetadataURL is set, else dynamic registration).
+	ClientID     string `json:"clientId,omitempty"`
 	ClientSecret string `json:"clientSecret,omitempty"` // write it as ${VAR}
-	// Grant is the OAuth grant toolbus uses: "client_credentials" (the default and, for
-	// now, the only one; the authorization-code flow of a user login is not there yet).
+	// Grant is the OAuth grant toolbus uses: "authorization_code" (the default: a
+	// user's login, once, with `toolbus auth login SERVER`; refreshed from then on) or
+	// "client_credentials" (machine to machine: ClientID and ClientSecret, no login).
 	Grant string `json:"grant,omitempty"`
+	// Scopes requested at login; default: those the server's challenge or its
+	// protected resource metadata names.
+	Scopes []string `json:"scopes,omitempty"`
+	// CallbackPort is the local port of the login's redirect
+	// (http://127.0.0.1:PORT/callback); default: a free one. A pre-registered client
+	// usually names its redirect, hence its port.
+	CallbackPort int `json:"callbackPort,omitempty"`
+	// ClientMetadataURL is the https URL of toolbus's client ID metadata document,
+	// when the operator hosts one.
+	ClientMetadataURL string `json:"clientMetadataUrl,omitempty"`
 }
 
-// GrantClientCredentials is OAuthConfig.Grant's client credentials grant.
-const GrantClientCredentials = "client_credentials"
+// OAuth grants an "oauth" entry names.
+const (
+	GrantAuthorizationCode = "authorization_code"
+	GrantClientCredentials = "client_credentials"
+)
+
+// grant is the entry's grant, the default filled in.
+func (o *OAuthConfig) grant() string {
+	if o == nil || o.Grant == "" {
+		return GrantAuthorizationCode
+	}
+	return o.Grant
+}
 
 // IsEnabled reports whether the server is switched on.
 func (c ServerConfig) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
@@ -308,12 +335,18 @@ func (c ServerConfig) Validate() error {
 		switch {
 		case c.Transport() != TransportHTTP:
 			return fmt.Errorf("oauth: only an http server takes oauth")
-		case o.Grant != "" && o.Grant != GrantClientCredentials:
-			return fmt.Errorf("oauth.grant: %q is not supported yet (want %q)", o.Grant, GrantClientCredentials)
-		case o.ClientID == "":
+		case o.grant() != GrantAuthorizationCode && o.grant() != GrantClientCredentials:
+			return fmt.Errorf("oauth.grant: %q is not a grant toolbus uses (want %q or %q)", o.Grant, GrantAuthorizationCode, GrantClientCredentials)
+		case o.grant() == GrantClientCredentials && o.ClientID == "":
 			return fmt.Errorf("oauth.clientId: the client credentials grant needs the client's id")
-		case o.ClientSecret == "":
+		case o.grant() == GrantClientCredentials && o.ClientSecret == "":
 			return fmt.Errorf("oauth.clientSecret: the client credentials grant needs the client's secret")
+		case o.ClientSecret != "" && o.ClientID == "":
+			return fmt.Errorf("oauth.clientSecret: a secret needs the client's id (clientId)")
+		case o.CallbackPort < 0 || o.CallbackPort > 65535:
+			return fmt.Errorf("oauth.callbackPort: %d is not a port", o.CallbackPort)
+		case o.ClientMetadataURL != "" && !httpsWithPath(o.ClientMetadataURL):
+			return fmt.Errorf("oauth.clientMetadataUrl: %q must be an https URL with a path", o.ClientMetadataURL)
 		}
 	}
 	switch c.Elicitation {
@@ -362,4 +395,9 @@ func (c ServerConfig) declaredSchemas() map[string]*jsonschema.Resolved {
 // headers to every request, for the http, sse and jsonrpc transports.
 func (c ServerConfig) HTTPClient(base *http.Client) *http.Client {
 	return withHeaders(base, c.Headers)
+}
+
+func httpsWithPath(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme == "https" && u.Host != "" && u.Path != "" && u.Path != "/"
 }

@@ -88,11 +88,18 @@ func TestOAuthConfigValidated(t *testing.T) {
 		cfg  mcpwire.ServerConfig
 		ok   bool
 	}{
-		{"client credentials", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s"}), true},
+		{"pre-registered client: authorization code by default", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s"}), true},
 		{"named grant", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s", Grant: "client_credentials"}), true},
-		{"no secret", http(&mcpwire.OAuthConfig{ClientID: "a"}), false},
-		{"no client id", http(&mcpwire.OAuthConfig{ClientSecret: "s"}), false},
-		{"authorization code: not yet", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s", Grant: "authorization_code"}), false},
+		{"client credentials without a secret", http(&mcpwire.OAuthConfig{ClientID: "a", Grant: "client_credentials"}), false},
+		{"client credentials without a client id", http(&mcpwire.OAuthConfig{ClientSecret: "s", Grant: "client_credentials"}), false},
+		{"a secret without a client id", http(&mcpwire.OAuthConfig{ClientSecret: "s"}), false},
+		{"authorization code, pre-registered", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s", Grant: "authorization_code"}), true},
+		{"Claude Code's entry", http(&mcpwire.OAuthConfig{ClientID: "a", CallbackPort: 8080}), true},
+		{"no client: dynamic registration", http(&mcpwire.OAuthConfig{Scopes: []string{"read"}}), true},
+		{"an unknown grant", http(&mcpwire.OAuthConfig{Grant: "password"}), false},
+		{"a port out of range", http(&mcpwire.OAuthConfig{CallbackPort: 70000}), false},
+		{"a metadata document over http", http(&mcpwire.OAuthConfig{ClientMetadataURL: "http://toolbus.example/client.json"}), false},
+		{"a metadata document", http(&mcpwire.OAuthConfig{ClientMetadataURL: "https://toolbus.example/client.json"}), true},
 		{"stdio server", mcpwire.ServerConfig{Command: "x", OAuth: &mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s"}}, false},
 	}
 	for _, tt := range tests {

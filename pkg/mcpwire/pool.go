@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
@@ -48,6 +49,14 @@ type Options struct {
 	OnCatalog func(server string, tools []Tool)
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// Tokens keeps the OAuth grants of http servers (a login's token, refreshed by one
+	// replica at a time); nil keeps them in memory, for this pool only.
+	Tokens TokenStore
+	// Login, when set, runs a user's authorization-code login for an http server that
+	// requires one (`toolbus auth login`, `toolbus run`); it is called once per server,
+	// on first need. Without it (a headless executor), such a server is unavailable
+	// with [ErrNeedsLogin] until a grant turns up in Tokens.
+	Login func(server string, cfg OAuthConfig) (*Login, error)
 	// MeterProvider records the mcp.client.operation.duration histogram; nil records
 	// none. Spans need no option: a call's span is a child of the span in its context,
 	// from that span's provider.
@@ -480,6 +489,11 @@ type server struct {
 	// declared holds the input schemas of the tools the configuration declares: a
 	// call's arguments are checked against them before anything is sent.
 	declared map[string]*jsonschema.Resolved
+	// oauth authorizes an http server's requests, across its sessions; oc is it when it
+	// is toolbus's own (not the client credentials grant).
+	oauth    auth.OAuthHandler
+	oc       *oauthClient
+	oauthErr error
 
 	ctx     context.Context // ends when the server is removed or the pool closes
 	cancel  context.CancelFunc
@@ -512,6 +526,9 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 		exited:  make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(p.ctx)
+	if cfg.Transport() == TransportHTTP {
+		s.oauth, s.oc, s.oauthErr = newOAuthHandler(name, cfg, p.opts.Tokens, p.opts.Login, p.opts.HTTPClient)
+	}
 	s.client = newClient(p.opts.ClientInfo, cfg, &mcp.ClientOptions{
 		Logger: s.log,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
@@ -605,8 +622,16 @@ func (s *server) connect(ctx context.Context) (session, error) {
 			return nil, err
 		}
 	}
-	sess, err := dial(ctx, s.name, s.cfg, s.client, t, s.pool.opts.HTTPClient, s.log, s.cfg.CallTimeout())
+	if s.oauthErr != nil {
+		return nil, s.oauthErr
+	}
+	sess, err := dial(ctx, s.name, s.cfg, s.client, t, s.pool.opts.HTTPClient, s.oauth, s.log, s.cfg.CallTimeout())
 	if err != nil {
+		if s.oc != nil && !errors.Is(err, ErrNeedsLogin) {
+			if nl := s.oc.needsLogin(); nl != nil {
+				err = fmt.Errorf("%w (%v)", nl, err)
+			}
+		}
 		return nil, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
@@ -783,5 +808,5 @@ func (s *server) session(ctx context.Context) (session, error) {
 	if errors.Is(s.err, ErrClosed) {
 		return nil, ErrClosed
 	}
-	return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, s.name, s.err)
+	return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, s.err)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -20,6 +21,10 @@ type ProbeOptions struct {
 	// ClientName is how the prober introduces itself. Default "toolbus-probe".
 	ClientName string
 	Logger     *slog.Logger
+	// Tokens holds the OAuth grants logins left, as in [Options]: an http server that
+	// requires authorization is probed with its grant, and without one fails with
+	// [ErrNeedsLogin].
+	Tokens TokenStore
 }
 
 // ProbeResult is the outcome of one [Probe].
@@ -60,8 +65,21 @@ func Probe(ctx context.Context, name string, cfg ServerConfig, opts *ProbeOption
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	sess, err := dial(ctx, name, cfg, newClient(&mcp.Implementation{Name: o.ClientName, Version: "0.1.0"}, cfg, nil), nil, o.HTTPClient, o.Logger.With("server", name), timeout)
+	var oauth auth.OAuthHandler
+	var oc *oauthClient
+	if cfg.Transport() == TransportHTTP {
+		var err error
+		if oauth, oc, err = newOAuthHandler(name, cfg, o.Tokens, nil, o.HTTPClient); err != nil {
+			return ProbeResult{Err: err}
+		}
+	}
+	sess, err := dial(ctx, name, cfg, newClient(&mcp.Implementation{Name: o.ClientName, Version: "0.1.0"}, cfg, nil), nil, o.HTTPClient, oauth, o.Logger.With("server", name), timeout)
 	if err != nil {
+		if oc != nil && !errors.Is(err, ErrNeedsLogin) {
+			if nl := oc.needsLogin(); nl != nil {
+				err = nl
+			}
+		}
 		return ProbeResult{Latency: time.Since(start), Err: describe(ctx, "connect", err)}
 	}
 	defer sess.close()

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
@@ -139,7 +140,7 @@ func (s *mcpSession) close() error {
 
 // dial opens a session to the server named name. ctx bounds the whole session; the
 // attempt itself is bounded by timeout.
-func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client, t mcp.Transport, httpClient *http.Client, log *slog.Logger, timeout time.Duration) (session, error) {
+func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client, t mcp.Transport, httpClient *http.Client, oauth auth.OAuthHandler, log *slog.Logger, timeout time.Duration) (session, error) {
 	if t == nil && cfg.Transport() == TransportJSONRPC {
 		return newRPCSession(ctx, cfg.URL, withHeaders(httpClient, cfg.Headers)), nil
 	}
@@ -161,16 +162,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 			}}
 		case TransportHTTP:
 			hc := forgottenSessions(withHeaders(observingTasks(httpClient, tasks), cfg.Headers))
-			st := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(hc, sctx)}
-			if cfg.OAuth != nil {
-				h, err := oauthHandler(cfg.OAuth, httpClient)
-				if err != nil {
-					cancel()
-					return nil, err
-				}
-				st.OAuthHandler = h
-			}
-			t = st
+			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(hc, sctx), OAuthHandler: oauth}
 		case TransportSSE:
 			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(withHeaders(observingTasks(httpClient, tasks), cfg.Headers), sctx)}
 		default:

@@ -52,7 +52,14 @@ type ToolError struct {
 	// Unsent is set when the request provably never reached the tool (the connection was
 	// refused), so repeating it cannot repeat a side effect.
 	Unsent bool
+	// Final is set when trying again cannot help until someone acts (a server that
+	// needs a login): the failure is answered at once, never retried.
+	Final bool
 }
+
+// Retryable reports whether the call may be tried again as it is: a retryable code,
+// and nothing that only an operator can change.
+func (e *ToolError) Retryable() bool { return e.Code.Retryable() && !e.Final }
 
 // Errorf returns a *ToolError with a formatted message.
 func Errorf(code ErrorCode, format string, args ...any) *ToolError {

@@ -188,6 +188,9 @@ const (
 	HealthUnknown HealthState = "unknown"
 	HealthUp      HealthState = "up"
 	HealthDown    HealthState = "down"
+	// HealthNeedsLogin: the server requires an OAuth authorization nobody has given
+	// (or it was revoked); `toolbus auth login SERVER` gives it.
+	HealthNeedsLogin HealthState = "needs_login"
 )
 
 // HealthStatus is one server's last probe. It travels on [HealthSubject] and is stored in

@@ -30,6 +30,9 @@ const (
 	HealthLeaderKey = "healthd.leader"
 	// BucketCatalog: server name → its tools.
 	BucketCatalog = "toolbus_catalog"
+	// BucketAuth: server name → its OAuth grant (token, refresh token, client), sealed
+	// with the operator's token key; see internal/tokens.
+	BucketAuth = "toolbus_auth"
 	// BucketGather: response id → the results gathered so far by the formatter.
 	BucketGather = "toolbus_gather"
 	// BucketResults is an object store: call id → a whole result too large to travel
