@@ -22,7 +22,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/tokens"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -59,6 +58,15 @@ names), the same on every toolbus process.
 	return usage()
 }
 
+// tokenKey reads the key that seals OAuth grants from the environment now
+// (TOOLBUS_TOKEN_KEY, TOOLBUS_TOKEN_KEY_FILE), and decodes it when asked.
+func tokenKey(env Env) func() ([]byte, error) {
+	vals := map[string]string{tokens.EnvKey: env.getenv(tokens.EnvKey), tokens.EnvKeyFile: env.getenv(tokens.EnvKeyFile)}
+	return func() ([]byte, error) {
+		return tokens.KeyFromEnv(func(k string) (string, bool) { v := vals[k]; return v, v != "" })
+	}
+}
+
 // authStore connects to the deployment's NATS and opens its grants.
 func authStore(ctx context.Context, env Env, cf connectFlags, cfg *config.Config) (*tokens.Store, func(), error) {
 	nc, err := cf.connect("toolbus auth", cfg, nil)
@@ -70,7 +78,12 @@ func authStore(ctx context.Context, env Env, cf connectFlags, cfg *config.Config
 		nc.Close()
 		return nil, nil, err
 	}
-	store, err := node.Tokens(ctx, js, env.lookup)
+	key, err := tokenKey(env)()
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	store, err := tokens.Open(ctx, js, key)
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("%w (is toolbus provisioned on %s? `toolbus provision` or `toolbus serve` creates it)", err, redactURLs(cf.URL(cfg)))

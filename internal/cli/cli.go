@@ -25,12 +25,6 @@ type Env struct {
 	Getenv func(string) string
 }
 
-// lookup is getenv as os.LookupEnv: an empty variable counts as unset.
-func (e Env) lookup(k string) (string, bool) {
-	v := e.getenv(k)
-	return v, v != ""
-}
-
 func (e Env) getenv(k string) string {
 	if e.Getenv != nil {
 		return e.Getenv(k)

@@ -85,7 +85,7 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	if err := bus.Provision(ctx, js, cfg.Topology()); err != nil {
 		return err
 	}
-	key, err := tokens.KeyFromEnv(env.lookup)
+	key, err := tokenKey(env)()
 	if err != nil {
 		return err
 	}
@@ -258,7 +258,12 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	jsonLogs := fs.Bool("json-logs", false, "log JSON lines")
 	opsAddr := addOpsFlag(fs, env, ":8081")
+	key := tokenKey(env) // TOOLBUS_TOKEN_KEY: the OAuth grants of `toolbus auth login`
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	tokenKey, err := key()
+	if err != nil {
 		return err
 	}
 	cfg, err := config.Load(*cfgPath)
@@ -292,7 +297,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	}
 	n, err := node.Start(ctx, nc, node.Options{
 		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log, Ops: opsSrv, MeterProvider: mp,
-		Topology: topology(cfg, *streamReplicas),
+		Topology: topology(cfg, *streamReplicas), TokenKey: tokenKey,
 	})
 	if err != nil {
 		return err

@@ -34,6 +34,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	ops := addOpsFlag(fs, env, defaultOpsAddr(name))
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	key := tokenKey(env) // TOOLBUS_TOKEN_KEY: the OAuth grants of `toolbus auth login`
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\n%s\n\nflags:\n", name, serviceWhat[name])
 		fs.PrintDefaults()
@@ -66,9 +67,13 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 		if err != nil {
 			return err
 		}
+		tokenKey, err := key()
+		if err != nil {
+			return err
+		}
 		n, err := node.Start(ctx, nc, node.Options{
 			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log, Ops: opsSrv, MeterProvider: mp,
-			Topology: topology(cfg, *streamReplicas), CheckOnly: !*provision,
+			Topology: topology(cfg, *streamReplicas), CheckOnly: !*provision, TokenKey: tokenKey,
 		})
 		if err != nil {
 			return err

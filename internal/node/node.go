@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -80,9 +79,12 @@ type Options struct {
 	// Ops, when set, counts each replica's handled messages and registers it with the
 	// NATS service framework (nats micro ls / info / stats).
 	Ops *ops.Server
-	// Tokens keeps the OAuth grants of http servers; nil: the bucket, sealed with the
-	// environment's key ([Tokens]).
+	// Tokens keeps the OAuth grants of http servers; nil: the toolbus_auth bucket,
+	// sealed with TokenKey (internal/tokens).
 	Tokens mcpwire.TokenStore
+	// TokenKey seals the grants in the bucket (TOOLBUS_TOKEN_KEY); nil: none can be
+	// read or kept, and a server that requires a login says it needs one.
+	TokenKey []byte
 	// Login, when set, lets the executor run a user's login for a server that requires
 	// one (`toolbus run`, attended); nil: such a server needs `toolbus auth login`.
 	Login func(server string, cfg mcpwire.OAuthConfig) (*mcpwire.Login, error)
@@ -345,7 +347,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		}
 		store := o.Tokens
 		if store == nil {
-			if store, err = Tokens(ctx, js, os.LookupEnv); err != nil {
+			if store, err = tokens.Open(ctx, js, o.TokenKey); err != nil {
 				return nil, fmt.Errorf("executor: %w", err)
 			}
 		}
@@ -445,7 +447,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		}
 		store := o.Tokens
 		if store == nil {
-			if store, err = Tokens(ctx, js, os.LookupEnv); err != nil {
+			if store, err = tokens.Open(ctx, js, o.TokenKey); err != nil {
 				return nil, fmt.Errorf("healthd: %w", err)
 			}
 		}
@@ -560,17 +562,6 @@ func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
 func NewPool(cfg *config.Config, o mcpwire.Options) (*mcpwire.Pool, error) {
 	o.Routes, o.AllowedTools = cfg.Routes, cfg.AllowedTools
 	return mcpwire.NewPool(cfg.MCPServers, &o)
-}
-
-// Tokens returns the store of OAuth grants of the deployment: the bucket, sealed with
-// the key of the environment (lookup is os.LookupEnv; [tokens.KeyFromEnv]); without a key it keeps nothing and
-// a server that requires a login says it needs one.
-func Tokens(ctx context.Context, js jetstream.JetStream, lookup func(string) (string, bool)) (*tokens.Store, error) {
-	key, err := tokens.KeyFromEnv(lookup)
-	if err != nil {
-		return nil, err
-	}
-	return tokens.Open(ctx, js, key)
 }
 
 // mirrorCatalog keeps a server's tools in the catalog bucket for the parser, healthd and

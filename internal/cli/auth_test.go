@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/tokens"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// An MCP server behind the go-sdk's bearer-token middleware and a local authorization
+// server, through the whole pipeline: a call before any login is answered at once,
+// naming the command; `toolbus auth login` once; then calls from two executor
+// replicas succeed, across token expiry (one refresh at a time, no refresh token used
+// twice); a revoked grant leads back to the "needs login" answer and health state; and
+// no token shows in logs, spans, health or `toolbus auth status`.
+func TestOAuthLoginThroughThePipeline(t *testing.T) {
+	key := tokens.NewKey()
+	t.Setenv(tokens.EnvKey, base64.StdEncoding.EncodeToString(key))
+	// Tokens last 12 s: oauth2 counts one as expired 10 s early, so it is fresh for 2 s.
+	const lifetime, fresh = 12 * time.Second, 2 * time.Second
+	as := mcptest.NewOAuthServer(t, lifetime)
+	nc, js := bustest.Provisioned(t)
+	cfgPath := filepath.Join(t.TempDir(), "toolbus.json")
+	if err := os.WriteFile(cfgPath, []byte(`{
+  "mcpServers": {"secure": {"type": "http", "url": "`+as.URL+`"}},
+  "engineering": {"enabled": false},
+  "health": {"interval": "200ms"}
+}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	start := func(services ...string) func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		n, err := node.Start(ctx, nc, node.Options{Config: cfg, Services: services, Logger: log, TracerProvider: tp, Topology: bus.Topology{Memory: true}, TokenKey: key})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		var once sync.Once
+		stop := func() { once.Do(func() { cancel(); _ = n.Wait() }) }
+		t.Cleanup(stop)
+		return stop
+	}
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func() messages.OutputResult {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := c.Ask(ctx, "c-auth", `<tool_call>{"name": "secure__whoami", "arguments": {}}</tool_call>`, nil)
+		if err != nil || len(out.Results) != 1 {
+			t.Fatalf("Ask: %+v, %v", out, err)
+		}
+		return out.Results[0]
+	}
+	needsLogin := func(when string) {
+		t.Helper()
+		r := ask()
+		if r.Success || r.Error == nil || r.Error.Code != messages.CodeServerUnavailable ||
+			!strings.Contains(r.Error.Message, "toolbus auth login secure") || r.Attempts != 1 {
+			t.Fatalf("%s: %+v %+v, want server_unavailable naming the login, one attempt", when, r, r.Error)
+		}
+		t.Logf("%s: %s", when, r.Error.Message)
+	}
+	healthIs := func(want messages.HealthState) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		kv, _ := js.KeyValue(ctx, messages.BucketHealth)
+		var st messages.HealthStatus
+		for ctx.Err() == nil {
+			if e, err := kv.Get(ctx, bus.Key("secure")); err == nil && json.Unmarshal(e.Value(), &st) == nil && st.State == want {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("health of secure: %+v, want %s", st, want)
+	}
+
+	start(node.Parser, node.Formatter, node.Healthd)
+	stop1 := start(node.Executor)
+	needsLogin("before any login")
+	healthIs(messages.HealthNeedsLogin)
+
+	// Log in once, as a user would: the URL printed, opened, approved.
+	var stdout bytes.Buffer
+	browser := &mcptest.FollowLogin{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := Main(ctx, []string{"auth", "login", "--config", cfgPath, "--nats", nc.ConnectedUrl(), "secure"},
+		Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: browser, Getenv: os.Getenv})
+	if code != 0 || browser.Opened != 1 || !strings.Contains(stdout.String(), "authorized toolbus with secure (1 tools") {
+		t.Fatalf("auth login: exit %d, %d URLs opened\n%s%s", code, browser.Opened, stdout.String(), browser.String())
+	}
+	loggedIn := time.Now()
+
+	// The first executor replica uses the grant.
+	first := ask()
+	if !first.Success {
+		t.Fatalf("after login: %+v %+v", first, first.Error)
+	}
+	healthIs(messages.HealthUp)
+	stop1()
+
+	// Another replica, after the token expired: it refreshes.
+	time.Sleep(time.Until(loggedIn.Add(fresh + 500*time.Millisecond)))
+	start(node.Executor)
+	if r := ask(); !r.Success || string(r.Result) == string(first.Result) {
+		t.Fatalf("second replica: %+v %+v (first %s)", r, r.Error, first.Result)
+	}
+	if n, reused := as.Refreshes(); n != 1 || reused != 0 {
+		t.Fatalf("refreshes: %d, reused refresh tokens: %d; want 1, 0", n, reused)
+	}
+
+	// Two replicas at once find the token expired: one refresh between them.
+	start(node.Executor)
+	time.Sleep(fresh + 500*time.Millisecond)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := ask(); !r.Success {
+				t.Errorf("concurrent call: %+v %+v", r, r.Error)
+			}
+		}()
+	}
+	wg.Wait()
+	if n, reused := as.Refreshes(); n != 2 || reused != 0 {
+		t.Errorf("refreshes: %d, reused refresh tokens: %d; want 2, 0", n, reused)
+	}
+	t.Logf("sessions: first %s, later %s", first.Result, ask().Result)
+
+	// Revoked: back to the answer that names the login, and the health state.
+	as.Revoke()
+	needsLogin("after revocation")
+	healthIs(messages.HealthNeedsLogin)
+
+	// `toolbus auth status` tells what the grant is, never its tokens.
+	stdout.Reset()
+	var stderr bytes.Buffer
+	code = Main(ctx, []string{"auth", "status", "--config", cfgPath, "--nats", nc.ConnectedUrl()},
+		Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Getenv: os.Getenv})
+	if code != 0 || !strings.Contains(stdout.String(), "secure") || !strings.Contains(stdout.String(), "refreshable") {
+		t.Errorf("auth status: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+
+	// No token anywhere an operator looks.
+	var seen strings.Builder
+	seen.WriteString(logs.String())
+	seen.WriteString(stdout.String())
+	seen.WriteString(browser.String())
+	for _, s := range rec.Ended() {
+		seen.WriteString(s.Name() + " " + s.Status().Description)
+		for _, a := range s.Attributes() {
+			seen.WriteString(" " + a.Value.Emit())
+		}
+		for _, e := range s.Events() {
+			for _, a := range e.Attributes {
+				seen.WriteString(" " + a.Value.Emit())
+			}
+		}
+	}
+	kv, _ := js.KeyValue(ctx, messages.BucketHealth)
+	if e, err := kv.Get(ctx, bus.Key("secure")); err == nil {
+		seen.Write(e.Value())
+	}
+	issued := as.Issued()
+	if len(issued) < 6 {
+		t.Fatalf("%d tokens issued", len(issued))
+	}
+	for _, tok := range issued {
+		if strings.Contains(seen.String(), tok) {
+			t.Errorf("a token shows in logs, spans, health or status: %s…", tok[:6])
+		}
+	}
+
+	// Logged out: the grant is gone.
+	code = Main(ctx, []string{"auth", "logout", "--config", cfgPath, "--nats", nc.ConnectedUrl(), "secure"},
+		Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Getenv: os.Getenv})
+	store, err := tokens.Open(ctx, js, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := store.Load(ctx, "secure"); code != 0 || g != nil {
+		t.Errorf("auth logout: exit %d, grant %v", code, g != nil)
+	}
+}
