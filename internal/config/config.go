@@ -71,7 +71,12 @@ func (c *Config) Redactor() *redact.Redactor {
 			secrets = append(secrets, v)
 		}
 		if s.OAuth != nil {
-			secrets = append(secrets, s.OAuth.ClientSecret)
+			secrets = append(secrets, s.OAuth.ClientSecret, s.OAuth.PrivateKey)
+			for _, line := range strings.Split(s.OAuth.PrivateKey, "\n") { // a key printed line by line
+				if line = strings.TrimSpace(line); !strings.HasPrefix(line, "-----") {
+					secrets = append(secrets, line)
+				}
+			}
 		}
 	}
 	for _, u := range strings.Split(c.NATS.URL, ",") {

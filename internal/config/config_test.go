@@ -113,3 +113,22 @@ func TestOAuthSecretRedacted(t *testing.T) {
 		t.Errorf("redacted: %q still holds the client secret", got)
 	}
 }
+
+// A private key given as ${VAR} is masked whole and line by line.
+func TestPrivateKeyRedacted(t *testing.T) {
+	key := "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgaPL7l9tPfrO1x3\nhRANCAAT2mRvHk4xbwSuAZsFb5p0Nt3hC1tBqT7rYp0Z8oK0uhm2Y4a\n-----END PRIVATE KEY-----\n"
+	c, err := Parse([]byte(`{"mcpServers":{"api":{"type":"http","url":"https://api.example/mcp",
+		"oauth":{"grant":"client_credentials","clientId":"toolbus","privateKey":"${KEY}"}}}}`), "test.json", func(k string) (string, bool) { return key, k == "KEY" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Redactor()
+	for _, line := range strings.Split(strings.TrimSpace(key), "\n")[1:3] {
+		if got := r.String("signing failed near " + line); strings.Contains(got, line) {
+			t.Errorf("redacted: %q still holds a line of the key", got)
+		}
+	}
+	if got := r.String(key); strings.Contains(got, "MIGHAgEAMBMG") {
+		t.Errorf("redacted: %q still holds the key", got)
+	}
+}

@@ -2,10 +2,12 @@ package mcptest
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -30,6 +33,12 @@ type OAuthServer struct {
 	URL, Issuer string
 	// TokenLifetime is how long an access token lasts.
 	TokenLifetime time.Duration
+	// AssertionKey, when set, lets the client AssertionClient use the client
+	// credentials grant, authenticated with an assertion this key verifies
+	// (private_key_jwt: iss and sub the client, aud the issuer, a jti never seen).
+	AssertionKey    crypto.PublicKey
+	AssertionClient string
+	jtis            map[string]bool
 
 	mu       sync.Mutex
 	codes    map[string]codeGrant
@@ -177,6 +186,11 @@ func (o *OAuthServer) authorization(w http.ResponseWriter, r *http.Request) {
 			}
 			o.refresh[rt] = false
 			o.refreshN++
+		case "client_credentials":
+			if err := o.checkAssertion(r.PostForm); err != nil {
+				writeJSON(401, map[string]string{"error": "invalid_client", "error_description": err.Error()})
+				return
+			}
 		default:
 			writeJSON(400, map[string]string{"error": "unsupported_grant_type"})
 			return
@@ -192,6 +206,30 @@ func (o *OAuthServer) authorization(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// checkAssertion verifies a private_key_jwt client assertion; o.mu is held.
+func (o *OAuthServer) checkAssertion(form url.Values) error {
+	if o.AssertionKey == nil {
+		return errors.New("no client may use client credentials")
+	}
+	if form.Get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+		return errors.New("client_assertion_type")
+	}
+	var claims jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(form.Get("client_assertion"), &claims, func(*jwt.Token) (any, error) { return o.AssertionKey, nil },
+		jwt.WithAudience(o.Issuer), jwt.WithIssuer(o.AssertionClient), jwt.WithSubject(o.AssertionClient), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
+	if err != nil {
+		return err
+	}
+	if claims.ID == "" || o.jtis[claims.ID] {
+		return errors.New("jti missing or replayed")
+	}
+	if o.jtis == nil {
+		o.jtis = map[string]bool{}
+	}
+	o.jtis[claims.ID] = true
+	return nil
 }
 
 // FollowLogin is a browser for a test: it reads what toolbus prints, and opens the

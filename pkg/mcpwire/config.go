@@ -273,6 +273,12 @@ type OAuthConfig struct {
 	// ClientMetadataURL is the https URL of toolbus's client ID metadata document,
 	// when the operator hosts one.
 	ClientMetadataURL string `json:"clientMetadataUrl,omitempty"`
+	// PrivateKey (PEM, written as ${VAR}) or PrivateKeyFile authenticates the client
+	// credentials grant with a signed assertion (private_key_jwt) instead of a secret;
+	// SigningAlgorithm defaults to the key's (ES256, RS256, EdDSA).
+	PrivateKey       string `json:"privateKey,omitempty"`
+	PrivateKeyFile   string `json:"privateKeyFile,omitempty"`
+	SigningAlgorithm string `json:"signingAlgorithm,omitempty"`
 }
 
 // OAuth grants an "oauth" entry names.
@@ -339,8 +345,12 @@ func (c ServerConfig) Validate() error {
 			return fmt.Errorf("oauth.grant: %q is not a grant toolbus uses (want %q or %q)", o.Grant, GrantAuthorizationCode, GrantClientCredentials)
 		case o.grant() == GrantClientCredentials && o.ClientID == "":
 			return fmt.Errorf("oauth.clientId: the client credentials grant needs the client's id")
-		case o.grant() == GrantClientCredentials && o.ClientSecret == "":
-			return fmt.Errorf("oauth.clientSecret: the client credentials grant needs the client's secret")
+		case o.grant() == GrantClientCredentials && o.ClientSecret == "" && o.PrivateKey == "" && o.PrivateKeyFile == "":
+			return fmt.Errorf("oauth.clientSecret: the client credentials grant needs the client's secret, or its privateKey or privateKeyFile (private_key_jwt)")
+		case (o.ClientSecret != "" && (o.PrivateKey != "" || o.PrivateKeyFile != "")) || (o.PrivateKey != "" && o.PrivateKeyFile != ""):
+			return fmt.Errorf("oauth: one of clientSecret, privateKey and privateKeyFile authenticates the client, not several")
+		case o.grant() != GrantClientCredentials && (o.PrivateKey != "" || o.PrivateKeyFile != ""):
+			return fmt.Errorf("oauth.privateKey: a private key authenticates the client credentials grant only (\"grant\": %q)", GrantClientCredentials)
 		case o.ClientSecret != "" && o.ClientID == "":
 			return fmt.Errorf("oauth.clientSecret: a secret needs the client's id (clientId)")
 		case o.CallbackPort < 0 || o.CallbackPort > 65535:

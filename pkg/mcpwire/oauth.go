@@ -174,6 +174,10 @@ func newOAuthHandler(name string, cfg ServerConfig, tokens TokenStore, login fun
 	if cfg.OAuth != nil {
 		o = *cfg.OAuth
 	}
+	if o.grant() == GrantClientCredentials && (o.PrivateKey != "" || o.PrivateKeyFile != "") {
+		h, err := newJWTCredentials(o, hc)
+		return h, nil, err
+	}
 	if o.grant() == GrantClientCredentials {
 		h, err := extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{
 			Credentials: &oauthex.ClientCredentials{

@@ -1,0 +1,107 @@
+package mcpwire_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+func ecKeyPEM(t *testing.T) (*ecdsa.PrivateKey, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+}
+
+// The client credentials grant authenticated with a signed assertion
+// (private_key_jwt): the authorization server verifies iss, sub, aud, exp and a fresh
+// jti with the client's public key, and the go-sdk's bearer middleware lets the call
+// through; a key the server does not know gets no token.
+func TestClientCredentialsPrivateKeyJWT(t *testing.T) {
+	as := mcptest.NewOAuthServer(t, time.Hour)
+	key, keyPEM := ecKeyPEM(t)
+	as.AssertionKey, as.AssertionClient = &key.PublicKey, "toolbus-m2m"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	call := func(pemText string) (json.RawMessage, error) {
+		t.Helper()
+		pool, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{"secure": {Type: "http", URL: as.URL, OAuth: &mcpwire.OAuthConfig{
+			Grant: mcpwire.GrantClientCredentials, ClientID: "toolbus-m2m", PrivateKey: pemText,
+		}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		if err := pool.Connect(ctx); err != nil {
+			return nil, err
+		}
+		return pool.Call(ctx, "whoami", json.RawMessage(`{}`))
+	}
+	out, err := call(keyPEM)
+	if err != nil || !strings.Contains(string(out), "session") {
+		t.Fatalf("with the client's key: %s, %v", out, err)
+	}
+	if _, err := call(keyPEM); err != nil { // a new assertion: its jti is new
+		t.Fatalf("a second client: %v", err)
+	}
+	_, other := ecKeyPEM(t)
+	if _, err := call(other); err == nil || !strings.Contains(err.Error(), "invalid_client") {
+		t.Fatalf("with another key: %v, want invalid_client", err)
+	}
+}
+
+func TestPrivateKeyConfigValidated(t *testing.T) {
+	_, keyPEM := ecKeyPEM(t)
+	http := func(o *mcpwire.OAuthConfig) mcpwire.ServerConfig {
+		return mcpwire.ServerConfig{Type: "http", URL: "https://api.example/mcp", OAuth: o}
+	}
+	for _, tt := range []struct {
+		name string
+		o    *mcpwire.OAuthConfig
+		ok   bool
+	}{
+		{"private key", &mcpwire.OAuthConfig{Grant: "client_credentials", ClientID: "a", PrivateKey: keyPEM}, true},
+		{"key file", &mcpwire.OAuthConfig{Grant: "client_credentials", ClientID: "a", PrivateKeyFile: "/run/secrets/key.pem"}, true},
+		{"secret and key", &mcpwire.OAuthConfig{Grant: "client_credentials", ClientID: "a", ClientSecret: "s", PrivateKey: keyPEM}, false},
+		{"key with a login", &mcpwire.OAuthConfig{ClientID: "a", PrivateKey: keyPEM}, false},
+		{"key without a client", &mcpwire.OAuthConfig{Grant: "client_credentials", PrivateKey: keyPEM}, false},
+	} {
+		if err := http(tt.o).Validate(); (err == nil) != tt.ok {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+	// A key that does not parse, or an algorithm that is no private key's, fails the
+	// server's connection with the reason.
+	for _, o := range []*mcpwire.OAuthConfig{
+		{Grant: "client_credentials", ClientID: "a", PrivateKey: "not a key"},
+		{Grant: "client_credentials", ClientID: "a", PrivateKey: keyPEM, SigningAlgorithm: "HS256"},
+	} {
+		pool, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{"s": http(o)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := pool.Connect(ctx); err == nil || !strings.Contains(err.Error(), "oauth.") {
+			t.Errorf("%+v: Connect = %v", o.SigningAlgorithm, err)
+		}
+		cancel()
+		pool.Close()
+	}
+}
