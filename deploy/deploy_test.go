@@ -365,7 +365,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 		"DELETE": true, "DURABLE": true, "MSG": true, "GET": true, "NEXT": true, "DIRECT": true, "ACK": true, "FC": true,
 		"$KV": true, "$SRV": true, "_INBOX": true, ">": true, "*": true, "PURGE": true, "$O": true,
 	}
-	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead,
+	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit,
 		messages.StatusSubject(node.Parser), messages.StatusSubject(node.Executor), messages.StatusSubject(node.Formatter), messages.StatusSubject(node.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true

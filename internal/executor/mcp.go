@@ -57,8 +57,9 @@ func (b MCPBackend) Resolve(ctx context.Context, name string) (Route, bool, erro
 	}
 	pool := b.Pool
 	return Route{Server: "mcp:" + t.Server, Info: info(name, t), MCP: t, Timeout: pool.Timeout(t.Server),
-		run: func(ctx context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
-			out, err := pool.CallTool(ctx, t, args)
+		run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
+			// A server under the elicitation policy "ask" asks the conversation.
+			out, err := pool.CallTool(mcpwire.WithAsker(ctx, conversation), t, args)
 			if err != nil {
 				return nil, mcpError(err, name, t)
 			}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -351,7 +352,7 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 				return nil, fmt.Errorf("executor: %w", err)
 			}
 		}
-		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login,
+		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login, Ask: askOrchestrator(nc),
 			OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalog, server, tools, log) }})
 		if err != nil {
 			return nil, err
@@ -628,4 +629,37 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 		Timeout:      time.Duration(cfg.Executor.Timeout),
 		ToolTimeouts: tools,
 	}, nil
+}
+
+// askOrchestrator puts a server's elicitation request to the conversation's
+// orchestrator: a NATS request on toolbus.elicit.<conversation>, answered within the
+// call's time. Nobody listening declines at once.
+func askOrchestrator(nc *nats.Conn) mcpwire.AskFunc {
+	return func(ctx context.Context, server, conversation string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		req := messages.ElicitRequest{Conversation: conversation, Server: server, Message: p.Message, Mode: p.Mode, URL: p.URL}
+		if p.RequestedSchema != nil {
+			req.RequestedSchema, _ = json.Marshal(p.RequestedSchema)
+		}
+		if d, ok := ctx.Deadline(); ok {
+			req.Deadline = d
+		}
+		body, err := json.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		msg, err := nc.RequestWithContext(ctx, messages.ElicitSubject(conversation), body)
+		if err != nil {
+			return nil, err
+		}
+		var resp messages.ElicitResponse
+		if err := json.Unmarshal(msg.Data, &resp); err != nil {
+			return nil, fmt.Errorf("the orchestrator's answer: %w", err)
+		}
+		switch resp.Action {
+		case "accept", "decline", "cancel":
+		default:
+			return nil, fmt.Errorf("the orchestrator answered %q (want accept, decline or cancel)", resp.Action)
+		}
+		return &mcp.ElicitResult{Action: resp.Action, Content: resp.Content}, nil
+	}
 }

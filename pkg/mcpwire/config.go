@@ -81,7 +81,10 @@ type ServerConfig struct {
 	// mid-call: "decline" (the default: toolbus has no user to ask, so it does not
 	// offer elicitation, and a request that comes anyway is refused), or "defaults":
 	// offer it, and accept with the requested schema's defaults when every required
-	// field has one, declining otherwise. A URL elicitation is declined either way.
+	// field has one, declining otherwise (a URL elicitation is declined either way); or
+	// "ask": offer it, and put the question to whoever made the call ([Options.Ask]:
+	// toolbus asks the conversation's orchestrator on toolbus.elicit.<conversation>),
+	// within the call's time, declining when nobody answers.
 	Elicitation string `json:"elicitation,omitempty"`
 	// OAuth configures how toolbus is authorized by an http server that requires it
 	// (its answer 401 names its authorization server). Without the entry, an http
@@ -360,11 +363,9 @@ func (c ServerConfig) Validate() error {
 		}
 	}
 	switch c.Elicitation {
-	case "", ElicitDecline, ElicitDefaults:
-	case "ask":
-		return fmt.Errorf(`elicitation: "ask" (forwarding to the orchestrator) is not supported yet; use %q or %q`, ElicitDecline, ElicitDefaults)
+	case "", ElicitDecline, ElicitDefaults, ElicitAsk:
 	default:
-		return fmt.Errorf("elicitation: %q is not a policy (want %q or %q)", c.Elicitation, ElicitDecline, ElicitDefaults)
+		return fmt.Errorf("elicitation: %q is not a policy (want %q, %q or %q)", c.Elicitation, ElicitDecline, ElicitDefaults, ElicitAsk)
 	}
 	if c.Retry != nil && (c.Retry.MaxAttempts < 0 || c.Retry.InitialInterval < 0 || c.Retry.MaxInterval < 0) {
 		return fmt.Errorf("retry: values must not be negative")

@@ -11,7 +11,83 @@ import (
 const (
 	ElicitDecline  = "decline"
 	ElicitDefaults = "defaults"
+	ElicitAsk      = "ask"
 )
+
+// AskFunc puts a server's elicitation request to whoever made the call (toolbus: the
+// conversation's orchestrator), within ctx (the call's time), and returns the answer.
+type AskFunc func(ctx context.Context, server, asker string, req *mcp.ElicitParams) (*mcp.ElicitResult, error)
+
+type askerKey struct{}
+
+// WithAsker returns ctx naming who answers the elicitation requests of calls made with
+// it, under the policy "ask" (toolbus: the call's conversation); [Options.Ask] is given
+// the name.
+func WithAsker(ctx context.Context, asker string) context.Context {
+	return context.WithValue(ctx, askerKey{}, asker)
+}
+
+// inflight is a call under way on a server, for the "ask" policy: a request that comes
+// in the middle of a call carries nothing that names the call, so the server's calls
+// under way say whom to ask.
+type inflight struct {
+	ctx   context.Context
+	asker string
+}
+
+// track records a call under way on s until the returned func is called.
+func (s *server) track(ctx context.Context) func() {
+	if s.cfg.Elicitation != ElicitAsk {
+		return func() {}
+	}
+	asker, _ := ctx.Value(askerKey{}).(string)
+	c := &inflight{ctx: ctx, asker: asker}
+	s.mu.Lock()
+	if s.inflight == nil {
+		s.inflight = map[*inflight]struct{}{}
+	}
+	s.inflight[c] = struct{}{}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.inflight, c)
+		s.mu.Unlock()
+	}
+}
+
+// ask answers a server's elicitation request under the policy "ask": it goes to the
+// one asker whose calls are under way on the server, within that call's time; with
+// calls of several askers at once (toolbus cannot tell whose request it is), with none,
+// or when asking fails, it is declined.
+func (s *server) ask(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	s.mu.Lock()
+	var call *inflight
+	several := false
+	for c := range s.inflight {
+		switch {
+		case call == nil:
+			call = c
+		case c.asker != call.asker:
+			several = true
+		}
+	}
+	s.mu.Unlock()
+	decline := &mcp.ElicitResult{Action: "decline"}
+	switch {
+	case call == nil || call.asker == "" || s.pool.opts.Ask == nil:
+		s.log.Info("elicitation: nobody to ask; declined")
+		return decline, nil
+	case several:
+		s.log.Info("elicitation: calls of several conversations are under way on the server; declined, as toolbus cannot tell whose question it is")
+		return decline, nil
+	}
+	res, err := s.pool.opts.Ask(call.ctx, s.name, call.asker, req.Params)
+	if err != nil || res == nil {
+		s.log.Info("elicitation: no answer; declined", "err", err)
+		return decline, nil
+	}
+	return res, nil
+}
 
 // elicitationPolicy is the client's elicitation handler under policy: none for
 // decline (the client then does not offer elicitation, and the SDK refuses a request

@@ -71,7 +71,7 @@ func TestElicitationPolicy(t *testing.T) {
 }
 
 func TestElicitationPolicyValidated(t *testing.T) {
-	for policy, ok := range map[string]bool{"": true, "decline": true, "defaults": true, "ask": false, "yes": false} {
+	for policy, ok := range map[string]bool{"": true, "decline": true, "defaults": true, "ask": true, "yes": false} {
 		cfg := mcpwire.ServerConfig{Command: "x", Elicitation: policy}
 		if err := cfg.Validate(); (err == nil) != ok {
 			t.Errorf("elicitation %q: Validate() = %v", policy, err)

@@ -57,6 +57,9 @@ type Options struct {
 	// on first need. Without it (a headless executor), such a server is unavailable
 	// with [ErrNeedsLogin] until a grant turns up in Tokens.
 	Login func(server string, cfg OAuthConfig) (*Login, error)
+	// Ask puts the elicitation requests of servers under the policy "ask" to whoever
+	// made the call ([WithAsker]); nil declines them.
+	Ask AskFunc
 	// MeterProvider records the mcp.client.operation.duration histogram; nil records
 	// none. Spans need no option: a call's span is a child of the span in its context,
 	// from that span's provider.
@@ -359,6 +362,7 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
+	defer s.track(ctx)()
 	for attempt := 0; ; attempt++ {
 		sess, err := s.session(ctx)
 		if err != nil {
@@ -512,6 +516,7 @@ type server struct {
 	tools    []*mcp.Tool
 	listed   bool
 	connects int
+	inflight map[*inflight]struct{} // calls under way, under the policy "ask"
 }
 
 func newServer(p *Pool, name string, cfg ServerConfig) *server {
@@ -529,8 +534,12 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 	if cfg.Transport() == TransportHTTP {
 		s.oauth, s.oc, s.oauthErr = newOAuthHandler(name, cfg, p.opts.Tokens, p.opts.Login, p.opts.HTTPClient)
 	}
+	var ask func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	if cfg.Elicitation == ElicitAsk {
+		ask = s.ask
+	}
 	s.client = newClient(p.opts.ClientInfo, cfg, &mcp.ClientOptions{
-		Logger: s.log,
+		Logger: s.log, ElicitationHandler: ask,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			poke(s.changed)
 		},

@@ -476,7 +476,9 @@ func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptio
 	// Elicitation is offered only under a policy that can accept: a server then lists
 	// its tools that ask (server-everything's trigger-elicitation-request), which would
 	// all be declined otherwise.
-	o.ElicitationHandler = elicitationPolicy(cfg.Elicitation)
+	if cfg.Elicitation != ElicitAsk || o.ElicitationHandler == nil {
+		o.ElicitationHandler = elicitationPolicy(cfg.Elicitation)
+	}
 	c := mcp.NewClient(info, &o)
 	for _, r := range cfg.Roots {
 		c.AddRoots(&mcp.Root{URI: rootURI(r, cfg.Cwd), Name: filepath.Base(r)})

@@ -226,3 +226,27 @@ type ToolInfo struct {
 	ReadOnly   bool `json:"readOnly,omitempty"`
 	Idempotent bool `json:"idempotent,omitempty"`
 }
+
+// ElicitRequest is a server's question to the user, in the middle of a call, forwarded
+// to the conversation's orchestrator on [ElicitSubject] (elicitation policy "ask"). The
+// orchestrator answers with an [ElicitResponse] before Deadline; no answer by then, or
+// nobody listening, declines.
+type ElicitRequest struct {
+	Conversation string `json:"conversation"`
+	Server       string `json:"server"`
+	// Message is the server's question, for the user.
+	Message string `json:"message"`
+	// RequestedSchema is the flat JSON Schema of the answer's content (form mode).
+	RequestedSchema json.RawMessage `json:"requested_schema,omitempty"`
+	// Mode is "form" or "url"; URL is the page to send the user to in url mode.
+	Mode     string    `json:"mode,omitempty"`
+	URL      string    `json:"url,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// ElicitResponse is the orchestrator's answer: Action "accept" (with Content fitting
+// the requested schema), "decline" or "cancel".
+type ElicitResponse struct {
+	Action  string         `json:"action"`
+	Content map[string]any `json:"content,omitempty"`
+}

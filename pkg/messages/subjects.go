@@ -15,6 +15,7 @@ const (
 	healthRoot    = "toolbus.health"
 	deadRoot      = "toolbus.dead"
 	statusRoot    = "toolbus.status"
+	elicitRoot    = "toolbus.elicit"
 )
 
 // Wildcards that match every subject of one kind; streams and consumers filter on them.
@@ -25,7 +26,13 @@ const (
 	AllOutputs   = outputRoot + ".>"
 	AllHealth    = healthRoot + ".>"
 	AllDead      = deadRoot + ".>"
+	AllElicit    = elicitRoot + ".>"
 )
+
+// ElicitSubject is where the executor asks a conversation's orchestrator a server's
+// question (an [ElicitRequest], NATS request-reply): a server configured with the
+// elicitation policy "ask" asked for user input in the middle of a call.
+func ElicitSubject(conversation string) string { return elicitRoot + "." + conversation }
 
 // ResponseSubject is where an orchestrator publishes a model's answer.
 func ResponseSubject(conversation string) string { return responsesRoot + "." + conversation }

@@ -1,0 +1,88 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// A server under the elicitation policy "ask" asks for a seat in the middle of a call:
+// the question reaches the conversation's orchestrator (client.OnElicit), whose answer
+// the tool gets; a conversation nobody answers for is declined at once.
+func TestElicitationAsk(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "booking", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "book"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
+		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Which seat?", RequestedSchema: map[string]any{
+			"type": "object", "properties": map[string]any{"seat": map[string]any{"type": "string"}}, "required": []string{"seat"},
+		}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, map[string]any{"action": r.Action, "seat": r.Content["seat"]}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	cfg, err := config.Parse([]byte(`{"mcpServers": {"booking": {"type": "http", "url": "`+hs.URL+`", "elicitation": "ask"}},
+		"engineering": {"enabled": false}}`), "toolbus.json", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := bustest.Provisioned(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := node.Start(ctx, nc, node.Options{Config: cfg, Topology: bus.Topology{Memory: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); n.Wait() }()
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan messages.ElicitRequest, 1)
+	sub, err := c.OnElicit("c-ask", func(_ context.Context, req messages.ElicitRequest) messages.ElicitResponse {
+		asked <- req
+		return messages.ElicitResponse{Action: "accept", Content: map[string]any{"seat": "12A"}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	book := func(conv string) map[string]any {
+		t.Helper()
+		out, err := c.Ask(ctx, conv, `<tool_call>{"name": "booking__book", "arguments": {}}</tool_call>`, nil)
+		if err != nil || len(out.Results) != 1 || !out.Results[0].Success {
+			t.Fatalf("%s: %+v, %v", conv, out, err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out.Results[0].Result, &got); err != nil {
+			t.Fatalf("%s: %s", conv, out.Results[0].Result)
+		}
+		return got
+	}
+	if got := book("c-ask"); got["action"] != "accept" || got["seat"] != "12A" {
+		t.Errorf("answered: %v", got)
+	}
+	req := <-asked
+	if req.Conversation != "c-ask" || req.Server != "booking" || req.Message != "Which seat?" ||
+		!strings.Contains(string(req.RequestedSchema), `"seat"`) || req.Deadline.IsZero() {
+		t.Errorf("the orchestrator was asked %+v", req)
+	}
+	if got := book("c-nobody"); got["action"] != "decline" {
+		t.Errorf("nobody to answer: %v", got)
+	}
+}
