@@ -107,7 +107,7 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 		}
 		t.Logf("%s: %s", when, r.Error.Message)
 	}
-	healthIs := func(want messages.HealthState) {
+	healthIs := func(want messages.HealthState) messages.HealthStatus {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -115,17 +115,20 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 		var st messages.HealthStatus
 		for ctx.Err() == nil {
 			if e, err := kv.Get(ctx, bus.Key("secure")); err == nil && json.Unmarshal(e.Value(), &st) == nil && st.State == want {
-				return
+				return st
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		t.Fatalf("health of secure: %+v, want %s", st, want)
+		return st
 	}
 
 	start(node.Parser, node.Formatter, node.Healthd)
 	stop1 := start(node.Executor)
 	needsLogin("before any login")
-	healthIs(messages.HealthNeedsLogin)
+	if st := healthIs(messages.HealthNeedsLogin); !strings.Contains(st.Error, "toolbus auth login secure") {
+		t.Errorf("health: %q does not name the login", st.Error)
+	}
 
 	// Log in once, as a user would: the URL printed, opened, approved.
 	var stdout bytes.Buffer

@@ -102,7 +102,7 @@ func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
 		if errors.As(err, &nl) {
 			reason = nl.Reason
 		}
-		e := te(messages.CodeServerUnavailable, "the server %q needs a login: %s; an operator authorizes toolbus with `%s`", t.Server, reason, LoginCommand(t.Server))
+		e := te(messages.CodeServerUnavailable, "the server %q needs a login: %s; an operator authorizes toolbus with `%s`", t.Server, reason, messages.LoginCommand(t.Server))
 		e.Unsent, e.Final = true, true
 		return e
 	case errors.Is(err, mcpwire.ErrUnavailable), errors.Is(err, mcpwire.ErrClosed):
@@ -124,7 +124,3 @@ func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
 	}
 	return te(messages.CodeToolError, "the tool %q failed: %v", name, err)
 }
-
-// LoginCommand is the command that authorizes toolbus with an http server that
-// requires OAuth: the answer of a call to it, and its health, name it.
-func LoginCommand(server string) string { return "toolbus auth login " + server }

@@ -368,6 +368,10 @@ func Next(prev messages.HealthStatus, r Result, threshold int, now time.Time) me
 		case errors.Is(r.Err, mcpwire.ErrNeedsLogin):
 			// It answered: no threshold to wait for, and no retry will change it.
 			st.State = messages.HealthNeedsLogin
+			var nl *mcpwire.NeedsLoginError
+			if errors.As(r.Err, &nl) {
+				st.Error = nl.Reason + "; an operator authorizes toolbus with `" + messages.LoginCommand(nl.Server) + "`"
+			}
 		case st.Failures >= threshold:
 			st.State = messages.HealthDown
 		}

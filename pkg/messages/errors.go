@@ -78,3 +78,7 @@ func AsToolError(err error) *ToolError {
 	}
 	return &ToolError{Code: CodeInternal, Message: err.Error(), Err: err}
 }
+
+// LoginCommand is the command that authorizes toolbus with an http server that
+// requires OAuth: the answer of a call to it, and its health, name it.
+func LoginCommand(server string) string { return "toolbus auth login " + server }
