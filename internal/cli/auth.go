@@ -154,18 +154,31 @@ func authLoginCmd(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
-func authStatusCmd(ctx context.Context, env Env, args []string) error {
-	fs := newFlags("auth status", env)
+// openAuth is the start of `auth status` and `auth logout`: their flags, the
+// configuration, the grants; servers is how many server names the command takes.
+func openAuth(ctx context.Context, env Env, name string, args []string, servers int) ([]string, *config.Config, *tokens.Store, func(), error) {
+	fs := newFlags(name, env)
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	cf := addConnectFlags(fs, env)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, nil, nil, nil, err
+	}
+	if fs.NArg() != servers {
+		return nil, nil, nil, nil, usageError{fmt.Errorf("%s: name %d server(s)", name, servers)}
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
-		return err
+		return nil, nil, nil, nil, err
 	}
 	store, closeNATS, err := authStore(ctx, env, cf, cfg)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return fs.Args(), cfg, store, closeNATS, nil
+}
+
+func authStatusCmd(ctx context.Context, env Env, args []string) error {
+	_, cfg, store, closeNATS, err := openAuth(ctx, env, "auth status", args, 0)
 	if err != nil {
 		return err
 	}
@@ -210,28 +223,15 @@ func authStatusCmd(ctx context.Context, env Env, args []string) error {
 }
 
 func authLogoutCmd(ctx context.Context, env Env, args []string) error {
-	fs := newFlags("auth logout", env)
-	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
-	cf := addConnectFlags(fs, env)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usageError{errors.New("auth logout: name one server")}
-	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	store, closeNATS, err := authStore(ctx, env, cf, cfg)
+	servers, _, store, closeNATS, err := openAuth(ctx, env, "auth logout", args, 1)
 	if err != nil {
 		return err
 	}
 	defer closeNATS()
-	if err := store.Delete(ctx, fs.Arg(0)); err != nil {
+	if err := store.Delete(ctx, servers[0]); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "forgot the grant of %s\n", fs.Arg(0))
+	fmt.Fprintf(env.Stdout, "forgot the grant of %s\n", servers[0])
 	return nil
 }
 

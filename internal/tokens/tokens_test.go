@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/oauth2"
 
-	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/tokens"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -25,22 +24,7 @@ import (
 
 func jetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.Provision(ctx, js, bus.Topology{Memory: true}); err != nil {
-		t.Fatal(err)
-	}
+	_, js := bustest.Provisioned(t)
 	return js
 }
 
