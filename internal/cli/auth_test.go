@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -232,5 +233,36 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 	}
 	if g, _ := store.Load(ctx, "secure"); code != 0 || g != nil {
 		t.Errorf("auth logout: exit %d, grant %v", code, g != nil)
+	}
+}
+
+// A browser on another machine cannot reach the local callback: the user pastes the
+// URL it ended on, and the login completes from that.
+func TestAuthLoginPastedURL(t *testing.T) {
+	key := tokens.NewKey()
+	t.Setenv(tokens.EnvKey, base64.StdEncoding.EncodeToString(key))
+	as := mcptest.NewOAuthServer(t, time.Hour)
+	nc, js := bustest.Provisioned(t)
+	cfgPath := filepath.Join(t.TempDir(), "toolbus.json")
+	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"secure": {"type": "http", "url": "`+as.URL+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdin, paste := io.Pipe()
+	defer paste.Close()
+	browser := &mcptest.FollowLogin{Paste: paste}
+	var stdout bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := Main(ctx, []string{"auth", "login", "--config", cfgPath, "--nats", nc.ConnectedUrl(), "secure"},
+		Env{Stdin: stdin, Stdout: &stdout, Stderr: browser, Getenv: os.Getenv})
+	if code != 0 || !strings.Contains(browser.String(), "paste the URL") {
+		t.Fatalf("auth login: exit %d\n%s%s", code, stdout.String(), browser.String())
+	}
+	store, err := tokens.Open(ctx, js, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := store.Load(ctx, "secure"); err != nil || g == nil || g.URL != as.URL {
+		t.Fatalf("the grant: %+v, %v", g, err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -236,6 +238,10 @@ func (o *OAuthServer) checkAssertion(form url.Values) error {
 // authorization URL it prints (following the redirect to toolbus's callback), as a
 // user who approves. Use it as the Stderr of `toolbus auth login`.
 type FollowLogin struct {
+	// Paste, when set, gets the URL the authorization server redirects to, as a user
+	// pastes it when the callback cannot be reached; the redirect is not followed.
+	Paste io.Writer
+
 	mu     sync.Mutex
 	buf    strings.Builder
 	Opened int
@@ -249,10 +255,19 @@ func (f *FollowLogin) Write(p []byte) (int, error) {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "http") && strings.Contains(line, "/authorize?") {
 			f.Opened++
+			paste := f.Paste
 			go func() {
-				resp, err := http.Get(line)
-				if err == nil {
-					resp.Body.Close()
+				c := &http.Client{}
+				if paste != nil {
+					c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+				}
+				resp, err := c.Get(line)
+				if err != nil {
+					return
+				}
+				resp.Body.Close()
+				if paste != nil {
+					fmt.Fprintln(paste, resp.Header.Get("Location"))
 				}
 			}()
 		}
