@@ -40,6 +40,7 @@ func TestMCPConformanceClient(t *testing.T) {
 		"--output-dir", outDir)
 	cmd.Env = append(os.Environ(), "TOOLBUS="+bin)
 	out, err := cmd.CombinedOutput()
+	tolerated := map[string]bool{}
 	summary := regexp.MustCompile(`(?m)^[✓✗] .*$`).FindAllString(string(out), -1)
 	t.Logf("conformance client scenarios:\n%s", strings.Join(summary, "\n"))
 	if err != nil {
@@ -58,6 +59,7 @@ func TestMCPConformanceClient(t *testing.T) {
 			}
 			if m[1] == "sse-retry" && m[2] == "0" && onlyLateRetry(t, outDir) {
 				t.Logf("sse-retry: reconnected slightly late on a busy machine; tolerated")
+				tolerated[m[1]] = true
 				continue
 			}
 			t.Errorf("scenario %s failed and is not in the baseline", m[1])
@@ -67,8 +69,9 @@ func TestMCPConformanceClient(t *testing.T) {
 		}
 	}
 	// The scenarios toolbus must pass, whatever the baseline says.
-	for _, s := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry", "auth/client-credentials-basic", "auth/pre-registration"} {
-		if !strings.Contains(string(out), "✓ "+s+":") {
+	for _, s := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry",
+		"auth/metadata-default", "auth/scope-step-up", "auth/pre-registration", "auth/client-credentials-basic", "auth/client-credentials-jwt"} {
+		if !strings.Contains(string(out), "✓ "+s+":") && !tolerated[s] {
 			t.Errorf("scenario %s did not pass", s)
 		}
 	}
