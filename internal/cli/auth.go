@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"html"
 	"io"
@@ -97,13 +98,14 @@ func authLoginCmd(ctx context.Context, env Env, args []string) error {
 	cf := addConnectFlags(fs, env)
 	open := fs.String("open", "", "command run with the authorization URL as its last argument (e.g. xdg-open); default: print it only")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long the login may take")
-	if err := parseFlags(fs, args); err != nil {
+	servers, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(servers) != 1 {
 		return usageError{errors.New("auth login: name one server")}
 	}
-	name := fs.Arg(0)
+	name := servers[0]
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		return err
@@ -160,10 +162,11 @@ func openAuth(ctx context.Context, env Env, name string, args []string, servers 
 	fs := newFlags(name, env)
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	cf := addConnectFlags(fs, env)
-	if err := parseFlags(fs, args); err != nil {
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	if fs.NArg() != servers {
+	if len(names) != servers {
 		return nil, nil, nil, nil, usageError{fmt.Errorf("%s: name %d server(s)", name, servers)}
 	}
 	cfg, err := config.Load(*cfgPath)
@@ -174,7 +177,7 @@ func openAuth(ctx context.Context, env Env, name string, args []string, servers 
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return fs.Args(), cfg, store, closeNATS, nil
+	return names, cfg, store, closeNATS, nil
 }
 
 func authStatusCmd(ctx context.Context, env Env, args []string) error {
@@ -233,6 +236,21 @@ func authLogoutCmd(ctx context.Context, env Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "forgot the grant of %s\n", servers[0])
 	return nil
+}
+
+// parseInterleaved parses flags written before and after the arguments
+// (`toolbus auth login notion --config toolbus.json`) and returns the arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return rest, nil
+		}
+		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
+	}
 }
 
 // describeGrant says what a grant holds, never its tokens.

@@ -136,7 +136,7 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 	browser := &mcptest.FollowLogin{}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := Main(ctx, []string{"auth", "login", "--config", cfgPath, "--nats", nc.ConnectedUrl(), "secure"},
+	code := Main(ctx, []string{"auth", "login", "secure", "--config", cfgPath, "--nats", nc.ConnectedUrl()},
 		Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: browser, Getenv: os.Getenv})
 	if code != 0 || browser.Opened != 1 || !strings.Contains(stdout.String(), "authorized toolbus with secure (1 tools") {
 		t.Fatalf("auth login: exit %d, %d URLs opened\n%s%s", code, browser.Opened, stdout.String(), browser.String())

@@ -122,6 +122,9 @@ func newFlags(name string, env Env) *flag.FlagSet {
 				what = c.usage
 			}
 		}
+		if w, ok := subcommandWhat[name]; ok {
+			what = w
+		}
 		fmt.Fprintf(fs.Output(), "usage: toolbus %s [flags]%s\n\n%s\n\nflags:\n", name, commandArgs[name], what)
 		fs.PrintDefaults()
 	}
@@ -130,10 +133,19 @@ func newFlags(name string, env Env) *flag.FlagSet {
 
 // commandArgs are what a command takes besides its flags.
 var commandArgs = map[string]string{
-	"run":    " [FILE...]   (each FILE one LLM response; stdin when none)",
-	"send":   " [FILE...]   (each FILE one LLM response; stdin when none)",
-	"parse":  " [FILE]      (an LLM response; stdin when none)",
-	"repair": "             (the JSON on stdin)",
+	"run":         " [FILE...]   (each FILE one LLM response; stdin when none)",
+	"send":        " [FILE...]   (each FILE one LLM response; stdin when none)",
+	"parse":       " [FILE]      (an LLM response; stdin when none)",
+	"repair":      "             (the JSON on stdin)",
+	"auth login":  " SERVER",
+	"auth logout": " SERVER",
+}
+
+// subcommandWhat says what each subcommand does, for its -h.
+var subcommandWhat = map[string]string{
+	"auth login":  "Authorize toolbus with an http server that requires OAuth: open the printed URL (or have --open do it), log in, and the browser comes back to a local port — or paste the URL it ended on. The grant is kept in the toolbus_auth bucket, sealed with TOOLBUS_TOKEN_KEY, for every executor.",
+	"auth status": "Print what each server's grant holds (expiry, refresh, scopes, client), never its tokens.",
+	"auth logout": "Forget the server's grant.",
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
