@@ -49,7 +49,33 @@ type OAuthServer struct {
 	issued   []string             // every token handed out
 	refreshN int
 	reused   int
+	refused  int
 	revoked  bool
+}
+
+// Refused counts the MCP requests answered 401.
+func (o *OAuthServer) Refused() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refused
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 type codeGrant struct{ challenge, redirect string }
@@ -79,9 +105,18 @@ func NewOAuthServer(t testing.TB, lifetime time.Duration) *OAuthServer {
 		Resource: o.URL, AuthorizationServers: []string{o.Issuer}, ScopesSupported: []string{"tools"},
 	}))
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	mux.Handle("/mcp", auth.RequireBearerToken(o.verify, &auth.RequireBearerTokenOptions{
+	protected := auth.RequireBearerToken(o.verify, &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: rs.URL + "/.well-known/oauth-protected-resource/mcp",
-	})(mcpHandler))
+	})(mcpHandler)
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		protected.ServeHTTP(sw, r)
+		if sw.status == http.StatusUnauthorized {
+			o.mu.Lock()
+			o.refused++
+			o.mu.Unlock()
+		}
+	})
 	return o
 }
 

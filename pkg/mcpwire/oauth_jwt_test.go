@@ -1,6 +1,7 @@
 package mcpwire_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,12 +9,16 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 func ecKeyPEM(t *testing.T) (*ecdsa.PrivateKey, string) {
@@ -105,3 +110,45 @@ func TestPrivateKeyConfigValidated(t *testing.T) {
 		pool.Close()
 	}
 }
+
+// A server that requires a login nobody gave: every connection attempt fails with
+// ErrNeedsLogin (calls are unavailable, saying so), and the pool says it once, not at
+// each of its retries.
+func TestNeedsLoginSaidOnce(t *testing.T) {
+	as := mcptest.NewOAuthServer(t, time.Hour)
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	fast := &mcpwire.RetryPolicy{InitialInterval: messages.Duration(5 * time.Millisecond), MaxInterval: messages.Duration(10 * time.Millisecond)}
+	pool, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{"secure": {Type: "http", URL: as.URL, Retry: fast}}, &mcpwire.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pool.Connect(ctx); !errors.Is(err, mcpwire.ErrNeedsLogin) {
+		t.Fatalf("Connect = %v, want ErrNeedsLogin", err)
+	}
+	for as.Refused() < 10 && ctx.Err() == nil { // the pool keeps trying
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err = pool.Call(ctx, "secure__whoami", json.RawMessage(`{}`))
+	if !errors.Is(err, mcpwire.ErrNeedsLogin) {
+		t.Errorf("Call = %v, want ErrNeedsLogin", err)
+	}
+	mu.Lock()
+	n := strings.Count(logs.String(), "needs an OAuth login")
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("said %d times in %d attempts, want once", n, as.Refused())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

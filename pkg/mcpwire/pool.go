@@ -584,7 +584,7 @@ const minHealthy = 5 * time.Second
 // run connects, serves the session until it ends, and reconnects, until ctx is done.
 func (s *server) run(ctx context.Context) {
 	b := s.cfg.Backoff()
-	first := true
+	first, loggedLogin := true, false
 	defer func() {
 		s.mu.Lock()
 		s.err = ErrClosed
@@ -602,12 +602,19 @@ func (s *server) run(ctx context.Context) {
 			close(s.tried)
 		}
 		if err == nil {
+			loggedLogin = false
 			began := time.Now()
 			s.serve(ctx, sess)
 			s.end(sess)
 			if time.Since(began) >= minHealthy {
 				b.Reset()
 				continue
+			}
+		} else if errors.Is(err, ErrNeedsLogin) {
+			// Said once: trying again shows the same until someone logs in.
+			if !loggedLogin {
+				s.log.Warn("the server needs an OAuth login; calls of its tools are answered server_unavailable until then", "err", err)
+				loggedLogin = true
 			}
 		} else if ctx.Err() == nil {
 			s.log.Warn("cannot connect", "err", err)
