@@ -63,6 +63,10 @@ type Options struct {
 	Services []string
 	// Replicas of each service in this process. Default 1.
 	Replicas int
+	// TokenKey seals the OAuth grants of http servers that require a login (32 bytes;
+	// the services of the toolbus binary read it from TOOLBUS_TOKEN_KEY). Without it,
+	// such a server's calls are answered server_unavailable, naming `toolbus auth login`.
+	TokenKey []byte
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -109,7 +113,7 @@ func Start(ctx context.Context, o Options) (*Toolbus, error) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	tb.stop = stop
-	tb.node, err = node.Start(runCtx, tb.nc, node.Options{Config: cfg, Services: o.Services, Replicas: o.Replicas,
+	tb.node, err = node.Start(runCtx, tb.nc, node.Options{Config: cfg, Services: o.Services, Replicas: o.Replicas, TokenKey: o.TokenKey,
 		Local: o.Tools, Logger: o.Logger, CheckOnly: checkOnly, Catalog: tb.catalog})
 	if err == nil {
 		tb.client, err = client.New(tb.nc)
