@@ -44,28 +44,36 @@ func TestMCPConformanceClient(t *testing.T) {
 	summary := regexp.MustCompile(`(?m)^[✓✗] .*$`).FindAllString(string(out), -1)
 	t.Logf("conformance client scenarios:\n%s", strings.Join(summary, "\n"))
 	if err != nil {
-		// sse-retry measures how long the client waits before reconnecting, against
-		// the wall clock, while the suite runs every scenario at once: on a busy machine
-		// toolbus reconnects "slightly late", or not before the scenario's end, which
-		// the suite counts as a warning and the scenario as failed. That timing warning
-		// alone is the machine's, not toolbus's; anything else fails the test.
+		// sse-retry measures against the wall clock how long the client waits before
+		// reconnecting, while the suite runs every scenario at once: on a busy machine
+		// toolbus reconnects late, or not before the scenario's end. When that timing
+		// check is all that failed, the scenario runs again alone (twice at most) and
+		// must pass there; anything else fails the test.
 		expected, rerr := os.ReadFile(baseline)
 		if rerr != nil {
 			t.Fatal(rerr)
 		}
+		seen := map[string]bool{}
 		for _, line := range summary {
-			m := regexp.MustCompile(`^✗ (\S+): \d+ passed, (\d+) failed`).FindStringSubmatch(line)
-			if m == nil || strings.Contains(string(expected), "- "+m[1]+"\n") {
+			m := regexp.MustCompile(`^✗ (\S+): \d+ passed`).FindStringSubmatch(line)
+			if m == nil || strings.Contains(string(expected), "- "+m[1]+"\n") || seen[m[1]] {
 				continue
 			}
-			if m[1] == "sse-retry" && m[2] == "0" && onlyLateRetry(t, outDir) {
-				t.Logf("sse-retry: reconnected slightly late on a busy machine; tolerated")
+			seen[m[1]] = true
+			if m[1] == "sse-retry" && onlyRetryTiming(t, outDir) && passesAlone(ctx, t, node, suite, root, bin, m[1]) {
+				t.Logf("sse-retry: its timing check failed among all the scenarios at once, and it passed alone")
 				tolerated[m[1]] = true
 				continue
 			}
 			t.Errorf("scenario %s failed and is not in the baseline", m[1])
 		}
-		if t.Failed() {
+		// The suite also fails when a scenario of the baseline passes: the line goes.
+		for _, name := range regexp.MustCompile(`(?m)^\s*- (\S+)\s*$`).FindAllStringSubmatch(string(expected), -1) {
+			if strings.Contains(string(out), "✓ "+name[1]+":") {
+				t.Errorf("scenario %s passes: remove it from %s", name[1], baseline)
+			}
+		}
+		if t.Failed() || len(tolerated) == 0 {
 			t.Fatalf("the suite failed against its baseline: %v\n%s", err, tail(string(out), 40))
 		}
 	}
@@ -78,10 +86,11 @@ func TestMCPConformanceClient(t *testing.T) {
 	}
 }
 
-// onlyLateRetry reports whether the sse-retry scenario's only warning is its
-// wall-clock timing check: "reconnected slightly late", or the reconnection not seen
-// before the scenario ended ("could not measure timing").
-func onlyLateRetry(t *testing.T, outDir string) bool {
+// onlyRetryTiming reports whether all that went wrong in the sse-retry scenario is its
+// wall-clock timing check: reconnected late (a warning, or a failure when very late),
+// or no reconnection seen before the scenario's end. Reconnecting too early, or not
+// sending Last-Event-ID, is toolbus's own doing and is not this.
+func onlyRetryTiming(t *testing.T, outDir string) bool {
 	files, _ := filepath.Glob(filepath.Join(outDir, "sse-retry-*", "checks.json"))
 	if len(files) != 1 {
 		return false
@@ -94,20 +103,35 @@ func onlyLateRetry(t *testing.T, outDir string) bool {
 	if json.Unmarshal(b, &checks) != nil {
 		return false
 	}
-	late := false
+	timing := false
 	for _, c := range checks {
-		switch {
-		case c.Status == "FAILURE":
-			return false
-		case c.Status == "WARNING" && c.ID == "client-sse-retry-timing" &&
-			(strings.Contains(c.Description, "slightly late") || strings.Contains(c.ErrorMessage, "Could not measure timing")):
-			late = true
-		case c.Status == "WARNING":
-			t.Logf("sse-retry: %s: %s %s", c.ID, c.Description, c.ErrorMessage)
+		if c.Status != "WARNING" && c.Status != "FAILURE" {
+			continue
+		}
+		t.Logf("sse-retry: %s %s: %s %s", c.ID, c.Status, c.Description, c.ErrorMessage)
+		text := c.Description + " " + c.ErrorMessage
+		if c.ID != "client-sse-retry-timing" || strings.Contains(text, "too early") ||
+			!(strings.Contains(text, "reconnected slightly late") || strings.Contains(text, "reconnected very late") || strings.Contains(text, "Could not measure timing")) {
 			return false
 		}
+		timing = true
 	}
-	return late
+	return timing
+}
+
+// passesAlone runs one scenario by itself, twice at most, and reports whether it passed.
+func passesAlone(ctx context.Context, t *testing.T, node, suite, root, bin, scenario string) bool {
+	for range 2 {
+		cmd := exec.CommandContext(ctx, node, filepath.Join(suite, "dist", "index.js"), "client",
+			"--command", filepath.Join(root, "scripts", "conformance-client"), "--scenario", scenario)
+		cmd.Env = append(os.Environ(), "TOOLBUS="+bin)
+		out, err := cmd.CombinedOutput()
+		if err == nil && strings.Contains(string(out), "OVERALL: PASSED") {
+			return true
+		}
+		t.Logf("%s alone: %v\n%s", scenario, err, tail(string(out), 10))
+	}
+	return false
 }
 
 // tail returns the last n lines of s.
@@ -116,16 +140,17 @@ func tail(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-func TestOnlyLateRetry(t *testing.T) {
+func TestOnlyRetryTiming(t *testing.T) {
 	for _, tt := range []struct {
 		checks string
 		want   bool
 	}{
-		{`[{"id": "client-sse-retry-timing", "status": "WARNING", "description": "Client reconnected slightly late (800ms instead of 500ms)."}, {"id": "x", "status": "SUCCESS"}]`, true},
+		{`[{"id": "client-sse-retry-timing", "status": "WARNING", "description": "Client MUST respect the retry field, waiting the given number of milliseconds before attempting to reconnect", "errorMessage": "Client reconnected slightly late (731ms instead of 500ms). This is acceptable but may indicate network delays."}, {"id": "x", "status": "SUCCESS"}]`, true},
 		{`[{"id": "client-sse-retry-timing", "status": "WARNING", "description": "Client MUST respect the retry field timing", "errorMessage": "Could not measure timing - tool stream close time or GET reconnection time not recorded"}]`, true},
 		{`[{"id": "client-sse-retry-timing", "status": "SUCCESS"}]`, false},
-		{`[{"id": "client-sse-retry-timing", "status": "WARNING", "description": "slightly late"}, {"id": "client-sse-last-event-id", "status": "WARNING"}]`, false},
-		{`[{"id": "client-sse-retry-timing", "status": "FAILURE", "description": "Client reconnected very late"}]`, false},
+		{`[{"id": "client-sse-retry-timing", "status": "WARNING", "description": "Client reconnected slightly late"}, {"id": "client-sse-last-event-id", "status": "WARNING"}]`, false},
+		{`[{"id": "client-sse-retry-timing", "status": "FAILURE", "description": "Client reconnected very late (1400ms instead of 500ms)."}]`, true},
+		{`[{"id": "client-sse-retry-timing", "status": "FAILURE", "description": "Client reconnected too early (100ms instead of 500ms)."}]`, false},
 	} {
 		dir := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(dir, "sse-retry-2026"), 0o755); err != nil {
@@ -134,7 +159,7 @@ func TestOnlyLateRetry(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "sse-retry-2026", "checks.json"), []byte(tt.checks), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := onlyLateRetry(t, dir); got != tt.want {
+		if got := onlyRetryTiming(t, dir); got != tt.want {
 			t.Errorf("%s: %v", tt.checks, got)
 		}
 	}
