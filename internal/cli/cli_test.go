@@ -310,12 +310,10 @@ func TestServeOnATakenPort(t *testing.T) {
 	}
 }
 
-// TestParseWithConfig: `toolbus parse --config` reads a response with the catalog the
-// configuration's parser would have — a real MCP server's tools (the npm memory
-// server), the engineering suite's — so that bare JSON naming those tools is a call,
-// their schemas coerce and check the arguments, and without the configuration the same
-// text is content.
-func TestParseWithConfig(t *testing.T) {
+// memoryConfig writes a configuration of the npm memory server (its file in a temporary
+// folder) and one more section, and returns its path.
+func memoryConfig(t *testing.T, section string, value any) string {
+	t.Helper()
 	memory := mcptest.NPMPackage(t, "@modelcontextprotocol/server-memory")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "toolbus.json")
@@ -323,11 +321,21 @@ func TestParseWithConfig(t *testing.T) {
 		"mcpServers": map[string]any{"memory": map[string]any{
 			"command": "node", "args": []string{filepath.Join(memory, "dist", "index.js")},
 			"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}}},
-		"local": map[string]any{"clock": true},
+		section: value,
 	})
 	if err := os.WriteFile(cfg, body, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// TestParseWithConfig: `toolbus parse --config` reads a response with the catalog the
+// configuration's parser would have — a real MCP server's tools (the npm memory
+// server), the engineering suite's — so that bare JSON naming those tools is a call,
+// their schemas coerce and check the arguments, and without the configuration the same
+// text is content.
+func TestParseWithConfig(t *testing.T) {
+	cfg := memoryConfig(t, "local", map[string]any{"clock": true})
 	response := "Searching.\n```json\n{\"name\": \"memory__search_nodes\", \"arguments\": {\"query\": 42}}\n```\n" +
 		`{"name": "dispatch_engineering", "arguments": {"action": "nope"}}`
 	type out struct {
@@ -372,18 +380,7 @@ func TestParseWithConfig(t *testing.T) {
 // tool is recognised — before, the servers started at the first call and such a
 // response was "no tool call".
 func TestRunKnowsTheServersTools(t *testing.T) {
-	memory := mcptest.NPMPackage(t, "@modelcontextprotocol/server-memory")
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "toolbus.json")
-	body, _ := json.Marshal(map[string]any{
-		"mcpServers": map[string]any{"memory": map[string]any{
-			"command": "node", "args": []string{filepath.Join(memory, "dist", "index.js")},
-			"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}}},
-		"engineering": map[string]any{"enabled": false},
-	})
-	if err := os.WriteFile(cfg, body, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := memoryConfig(t, "engineering", map[string]any{"enabled": false})
 	stdout, stderr, code := runMain(t, "Let me look.\n[memory__read_graph()]", "run", "--config", cfg, "--json")
 	if code != 0 || !strings.Contains(stdout, `"tool":"memory__read_graph"`) || !strings.Contains(stdout, `"success":true`) {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
