@@ -161,7 +161,11 @@ type oauthClient struct {
 
 	mu    sync.Mutex
 	grant *Grant // the last one seen
-	sdk   *auth.AuthorizationCodeHandler
+	// protected is set once the server answered 401 or a grant was seen: until then
+	// the store is not asked, so that a server without OAuth costs no lookup per
+	// request.
+	protected bool
+	sdk       *auth.AuthorizationCodeHandler
 	// refused is why the server last refused with nobody to log in, until a grant
 	// turns up.
 	refused *NeedsLoginError
@@ -212,9 +216,9 @@ func (c *oauthClient) TokenSource(ctx context.Context) (oauth2.TokenSource, erro
 // or it is stale.
 func (c *oauthClient) current(ctx context.Context) (*Grant, error) {
 	c.mu.Lock()
-	g := c.grant
+	g, protected := c.grant, c.protected
 	c.mu.Unlock()
-	if g.fresh() {
+	if g.fresh() || !protected {
 		return g, nil
 	}
 	stored, err := c.tokens.Load(ctx, c.server)
@@ -287,8 +291,11 @@ func (c *oauthClient) Authorize(ctx context.Context, req *http.Request, resp *ht
 		drain(resp)
 		return nil // not a matter of authorization: the request's answer says why
 	}
-	// Another replica may have refreshed, or a user logged in, since this token was
-	// sent: retry with the stored grant if it is another one.
+	c.mu.Lock()
+	c.protected = true
+	c.mu.Unlock()
+	// A grant in the store (a login, another replica's refresh) that was not sent:
+	// retry with it.
 	if resp.StatusCode == http.StatusUnauthorized {
 		sent := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
 		stored, err := c.tokens.Load(ctx, c.server)
@@ -393,7 +400,7 @@ func (c *oauthClient) saveGrant(ctx context.Context, cfg *oauth2.Config, tok *oa
 		return nil, fmt.Errorf("%s: keeping the OAuth grant: %w", c.server, err)
 	}
 	c.mu.Lock()
-	c.grant, c.refused = g, nil
+	c.grant, c.refused, c.protected = g, nil, true
 	c.mu.Unlock()
 	return c, nil
 }

@@ -11,10 +11,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -152,3 +156,63 @@ func TestNeedsLoginSaidOnce(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// countingTokens counts the lookups of a TokenStore.
+type countingTokens struct {
+	mcpwire.MemoryTokens
+	mu    sync.Mutex
+	loads int
+}
+
+func (c *countingTokens) Load(ctx context.Context, server string) (*mcpwire.Grant, error) {
+	c.mu.Lock()
+	c.loads++
+	c.mu.Unlock()
+	return c.MemoryTokens.Load(ctx, server)
+}
+
+// A server that never asked for authorization costs no lookup of the grants per
+// request: the store is asked only once the server answered 401.
+func TestNoGrantLookupWithoutOAuth(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "open", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, map[string]any, error) {
+		return nil, map[string]any{"ok": true}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer hs.Close()
+	tokens := &countingTokens{}
+	pool, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{"open": {Type: "http", URL: hs.URL}}, &mcpwire.Options{Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 20 {
+		if _, err := pool.Call(ctx, "ping", json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens.mu.Lock()
+	defer tokens.mu.Unlock()
+	if tokens.loads != 0 {
+		t.Errorf("%d lookups of the grants for a server without OAuth, want 0", tokens.loads)
+	}
+
+	// A protected one is looked up once it asked, then the grant is kept.
+	as := mcptest.NewOAuthServer(t, time.Hour)
+	counted := &countingTokens{}
+	secure, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{"secure": {Type: "http", URL: as.URL}}, &mcpwire.Options{Tokens: counted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secure.Close()
+	if err := secure.Connect(ctx); !errors.Is(err, mcpwire.ErrNeedsLogin) {
+		t.Fatalf("Connect = %v", err)
+	}
+	counted.mu.Lock()
+	defer counted.mu.Unlock()
+	if counted.loads == 0 {
+		t.Error("a server that answered 401 was not looked up")
+	}
+}
