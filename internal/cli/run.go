@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/node"
@@ -78,13 +77,6 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	// printed, the redirect comes back to a local port. The grant is kept in the
 	// embedded bucket, which ends with the run: sealed with the environment's key, or a
 	// key of the run's own.
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if err := bus.Provision(ctx, js, cfg.Topology()); err != nil {
-		return err
-	}
 	key, err := tokenKey(env)()
 	if err != nil {
 		return err
@@ -92,16 +84,12 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	if key == nil {
 		key = tokens.NewKey()
 	}
-	store, err := tokens.Open(ctx, js, key)
-	if err != nil {
-		return err
-	}
 	ui := &loginUI{env: env, open: *open}
 	defer ui.close()
 
 	svcCtx, stopServices := context.WithCancel(ctx)
 	catalog := parser.NewCatalog()
-	n, err := node.Start(svcCtx, nc, node.Options{Config: cfg, Replicas: *executors, Logger: log, Catalog: catalog, Tokens: store, Login: ui.login})
+	n, err := node.Start(svcCtx, nc, node.Options{Config: cfg, Replicas: *executors, Logger: log, Catalog: catalog, TokenKey: key, Login: ui.login})
 	if err != nil {
 		stopServices()
 		return err
