@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -120,14 +121,15 @@ func authLoginCmd(ctx context.Context, env Env, args []string) error {
 	if sc.OAuth != nil && sc.OAuth.Grant == mcpwire.GrantClientCredentials {
 		return fmt.Errorf("%s uses the client credentials grant: it needs no login", name)
 	}
+	// Without a key the grant could not be kept: say so before the user logs in.
+	if key, err := tokenKey(env)(); err != nil || key == nil {
+		return cmp.Or(err, tokens.ErrNoKey)
+	}
 	store, closeNATS, err := authStore(ctx, env, cf, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeNATS()
-	if _, err := store.Load(ctx, name); errors.Is(err, tokens.ErrNoKey) {
-		return err
-	}
 	ui := &loginUI{env: env, open: *open, paste: true}
 	defer ui.close()
 	// The login is the connection's first request: give it the login's time.

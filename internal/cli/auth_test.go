@@ -247,6 +247,13 @@ func TestAuthLoginPastedURL(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"secure": {"type": "http", "url": "`+as.URL+`"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Without a key, before anything is asked of the user.
+	var noKey bytes.Buffer
+	if code := Main(context.Background(), []string{"auth", "login", "secure", "--config", cfgPath, "--nats", nc.ConnectedUrl()},
+		Env{Stdin: strings.NewReader(""), Stdout: &noKey, Stderr: &noKey, Getenv: func(string) string { return "" }}); code == 0 ||
+		!strings.Contains(noKey.String(), tokens.EnvKey) || strings.Contains(noKey.String(), "/authorize") {
+		t.Fatalf("auth login without a key: exit %d\n%s", code, noKey.String())
+	}
 	stdin, paste := io.Pipe()
 	defer paste.Close()
 	browser := &mcptest.FollowLogin{Paste: paste}
