@@ -27,23 +27,6 @@ import (
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // An MCP server behind the go-sdk's bearer-token middleware and a local authorization
 // server, through the whole pipeline: a call before any login is answered at once,
 // naming the command; `toolbus auth login` once; then calls from two executor
@@ -69,7 +52,7 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &bustest.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))

@@ -1,7 +1,6 @@
 package mcpwire_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -120,13 +120,8 @@ func TestPrivateKeyConfigValidated(t *testing.T) {
 // each of its retries.
 func TestNeedsLoginSaidOnce(t *testing.T) {
 	as := mcptest.NewOAuthServer(t, time.Hour)
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs.Write(p)
-	}), nil))
+	logs := &bustest.LogBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	fast := &mcpwire.RetryPolicy{InitialInterval: messages.Duration(5 * time.Millisecond), MaxInterval: messages.Duration(10 * time.Millisecond)}
 	pool, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{"secure": {Type: "http", URL: as.URL, Retry: fast}}, &mcpwire.Options{Logger: log})
 	if err != nil {
@@ -145,17 +140,11 @@ func TestNeedsLoginSaidOnce(t *testing.T) {
 	if !errors.Is(err, mcpwire.ErrNeedsLogin) {
 		t.Errorf("Call = %v, want ErrNeedsLogin", err)
 	}
-	mu.Lock()
 	n := strings.Count(logs.String(), "needs an OAuth login")
-	mu.Unlock()
 	if n != 1 {
 		t.Errorf("said %d times in %d attempts, want once", n, as.Refused())
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // countingTokens counts the lookups of a TokenStore.
 type countingTokens struct {
