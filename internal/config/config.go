@@ -97,6 +97,13 @@ type Parser struct {
 	// Format pins the tool-call syntax ("auto", the default, detects it); a response's
 	// Toolbus-Format header overrides it.
 	Format string `json:"format,omitempty"`
+	// Reasoning says where the model's reasoning is, whose calls never run: "auto" (the
+	// default: <think>…</think>, and the text before a </think> no <think> precedes),
+	// "tagged" (only <think>…</think>) or "open" (the prompt opens <think>: the
+	// response is reasoning up to its first </think>). A streamed call before any
+	// think tag runs early only under "tagged" or "open". A response's
+	// Toolbus-Reasoning header overrides it.
+	Reasoning string `json:"reasoning,omitempty"`
 	// MaxResponseBytes, MaxCalls and MaxDepth bound a response; 0 means toolcall's
 	// defaults (1 MiB, 64 calls, depth 100).
 	MaxResponseBytes int `json:"max_response_bytes,omitempty"`
@@ -270,6 +277,9 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 	}
 	if _, err := toolcall.ParseFormat(c.Parser.Format); err != nil {
 		return nil, fmt.Errorf("%s: parser.format: %w", source, err)
+	}
+	if _, err := toolcall.ParseReasoning(c.Parser.Reasoning); err != nil {
+		return nil, fmt.Errorf("%s: parser.reasoning: %w", source, err)
 	}
 	if err := c.Local.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)

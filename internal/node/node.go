@@ -546,7 +546,8 @@ func WaitForCatalog(ctx context.Context, catalog *parser.Catalog, cfg *config.Co
 // sets Plans, where the parser keeps the later segments of ordered responses).
 func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
 	format, _ := toolcall.ParseFormat(cfg.Parser.Format)
-	extract := &toolcall.Options{Format: format, MaxInputSize: cfg.Parser.MaxResponseBytes,
+	reasoning, _ := toolcall.ParseReasoning(cfg.Parser.Reasoning) // validated when loaded
+	extract := &toolcall.Options{Format: format, Reasoning: reasoning, MaxInputSize: cfg.Parser.MaxResponseBytes,
 		MaxCalls: cfg.Parser.MaxCalls, MaxDepth: cfg.Parser.MaxDepth}
 	var routed []string
 	for name, server := range cfg.Routes {

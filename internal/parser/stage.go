@@ -65,7 +65,7 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	if v := d.Header.Get(messages.HeaderDeadline); v != "" {
 		deadline, _ = time.Parse(time.RFC3339Nano, v)
 	}
-	opts := s.extractOptions(d.Header.Get(messages.HeaderFormat))
+	opts := s.extractOptions(d.Header.Get(messages.HeaderFormat), d.Header.Get(messages.HeaderReasoning))
 	w := Plan(meta.ResponseID, meta.Conversation, string(d.Data), deadline, &opts.Options)
 	w = CheckArguments(w, opts.checks)
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.ResponseID.String(meta.ResponseID),
@@ -126,7 +126,7 @@ func (s *Stage) together(snap *snapshot, c *messages.ToolCall) bool {
 // Parse would send: arguments with their schema's defaults, or the error each is
 // answered with. It publishes nothing (`toolbus parse --config`).
 func (s *Stage) Preview(text, format string) (toolcall.Extraction, Work) {
-	opts := s.extractOptions(format)
+	opts := s.extractOptions(format, "")
 	ext := toolcall.Extract(text, &opts.Options)
 	w := planOf(ext, "preview", "preview", time.Time{})
 	return ext, CheckArguments(w, opts.checks)
@@ -145,8 +145,8 @@ type extractOptions struct {
 }
 
 // extractOptions are the configured options with the catalog's tools and a response's
-// format pin.
-func (s *Stage) extractOptions(format string) extractOptions {
+// format pin and reasoning mode (headers; a value that names none is ignored).
+func (s *Stage) extractOptions(format, reasoning string) extractOptions {
 	var o extractOptions
 	if s.Extract != nil {
 		o.Options = *s.Extract
@@ -167,6 +167,11 @@ func (s *Stage) extractOptions(format string) extractOptions {
 	if format != "" {
 		if f, err := toolcall.ParseFormat(format); err == nil {
 			o.Format = f
+		}
+	}
+	if reasoning != "" {
+		if r, err := toolcall.ParseReasoning(reasoning); err == nil {
+			o.Reasoning = r
 		}
 	}
 	return o

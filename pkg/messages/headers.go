@@ -18,6 +18,9 @@ const (
 	// HeaderFormat pins the tool-call syntax of one response ("tool_call", "llama_json",
 	// "mistral", ...; see toolcall.Formats), overriding the configuration.
 	HeaderFormat = "Toolbus-Format"
+	// HeaderReasoning says where one response's reasoning is ("auto", "tagged", "open";
+	// see toolcall.Reasoning), overriding the configuration.
+	HeaderReasoning = "Toolbus-Reasoning"
 	// HeaderDeadline is an RFC 3339 time after which a call is answered with timeout.
 	HeaderDeadline = "Toolbus-Deadline"
 	// HeaderMsgID is JetStream's de-duplication id: the response's scoped id

@@ -78,14 +78,39 @@ func (x *extractor) run() {
 	pos := 0
 	// A reasoning model's template may open <think> in the prompt, so that the response
 	// holds only the closing tag.
-	if i := x.find(litThinkEnd, 0); i >= 0 && !strings.Contains(x.text[:i], litText[litThink]) {
-		x.reason = append(x.reason, span{0, i})
-		pos = i + len(litText[litThinkEnd])
+	if end, _ := x.promptReasoning(); end >= 0 {
+		x.reason = append(x.reason, span{0, min(end, len(x.text))})
+		pos = min(end+len(litText[litThinkEnd]), len(x.text))
 	}
 	if x.wholeResponse(pos) {
 		return
 	}
 	x.scan(pos, len(x.text))
+}
+
+// promptReasoning returns where the reasoning opened in the prompt ends (at its
+// </think>; the text's length when it never does), or -1 when there is none; and whether
+// text written after x.text may still change that (a stream's later chunks).
+func (x *extractor) promptReasoning() (end int, open bool) {
+	switch x.o.Reasoning {
+	case ReasoningTagged:
+		return -1, false
+	case ReasoningOpen:
+		if i := x.find(litThinkEnd, 0); i >= 0 {
+			return i, false
+		}
+		return len(x.text), true
+	}
+	i := x.find(litThinkEnd, 0)
+	if i < 0 {
+		// A </think> written later would make everything before it reasoning, unless a
+		// <think> comes first.
+		return -1, !strings.Contains(x.text, litText[litThink])
+	}
+	if strings.Contains(x.text[:i], litText[litThink]) {
+		return -1, false
+	}
+	return i, false
 }
 
 // scan extracts the calls in text[pos:limit], keeping the rest as content.

@@ -130,6 +130,37 @@ type Options struct {
 	// call after it, up to as many again, is a failed call saying so; the calls after
 	// those are reported together as one failed call.
 	MaxCalls int
+	// Reasoning says where a response's reasoning is: ReasoningAuto (the zero value),
+	// ReasoningTagged or ReasoningOpen.
+	Reasoning Reasoning
+}
+
+// Reasoning says how a model marks its reasoning, the text whose calls never run.
+type Reasoning string
+
+const (
+	// ReasoningAuto: the text inside <think>…</think>, and the text before a </think>
+	// that no <think> precedes (a template that opens <think> in the prompt, so that
+	// the response holds only the closing tag). A streamed call before any think tag
+	// waits for the end of the response: a </think> may still come.
+	ReasoningAuto Reasoning = ""
+	// ReasoningTagged: only the text inside <think>…</think>; a </think> alone is
+	// content. Streamed calls run as soon as their block is complete.
+	ReasoningTagged Reasoning = "tagged"
+	// ReasoningOpen: the response starts inside reasoning (the prompt opened <think>),
+	// which ends at the first </think>; a response without one is all reasoning.
+	ReasoningOpen Reasoning = "open"
+)
+
+// ParseReasoning returns the Reasoning named s; "" and "auto" give ReasoningAuto.
+func ParseReasoning(s string) (Reasoning, error) {
+	switch Reasoning(s) {
+	case "", "auto":
+		return ReasoningAuto, nil
+	case ReasoningTagged, ReasoningOpen:
+		return Reasoning(s), nil
+	}
+	return "", fmt.Errorf("unknown reasoning mode %q (auto, tagged or open)", s)
 }
 
 func (o Options) withDefaults() Options {

@@ -1,0 +1,104 @@
+package toolcall
+
+import (
+	"slices"
+	"strings"
+)
+
+// ExtractPartial reads the part of a response a model has written so far, while it is
+// still writing. It returns what [Extract] finds in that text and how many of its calls,
+// from the first, are settled: read exactly as Extract reads them in the whole
+// response, whatever the model writes next. A settled call may run before the response
+// ends; the others wait for more text, or for its end.
+//
+// A call is settled when its block is complete — closed by its closing tag
+// (</tool_call>, <|tool_call_end|>, …), or, in the formats without one (bare JSON,
+// pythonic lists, Llama's <|python_tag|>, Mistral's [TOOL_CALLS]), followed by text
+// that is not blank — and no text to come can make it reasoning: under
+// [ReasoningAuto], a call before any <think> or </think> is never settled, since a
+// </think> written later would make it reasoning (see [Options].Reasoning). A call
+// the text ends inside of is not settled: at the end of the response it is cut off
+// (a parse_error) or repaired, as Extract decides.
+//
+// A response over MaxInputSize settles nothing.
+func ExtractPartial(text string, opts *Options) (Extraction, int) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
+	if len(text) > o.MaxInputSize {
+		return Extract(text, &o), 0
+	}
+	ex := Extract(text, &o)
+	x := extractor{runState: runState{text: text, o: o}, gen: 1}
+	if _, open := x.promptReasoning(); open {
+		return ex, 0
+	}
+	n := 0
+	for _, c := range ex.Calls {
+		if c.End > len(text) || !settled(text, c) {
+			break
+		}
+		n++
+	}
+	return ex, n
+}
+
+// settled reports whether call c, read from text, has a complete block. A call that
+// failed, or whose value the text ends in, waits for the end of the response: more text
+// may complete what it lacks (a closing tag written inside a string continues the
+// string, not the call).
+func settled(text string, c Call) bool {
+	if c.Err != nil || c.Raw == "" || slices.Contains(c.Repairs, RepairTruncatedValue) {
+		return false
+	}
+	if closedByTag(c.Format) {
+		return !slices.Contains(c.Repairs, RepairUnclosedTag)
+	}
+	return !isBlank(text[c.End:])
+}
+
+// Stream extracts the calls of a response as the model writes it: Write takes each
+// chunk and returns the calls it settled (see [ExtractPartial]); Close returns the
+// extraction of the whole response, which is [Extract]'s, and the calls Write did not
+// return. The calls Write returns are always the first calls of that extraction,
+// unchanged.
+type Stream struct {
+	opts Options
+	text strings.Builder
+	sent int
+}
+
+// NewStream starts the extraction of one response. A nil opts means the zero Options.
+func NewStream(opts *Options) *Stream {
+	s := &Stream{}
+	if opts != nil {
+		s.opts = *opts
+	}
+	return s
+}
+
+// Write adds chunk to the response and returns the calls it settled, in order.
+func (s *Stream) Write(chunk string) []Call {
+	s.text.WriteString(chunk)
+	ex, n := ExtractPartial(s.text.String(), &s.opts)
+	if n <= s.sent {
+		return nil
+	}
+	calls := ex.Calls[s.sent:n]
+	s.sent = n
+	return calls
+}
+
+// Text returns the response written so far.
+func (s *Stream) Text() string { return s.text.String() }
+
+// Close ends the response: it returns the whole extraction and its calls Write did not
+// return.
+func (s *Stream) Close() (Extraction, []Call) {
+	ex := Extract(s.text.String(), &s.opts)
+	rest := ex.Calls[min(s.sent, len(ex.Calls)):]
+	s.sent = len(ex.Calls)
+	return ex, rest
+}
