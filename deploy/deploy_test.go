@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -365,7 +366,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 		"DELETE": true, "DURABLE": true, "MSG": true, "GET": true, "NEXT": true, "DIRECT": true, "ACK": true, "FC": true,
 		"$KV": true, "$SRV": true, "_INBOX": true, ">": true, "*": true, "PURGE": true, "$O": true,
 	}
-	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit,
+	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress,
 		messages.StatusSubject(node.Parser), messages.StatusSubject(node.Executor), messages.StatusSubject(node.Formatter), messages.StatusSubject(node.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true
@@ -600,6 +601,33 @@ func askAll(t *testing.T, c *client.Client) {
 			if !r.Success || r.Tool != tc.tools[i] {
 				t.Errorf("%s: result %d = %+v, want a successful %s", tc.name, i, r, tc.tools[i])
 			}
+		}
+	}
+	// A streamed response: chunks (the parser's stream consumer, its text and state in
+	// the gather bucket), calls released by the parser and by the formatter, the end
+	// through the executor, progress to the orchestrator.
+	var progress atomic.Int32
+	s, err := c.Stream(ctx, "perm-6", &client.StreamOptions{SubmitOptions: client.SubmitOptions{Reasoning: "tagged"},
+		Progress: func(messages.ToolResult) { progress.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := cases[4].text
+	for i := 0; i < len(text); i += 16 {
+		if _, err := s.WriteString(text[i:min(i+16, len(text))]); err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+	}
+	out, err = s.Close(ctx)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if len(out.Results) != 3 || progress.Load() != 3 {
+		t.Fatalf("stream: %d results, %d progress reports: %s", len(out.Results), progress.Load(), out.Text)
+	}
+	for i, r := range out.Results {
+		if !r.Success || r.Tool != cases[4].tools[i] {
+			t.Errorf("stream: result %d = %+v, want a successful %s", i, r, cases[4].tools[i])
 		}
 	}
 }

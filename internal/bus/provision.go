@@ -77,8 +77,9 @@ func (t Topology) Streams() []jetstream.StreamConfig {
 			Duplicates: t.DuplicateWindow, Discard: jetstream.DiscardOld,
 		}
 	}
-	output := work(messages.StreamOutput, messages.AllOutputs, "toolbus outputs, one per response")
+	output := work(messages.StreamOutput, messages.AllOutputs, "toolbus outputs, one per response, and the progress of streamed responses")
 	output.Retention, output.MaxAge = jetstream.LimitsPolicy, t.OutputMaxAge
+	output.Subjects = append(output.Subjects, messages.AllProgress)
 	dead := work(messages.StreamDead, messages.AllDead, "toolbus calls that exhausted their deliveries")
 	dead.Retention, dead.MaxAge = jetstream.LimitsPolicy, t.DeadMaxAge
 	advisories := work(messages.StreamAdvisories, "", "toolbus: advisories of messages that ran out of deliveries")
@@ -86,6 +87,7 @@ func (t Topology) Streams() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		advisories,
 		work(messages.StreamResponses, messages.AllResponses, "toolbus: LLM responses to parse"),
+		work(messages.StreamChunks, messages.AllStream, "toolbus: chunks of LLM responses being written"),
 		work(messages.StreamCalls, messages.AllCalls, "toolbus: tool calls to execute"),
 		work(messages.StreamResults, messages.AllResults, "toolbus: tool results to format"),
 		output,
@@ -105,6 +107,7 @@ func (t Topology) Consumers() map[string]jetstream.ConsumerConfig {
 	}
 	return map[string]jetstream.ConsumerConfig{
 		messages.StreamResponses:  c(messages.ConsumerParser, "toolbus parser replicas"),
+		messages.StreamChunks:     c(messages.ConsumerParser, "toolbus parser replicas (streamed responses)"),
 		messages.StreamCalls:      c(messages.ConsumerExecutor, "toolbus executor replicas"),
 		messages.StreamResults:    c(messages.ConsumerFormatter, "toolbus formatter replicas"),
 		messages.StreamAdvisories: c(messages.ConsumerDeadLetter, "toolbus dead-letter handlers (in the executors)"),

@@ -38,6 +38,8 @@ func TestHandle(t *testing.T) {
 		Header: bus.Meta{ResponseID: "r1", Conversation: "c", MsgID: "r1/0", Count: 1}.Header()}
 	respMsg := &jetstream.RawStreamMsg{Subject: messages.ResponseSubject("c"), Sequence: 9, Data: []byte(`<tool_call>{"name": "x"}`),
 		Header: nats.Header{messages.HeaderResponseID: {"r2"}}}
+	chunkMsg := &jetstream.RawStreamMsg{Subject: messages.StreamSubject("c"), Sequence: 11, Data: []byte(`<tool_call>{"na`),
+		Header: nats.Header{messages.HeaderResponseID: {"r3"}, messages.HeaderChunk: {"4"}}}
 	stored := messages.ResultFor(call)
 	stored.Success, stored.Result = true, json.RawMessage(`{"ticket":"T-1"}`)
 	tests := []struct {
@@ -56,6 +58,8 @@ func TestHandle(t *testing.T) {
 			prior: &claims.Record{State: "done", Result: &stored}, wantSub: messages.ResultSubject("c"), want: "ok", wantOut: 2},
 		{name: "a lost response gets an output", adv: Advisory{Stream: messages.StreamResponses, Consumer: "parser", StreamSeq: 9, Deliveries: 5},
 			wantSub: messages.OutputSubject("c"), want: string(messages.CodeInternal), wantOut: 2},
+		{name: "a lost chunk gets its response an output", adv: Advisory{Stream: messages.StreamChunks, Consumer: "parser", StreamSeq: 11, Deliveries: 5},
+			wantSub: messages.OutputSubject("c"), want: string(messages.CodeInternal), wantOut: 2},
 		{name: "a terminated message is only copied", adv: Advisory{Stream: messages.StreamCalls, Consumer: "executor", StreamSeq: 7, Reason: "cannot answer"},
 			wantOut: 1},
 		{name: "a message already gone needs nothing", adv: Advisory{Stream: messages.StreamCalls, Consumer: "executor", StreamSeq: 99}, wantOut: 0},
@@ -66,7 +70,7 @@ func TestHandle(t *testing.T) {
 			if tt.prior != nil {
 				cl.Set(call.ID, *tt.prior)
 			}
-			store := &memStore{msgs: map[uint64]*jetstream.RawStreamMsg{7: callMsg, 9: respMsg}}
+			store := &memStore{msgs: map[uint64]*jetstream.RawStreamMsg{7: callMsg, 9: respMsg, 11: chunkMsg}}
 			s := &Stage{Messages: store, Claims: cl}
 			out, err := s.Handle(context.Background(), tt.adv, &bus.Delivery{Delivered: 1})
 			if err != nil {
@@ -99,7 +103,7 @@ func TestHandle(t *testing.T) {
 			if tt.wantSub == messages.OutputSubject("c") {
 				var o messages.Output
 				json.Unmarshal(out[0].Body, &o)
-				if o.ResponseID != "r2" || len(o.Results) != 1 || o.Results[0].Error == nil {
+				if o.ResponseID != map[uint64]string{9: "r2", 11: "r3"}[tt.adv.StreamSeq] || len(o.Results) != 1 || o.Results[0].Error == nil {
 					t.Fatalf("output %+v", o)
 				}
 				code = string(o.Results[0].Error.Code)

@@ -85,6 +85,8 @@ func (s *Stage) Handle(ctx context.Context, adv Advisory, d *bus.Delivery) ([]bu
 			answer, dl.Answer, err = s.lostCall(ctx, raw, reason)
 		case messages.StreamResponses:
 			answer, dl.Answer, err = lostResponse(meta, raw, reason)
+		case messages.StreamChunks:
+			answer, dl.Answer, err = lostChunk(meta, raw, reason)
 		}
 		if err != nil {
 			return nil, bus.Retry(err, s.retryDelay())
@@ -138,6 +140,21 @@ func lostResponse(meta bus.Meta, raw *jetstream.RawStreamMsg, reason string) (*b
 	res := messages.RefusedOutput(id, meta.Conversation,
 		messages.Errorf(messages.CodeInternal, "toolbus could not process this response (%s); its tool calls were not run", reason))
 	out, err := bus.JSON(messages.OutputSubject(meta.Conversation), bus.Meta{ResponseID: id, Conversation: meta.Conversation, MsgID: messages.ScopedID(meta.Conversation, id)}, res)
+	return &out, res, err
+}
+
+// lostChunk is the output of a streamed response one of whose chunks the parser never
+// read: the response cannot be read whole, so that it is answered with an error (the
+// calls released before the chunk may have run; the output says so).
+func lostChunk(meta bus.Meta, raw *jetstream.RawStreamMsg, reason string) (*bus.Outgoing, any, error) {
+	if meta.ResponseID == "" {
+		return nil, nil, nil // nothing to address an output to
+	}
+	res := messages.RefusedOutput(meta.ResponseID, meta.Conversation,
+		messages.Errorf(messages.CodeInternal, "toolbus could not read chunk %s of this streamed response (%s); the calls it had released before may have run, the others were not run",
+			raw.Header.Get(messages.HeaderChunk), reason))
+	out, err := bus.JSON(messages.OutputSubject(meta.Conversation), bus.Meta{ResponseID: meta.ResponseID, Conversation: meta.Conversation,
+		MsgID: messages.ScopedID(meta.Conversation, meta.ResponseID)}, res)
 	return &out, res, err
 }
 

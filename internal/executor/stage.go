@@ -112,6 +112,11 @@ func Decode(d *bus.Delivery) (messages.ToolCall, error) {
 // Execute answers one call.
 func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Delivery) ([]bus.Outgoing, error) {
 	span := trace.SpanFromContext(ctx)
+	if call.End {
+		// The end of a streamed response: passed on to the formatter.
+		span.SetName("execute end")
+		return s.answer(call, messages.ResultFor(call), false)
+	}
 	if call.Error != nil {
 		// The parser's verdict (or an unreadable message): answer it, run nothing. Only
 		// a tool the parser knew has its arguments checked.

@@ -30,6 +30,12 @@ func (g *gathered) add(r messages.ToolResult) bool {
 // updated with compare-and-set so that replicas never overwrite each other.
 type KVGatherer struct{ KV jetstream.KeyValue }
 
+// Results implements [Gatherer].
+func (s KVGatherer) Results(ctx context.Context, conversation, responseID string) ([]messages.ToolResult, error) {
+	g, _, err := bus.GetJSON[gathered](ctx, s.KV, bus.Key(messages.ScopedID(conversation, responseID)))
+	return g.Results, err
+}
+
 // Add implements [Gatherer].
 func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error) {
 	if len(rs) == 0 {

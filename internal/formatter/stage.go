@@ -18,6 +18,13 @@ type Gatherer interface {
 	// after them, in call order, rs included. A result already held (a redelivery) is not
 	// added twice.
 	Add(ctx context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error)
+	// Results returns every result held for a response, in call order.
+	Results(ctx context.Context, conversation, responseID string) ([]messages.ToolResult, error)
+}
+
+// Streams keeps the state of streamed responses ([order.StreamStore]).
+type Streams interface {
+	Update(ctx context.Context, response string, fn func(*order.Streamed) (bool, error)) (order.Streamed, error)
 }
 
 // Plans holds the segments of responses whose calls run in order (see package order),
@@ -43,6 +50,9 @@ type Stage struct {
 	// Results keeps large results whole ([results.Store]); without it they are only cut
 	// to previews (messages.CapResult).
 	Results results.Fitter
+	// Streams holds the state of streamed responses: the formatter marks each result
+	// answered there and releases the calls that may run after it.
+	Streams Streams
 }
 
 // Decode reads a result message; one nobody can place cannot complete any output.
@@ -51,7 +61,7 @@ func Decode(d *bus.Delivery) (messages.ToolResult, error) {
 	if err := messages.DecodeResult(d.Data, &r); err != nil {
 		return r, err
 	}
-	if r.ResponseID == "" || r.Count <= 0 {
+	if r.ResponseID == "" || r.Count <= 0 && !r.Stream {
 		return r, fmt.Errorf("a result without its response id or call count")
 	}
 	return r, nil
@@ -67,6 +77,9 @@ func Decode(d *bus.Delivery) (messages.ToolResult, error) {
 // publish a no-op, and nothing is lost when the first publish failed. The same holds for
 // a segment's calls.
 func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delivery) ([]bus.Outgoing, error) {
+	if r.Stream {
+		return s.streamed(ctx, r)
+	}
 	results := []messages.ToolResult{r}
 	if r.Count > 1 {
 		// The gathered results of a response must fit one value of the bucket, and its
@@ -97,6 +110,74 @@ func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 	return []bus.Outgoing{{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
 		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: messages.ScopedID(r.Conversation, r.ResponseID),
 	}, Body: body}}, nil
+}
+
+// streamShare is the share of the output limit a result of a streamed response is fitted
+// to before it is gathered: the count of calls is not known until the response ends.
+const streamShare = 16
+
+// progressBytes bounds the result a progress message carries.
+const progressBytes = 4 << 10
+
+// streamed takes a result of a streamed response, or its end: it gathers the result,
+// marks it answered in the response's stream state, and returns the calls that may run
+// now, the result as progress, and the output once the response ended and every call is
+// answered.
+func (s *Stage) streamed(ctx context.Context, r messages.ToolResult) ([]bus.Outgoing, error) {
+	if s.Streams == nil {
+		return nil, fmt.Errorf("result %s is of a streamed response, but the formatter keeps no stream state", r.CallID)
+	}
+	response := messages.ScopedID(r.Conversation, r.ResponseID)
+	var out []bus.Outgoing
+	by := order.ByEnd
+	if !r.End {
+		by = order.ByResult(r.Index)
+		fitted, err := s.fit(ctx, r, s.limit()/streamShare)
+		if err != nil {
+			return nil, bus.Retry(err, s.retryDelay())
+		}
+		if _, err := s.Gather.Add(ctx, fitted); err != nil {
+			return nil, bus.Retry(err, s.retryDelay())
+		}
+		progress := messages.CapResult(fitted, progressBytes)
+		out = append(out, bus.Outgoing{Subject: messages.ProgressSubject(r.Conversation), Meta: bus.Meta{
+			ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: r.CallID + "/progress", Index: r.Index,
+		}, Body: messages.AppendResult(nil, &progress)})
+	}
+	var released []messages.ToolCall
+	st, err := s.Streams.Update(ctx, response, func(st *order.Streamed) (bool, error) {
+		changed := !r.End && st.Answer(r.Index, r.Success)
+		var rel bool
+		released, rel = st.Release(by)
+		return changed || rel, nil
+	})
+	if err != nil {
+		return nil, bus.Retry(err, s.retryDelay())
+	}
+	for i := range released {
+		c := &released[i]
+		out = append(out, bus.Outgoing{Subject: messages.CallSubject(c.Conversation), Meta: bus.Meta{
+			ResponseID: c.ResponseID, Conversation: c.Conversation, MsgID: c.ID, Index: c.Index,
+		}, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
+	}
+	if !st.Complete() {
+		return out, nil
+	}
+	all, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID)
+	if err != nil {
+		return nil, bus.Retry(err, s.retryDelay())
+	}
+	if len(all) < len(st.Calls) {
+		// Every call is answered, so every result was gathered first: this read is behind.
+		return nil, bus.Retry(fmt.Errorf("response %s: %d of %d results read", response, len(all), len(st.Calls)), 50*time.Millisecond)
+	}
+	body, err := s.output(ctx, r.ResponseID, r.Conversation, all)
+	if err != nil {
+		return nil, bus.Retry(err, s.retryDelay())
+	}
+	return append(out, bus.Outgoing{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
+		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: response,
+	}, Body: body}), nil
 }
 
 // answered reports whether results, in call order, answer every call before index n.

@@ -43,6 +43,15 @@ func (s *memGatherer) Add(_ context.Context, rs ...messages.ToolResult) ([]messa
 	return slices.Clone(g.Results), nil
 }
 
+func (s *memGatherer) Results(_ context.Context, _, responseID string) ([]messages.ToolResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.m[responseID]; g != nil {
+		return slices.Clone(g.Results), nil
+	}
+	return nil, nil
+}
+
 func result(id string, index, count int, tool string) messages.ToolResult {
 	return messages.ToolResult{CallID: messages.CallID("c1", id, index), ResponseID: id, Conversation: "c1", Index: index, Count: count,
 		Tool: tool, Success: true, Result: json.RawMessage(`{"i":` + string(rune('0'+index)) + `}`)}

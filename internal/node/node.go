@@ -320,13 +320,16 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		}
 		p := ParserStage(o.Config, catalog)
 		p.Plans = order.Store{KV: gather}
+		p.Texts, p.Streams = parser.TextStore{KV: gather}, order.StreamStore{KV: gather}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
 				return nil, err
 			}
 			runs = append(runs, runStage(js, messages.StreamResponses, messages.ConsumerParser, p.Parse, false,
-				bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+				bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}),
+				runStage(js, messages.StreamChunks, messages.ConsumerParser, p.Chunk, false,
+					bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse chunk", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 		}
 	case Executor:
 		// The executor runs tools and servers as children of the same user: they must not
@@ -432,7 +435,8 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 		if err != nil {
 			return nil, err
 		}
-		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, Plans: order.Store{KV: gather}, Results: kept, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
+		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, Plans: order.Store{KV: gather}, Streams: order.StreamStore{KV: gather},
+			Results: kept, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {

@@ -32,6 +32,10 @@ type Stage struct {
 	// of a response runs at once.
 	Order order.Policy
 	Plans Planner
+	// Texts and Streams keep streamed responses (see [Stage.Chunk]): the text read so
+	// far and which calls were released.
+	Texts   Texts
+	Streams Streams
 }
 
 // Planner saves a response's segments and returns the first as stored ([order.Store]).

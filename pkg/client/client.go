@@ -56,6 +56,26 @@ type SubmitOptions struct {
 	Deadline time.Time
 	// Format pins the tool-call syntax of this response (see toolcall.Formats).
 	Format string
+	// Reasoning says where the response's reasoning is: "auto", "tagged" or "open" (see
+	// toolcall.Reasoning; the parser's configuration when empty).
+	Reasoning string
+}
+
+// header returns the headers every message of a response carries.
+func (o *SubmitOptions) header(conversation, id string) nats.Header {
+	h := nats.Header{}
+	h.Set(messages.HeaderResponseID, id)
+	h.Set(messages.HeaderConversation, conversation)
+	if o.Format != "" {
+		h.Set(messages.HeaderFormat, o.Format)
+	}
+	if o.Reasoning != "" {
+		h.Set(messages.HeaderReasoning, o.Reasoning)
+	}
+	if !o.Deadline.IsZero() {
+		h.Set(messages.HeaderDeadline, o.Deadline.UTC().Format(time.RFC3339Nano))
+	}
+	return h
 }
 
 // Submit publishes text as a response of conversation and returns its id once JetStream
@@ -72,17 +92,8 @@ func (c *Client) Submit(ctx context.Context, conversation, text string, o *Submi
 	if id == "" {
 		id = nuid.Next()
 	}
-	msg := nats.NewMsg(messages.ResponseSubject(conversation))
-	msg.Data = []byte(text)
-	msg.Header.Set(messages.HeaderResponseID, id)
+	msg := &nats.Msg{Subject: messages.ResponseSubject(conversation), Data: []byte(text), Header: opts.header(conversation, id)}
 	msg.Header.Set(messages.HeaderMsgID, messages.ScopedID(conversation, id))
-	msg.Header.Set(messages.HeaderConversation, conversation)
-	if opts.Format != "" {
-		msg.Header.Set(messages.HeaderFormat, opts.Format)
-	}
-	if !opts.Deadline.IsZero() {
-		msg.Header.Set(messages.HeaderDeadline, opts.Deadline.UTC().Format(time.RFC3339Nano))
-	}
 	// The response's trace: a child of the caller's span in ctx, or a new root.
 	ctx, span := telemetry.TracerFor(ctx).Start(ctx, "send toolbus.responses", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS), telemetry.MessagingOperation.String("send"),
@@ -119,6 +130,11 @@ func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOp
 	if _, err := c.Submit(ctx, conversation, text, &opts); err != nil {
 		return nil, err
 	}
+	return c.await(ctx, conversation, opts.ResponseID, ch, submitted)
+}
+
+// await waits for the output of response id on ch, the subscription listen returned.
+func (c *Client) await(ctx context.Context, conversation, id string, ch chan []byte, submitted time.Time) (*messages.Output, error) {
 	// The subscription is the fast path. An output published while the connection was
 	// down (a server restart) never reaches it, so the output stream is checked too, at
 	// growing intervals.
@@ -130,13 +146,13 @@ func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOp
 		case data := <-ch:
 			return decode(data)
 		case <-recheck.C:
-			if out, err := c.find(ctx, conversation, opts.ResponseID, since); err == nil && out != nil {
+			if out, err := c.find(ctx, conversation, id, since); err == nil && out != nil {
 				return out, nil
 			}
 			interval = min(interval*2, 30*time.Second)
 			recheck.Reset(interval)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("client: waiting for the output of %s: %w", opts.ResponseID, ctx.Err())
+			return nil, fmt.Errorf("client: waiting for the output of %s: %w", id, ctx.Err())
 		}
 	}
 }

@@ -78,6 +78,10 @@ func decodeCall(data []byte, c *ToolCall) bool {
 		case "error":
 			c.Error = new(ResultError)
 			return r.resultError(c.Error)
+		case "stream":
+			return r.bool(&c.Stream)
+		case "end":
+			return r.bool(&c.End)
 		}
 		return false
 	})
@@ -121,6 +125,10 @@ func (r *reader) resultMember(res *ToolResult, key string) bool {
 		return r.str(&res.Backend)
 	case "duration_ms":
 		return r.float(&res.DurationMS)
+	case "stream":
+		return r.bool(&res.Stream)
+	case "end":
+		return r.bool(&res.End)
 	}
 	return false
 }

@@ -43,6 +43,12 @@ func AppendCall(b []byte, c *ToolCall) []byte {
 		b = append(b, `,"error":`...)
 		b = appendError(b, c.Error)
 	}
+	if c.Stream {
+		b = append(b, `,"stream":true`...)
+	}
+	if c.End {
+		b = append(b, `,"end":true`...)
+	}
 	return append(b, '}')
 }
 
@@ -57,6 +63,12 @@ func AppendResult(b []byte, r *ToolResult) []byte {
 	if r.DurationMS != 0 && !math.IsNaN(r.DurationMS) && !math.IsInf(r.DurationMS, 0) {
 		b = append(b, `,"duration_ms":`...)
 		b = strconv.AppendFloat(b, r.DurationMS, 'g', -1, 64)
+	}
+	if r.Stream {
+		b = append(b, `,"stream":true`...)
+	}
+	if r.End {
+		b = append(b, `,"end":true`...)
 	}
 	return append(b, '}')
 }

@@ -21,6 +21,11 @@ const (
 	// HeaderReasoning says where one response's reasoning is ("auto", "tagged", "open";
 	// see toolcall.Reasoning), overriding the configuration.
 	HeaderReasoning = "Toolbus-Reasoning"
+	// HeaderChunk numbers the chunks of a streamed response, from 1, in the order the
+	// model wrote them.
+	HeaderChunk = "Toolbus-Chunk"
+	// HeaderFinal marks a streamed response's last chunk ("true").
+	HeaderFinal = "Toolbus-Final"
 	// HeaderDeadline is an RFC 3339 time after which a call is answered with timeout.
 	HeaderDeadline = "Toolbus-Deadline"
 	// HeaderMsgID is JetStream's de-duplication id: the response's scoped id

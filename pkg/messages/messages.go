@@ -34,6 +34,16 @@ type ToolCall struct {
 	// arguments do not fit the tool's schema. The executor answers with it and runs
 	// nothing.
 	Error *ResultError `json:"error,omitempty"`
+	// Stream marks a call of a streamed response, sent before the response ended: Count
+	// and Next are 0, and the response's stream state (package order) says what runs
+	// next.
+	Stream bool `json:"stream,omitempty"`
+	// End marks no call but the end of a streamed response (Index is the count of its
+	// calls): the parser sends it when the last chunk is read, and the executor answers
+	// it with a [ToolResult] marked End, running nothing, so that the formatter answers
+	// the response once every call is answered. (All calls go through the executor: the
+	// parser publishes no results.)
+	End bool `json:"end,omitempty"`
 }
 
 // CallID is the id of the call at index within a response of a conversation. It dedupes
@@ -74,6 +84,10 @@ type ToolResult struct {
 	// Backend names what ran the call: "local", "engineering" or "mcp:<server>".
 	Backend    string  `json:"backend,omitempty"`
 	DurationMS float64 `json:"duration_ms,omitempty"`
+	// Stream is the call's [ToolCall.Stream].
+	Stream bool `json:"stream,omitempty"`
+	// End is the call's [ToolCall.End].
+	End bool `json:"end,omitempty"`
 }
 
 // ResultError is the failure of one call, as the model sees it.
@@ -95,7 +109,7 @@ func (r ToolResult) Fail(err error) ToolResult {
 func ResultFor(c ToolCall) ToolResult {
 	return ToolResult{
 		CallID: c.ID, ResponseID: c.ResponseID, Conversation: c.Conversation,
-		Index: c.Index, Count: c.Count, Next: c.Next, Tool: c.Tool,
+		Index: c.Index, Count: c.Count, Next: c.Next, Tool: c.Tool, Stream: c.Stream, End: c.End,
 	}
 }
 

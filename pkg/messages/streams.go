@@ -4,10 +4,12 @@ package messages
 // with a consumer of their own bind to StreamOutput.
 const (
 	StreamResponses = "TOOLBUS_RESPONSES"
-	StreamCalls     = "TOOLBUS_CALLS"
-	StreamResults   = "TOOLBUS_RESULTS"
-	StreamOutput    = "TOOLBUS_OUTPUT"
-	StreamDead      = "TOOLBUS_DEAD"
+	// StreamChunks holds the chunks of streamed responses until the parser read them.
+	StreamChunks  = "TOOLBUS_STREAM"
+	StreamCalls   = "TOOLBUS_CALLS"
+	StreamResults = "TOOLBUS_RESULTS"
+	StreamOutput  = "TOOLBUS_OUTPUT"
+	StreamDead    = "TOOLBUS_DEAD"
 	// StreamAdvisories keeps JetStream's advisories about toolbus messages that ran out
 	// of deliveries or were terminated, so none is missed while no executor runs.
 	StreamAdvisories = "TOOLBUS_ADVISORIES"
@@ -45,7 +47,7 @@ const (
 func AdvisorySubjects() []string {
 	var subjects []string
 	for _, sc := range [][2]string{
-		{StreamResponses, ConsumerParser}, {StreamCalls, ConsumerExecutor}, {StreamResults, ConsumerFormatter},
+		{StreamResponses, ConsumerParser}, {StreamChunks, ConsumerParser}, {StreamCalls, ConsumerExecutor}, {StreamResults, ConsumerFormatter},
 	} {
 		subjects = append(subjects,
 			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+sc[0]+"."+sc[1],

@@ -16,6 +16,8 @@ const (
 	deadRoot      = "toolbus.dead"
 	statusRoot    = "toolbus.status"
 	elicitRoot    = "toolbus.elicit"
+	streamRoot    = "toolbus.stream"
+	progressRoot  = "toolbus.progress"
 )
 
 // Wildcards that match every subject of one kind; streams and consumers filter on them.
@@ -27,7 +29,18 @@ const (
 	AllHealth    = healthRoot + ".>"
 	AllDead      = deadRoot + ".>"
 	AllElicit    = elicitRoot + ".>"
+	AllStream    = streamRoot + ".>"
+	AllProgress  = progressRoot + ".>"
 )
+
+// StreamSubject is where an orchestrator publishes a response chunk by chunk while the
+// model writes it: each chunk with the response's [HeaderResponseID], its
+// [HeaderChunk] number (1, 2, …) and, on the last, [HeaderFinal].
+func StreamSubject(conversation string) string { return streamRoot + "." + conversation }
+
+// ProgressSubject carries each result of a streamed response as soon as it is answered
+// (a [ToolResult], its value cut to a preview), before the response's one output.
+func ProgressSubject(conversation string) string { return progressRoot + "." + conversation }
 
 // ElicitSubject is where the executor asks a conversation's orchestrator a server's
 // question (an [ElicitRequest], NATS request-reply): a server configured with the
@@ -65,7 +78,7 @@ func DeadSubject(conversation string) string {
 // ConversationFromSubject returns the conversation token of a pipeline subject, or "" when
 // the subject is not one of toolbus's.
 func ConversationFromSubject(subject string) string {
-	for _, root := range [...]string{responsesRoot, callsRoot, resultsRoot, outputRoot, deadRoot} {
+	for _, root := range [...]string{responsesRoot, streamRoot, callsRoot, resultsRoot, outputRoot, progressRoot, deadRoot} {
 		if rest, ok := strings.CutPrefix(subject, root+"."); ok {
 			return rest
 		}

@@ -1,0 +1,164 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// StreamOptions tunes one streamed response.
+type StreamOptions struct {
+	SubmitOptions
+	// Progress, when set, is called with each call's result as soon as it is answered,
+	// before the response's output (its value cut to a preview), from a goroutine of
+	// the connection.
+	Progress func(messages.ToolResult)
+}
+
+// Stream is one response published chunk by chunk while the model writes it: toolbus
+// runs each call as soon as its block is complete (and the order of the response lets
+// it), not after the last token. Write each chunk as it comes, then Close, which returns
+// the response's one output, the same as a whole response's. A Stream is for one
+// goroutine.
+type Stream struct {
+	c            *Client
+	ctx          context.Context
+	conversation string
+	id           string
+	opts         StreamOptions
+	n            int
+	ch           chan []byte
+	progress     *nats.Subscription
+	started      time.Time
+	closed       bool
+
+	mu       sync.Mutex // progress is called for one result at a time
+	reported map[int]bool
+	done     bool
+}
+
+// Stream starts a streamed response of conversation. ctx carries the trace the
+// response continues.
+func (c *Client) Stream(ctx context.Context, conversation string, o *StreamOptions) (*Stream, error) {
+	if err := messages.ValidateConversation(conversation); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	s := &Stream{c: c, ctx: ctx, conversation: conversation, started: time.Now()}
+	if o != nil {
+		s.opts = *o
+	}
+	s.id = s.opts.ResponseID
+	if s.id == "" {
+		s.id = nuid.Next()
+	}
+	if s.opts.Progress != nil {
+		s.reported = map[int]bool{}
+		sub, err := c.nc.Subscribe(messages.ProgressSubject(conversation), func(m *nats.Msg) {
+			var r messages.ToolResult
+			if m.Header.Get(messages.HeaderResponseID) != s.id || messages.DecodeResult(m.Data, &r) != nil {
+				return
+			}
+			s.report(r)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		s.progress = sub
+	}
+	ch, err := c.listen(conversation, s.id)
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	s.ch = ch
+	return s, nil
+}
+
+// ID returns the response's id.
+func (s *Stream) ID() string { return s.id }
+
+// Write publishes p as the response's next chunk, once JetStream has stored it.
+func (s *Stream) Write(p []byte) (int, error) {
+	if s.closed {
+		return 0, errors.New("client: write to a closed stream")
+	}
+	if err := s.publish(p, false); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WriteString publishes str as the response's next chunk.
+func (s *Stream) WriteString(str string) (int, error) { return s.Write([]byte(str)) }
+
+// Close ends the response and waits for its output until ctx is done.
+func (s *Stream) Close(ctx context.Context) (*messages.Output, error) {
+	if s.closed {
+		return nil, errors.New("client: stream closed twice")
+	}
+	s.closed = true
+	defer s.stop()
+	if err := s.publish(nil, true); err != nil {
+		return nil, err
+	}
+	out, err := s.c.await(ctx, s.conversation, s.id, s.ch, s.started)
+	if err != nil || s.opts.Progress == nil {
+		return out, err
+	}
+	// The output may overtake the last progress messages (another subscription): the
+	// calls not reported yet are reported from it, so that Progress sees each call once,
+	// before Close returns.
+	_ = s.progress.Unsubscribe()
+	for i, r := range out.Results {
+		s.report(messages.ToolResult{CallID: messages.CallID(s.conversation, s.id, i), ResponseID: s.id, Conversation: s.conversation, Index: i, Tool: r.Tool, Success: r.Success,
+			Result: r.Result, Error: r.Error, Attempts: r.Attempts, Stored: r.Stored, Stream: true})
+	}
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	return out, nil
+}
+
+// report calls Progress with r, unless r's call was reported before.
+func (s *Stream) report(r messages.ToolResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || s.reported[r.Index] {
+		return
+	}
+	s.reported[r.Index] = true
+	s.opts.Progress(r)
+}
+
+func (s *Stream) publish(p []byte, final bool) error {
+	s.n++
+	msg := &nats.Msg{Subject: messages.StreamSubject(s.conversation), Data: p, Header: s.opts.header(s.conversation, s.id)}
+	msg.Header.Set(messages.HeaderChunk, strconv.Itoa(s.n))
+	msg.Header.Set(messages.HeaderMsgID, messages.ScopedID(s.conversation, s.id)+"/chunk/"+strconv.Itoa(s.n))
+	if final {
+		msg.Header.Set(messages.HeaderFinal, "true")
+	}
+	bus.InjectTrace(s.ctx, msg.Header)
+	if _, err := s.c.js.PublishMsg(s.ctx, msg); err != nil {
+		s.n--
+		return fmt.Errorf("client: stream chunk %d: %w", s.n+1, err)
+	}
+	return nil
+}
+
+func (s *Stream) stop() {
+	if s.progress != nil {
+		_ = s.progress.Unsubscribe()
+	}
+	if s.ch != nil {
+		s.c.unlisten(s.conversation, s.id)
+	}
+}
