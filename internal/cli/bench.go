@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 
@@ -26,8 +27,45 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the toolbus run (not the ceiling) to this file")
 	allocProfile := fs.String("allocprofile", "", "write the allocation profile after the toolbus run to this file (go tool pprof -sample_index=alloc_space)")
+	stream := fs.Bool("stream", false, "measure streamed responses against whole ones: responses of three calls of a 300 ms tool written at 50 tokens/s (--responses, default 20 here; --concurrency, default 4; --tool-latency; --tokens-per-sec)")
+	tokensPerSec := fs.Float64("tokens-per-sec", 50, "with --stream: how fast the model writes")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *stream {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		so := bench.StreamOptions{Rate: *tokensPerSec, ToolLatency: o.ToolLatency, InProcess: o.InProcess, Config: cfg}
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "responses":
+				so.Responses = o.Responses
+			case "concurrency":
+				so.Concurrency = o.Concurrency
+			case "calls-per-response":
+				so.Calls = o.CallsPerResponse
+			}
+		})
+		r, err := bench.RunStream(ctx, so)
+		if err != nil {
+			return err
+		}
+		w := env.Stdout
+		fmt.Fprintf(w, "run: %d responses streamed and %d sent whole, alternately, %d at a time; each %d tokens written at %.0f tokens/s (%.1f s) holding %d calls of a read-only tool taking %.0f ms; %d CPUs\n",
+			r.Responses, r.Responses, r.Concurrency, r.Tokens, r.Rate, r.WriteSeconds, r.Calls, r.ToolLatencyMS, r.NumCPU)
+		fmt.Fprintf(w, "from the end of the response to its output: streamed p50 %.1f ms (p90 %.1f, max %.1f); whole p50 %.1f ms (p90 %.1f, max %.1f)\n",
+			r.StreamedP50ms, r.StreamedP90ms, r.StreamedMaxMs, r.WholeP50ms, r.WholeP90ms, r.WholeMaxMs)
+		fmt.Fprintf(w, "the bus alone (the same response, calls that take no time, whole): p50 %.1f ms\n", r.BusP50ms)
+		if *asJSON {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%s\n", b)
+		}
+		return nil
 	}
 	// Tracing as the services set it up: OTEL_* variables, off (no-op) without them.
 	stopTelemetry, err := startTelemetry(ctx, "toolbus-bench")

@@ -54,3 +54,30 @@ func TestBenchInProcess(t *testing.T) {
 		t.Errorf("the report does not say how it connected:\n%s", stdout)
 	}
 }
+
+// `toolbus bench --stream --json` ends with the streamed and whole figures measured
+// side by side (a short run: fast tokens, a short tool; the figures are not asserted,
+// only that both were measured).
+func TestBenchStream(t *testing.T) {
+	stdout, stderr, code := runMain(t, "", "bench", "--stream", "--json", "--responses", "4", "--concurrency", "2",
+		"--tokens-per-sec", "2000", "--tool-latency", "20ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var r map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("last line is not a JSON object: %v\n%s", err, stdout)
+	}
+	for _, k := range []string{"streamed_p50_ms", "whole_p50_ms", "bus_p50_ms", "write_seconds"} {
+		if v, ok := r[k].(float64); !ok || v <= 0 {
+			t.Errorf("%s = %v, want a positive number", k, r[k])
+		}
+	}
+	if r["responses"] != float64(4) || r["calls_per_response"] != float64(3) || r["tool_latency_ms"] != float64(20) {
+		t.Errorf("responses %v, calls %v, tool latency %v", r["responses"], r["calls_per_response"], r["tool_latency_ms"])
+	}
+	if !strings.Contains(stdout, "streamed p50") {
+		t.Errorf("the report:\n%s", stdout)
+	}
+}

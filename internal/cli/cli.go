@@ -134,7 +134,7 @@ func newFlags(name string, env Env) *flag.FlagSet {
 // commandArgs are what a command takes besides its flags.
 var commandArgs = map[string]string{
 	"run":         " [FILE...]   (each FILE one LLM response; stdin when none)",
-	"send":        " [FILE...]   (each FILE one LLM response; stdin when none)",
+	"send":        " [--stream [--rate N]] [FILE...]   (each FILE one LLM response; stdin when none)",
 	"parse":       " [FILE]      (an LLM response; stdin when none)",
 	"repair":      "             (the JSON on stdin)",
 	"auth login":  " SERVER",

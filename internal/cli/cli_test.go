@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -384,5 +386,43 @@ func TestRunKnowsTheServersTools(t *testing.T) {
 	stdout, stderr, code := runMain(t, "Let me look.\n[memory__read_graph()]", "run", "--config", cfg, "--json")
 	if code != 0 || !strings.Contains(stdout, `"tool":"memory__read_graph"`) || !strings.Contains(stdout, `"success":true`) {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
+
+// `toolbus send --stream` replays a response token by token: the output is the whole
+// response's, and each call's result is reported on stderr as it is answered.
+func TestSendStream(t *testing.T) {
+	url := bustest.Server(t)
+	nc, _ := bustest.Connect(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}, Services: []string{node.Parser, node.Executor, node.Formatter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	file := filepath.Join(t.TempDir(), "response.txt")
+	text := "Checking.\n<tool_call>{\"name\": \"clock\", \"arguments\": {}}</tool_call>\n" +
+		`<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "info"}}</tool_call>` + "\nThat is all."
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runMain(t, "", "send", "--nats", url, "--stream", "--rate", "1000", "--reasoning", "tagged", "--json", file)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out messages.Output
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if len(out.Results) != 2 || !out.Results[0].Success || !out.Results[1].Success {
+		t.Fatalf("output: %s", stdout)
+	}
+	for _, want := range []string{"call 0 (clock) ok", "call 1 (dispatch_engineering) ok"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, stderr, code := runMain(t, "", "send", "--nats", url, "--stream", "--rate", "0", file); code == 0 || !strings.Contains(stderr, "--rate") {
+		t.Errorf("--rate 0: exit %d, %s", code, stderr)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +23,7 @@ import (
 	"github.com/toolbus/toolbus/internal/tokens"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -301,8 +303,17 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the output as JSON")
 	full := fs.Bool("full-results", false, fullResultsUsage)
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the output")
+	stream := fs.Bool("stream", false, "publish each response token by token, as a model writes it (toolbus.stream.<conversation>); each call's result is printed to stderr as it is answered")
+	rate := fs.Float64("rate", 50, "with --stream: tokens per second")
+	reasoning := fs.String("reasoning", "", `where the response's reasoning is: "auto", "tagged" or "open" (default: the parser's configuration)`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *rate <= 0 {
+		return usageError{fmt.Errorf("--rate must be positive")}
+	}
+	if _, err := toolcall.ParseReasoning(*reasoning); err != nil {
+		return usageError{err}
 	}
 	inputs, err := readInputs(env, fs.Args())
 	if err != nil {
@@ -326,7 +337,12 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 	for _, in := range inputs {
 		actx, cancel := context.WithTimeout(ctx, *timeout)
 		actx, span := telemetry.Tracer(nil).Start(actx, "toolbus send", trace.WithAttributes(telemetry.Conversation.String(*conv)))
-		out, err := c.Ask(actx, *conv, in.text, nil)
+		var out *messages.Output
+		if *stream {
+			out, err = streamResponse(actx, env, c, *conv, in.text, *rate, *reasoning)
+		} else {
+			out, err = c.Ask(actx, *conv, in.text, &client.SubmitOptions{Reasoning: *reasoning})
+		}
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}
@@ -340,6 +356,42 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 		}
 	}
 	return nil
+}
+
+// streamResponse publishes text as a model writes it, rate tokens a second, printing
+// each call's result to stderr as it is answered, and returns the output.
+func streamResponse(ctx context.Context, env Env, c *client.Client, conversation, text string, rate float64, reasoning string) (*messages.Output, error) {
+	start := time.Now()
+	var ended atomic.Int64 // when the last token was written, in ns since start
+	s, err := c.Stream(ctx, conversation, &client.StreamOptions{SubmitOptions: client.SubmitOptions{Reasoning: reasoning},
+		Progress: func(r messages.ToolResult) {
+			status := "ok"
+			if !r.Success && r.Error != nil {
+				status = string(r.Error.Code)
+			}
+			when := "while the response was written"
+			if e := ended.Load(); e != 0 && time.Since(start) > time.Duration(e) {
+				when = "after the response ended"
+			}
+			fmt.Fprintf(env.Stderr, "toolbus: call %d (%s) %s at %s, %s\n", r.Index, r.Tool, status, time.Since(start).Round(time.Millisecond), when)
+		}})
+	if err != nil {
+		return nil, err
+	}
+	for i, tok := range client.SplitTokens(text) {
+		if wait := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		if _, err := s.WriteString(tok); err != nil {
+			return nil, err
+		}
+	}
+	ended.Store(int64(time.Since(start)))
+	return s.Close(ctx)
 }
 
 func splitList(s string) []string {

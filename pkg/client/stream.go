@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -161,4 +162,36 @@ func (s *Stream) stop() {
 	if s.ch != nil {
 		s.c.unlisten(s.conversation, s.id)
 	}
+}
+
+// SplitTokens cuts text into pieces about the size of a model's tokens, in order: a run
+// of letters or digits with the spaces before it, or one other character with the
+// spaces before it. Replaying a response piece by piece (`toolbus send --stream`,
+// `toolbus bench --stream`) streams it as a model would write it.
+func SplitTokens(text string) []string {
+	var tokens []string
+	start := 0
+	for i := 0; i < len(text); {
+		j := i
+		for j < len(text) && (text[j] == ' ' || text[j] == '\t') {
+			j++
+		}
+		switch {
+		case j == len(text):
+		case wordByte(text[j]):
+			for j < len(text) && wordByte(text[j]) {
+				j++
+			}
+		default:
+			_, size := utf8.DecodeRuneInString(text[j:])
+			j += size
+		}
+		tokens = append(tokens, text[start:j])
+		start, i = j, j
+	}
+	return tokens
+}
+
+func wordByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b >= 0x80
 }
