@@ -3,11 +3,16 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -265,5 +270,127 @@ func TestStreamAutoReasoningWaits(t *testing.T) {
 	defer j.mu.Unlock()
 	if got := j.entries["auto"]; len(got) != 1 || got[0] != "meant" {
 		t.Errorf("writes that ran: %q; the call in the reasoning must not run", got)
+	}
+}
+
+// Two parser processes, one killed with SIGKILL over and over while 80 responses (240
+// with TOOLBUS_LONG) are streamed chunk by chunk: every call is answered, none runs
+// twice, and the two calls of each response (the counter tool is not read-only) run in
+// the order written.
+func TestCrashParsersMidStream(t *testing.T) {
+	r := newFaultRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	parserBin := goBuild(t, t.TempDir(), "./cmd/parser", "parser")
+	connect := func(name string) *nats.Conn {
+		nc, err := nats.Connect(r.url, nats.Name(name), nats.MaxReconnects(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	sctx, stop := context.WithCancel(ctx)
+	n, err := node.Start(sctx, connect("executor-formatter"), node.Options{Config: r.cfg, Services: []string{node.Executor, node.Formatter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stop(); n.Wait() }()
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startParser := func(name string) *exec.Cmd {
+		cmd := exec.Command(parserBin, "--nats", r.url, "--config", r.cfgPath, "--ops-addr", "127.0.0.1:0")
+		cmd.Stderr = &prefixWriter{t: t, prefix: name}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	var mu sync.Mutex
+	procs := []*exec.Cmd{startParser("parser-0"), startParser("parser-1")}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range procs {
+			p.Process.Kill()
+			p.Wait()
+		}
+	}()
+	var kills atomic.Int32
+	stopKilling, killerDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(killerDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stopKilling:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			mu.Lock()
+			k := i % len(procs)
+			procs[k].Process.Signal(syscall.SIGKILL)
+			procs[k].Wait()
+			kills.Add(1)
+			procs[k] = startParser(fmt.Sprintf("parser-%d", k))
+			mu.Unlock()
+		}
+	}()
+
+	responses := 80
+	if long() {
+		responses = 240
+	}
+	results := map[string]messages.OutputResult{}
+	var rmu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range responses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ids := []string{fmt.Sprintf("stream-%d-0", i), fmt.Sprintf("stream-%d-1", i)}
+			text := fmt.Sprintf("Counting twice.\n<tool_call>{\"name\": \"count_effect\", \"arguments\": {\"id\": %q}}</tool_call>\n"+
+				"<tool_call>{\"name\": \"count_effect\", \"arguments\": {\"id\": %q}}</tool_call>\nDone counting.", ids[0], ids[1])
+			s, err := c.Stream(ctx, "crash-stream", &client.StreamOptions{SubmitOptions: client.SubmitOptions{
+				ResponseID: fmt.Sprintf("stream-%d", i), Reasoning: "tagged"}})
+			if err != nil {
+				t.Errorf("response %d: %v", i, err)
+				return
+			}
+			for at := 0; at < len(text); at += 6 {
+				if _, err := s.WriteString(text[at:min(at+6, len(text))]); err != nil {
+					t.Errorf("response %d: %v", i, err)
+					return
+				}
+				time.Sleep(8 * time.Millisecond)
+			}
+			out, err := s.Close(ctx)
+			if err != nil {
+				t.Errorf("response %d: %v", i, err)
+				return
+			}
+			if len(out.Results) != 2 {
+				t.Errorf("response %d: %d results: %s", i, len(out.Results), out.Text)
+				return
+			}
+			rmu.Lock()
+			for k, res := range out.Results {
+				results[ids[k]] = res
+			}
+			rmu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(stopKilling)
+	<-killerDone
+	time.Sleep(200 * time.Millisecond) // a tool started before the end may still be writing
+	unknown := checkEffects(t, 2*responses, results, r.effects())
+	t.Logf("%d streamed responses, %d parser kills, %d answered outcome_unknown", responses, kills.Load(), unknown)
+	if kills.Load() == 0 {
+		t.Error("no parser was killed; the test proved nothing")
 	}
 }
