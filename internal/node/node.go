@@ -234,14 +234,14 @@ type runFunc func(context.Context) error
 func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, leading func() bool) error {
 	type queue struct{ stream, consumer string }
 	queues := []queue{
-		{messages.StreamResponses, messages.ConsumerParser}, {messages.StreamCalls, messages.ConsumerExecutor},
+		{messages.StreamResponses, messages.ConsumerParser}, {messages.StreamChunks, messages.ConsumerParser}, {messages.StreamCalls, messages.ConsumerExecutor},
 		{messages.StreamResults, messages.ConsumerFormatter}, {messages.StreamAdvisories, messages.ConsumerDeadLetter},
 	}
 	infos := func(ctx context.Context, f func(q queue, info *jetstream.ConsumerInfo)) {
 		if !leading() {
 			return
 		}
-		// A scrape must not hang on a slow server: all four lookups get 2s.
+		// A scrape must not hang on a slow server: all the lookups get 2s.
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		for _, q := range queues {

@@ -394,3 +394,32 @@ func TestCrashParsersMidStream(t *testing.T) {
 		t.Error("no parser was killed; the test proved nothing")
 	}
 }
+
+// Activating a domain and calling its calculators in one streamed response works as
+// written, on every chunking: each execute_tool waits for the activation.
+func TestStreamActivateThenExecute(t *testing.T) {
+	p := startMCPPipeline(t, mcpConfig(t, `{"parser": {"reasoning": "tagged"}}`), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	text := `<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "activate"}}</tool_call>` + "\n" +
+		`<tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 2}}}</tool_call>` + "\n" +
+		`<tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": 3}}}</tool_call>` + "\nDone."
+	var wg sync.WaitGroup
+	for size := 1; size <= 12; size++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := stream(ctx, t, p.client, fmt.Sprintf("activate-%d", size), text, every(len(text), size), nil)
+			if len(out.Results) != 3 {
+				t.Errorf("chunks of %d bytes: %d results: %s", size, len(out.Results), out.Text)
+				return
+			}
+			for i, r := range out.Results {
+				if !r.Success {
+					t.Errorf("chunks of %d bytes: call %d failed: %+v", size, i, r.Error)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -6,7 +6,10 @@
 //	out, err := c.Ask(ctx, "conv-1", modelText, nil)
 //	// feed out.Text back to the model
 //
-// The package's Example runs it whole, with toolbus on an embedded NATS.
+// A response may also be streamed as the model writes it ([Client.Stream]): each call
+// then runs as soon as its block is complete, and Close returns the same output.
+//
+// The package's examples run it whole, with toolbus on an embedded NATS.
 package client
 
 import (

@@ -10,6 +10,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // An orchestrator asks toolbus to run the calls in a model's answer and feeds the
@@ -53,4 +54,69 @@ func Example() {
 	}
 	fmt.Println(out.Kind, len(out.Results), out.Results[0].Tool, out.Results[0].Success)
 	// Output: tool_results 1 dispatch_engineering true
+}
+
+// An orchestrator streams a model's answer as the model writes it: each call runs as
+// soon as its block is complete, and Close returns the same output a whole response
+// gets.
+func ExampleClient_Stream() {
+	dir, _ := os.MkdirTemp("", "toolbus-example")
+	defer os.RemoveAll(dir)
+	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	services, err := node.Start(ctx, nc, node.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { cancel(); services.Wait() }()
+
+	c, err := client.New(nc)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	answered := make(chan string, 1)
+	s, err := c.Stream(ctx, "conv-2", &client.StreamOptions{
+		// The model marks its reasoning with <think>…</think> (or has none): a call
+		// may run before the response ends.
+		SubmitOptions: client.SubmitOptions{Reasoning: "tagged"},
+		Progress:      func(r messages.ToolResult) { answered <- r.Tool },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, chunk := range []string{"What time is it? ", `<tool_call>{"name": "clock", `, `"arguments": {}}</tool_call>`} {
+		if _, err := s.WriteString(chunk); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println("answered while the model writes:", <-answered)
+	if _, err := s.WriteString(" I will tell you."); err != nil {
+		fmt.Println(err)
+		return
+	}
+	out, err := s.Close(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out.Kind, len(out.Results), out.Results[0].Tool, out.Results[0].Success)
+	// Output:
+	// answered while the model writes: clock
+	// tool_results 1 clock true
 }

@@ -10,6 +10,20 @@
 // call but cannot be read becomes a [Call] whose Err (code messages.CodeParseError) says
 // where and why, in words a model can act on, next to the calls that could be read.
 //
+// Reasoning is the text inside <think>…</think>, and, under [ReasoningAuto] (the
+// default), the text before a </think> that no <think> precedes (a template that opens
+// <think> in the prompt); [Options].Reasoning chooses [ReasoningTagged] or
+// [ReasoningOpen] instead.
+//
+// # Streams
+//
+// [ExtractPartial] reads the text a model has written so far and says how many of its
+// first calls are settled — read as Extract will read them in the whole response,
+// whatever comes next — so that they may run before the response ends; [Stream] wraps
+// it for a response fed chunk by chunk. A call is settled when its block is complete (its
+// closing tag, or non-blank text after a block that has none), it was read without error,
+// and no later text can make it reasoning.
+//
 // # Formats
 //
 // The format is detected per block, or pinned with [Options].Format:
