@@ -283,3 +283,85 @@ func TestFormatSkipsAfterFailure(t *testing.T) {
 		}
 	}
 }
+
+// memStreams keeps stream states in memory.
+type memStreams struct {
+	mu sync.Mutex
+	m  map[string]order.Streamed
+}
+
+func (s *memStreams) Update(_ context.Context, response string, fn func(*order.Streamed) (bool, error)) (order.Streamed, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]order.Streamed{}
+	}
+	st := s.m[response]
+	st.Calls = slices.Clone(st.Calls)
+	changed, err := fn(&st)
+	if err == nil && changed {
+		s.m[response] = st
+	}
+	return st, err
+}
+
+// A streamed response: each result goes out as progress and releases what waited for
+// it; the output comes with whichever of the last result and the end is second.
+func TestFormatStreamed(t *testing.T) {
+	for _, endFirst := range []bool{false, true} {
+		t.Run(fmt.Sprint("end first ", endFirst), func(t *testing.T) {
+			streams := &memStreams{}
+			s := &Stage{Gather: &memGatherer{}, Streams: streams}
+			ctx := context.Background()
+			call := func(i int, tool string) messages.ToolCall {
+				return messages.ToolCall{ID: messages.CallID("c1", "s1", i), ResponseID: "s1", Conversation: "c1", Index: i, Tool: tool, Arguments: json.RawMessage(`{}`)}
+			}
+			// The parser settled a read and a write; the read runs.
+			streams.Update(ctx, "c1/s1", func(st *order.Streamed) (bool, error) {
+				st.Add([]messages.ToolCall{call(0, "read"), call(1, "write")}, []bool{true, false})
+				st.Final = endFirst
+				st.Release(order.ByChunk(1))
+				return true, nil
+			})
+			res := func(i int, tool string) messages.ToolResult {
+				r := messages.ResultFor(call(i, tool))
+				r.Stream, r.Success, r.Result = true, true, json.RawMessage(`{"i":`+fmt.Sprint(i)+`}`)
+				return r
+			}
+			subjects := func(out []bus.Outgoing) []string {
+				var s []string
+				for _, o := range out {
+					s = append(s, strings.SplitN(o.Subject, ".", 3)[1])
+				}
+				return s
+			}
+			out, err := s.Format(ctx, res(0, "read"), &bus.Delivery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := subjects(out); !slices.Equal(got, []string{"progress", "calls"}) {
+				t.Fatalf("the read's result: %v, want its progress and the write released", got)
+			}
+			out, _ = s.Format(ctx, res(1, "write"), &bus.Delivery{})
+			want := []string{"progress"}
+			if endFirst {
+				want = append(want, "output")
+			}
+			if got := subjects(out); !slices.Equal(got, want) {
+				t.Fatalf("the write's result: %v, want %v", got, want)
+			}
+			if !endFirst {
+				streams.Update(ctx, "c1/s1", func(st *order.Streamed) (bool, error) { st.Final = true; return true, nil })
+				end := messages.ToolResult{CallID: "c1/s1/end", ResponseID: "s1", Conversation: "c1", Index: 2, Stream: true, End: true}
+				out, _ = s.Format(ctx, end, &bus.Delivery{})
+				if got := subjects(out); !slices.Equal(got, []string{"output"}) {
+					t.Fatalf("the end: %v, want the output", got)
+				}
+			}
+			var o messages.Output
+			if err := messages.DecodeOutput(out[len(out)-1].Body, &o); err != nil || len(o.Results) != 2 || o.Results[1].Tool != "write" {
+				t.Errorf("output %+v, %v", o, err)
+			}
+		})
+	}
+}

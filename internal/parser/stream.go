@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,8 +27,36 @@ type Texts interface {
 	// one still missing, and whether the final chunk is among them. A chunk added before
 	// (a redelivery) changes nothing; one that arrives before its predecessor waits for
 	// it, and the text returned is without it. A chunk that would make the text longer
-	// than limit bytes gives ErrTooLong.
-	Append(ctx context.Context, response string, n int, chunk []byte, final bool, limit int) (text string, complete bool, err error)
+	// than limit bytes gives ErrTooLong. first holds the headers that say how to read
+	// the response, kept from chunk 1 (later chunks' are ignored), and returned.
+	Append(ctx context.Context, response string, n int, chunk []byte, final bool, limit int, first Reading) (Streamed, error)
+}
+
+// Reading is how a streamed response is read: its format pin, its reasoning mode and
+// its calls' deadline, as the headers of its first chunk give them, so that every chunk
+// of the response is read alike.
+type Reading struct{ Format, Reasoning, Deadline string }
+
+// ReadingOf returns the reading the headers of d give.
+func ReadingOf(d *bus.Delivery) Reading {
+	clean := func(s string) string { return strings.Map(mapControl, s) }
+	return Reading{Format: clean(d.Header.Get(messages.HeaderFormat)), Reasoning: clean(d.Header.Get(messages.HeaderReasoning)),
+		Deadline: clean(d.Header.Get(messages.HeaderDeadline))}
+}
+
+func mapControl(r rune) rune {
+	if r < ' ' {
+		return -1
+	}
+	return r
+}
+
+// Streamed is a streamed response as read so far.
+type Streamed struct {
+	Text string
+	// Final: the text holds every chunk, the last one included.
+	Final   bool
+	Reading Reading
 }
 
 // Streams keeps the state of streamed responses ([order.StreamStore]).
@@ -84,9 +113,8 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	if s.Texts == nil || s.Streams == nil {
 		return nil, errors.New("the parser keeps no stream state: it cannot read streamed responses")
 	}
-	opts := s.extractOptions(d.Header.Get(messages.HeaderFormat), d.Header.Get(messages.HeaderReasoning))
-	limit := min(cmp.Or(opts.MaxInputSize, toolcall.DefaultMaxInputSize), MaxStreamedBytes)
-	text, final, err := s.Texts.Append(ctx, response, n, d.Data, d.Header.Get(messages.HeaderFinal) == "true", limit)
+	limit := min(cmp.Or(s.maxInput(), toolcall.DefaultMaxInputSize), MaxStreamedBytes)
+	read, err := s.Texts.Append(ctx, response, n, d.Data, d.Header.Get(messages.HeaderFinal) == "true", limit, ReadingOf(d))
 	switch {
 	case errors.Is(err, ErrTooLong):
 		return refuse(messages.Errorf(messages.CodeParseError,
@@ -94,10 +122,12 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	case err != nil:
 		return nil, bus.Retry(err, time.Second)
 	}
+	text, final := read.Text, read.Final
 	var deadline time.Time
-	if v := d.Header.Get(messages.HeaderDeadline); v != "" {
+	if v := read.Reading.Deadline; v != "" {
 		deadline, _ = time.Parse(time.RFC3339Nano, v)
 	}
+	opts := s.extractOptions(read.Reading.Format, read.Reading.Reasoning)
 	var ex toolcall.Extraction
 	settled := 0
 	if final {
@@ -173,10 +203,10 @@ func PieceKey(response string, n int) string {
 }
 
 // Append implements [Texts].
-func (s TextStore) Append(ctx context.Context, response string, n int, chunk []byte, final bool, limit int) (string, bool, error) {
+func (s TextStore) Append(ctx context.Context, response string, n int, chunk []byte, final bool, limit int, first Reading) (Streamed, error) {
 	t, rev, err := s.read(ctx, response)
 	if err != nil {
-		return "", false, err
+		return Streamed{}, err
 	}
 	if n > t.read+1 {
 		// Early: it waits for its predecessor, which may have been read meanwhile.
@@ -185,13 +215,13 @@ func (s TextStore) Append(ctx context.Context, response string, n int, chunk []b
 			piece[0] = '1'
 		}
 		if _, err := s.KV.Put(ctx, PieceKey(response, n), piece); err != nil {
-			return "", false, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), PieceKey(response, n), err)
+			return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), PieceKey(response, n), err)
 		}
 		if t, rev, err = s.read(ctx, response); err != nil {
-			return "", false, err
+			return Streamed{}, err
 		}
 		if n > t.read+1 {
-			return string(t.text), t.final, nil
+			return t.streamed(), nil
 		}
 	}
 	for {
@@ -200,14 +230,17 @@ func (s TextStore) Append(ctx context.Context, response string, n int, chunk []b
 			// waiting after the text may be taken in now.
 			next, nextFinal, ok, err := s.piece(ctx, response, t.read+1)
 			if err != nil || !ok {
-				return string(t.text), t.final, err
+				return t.streamed(), err
 			}
 			n, chunk, final = t.read+1, next, nextFinal
 		}
 		if len(t.text)+len(chunk) > limit {
-			return "", false, fmt.Errorf("chunk %d of %s: %w", n, response, ErrTooLong)
+			return Streamed{}, fmt.Errorf("chunk %d of %s: %w", n, response, ErrTooLong)
 		}
-		next := streamText{read: n, final: final, text: append(append(make([]byte, 0, len(t.text)+len(chunk)), t.text...), chunk...)}
+		next := streamText{read: n, final: final, reading: t.reading, text: append(append(make([]byte, 0, len(t.text)+len(chunk)), t.text...), chunk...)}
+		if n == 1 {
+			next.reading = first
+		}
 		var stored uint64
 		if rev == 0 {
 			stored, err = s.KV.Create(ctx, TextKey(response), next.encode())
@@ -219,26 +252,35 @@ func (s TextStore) Append(ctx context.Context, response string, n int, chunk []b
 			t, rev = next, stored
 		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			if t, rev, err = s.read(ctx, response); err != nil {
-				return "", false, err
+				return Streamed{}, err
 			}
 		default:
-			return "", false, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), TextKey(response), err)
+			return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), TextKey(response), err)
 		}
 	}
 }
 
-// streamText is the value at TextKey.
+// streamText is the value at TextKey: a line with the count of chunks read (and
+// " final"), a line with the reading (format, reasoning, deadline, tab-separated), and
+// the text.
 type streamText struct {
-	read  int
-	final bool
-	text  []byte
+	read    int
+	final   bool
+	reading Reading
+	text    []byte
+}
+
+func (t streamText) streamed() Streamed {
+	return Streamed{Text: string(t.text), Final: t.final, Reading: t.reading}
 }
 
 func (t streamText) encode() []byte {
-	b := strconv.AppendInt(make([]byte, 0, len(t.text)+16), int64(t.read), 10)
+	b := strconv.AppendInt(make([]byte, 0, len(t.text)+64), int64(t.read), 10)
 	if t.final {
 		b = append(b, " final"...)
 	}
+	b = append(b, '\n')
+	b = append(append(append(append(append(b, t.reading.Format...), '\t'), t.reading.Reasoning...), '\t'), t.reading.Deadline...)
 	return append(append(b, '\n'), t.text...)
 }
 
@@ -250,13 +292,16 @@ func (s TextStore) read(ctx context.Context, response string) (streamText, uint6
 	if err != nil {
 		return streamText{}, 0, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), TextKey(response), err)
 	}
-	head, text, ok := bytes.Cut(e.Value(), []byte("\n"))
+	bad := fmt.Errorf("%s/%s: not a streamed response's text", s.KV.Bucket(), TextKey(response))
+	head, rest, ok := bytes.Cut(e.Value(), []byte("\n"))
+	reading, text, ok2 := bytes.Cut(rest, []byte("\n"))
 	count, final := bytes.CutSuffix(head, []byte(" final"))
 	read, err := strconv.Atoi(string(count))
-	if !ok || err != nil {
-		return streamText{}, 0, fmt.Errorf("%s/%s: not a streamed response's text", s.KV.Bucket(), TextKey(response))
+	fields := strings.Split(string(reading), "\t")
+	if !ok || !ok2 || err != nil || len(fields) != 3 {
+		return streamText{}, 0, bad
 	}
-	return streamText{read: read, final: final, text: text}, e.Revision(), nil
+	return streamText{read: read, final: final, reading: Reading{Format: fields[0], Reasoning: fields[1], Deadline: fields[2]}, text: text}, e.Revision(), nil
 }
 
 // piece returns chunk n of response if it waits under PieceKey.
@@ -273,4 +318,12 @@ func (s TextStore) piece(ctx context.Context, response string, n int) ([]byte, b
 		return nil, false, false, nil // deleted
 	}
 	return v[1:], v[0] == '1', true, nil
+}
+
+// maxInput is the configured bound of a response's size (0: toolcall's default).
+func (s *Stage) maxInput() int {
+	if s.Extract == nil {
+		return 0
+	}
+	return s.Extract.MaxInputSize
 }
