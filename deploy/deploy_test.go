@@ -743,8 +743,8 @@ func TestPermissionsOnServer(t *testing.T) {
 			t.Errorf("%s: /metrics lacks the Go runtime's and the process's metrics", name)
 		}
 	}
-	if queues != 4 {
-		t.Errorf("%d toolbus_consumer_pending series over all services, want one per stage (4)", queues)
+	if queues != 5 {
+		t.Errorf("%d toolbus_consumer_pending series over all services, want one per queue (5)", queues)
 	}
 	// Every metric the alert rules read is one the services export (toolbus_ready comes
 	// from each binary's ops server, which internal/cli's tests scrape).

@@ -19,7 +19,7 @@ import (
 func TestServicesOnOneHost(t *testing.T) {
 	url := bustest.Server(t)
 	// Provisioning is a step of its own; the services only check it was done.
-	if stdout, stderr, code := runMain(t, "", "provision", "--nats", url); code != 0 || !strings.Contains(stdout, "provisioned 6 streams, 4 consumers") {
+	if stdout, stderr, code := runMain(t, "", "provision", "--nats", url); code != 0 || !strings.Contains(stdout, "provisioned 7 streams, 5 consumers") {
 		t.Fatalf("toolbus provision: exit %d, %q %q", code, stdout, stderr)
 	}
 	// Hold the executor's default port, as a fourth program on the host might.
