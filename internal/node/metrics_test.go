@@ -92,7 +92,7 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	// Summed over the processes, each queue and each server counts once.
-	for series, want := range map[string]int{`toolbus_consumer_pending{`: 4, `toolbus_consumer_ack_pending{`: 4,
+	for series, want := range map[string]int{`toolbus_consumer_pending{`: 5, `toolbus_consumer_ack_pending{`: 5,
 		`toolbus_server_up{ server="local"`: 1, `toolbus_server_up{ server="engineering"`: 1} {
 		name, label, _ := strings.Cut(series, " ")
 		got := 0

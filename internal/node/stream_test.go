@@ -107,37 +107,41 @@ func TestStreamSplitsGiveTheWholeOutput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	for ri := range streamResponses("") {
-		wholeConv := fmt.Sprintf("whole-%d", ri)
+		wholeConv := fmt.Sprintf("whole-%02d", ri)
 		whole, err := p.client.Ask(ctx, wholeConv, streamResponses(wholeConv)[ri], nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := len(streamResponses("s")[ri])
+		// Conversation names of one width, so that every response's text has one length.
+		name := func(ci int) string { return fmt.Sprintf("s%d-%04d", ri, ci) }
+		n := len(streamResponses(name(0))[ri])
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 16)
 		splits := 0
-		for cut := 0; cut <= n; cut += max(1, n/60) {
-			for _, cuts := range [][]int{{cut}, every(n, cut%9+1)} {
-				splits++
-				conv := fmt.Sprintf("s%d-%d-%d", ri, cut, len(cuts))
-				wg.Add(1)
-				sem <- struct{}{}
-				go func() {
-					defer func() { <-sem; wg.Done() }()
-					text := streamResponses(conv)[ri]
-					cuts := cuts
-					if len(cuts) == 1 {
-						cuts = []int{min(cuts[0], len(text))}
-					}
-					out := stream(ctx, t, p.client, conv, text, cuts, nil)
-					if got, want := strings.ReplaceAll(out.Text, conv, "C"), strings.ReplaceAll(whole.Text, wholeConv, "C"); got != want {
-						t.Errorf("response %d split %v: output\n%s\nwant (the whole response's)\n%s", ri, cuts, got, want)
-					}
-					if out.Kind != whole.Kind {
-						t.Errorf("response %d split %v: kind %s, want %s", ri, cuts, out.Kind, whole.Kind)
-					}
-				}()
-			}
+		// Two chunks cut at every position, and the response in chunks of 1 to 9 bytes.
+		var chunkings [][]int
+		for cut := 0; cut <= n; cut++ {
+			chunkings = append(chunkings, []int{cut})
+		}
+		for size := 1; size <= 9; size++ {
+			chunkings = append(chunkings, every(n, size))
+		}
+		for ci, cuts := range chunkings {
+			splits++
+			conv := name(ci)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				text := streamResponses(conv)[ri]
+				out := stream(ctx, t, p.client, conv, text, cuts, nil)
+				if got, want := strings.ReplaceAll(out.Text, conv, "C"), strings.ReplaceAll(whole.Text, wholeConv, "C"); got != want {
+					t.Errorf("response %d split %v: output\n%s\nwant (the whole response's)\n%s", ri, cuts, got, want)
+				}
+				if out.Kind != whole.Kind {
+					t.Errorf("response %d split %v: kind %s, want %s", ri, cuts, out.Kind, whole.Kind)
+				}
+			}()
 		}
 		wg.Wait()
 		t.Logf("response %d: %d splits", ri, splits)
