@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/toolbus/toolbus/internal/bench"
@@ -59,11 +60,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 			r.StreamedP50ms, r.StreamedP90ms, r.StreamedMaxMs, r.WholeP50ms, r.WholeP90ms, r.WholeMaxMs)
 		fmt.Fprintf(w, "the bus alone (the same response, calls that take no time, whole): p50 %.1f ms\n", r.BusP50ms)
 		if *asJSON {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "%s\n", b)
+			return printJSONLine(w, r)
 		}
 		return nil
 	}
@@ -120,11 +117,17 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fmt.Fprintf(w, "plain relay (nats.go Consume, async publish): %.0f calls/s, latency p50 %.2f ms, p99 %.2f ms\n", r.RelayCallsPerSec, r.RelayP50ms, r.RelayP99ms)
 	fmt.Fprintf(w, "ratio ceiling / plain relay: %.2f; toolbus / plain relay: %.2f\n", r.CeilingVsRelay, r.RatioVsRelay)
 	if *asJSON {
-		b, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "%s\n", b)
+		return printJSONLine(w, r)
 	}
 	return nil
+}
+
+// printJSONLine ends a report with one JSON object of its figures.
+func printJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }

@@ -13,11 +13,7 @@ func TestBenchPrintsTheFigures(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	var r map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatalf("last line is not a JSON object: %v\n%s", err, stdout)
-	}
+	r := lastJSON(t, stdout)
 	for _, k := range []string{"calls_per_sec", "p50_ms", "p99_ms", "ceiling_calls_per_sec", "ratio",
 		"cpu_seconds_per_1000_calls", "paced_responses_per_sec", "paced_p50_ms", "paced_p99_ms", "ceiling_paced_p50_ms"} {
 		if v, ok := r[k].(float64); !ok || v <= 0 {
@@ -42,11 +38,7 @@ func TestBenchInProcess(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	var r map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatal(err)
-	}
+	r := lastJSON(t, stdout)
 	if r["in_process"] != true || r["calls"] != float64(50) || r["paced_p50_ms"] != nil {
 		t.Errorf("in_process %v, calls %v, paced_p50_ms %v", r["in_process"], r["calls"], r["paced_p50_ms"])
 	}
@@ -64,11 +56,7 @@ func TestBenchStream(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	var r map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatalf("last line is not a JSON object: %v\n%s", err, stdout)
-	}
+	r := lastJSON(t, stdout)
 	for _, k := range []string{"streamed_p50_ms", "whole_p50_ms", "bus_p50_ms", "write_seconds"} {
 		if v, ok := r[k].(float64); !ok || v <= 0 {
 			t.Errorf("%s = %v, want a positive number", k, r[k])
@@ -80,4 +68,15 @@ func TestBenchStream(t *testing.T) {
 	if !strings.Contains(stdout, "streamed p50") {
 		t.Errorf("the report:\n%s", stdout)
 	}
+}
+
+// lastJSON reads the JSON object a report ends with.
+func lastJSON(t *testing.T, stdout string) map[string]any {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var r map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("last line is not a JSON object: %v\n%s", err, stdout)
+	}
+	return r
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/order"
+	"github.com/toolbus/toolbus/internal/order/ordertest"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -284,33 +285,12 @@ func TestFormatSkipsAfterFailure(t *testing.T) {
 	}
 }
 
-// memStreams keeps stream states in memory.
-type memStreams struct {
-	mu sync.Mutex
-	m  map[string]order.Streamed
-}
-
-func (s *memStreams) Update(_ context.Context, response string, fn func(*order.Streamed) (bool, error)) (order.Streamed, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]order.Streamed{}
-	}
-	st := s.m[response]
-	st.Calls = slices.Clone(st.Calls)
-	changed, err := fn(&st)
-	if err == nil && changed {
-		s.m[response] = st
-	}
-	return st, err
-}
-
 // A streamed response: each result goes out as progress and releases what waited for
 // it; the output comes with whichever of the last result and the end is second.
 func TestFormatStreamed(t *testing.T) {
 	for _, endFirst := range []bool{false, true} {
 		t.Run(fmt.Sprint("end first ", endFirst), func(t *testing.T) {
-			streams := &memStreams{}
+			streams := &ordertest.Streams{}
 			s := &Stage{Gather: &memGatherer{}, Streams: streams}
 			ctx := context.Background()
 			call := func(i int, tool string) messages.ToolCall {

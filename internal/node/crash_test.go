@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -233,51 +232,80 @@ func TestCrashExecutorsRepeatedly(t *testing.T) {
 	defer cancel()
 	c := r.pipeline(ctx)
 
-	var mu sync.Mutex
-	procs := []*exec.Cmd{r.startExecutor("executor-0"), r.startExecutor("executor-1"), r.startExecutor("executor-2")}
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, p := range procs {
-			p.Process.Kill()
-			p.Wait()
-		}
-	}()
-	var kills atomic.Int32
-	stopKilling := make(chan struct{})
-	killerDone := make(chan struct{})
-	go func() {
-		defer close(killerDone)
-		for i := 0; ; i++ {
-			select {
-			case <-stopKilling:
-				return
-			case <-time.After(400 * time.Millisecond):
-			}
-			mu.Lock()
-			k := i % len(procs)
-			procs[k].Process.Signal(syscall.SIGKILL)
-			procs[k].Wait()
-			kills.Add(1)
-			procs[k] = r.startExecutor(fmt.Sprintf("executor-%d", k))
-			mu.Unlock()
-		}
-	}()
+	k := startKilling(t, 3, 400*time.Millisecond, func(i int) *exec.Cmd { return r.startExecutor(fmt.Sprintf("executor-%d", i)) })
 
 	responses := 1000
 	if long() {
 		responses = 2000
 	}
 	results := askAll(ctx, t, c, "crash", responses)
-	close(stopKilling)
-	<-killerDone
+	kills := k.stop()
 	// Orphaned tool processes of killed executors may still be finishing their write.
 	time.Sleep(200 * time.Millisecond)
 	unknown := checkEffects(t, 2*responses, results, r.effects())
-	t.Logf("%d calls, %d executor kills, %d answered outcome_unknown", 2*responses, kills.Load(), unknown)
-	if kills.Load() == 0 {
+	t.Logf("%d calls, %d executor kills, %d answered outcome_unknown", 2*responses, kills, unknown)
+	if kills == 0 {
 		t.Error("no executor was killed; the test proved nothing")
 	}
+}
+
+// killer runs n processes and kills one of them with SIGKILL, in turn, every interval,
+// starting another in its place, until stop.
+type killer struct {
+	mu    sync.Mutex
+	procs []*exec.Cmd
+	kills int
+	quit  chan struct{}
+	done  chan struct{}
+}
+
+// startKilling starts n processes with start (given each one's number) and the killing;
+// the processes are killed for good when the test ends.
+func startKilling(t *testing.T, n int, interval time.Duration, start func(i int) *exec.Cmd) *killer {
+	k := &killer{quit: make(chan struct{}), done: make(chan struct{})}
+	for i := range n {
+		k.procs = append(k.procs, start(i))
+	}
+	t.Cleanup(func() {
+		k.stop()
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		for _, p := range k.procs {
+			p.Process.Kill()
+			p.Wait()
+		}
+	})
+	go func() {
+		defer close(k.done)
+		for i := 0; ; i++ {
+			select {
+			case <-k.quit:
+				return
+			case <-time.After(interval):
+			}
+			k.mu.Lock()
+			p := i % n
+			k.procs[p].Process.Signal(syscall.SIGKILL)
+			k.procs[p].Wait()
+			k.kills++
+			k.procs[p] = start(p)
+			k.mu.Unlock()
+		}
+	}()
+	return k
+}
+
+// stop ends the killing (the processes run on) and returns how many were killed.
+func (k *killer) stop() int {
+	select {
+	case <-k.quit:
+	default:
+		close(k.quit)
+	}
+	<-k.done
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.kills
 }
 
 // SIGTERM stops an executor gracefully in the middle of a run: its in-flight calls finish

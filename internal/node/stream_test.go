@@ -6,8 +6,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -312,35 +310,7 @@ func TestCrashParsersMidStream(t *testing.T) {
 		}
 		return cmd
 	}
-	var mu sync.Mutex
-	procs := []*exec.Cmd{startParser("parser-0"), startParser("parser-1")}
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, p := range procs {
-			p.Process.Kill()
-			p.Wait()
-		}
-	}()
-	var kills atomic.Int32
-	stopKilling, killerDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(killerDone)
-		for i := 0; ; i++ {
-			select {
-			case <-stopKilling:
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			mu.Lock()
-			k := i % len(procs)
-			procs[k].Process.Signal(syscall.SIGKILL)
-			procs[k].Wait()
-			kills.Add(1)
-			procs[k] = startParser(fmt.Sprintf("parser-%d", k))
-			mu.Unlock()
-		}
-	}()
+	k := startKilling(t, 2, 500*time.Millisecond, func(i int) *exec.Cmd { return startParser(fmt.Sprintf("parser-%d", i)) })
 
 	responses := 80
 	if long() {
@@ -389,12 +359,11 @@ func TestCrashParsersMidStream(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stopKilling)
-	<-killerDone
+	kills := k.stop()
 	time.Sleep(200 * time.Millisecond) // a tool started before the end may still be writing
 	unknown := checkEffects(t, 2*responses, results, r.effects())
-	t.Logf("%d streamed responses, %d parser kills, %d answered outcome_unknown", responses, kills.Load(), unknown)
-	if kills.Load() == 0 {
+	t.Logf("%d streamed responses, %d parser kills, %d answered outcome_unknown", responses, kills, unknown)
+	if kills == 0 {
 		t.Error("no parser was killed; the test proved nothing")
 	}
 }

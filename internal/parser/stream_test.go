@@ -5,37 +5,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
-	"github.com/toolbus/toolbus/internal/order"
+	"github.com/toolbus/toolbus/internal/order/ordertest"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
-
-// memStreams keeps stream states in memory, as the bucket does across replicas.
-type memStreams struct {
-	mu sync.Mutex
-	m  map[string]order.Streamed
-}
-
-func (s *memStreams) Update(_ context.Context, response string, fn func(*order.Streamed) (bool, error)) (order.Streamed, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]order.Streamed{}
-	}
-	st := s.m[response]
-	st.Calls = slices.Clone(st.Calls)
-	changed, err := fn(&st)
-	if err == nil && changed {
-		s.m[response] = st
-	}
-	return st, err
-}
 
 func gatherKV(t *testing.T) jetstream.KeyValue {
 	t.Helper()
@@ -79,7 +57,7 @@ func TestChunkAnyOrder(t *testing.T) {
 	}
 	for _, order := range []string{"in order", "reversed", "odd first"} {
 		t.Run(order, func(t *testing.T) {
-			s := &Stage{Catalog: cat, Texts: TextStore{KV: kv}, Streams: &memStreams{}}
+			s := &Stage{Catalog: cat, Texts: TextStore{KV: kv}, Streams: &ordertest.Streams{}}
 			idx := make([]int, len(parts))
 			for i := range idx {
 				idx[i] = i
@@ -130,7 +108,7 @@ func TestChunkAnyOrder(t *testing.T) {
 // chunk that names no number, or a spoofed conversation, is answered at once.
 func TestChunkAnswers(t *testing.T) {
 	kv := gatherKV(t)
-	s := &Stage{Texts: TextStore{KV: kv}, Streams: &memStreams{}}
+	s := &Stage{Texts: TextStore{KV: kv}, Streams: &ordertest.Streams{}}
 	ctx := context.Background()
 	out, err := s.Chunk(ctx, chunk("auto", 1, `<tool_call>{"name": "a", "arguments": {}}</tool_call> more`, false, nil))
 	if err != nil || len(out) != 0 {

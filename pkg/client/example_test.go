@@ -15,36 +15,17 @@ import (
 
 // An orchestrator asks toolbus to run the calls in a model's answer and feeds the
 // output's text back to the model. Here toolbus runs in the same process on an
-// embedded NATS; in a deployment the client only needs the NATS connection.
+// embedded NATS (startToolbus); in a deployment the client only needs the NATS
+// connection.
 func Example() {
-	dir, _ := os.MkdirTemp("", "toolbus-example")
-	defer os.RemoveAll(dir)
-	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, stop, err := startToolbus(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer stop()
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	services, err := node.Start(ctx, nc, node.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer func() { cancel(); services.Wait() }()
-
-	c, err := client.New(nc)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
 	modelText := "Let me activate the geometry calculators.\n" +
 		`<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "activate"}}</tool_call>`
 	out, err := c.Ask(ctx, "conv-1", modelText, nil)
@@ -60,34 +41,14 @@ func Example() {
 // soon as its block is complete, and Close returns the same output a whole response
 // gets.
 func ExampleClient_Stream() {
-	dir, _ := os.MkdirTemp("", "toolbus-example")
-	defer os.RemoveAll(dir)
-	srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, stop, err := startToolbus(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer stop()
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	services, err := node.Start(ctx, nc, node.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer func() { cancel(); services.Wait() }()
-
-	c, err := client.New(nc)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
 	answered := make(chan string, 1)
 	s, err := c.Stream(ctx, "conv-2", &client.StreamOptions{
 		// The model marks its reasoning with <think>…</think> (or has none): a call
@@ -119,4 +80,44 @@ func ExampleClient_Stream() {
 	// Output:
 	// answered while the model writes: clock
 	// tool_results 1 clock true
+}
+
+// startToolbus runs toolbus in this process on an embedded NATS and returns a client of
+// it, and what stops it all; in a deployment the client only needs the NATS connection.
+func startToolbus(ctx context.Context) (c *client.Client, stop func(), err error) {
+	var undo []func()
+	stop = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	dir, err := os.MkdirTemp("", "toolbus-example")
+	if err != nil {
+		return nil, nil, err
+	}
+	undo = append(undo, func() { os.RemoveAll(dir) })
+	srv, stopServer, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir})
+	if err != nil {
+		return nil, nil, err
+	}
+	undo = append(undo, stopServer)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return nil, nil, err
+	}
+	undo = append(undo, nc.Close)
+	sctx, cancel := context.WithCancel(ctx)
+	services, err := node.Start(sctx, nc, node.Options{})
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	undo = append(undo, func() { cancel(); services.Wait() })
+	c, err = client.New(nc)
+	return c, stop, err
 }
