@@ -50,6 +50,8 @@ func commands() []command {
 		{"version", "print the version, commit and Go version of this build", versionCmd},
 		{"auth", "log toolbus in to http servers that require OAuth: auth login|status|logout", authCmd},
 		{"provision", "create or update toolbus's streams, consumers and buckets on a NATS server (administrator credentials)", provisionCmd},
+		{"console", "serve the web console of a running toolbus: flow, servers, tools, calls, dead letters, try it", consoleCmd},
+		{"dead", "list the dead letters, or send one again: dead ls | dead redrive SEQ", deadCmd},
 	}
 }
 
@@ -137,6 +139,7 @@ var commandArgs = map[string]string{
 	"send":        " [--stream [--rate N]] [FILE...]   (each FILE one LLM response; stdin when none)",
 	"parse":       " [FILE]      (an LLM response; stdin when none)",
 	"repair":      "             (the JSON on stdin)",
+	"dead":        " ls | redrive SEQ",
 	"auth login":  " SERVER",
 	"auth logout": " SERVER",
 }

@@ -426,3 +426,48 @@ func TestSendStream(t *testing.T) {
 		t.Errorf("--rate 0: exit %d, %s", code, stderr)
 	}
 }
+
+// `toolbus dead ls` lists the dead letters; `toolbus dead redrive SEQ` sends one's call
+// again and prints its new output.
+func TestDeadLettersRedrive(t *testing.T) {
+	url := bustest.Server(t)
+	nc, _ := bustest.Connect(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}, Services: []string{node.Parser, node.Executor, node.Formatter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	call := messages.ToolCall{ID: "d1/r1/0", ResponseID: "r1", Conversation: "d1", Count: 1, Tool: "clock", Arguments: json.RawMessage(`{}`)}
+	body, _ := json.Marshal(messages.DeadCall{Call: call, Result: messages.ResultFor(call).Fail(messages.Errorf(messages.CodeServerUnavailable, "down"))})
+	if err := nc.Publish(messages.DeadSubject("d1"), body); err != nil {
+		t.Fatal(err)
+	}
+	var list []map[string]any
+	for range 50 {
+		stdout, stderr, code := runMain(t, "", "dead", "ls", "--nats", url, "--json")
+		if code != 0 {
+			t.Fatalf("dead ls: exit %d: %s", code, stderr)
+		}
+		if json.Unmarshal([]byte(stdout), &list); len(list) > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(list) != 1 || list[0]["tool"] != "clock" || list[0]["redrivable"] != true {
+		t.Fatalf("dead ls: %v", list)
+	}
+	seq := strconv.Itoa(int(list[0]["sequence"].(float64)))
+	stdout, stderr, code := runMain(t, "", "dead", "redrive", seq, "--nats", url, "--json")
+	var out messages.Output
+	if code != 0 || json.Unmarshal([]byte(stdout), &out) != nil || len(out.Results) != 1 || !out.Results[0].Success {
+		t.Fatalf("dead redrive %s: exit %d: %s %s", seq, code, stdout, stderr)
+	}
+	stdout, _, _ = runMain(t, "", "dead", "ls", "--nats", url)
+	if !strings.Contains(stdout, "redrive") || !strings.Contains(stdout, "server_unavailable: down") {
+		t.Errorf("dead ls after the redrive:\n%s", stdout)
+	}
+	if _, stderr, code := runMain(t, "", "dead", "redrive", "x", "--nats", url); code == 0 || !strings.Contains(stderr, "sequence number") {
+		t.Errorf("redrive x: exit %d, %s", code, stderr)
+	}
+}

@@ -248,6 +248,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	jsonLogs := fs.Bool("json-logs", false, "log JSON lines")
 	opsAddr := addOpsFlag(fs, env, ":8081")
+	con := addConsoleFlags(fs, env)
 	key := tokenKey(env) // TOOLBUS_TOKEN_KEY: the OAuth grants of `toolbus auth login`
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -291,6 +292,14 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	consoleURL, stopConsole, err := con.start(ctx, env, nc, cfg.Redactor())
+	if err != nil {
+		return err
+	}
+	defer stopConsole()
+	if consoleURL != "" {
+		fmt.Fprintf(env.Stderr, "toolbus: console on %s\n", consoleURL)
 	}
 	fmt.Fprintln(env.Stderr, "toolbus: serving; stop with Ctrl-C")
 	return n.Wait()

@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/console"
+	"github.com/toolbus/toolbus/internal/redact"
+	"github.com/toolbus/toolbus/pkg/client"
+)
+
+// consoleFlags are the console's flags, on serve and console.
+type consoleFlags struct {
+	addr, jaeger *string
+	fs           *flag.FlagSet
+	env          Env
+}
+
+func addConsoleFlags(fs *flag.FlagSet, env Env) consoleFlags {
+	return consoleFlags{fs: fs, env: env,
+		addr: fs.String("console-addr", envDefault(env, "console-addr", "127.0.0.1:8090"),
+			"address of the web console (TOOLBUS_CONSOLE_ADDR; empty turns it off); off localhost it requires a token (TOOLBUS_CONSOLE_TOKEN, else a random one, printed in its URL)"),
+		jaeger: fs.String("jaeger-url", envDefault(env, "jaeger-url", ""), "Jaeger UI base URL, for the console's trace links (TOOLBUS_JAEGER_URL)"),
+	}
+}
+
+// startConsole serves the console on nc at the flags' address and returns its URL (with
+// its token) and what stops it; no address, no console.
+func (f consoleFlags) start(ctx context.Context, env Env, nc *nats.Conn, secrets *redact.Redactor) (string, func(), error) {
+	if *f.addr == "" {
+		return "", func() {}, nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := client.New(nc)
+	if err != nil {
+		return "", nil, err
+	}
+	token := ""
+	if !console.Local(*f.addr) {
+		if token = env.getenv("TOOLBUS_CONSOLE_TOKEN"); token == "" {
+			b := make([]byte, 16)
+			rand.Read(b)
+			token = hex.EncodeToString(b)
+		}
+	}
+	ln, err := net.Listen("tcp", *f.addr)
+	if err != nil && !f.explicit() {
+		// The default address is taken (a second toolbus on the host): a free port.
+		host, _, _ := net.SplitHostPort(*f.addr)
+		ln, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("console: --console-addr %s: %w", *f.addr, err)
+	}
+	con := &console.Console{JS: js, Client: c, JaegerURL: *f.jaeger, Redact: secrets}
+	srv := &http.Server{Handler: con.Handler(token), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	url := "http://" + ln.Addr().String() + "/"
+	if token != "" {
+		url += "?token=" + token
+	}
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}
+	return url, stop, nil
+}
+
+// explicit reports whether the console's address was asked for (flag or environment).
+func (f consoleFlags) explicit() bool {
+	set := f.env.getenv("TOOLBUS_CONSOLE_ADDR") != ""
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "console-addr" })
+	return set
+}
+
+func consoleCmd(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("console", env)
+	cf := addConnectFlags(fs, env)
+	con := addConsoleFlags(fs, env)
+	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file (TOOLBUS_CONFIG): its secrets are hidden in what the console shows")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *con.addr == "" {
+		return usageError{errors.New("--console-addr is empty: nothing to serve")}
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	nc, err := cf.connect("toolbus console", cfg, nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	url, stop, err := con.start(ctx, env, nc, cfg.Redactor())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Fprintf(env.Stderr, "toolbus: console on %s; stop with Ctrl-C\n", url)
+	<-ctx.Done()
+	return nil
+}
+
+// deadCmd lists the dead letters and sends one again.
+func deadCmd(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("dead", env)
+	cf := addConnectFlags(fs, env)
+	asJSON := fs.Bool("json", false, "print JSON")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for a redriven call's output")
+	// Flags may come before or after the subcommand and its argument.
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	sub := ""
+	if len(positional) > 0 {
+		sub, positional = positional[0], positional[1:]
+	}
+	nc, err := cf.connect("toolbus dead", nil, nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(nc)
+	if err != nil {
+		return err
+	}
+	con := &console.Console{JS: js, Client: c}
+	switch sub {
+	case "", "ls":
+		list, err := con.Dead(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(env.Stdout, list)
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tWHEN\tCONVERSATION\tWHAT\tREASON")
+		for _, d := range list {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%s\n", d.Sequence, d.At.Format(time.DateTime), d.Conversation, d.Kind, d.Tool, d.Reason)
+		}
+		return tw.Flush()
+	case "redrive":
+		if len(positional) != 1 {
+			return usageError{errors.New("toolbus dead redrive SEQ")}
+		}
+		seq, err := strconv.ParseUint(positional[0], 10, 64)
+		if err != nil {
+			return usageError{fmt.Errorf("SEQ %q: the dead letter's sequence number (toolbus dead ls)", positional[0])}
+		}
+		rctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		out, err := con.Redrive(rctx, seq)
+		if err != nil {
+			return err
+		}
+		return printOutput(ctx, env, c, "redrive", out, *asJSON, false)
+	}
+	return usageError{fmt.Errorf("toolbus dead: unknown command %q (ls, redrive SEQ)", sub)}
+}

@@ -1,0 +1,406 @@
+// Package console serves toolbus's web console: the flow of the pipeline, its servers,
+// tools, recent calls and dead letters, and a box to try a response, on one page, with
+// the same data as JSON under /api/. Everything is read from NATS — streams, consumers,
+// key-value buckets — when asked: the console keeps no store and costs the pipeline
+// nothing while nobody looks.
+package console
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/internal/redact"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Console reads the state of one toolbus deployment.
+type Console struct {
+	JS     jetstream.JetStream
+	Client *client.Client
+	// JaegerURL, when set, is where trace links point (JAEGER_URL/trace/<trace id>).
+	JaegerURL string
+	// Redact hides secrets in what the console shows of results, errors and dead
+	// letters: the configuration's (config.Config.Redactor), and any URL's. nil hides
+	// the latter.
+	Redact *redact.Redactor
+}
+
+// Queue is one stage's queue: its consumer's counts.
+type Queue struct {
+	Stage    string `json:"stage"`
+	Stream   string `json:"stream"`
+	Consumer string `json:"consumer"`
+	// Pending: stored, not yet delivered; AckPending: delivered, not yet acknowledged.
+	Pending    uint64 `json:"pending"`
+	AckPending int    `json:"ack_pending"`
+	// Delivered counts the messages the stage took since the consumer was made.
+	Delivered uint64 `json:"delivered"`
+	// Replicas pulling from it now.
+	Waiting int `json:"waiting"`
+}
+
+// Flow is the pipeline at one moment.
+type Flow struct {
+	At     time.Time `json:"at"`
+	Queues []Queue   `json:"queues"`
+	// Outputs and Dead count the messages kept in the output and dead-letter streams.
+	Outputs uint64 `json:"outputs"`
+	Dead    uint64 `json:"dead"`
+}
+
+var queues = []struct{ stage, stream, consumer string }{
+	{"responses", messages.StreamResponses, messages.ConsumerParser},
+	{"chunks", messages.StreamChunks, messages.ConsumerParser},
+	{"calls", messages.StreamCalls, messages.ConsumerExecutor},
+	{"results", messages.StreamResults, messages.ConsumerFormatter},
+}
+
+// Flow reads the queues of the stages.
+func (c *Console) Flow(ctx context.Context) (Flow, error) {
+	f := Flow{At: time.Now().UTC()}
+	for _, q := range queues {
+		cons, err := c.JS.Consumer(ctx, q.stream, q.consumer)
+		if err != nil {
+			return f, fmt.Errorf("%s: %w", q.stream, err)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return f, fmt.Errorf("%s: %w", q.stream, err)
+		}
+		f.Queues = append(f.Queues, Queue{Stage: q.stage, Stream: q.stream, Consumer: q.consumer, Pending: info.NumPending,
+			AckPending: info.NumAckPending, Delivered: info.Delivered.Consumer, Waiting: info.NumWaiting})
+	}
+	for name, n := range map[string]*uint64{messages.StreamOutput: &f.Outputs, messages.StreamDead: &f.Dead} {
+		s, err := c.JS.Stream(ctx, name)
+		if err != nil {
+			return f, fmt.Errorf("%s: %w", name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return f, fmt.Errorf("%s: %w", name, err)
+		}
+		*n = info.State.Msgs
+	}
+	return f, nil
+}
+
+// Servers returns every server's last status, by name.
+func (c *Console) Servers(ctx context.Context) ([]messages.HealthStatus, error) {
+	kv, err := c.JS.KeyValue(ctx, messages.BucketHealth)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []messages.HealthStatus{}
+	for key := range keys.Keys() {
+		if key == messages.HealthLeaderKey {
+			continue
+		}
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		var st messages.HealthStatus
+		if json.Unmarshal(e.Value(), &st) == nil {
+			st.Error = c.Redact.String(st.Error)
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b messages.HealthStatus) int { return strings.Compare(a.Server, b.Server) })
+	return out, nil
+}
+
+// Tool is one tool of the catalog, with its declaration in each vendor's API.
+type Tool struct {
+	mcpwire.Tool
+	Backend      string                     `json:"backend"`
+	Declarations map[string]json.RawMessage `json:"declarations"`
+}
+
+// Tools returns the catalog the parser reads, each tool with its declarations.
+func (c *Console) Tools(ctx context.Context) ([]Tool, error) {
+	kv, err := c.JS.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []Tool{}
+	for key := range keys.Keys() {
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var tools []mcpwire.Tool
+		if json.Unmarshal(e.Value(), &tools) != nil {
+			continue
+		}
+		for _, t := range tools {
+			tool := Tool{Tool: t, Backend: key, Declarations: map[string]json.RawMessage{}}
+			for _, d := range []mcpwire.Dialect{mcpwire.DialectOpenAI, mcpwire.DialectAnthropic, mcpwire.DialectGemini} {
+				if decl, err := mcpwire.Declarations(d, []mcpwire.Tool{t}); err == nil {
+					tool.Declarations[string(d)] = decl
+				}
+			}
+			out = append(out, tool)
+		}
+	}
+	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Call is one answered call, as its response's output tells it.
+type Call struct {
+	Conversation string                `json:"conversation"`
+	ResponseID   string                `json:"response_id"`
+	Index        int                   `json:"index"`
+	Tool         string                `json:"tool"`
+	Success      bool                  `json:"success"`
+	Error        *messages.ResultError `json:"error,omitempty"`
+	Attempts     int                   `json:"attempts,omitempty"`
+	// Preview is the start of the result (at most 300 bytes), as the model sees it.
+	Preview     string    `json:"preview,omitempty"`
+	ResultBytes int       `json:"result_bytes"`
+	At          time.Time `json:"at"`
+	TraceID     string    `json:"trace_id,omitempty"`
+	TraceURL    string    `json:"trace_url,omitempty"`
+}
+
+// CallFilter narrows Calls: by conversation, tool, outcome ("ok" or "failed"), at most
+// Limit (default 100) of the newest.
+type CallFilter struct {
+	Conversation, Tool, Outcome string
+	Limit                       int
+}
+
+// Calls returns the newest calls the outputs kept tell of, newest first.
+func (c *Console) Calls(ctx context.Context, f CallFilter) ([]Call, error) {
+	limit := cmp.Or(f.Limit, 100)
+	subject := messages.AllOutputs
+	if f.Conversation != "" {
+		if err := messages.ValidateConversation(f.Conversation); err != nil {
+			return nil, err
+		}
+		subject = messages.OutputSubject(f.Conversation)
+	}
+	msgs, err := c.last(ctx, messages.StreamOutput, subject, 1000)
+	if err != nil {
+		return nil, err
+	}
+	out := []Call{}
+	for i := len(msgs) - 1; i >= 0 && len(out) < limit; i-- {
+		m := msgs[i]
+		var o messages.Output
+		if messages.DecodeOutput(m.Data(), &o) != nil || o.FillResults() != nil {
+			continue
+		}
+		md, _ := m.Metadata()
+		trace := traceID(m.Headers().Get(messages.HeaderTraceparent))
+		for k := len(o.Results) - 1; k >= 0 && len(out) < limit; k-- {
+			r := o.Results[k]
+			if f.Tool != "" && r.Tool != f.Tool || f.Outcome == "ok" && !r.Success || f.Outcome == "failed" && r.Success {
+				continue
+			}
+			call := Call{Conversation: o.Conversation, ResponseID: o.ResponseID, Index: k, Tool: r.Tool, Success: r.Success,
+				Error: r.Error, Attempts: r.Attempts, ResultBytes: len(r.Result), TraceID: trace}
+			call.Preview = c.Redact.String(string(r.Result[:min(len(r.Result), 300)]))
+			if call.Error != nil {
+				e := *call.Error
+				e.Message = c.Redact.String(e.Message)
+				call.Error = &e
+			}
+			if md != nil {
+				call.At = md.Timestamp.UTC()
+			}
+			if trace != "" && c.JaegerURL != "" {
+				call.TraceURL = strings.TrimSuffix(c.JaegerURL, "/") + "/trace/" + trace
+			}
+			out = append(out, call)
+		}
+	}
+	return out, nil
+}
+
+// traceID is the trace id of a W3C traceparent header ("" without one).
+func traceID(traceparent string) string {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 {
+		return ""
+	}
+	return parts[1]
+}
+
+// last returns up to n of the newest messages of stream on subject, oldest first.
+func (c *Console) last(ctx context.Context, stream, subject string, n int) ([]jetstream.Msg, error) {
+	s, err := c.JS.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	start := uint64(1)
+	if info.State.LastSeq > uint64(n) {
+		start = info.State.LastSeq - uint64(n) + 1
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start})
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for {
+		batch, err := cons.FetchNoWait(256)
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			msgs = append(msgs, m)
+		}
+		if got == 0 || batch.Error() != nil {
+			return msgs, batch.Error()
+		}
+	}
+}
+
+// DeadLetter is one message of the dead-letter stream.
+type DeadLetter struct {
+	Sequence     uint64    `json:"sequence"`
+	Conversation string    `json:"conversation"`
+	At           time.Time `json:"at"`
+	// Kind is "call" (a call that ran out of deliveries), "message" (a message no stage
+	// finished) or "redrive" (the record of a redrive).
+	Kind   string `json:"kind"`
+	Tool   string `json:"tool,omitempty"`
+	Reason string `json:"reason"`
+	// Redrivable: a call or a response that can be sent again.
+	Redrivable bool            `json:"redrivable"`
+	Body       json.RawMessage `json:"body"`
+}
+
+// Dead returns the newest dead letters (at most 200), newest first.
+func (c *Console) Dead(ctx context.Context) ([]DeadLetter, error) {
+	msgs, err := c.last(ctx, messages.StreamDead, messages.AllDead, 200)
+	if err != nil {
+		return nil, err
+	}
+	out := []DeadLetter{}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		dl := DeadLetter{Sequence: md.Sequence.Stream, Conversation: messages.ConversationFromSubject(m.Subject()), At: md.Timestamp.UTC()}
+		if body, err := json.Marshal(c.Redact.String(string(m.Data()))); err == nil {
+			dl.Body = body // as text, its secrets hidden
+		}
+		if _, ok := redriveOf(m.Data()); ok {
+			dl.Kind, dl.Reason = "redrive", "sent again"
+		} else if text, tool, reason, ok := deadText(m.Data()); ok {
+			dl.Kind, dl.Tool, dl.Reason, dl.Redrivable = "call", tool, reason, text != ""
+			if tool == "" {
+				dl.Kind = "message"
+			}
+		} else {
+			dl.Kind, dl.Reason = "message", "unreadable"
+		}
+		dl.Reason = c.Redact.String(dl.Reason)
+		out = append(out, dl)
+	}
+	return out, nil
+}
+
+// Redrive is what the dead-letter stream records of a message sent again.
+type Redrive struct {
+	Redrive    uint64 `json:"redrive"` // the dead letter's sequence
+	ResponseID string `json:"response_id"`
+}
+
+func redriveOf(data []byte) (Redrive, bool) {
+	var r Redrive
+	return r, json.Unmarshal(data, &r) == nil && r.Redrive != 0
+}
+
+// deadText returns the response text that runs a dead letter again: the call of a dead
+// call written as a <tool_call>, or the text of a lost response; its tool and reason.
+func deadText(data []byte) (text, tool, reason string, ok bool) {
+	var call messages.DeadCall
+	if json.Unmarshal(data, &call) == nil && call.Call.ID != "" {
+		reason = "no reason"
+		if call.Result.Error != nil {
+			reason = string(call.Result.Error.Code) + ": " + call.Result.Error.Message
+		}
+		b, err := json.Marshal(map[string]any{"name": call.Call.Tool, "arguments": call.Call.Arguments})
+		if err != nil {
+			return "", call.Call.Tool, reason, true
+		}
+		return "<tool_call>" + string(b) + "</tool_call>", call.Call.Tool, reason, true
+	}
+	var dl messages.DeadLetter
+	if json.Unmarshal(data, &dl) == nil && dl.Stream != "" {
+		switch dl.Stream {
+		case messages.StreamResponses:
+			return dl.Text, "", dl.Reason, true
+		case messages.StreamCalls:
+			var c messages.ToolCall
+			if json.Unmarshal(dl.Data, &c) == nil && c.Tool != "" {
+				b, err := json.Marshal(map[string]any{"name": c.Tool, "arguments": c.Arguments})
+				if err == nil {
+					return "<tool_call>" + string(b) + "</tool_call>", c.Tool, dl.Reason, true
+				}
+			}
+		}
+		return "", "", dl.Reason, true
+	}
+	return "", "", "", false
+}
+
+// ErrNotRedrivable: the dead letter holds nothing to send again.
+var ErrNotRedrivable = errors.New("this dead letter holds no call or response to send again")
+
+// Redrive sends the call (or response) of the dead letter at seq again, as a new
+// response of its conversation with a new id, records that in the dead-letter stream,
+// and returns the new response's output.
+func (c *Console) Redrive(ctx context.Context, seq uint64) (*messages.Output, error) {
+	s, err := c.JS.Stream(ctx, messages.StreamDead)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, fmt.Errorf("dead letter %d: %w", seq, err)
+	}
+	text, _, _, ok := deadText(raw.Data)
+	conv := messages.ConversationFromSubject(raw.Subject)
+	if !ok || text == "" || messages.ValidateConversation(conv) != nil {
+		return nil, ErrNotRedrivable
+	}
+	id := fmt.Sprintf("redrive-%d-%s", seq, nuid.Next())
+	rec, _ := json.Marshal(Redrive{Redrive: seq, ResponseID: id})
+	if _, err := c.JS.Publish(ctx, messages.DeadSubject(conv), rec); err != nil {
+		return nil, fmt.Errorf("record the redrive of %d: %w", seq, err)
+	}
+	return c.Client.Ask(ctx, conv, text, &client.SubmitOptions{ResponseID: id})
+}

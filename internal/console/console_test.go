@@ -1,0 +1,201 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/console"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+func get[T any](t *testing.T, url string) T {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v T
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return v
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The console's API against a running pipeline: the flow, the servers healthd probed,
+// the catalog with its declarations, the calls the outputs tell of (filtered), a dead
+// call redriven to a new output, a response tried, the live events, and the token.
+func TestConsoleAPI(t *testing.T) {
+	url := bustest.Server(t)
+	nc, _ := bustest.Connect(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	js, _ := jetstream.New(nc)
+	c, _ := client.New(nc)
+	con := &console.Console{JS: js, Client: c, JaegerURL: "http://jaeger.example:16686"}
+	srv := httptest.NewServer(con.Handler(""))
+	defer srv.Close()
+
+	actx, acancel := context.WithTimeout(ctx, time.Minute)
+	defer acancel()
+	if _, err := c.Ask(actx, "c1", `<tool_call>{"name": "clock", "arguments": {}}</tool_call><tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>`, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	flow := get[console.Flow](t, srv.URL+"/api/flow")
+	if len(flow.Queues) != 4 || flow.Outputs == 0 {
+		t.Errorf("flow %+v", flow)
+	}
+	eventually(t, "healthd's status of the local tools", func() bool {
+		for _, s := range get[[]messages.HealthStatus](t, srv.URL+"/api/servers") {
+			if s.Server == "local" && s.State == messages.HealthUp {
+				return true
+			}
+		}
+		return false
+	})
+	var clock *console.Tool
+	for _, tool := range get[[]console.Tool](t, srv.URL+"/api/tools") {
+		if tool.Name == "clock" {
+			clock = &tool
+		}
+	}
+	if clock == nil || len(clock.Declarations) != 3 || !strings.Contains(string(clock.Declarations["openai"]), `"clock"`) {
+		t.Fatalf("tools: clock %+v", clock)
+	}
+
+	calls := get[[]console.Call](t, srv.URL+"/api/calls?conversation=c1")
+	if len(calls) != 2 || calls[0].Tool != "no_such_tool" || calls[1].Tool != "clock" || !calls[1].Success || calls[1].Preview == "" {
+		t.Fatalf("calls %+v", calls)
+	}
+	failed := get[[]console.Call](t, srv.URL+"/api/calls?outcome=failed")
+	if len(failed) != 1 || failed[0].Error == nil || failed[0].TraceURL != "" && !strings.HasPrefix(failed[0].TraceURL, "http://jaeger.example:16686/trace/") {
+		t.Errorf("failed calls %+v", failed)
+	}
+
+	// A dead call, as the executor files one, is sent again and answered.
+	call := messages.ToolCall{ID: "c2/r9/0", ResponseID: "r9", Conversation: "c2", Count: 1, Tool: "clock", Arguments: json.RawMessage(`{}`)}
+	dead, _ := json.Marshal(messages.DeadCall{Call: call, Result: messages.ResultFor(call).Fail(messages.Errorf(messages.CodeServerUnavailable, "down: https://u:hunter22@x.example/mcp"))})
+	if _, err := js.Publish(actx, messages.DeadSubject("c2"), dead); err != nil {
+		t.Fatal(err)
+	}
+	letters := get[[]console.DeadLetter](t, srv.URL+"/api/dead")
+	if len(letters) != 1 || !letters[0].Redrivable || letters[0].Tool != "clock" || !strings.Contains(letters[0].Reason, "down") {
+		t.Fatalf("dead letters %+v", letters)
+	}
+	if strings.Contains(letters[0].Reason, "hunter22") || strings.Contains(string(letters[0].Body), "hunter22") || !strings.Contains(letters[0].Reason, "REDACTED") {
+		t.Errorf("a URL's password is shown: %s %s", letters[0].Reason, letters[0].Body)
+	}
+	resp, err := http.Post(srv.URL+"/api/dead/redrive?seq="+itoa(letters[0].Sequence), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out messages.Output
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(out.Results) != 1 || !out.Results[0].Success || !strings.HasPrefix(out.ResponseID, "redrive-") {
+		t.Fatalf("redrive: %s %+v", resp.Status, out)
+	}
+	if letters := get[[]console.DeadLetter](t, srv.URL+"/api/dead"); len(letters) != 2 || letters[0].Kind != "redrive" {
+		t.Errorf("after the redrive: %+v", letters)
+	}
+	if redriven := get[[]console.Call](t, srv.URL+"/api/calls?conversation=c2"); len(redriven) != 1 || redriven[0].ResponseID != out.ResponseID {
+		t.Errorf("the redriven call: %+v", redriven)
+	}
+
+	// Try it.
+	resp, err = http.Post(srv.URL+"/api/try", "application/json", strings.NewReader(`{"conversation": "try-1", "text": "<tool_call>{\"name\": \"clock\", \"arguments\": {}}</tool_call>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = messages.Output{}
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if len(out.Results) != 1 || !out.Results[0].Success || !strings.Contains(out.Text, "<tool_result>") {
+		t.Errorf("try: %+v", out)
+	}
+
+	// Live: the flow as server-sent events.
+	ev, err := http.Get(srv.URL + "/api/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(ev.Body)
+	var event, data string
+	for sc.Scan() && data == "" {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			event = v
+		}
+		if v, ok := strings.CutPrefix(line, "data: "); ok {
+			data = v
+		}
+	}
+	ev.Body.Close()
+	var f console.Flow
+	if event != "flow" || json.Unmarshal([]byte(data), &f) != nil || len(f.Queues) != 4 {
+		t.Errorf("event %q: %s", event, data)
+	}
+
+	// The page.
+	page, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if !strings.Contains(string(body), "<title>toolbus console</title>") {
+		t.Errorf("the page: %.200s", body)
+	}
+
+	// With a token, nothing without it.
+	locked := httptest.NewServer(con.Handler("s3cret"))
+	defer locked.Close()
+	for path, want := range map[string]int{"/api/flow": 401, "/": 401, "/api/flow?token=wrong": 401, "/api/flow?token=s3cret": 200, "/?token=s3cret": 200} {
+		r, err := http.Get(locked.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, r.StatusCode, want)
+		}
+	}
+	if !console.Local("127.0.0.1:8090") || !console.Local("localhost:1") || !console.Local("[::1]:2") || console.Local(":8090") || console.Local("0.0.0.0:8090") {
+		t.Error("Local")
+	}
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
