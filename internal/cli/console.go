@@ -67,7 +67,7 @@ func (f consoleFlags) start(ctx context.Context, env Env, nc *nats.Conn, secrets
 	if err != nil {
 		return "", nil, fmt.Errorf("console: --console-addr %s: %w", *f.addr, err)
 	}
-	con := &console.Console{JS: js, Client: c, JaegerURL: *f.jaeger, Redact: secrets}
+	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: *f.jaeger, Redact: secrets}
 	srv := &http.Server{Handler: con.Handler(token), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	url := "http://" + ln.Addr().String() + "/"
@@ -147,7 +147,7 @@ func deadCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	con := &console.Console{JS: js, Client: c}
+	con := &console.Console{NC: nc, JS: js, Client: c}
 	switch sub {
 	case "", "ls":
 		list, err := con.Dead(ctx)

@@ -15,8 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/internal/ops"
 	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -25,6 +27,9 @@ import (
 
 // Console reads the state of one toolbus deployment.
 type Console struct {
+	// NC answers the replicas' status requests and carries the results the console
+	// watches while someone looks (see Flow).
+	NC     *nats.Conn
 	JS     jetstream.JetStream
 	Client *client.Client
 	// JaegerURL, when set, is where trace links point (JAEGER_URL/trace/<trace id>).
@@ -33,6 +38,8 @@ type Console struct {
 	// letters: the configuration's (config.Config.Redactor), and any URL's. nil hides
 	// the latter.
 	Redact *redact.Redactor
+
+	watch watcher
 }
 
 // Queue is one stage's queue: its consumer's counts.
@@ -45,8 +52,13 @@ type Queue struct {
 	AckPending int    `json:"ack_pending"`
 	// Delivered counts the messages the stage took since the consumer was made.
 	Delivered uint64 `json:"delivered"`
-	// Replicas pulling from it now.
+	// Waiting counts the pull requests of its replicas waiting for messages.
 	Waiting int `json:"waiting"`
+	// Replicas and Ready count the replicas of the stage that answered a status
+	// request, and those of them ready (services run with an ops server: serve and the
+	// service binaries); -1 when none answered.
+	Replicas int `json:"replicas"`
+	Ready    int `json:"ready"`
 }
 
 // Flow is the pipeline at one moment.
@@ -56,13 +68,24 @@ type Flow struct {
 	// Outputs and Dead count the messages kept in the output and dead-letter streams.
 	Outputs uint64 `json:"outputs"`
 	Dead    uint64 `json:"dead"`
+	// Latency is the calls' duration (as the executor measured each) over the last
+	// five minutes the console was watched: it follows the results only while a page
+	// is open (Watch), so that nobody watching costs the pipeline nothing.
+	Latency Latency `json:"latency"`
 }
 
-var queues = []struct{ stage, stream, consumer string }{
-	{"responses", messages.StreamResponses, messages.ConsumerParser},
-	{"chunks", messages.StreamChunks, messages.ConsumerParser},
-	{"calls", messages.StreamCalls, messages.ConsumerExecutor},
-	{"results", messages.StreamResults, messages.ConsumerFormatter},
+// Latency summarises call durations.
+type Latency struct {
+	Calls int     `json:"calls"`
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+}
+
+var queues = []struct{ stage, service, stream, consumer string }{
+	{"responses", "parser", messages.StreamResponses, messages.ConsumerParser},
+	{"chunks", "parser", messages.StreamChunks, messages.ConsumerParser},
+	{"calls", "executor", messages.StreamCalls, messages.ConsumerExecutor},
+	{"results", "formatter", messages.StreamResults, messages.ConsumerFormatter},
 }
 
 // Flow reads the queues of the stages.
@@ -78,8 +101,17 @@ func (c *Console) Flow(ctx context.Context) (Flow, error) {
 			return f, fmt.Errorf("%s: %w", q.stream, err)
 		}
 		f.Queues = append(f.Queues, Queue{Stage: q.stage, Stream: q.stream, Consumer: q.consumer, Pending: info.NumPending,
-			AckPending: info.NumAckPending, Delivered: info.Delivered.Consumer, Waiting: info.NumWaiting})
+			AckPending: info.NumAckPending, Delivered: info.Delivered.Consumer, Waiting: info.NumWaiting, Replicas: -1})
 	}
+	if c.NC != nil {
+		replicas := c.replicas(ctx)
+		for i, q := range queues {
+			if r, ok := replicas[q.service]; ok {
+				f.Queues[i].Replicas, f.Queues[i].Ready = r[0], r[1]
+			}
+		}
+	}
+	f.Latency = c.watch.latency(time.Now().Add(-5 * time.Minute))
 	for name, n := range map[string]*uint64{messages.StreamOutput: &f.Outputs, messages.StreamDead: &f.Dead} {
 		s, err := c.JS.Stream(ctx, name)
 		if err != nil {
@@ -92,6 +124,42 @@ func (c *Console) Flow(ctx context.Context) (Flow, error) {
 		*n = info.State.Msgs
 	}
 	return f, nil
+}
+
+// replicas asks every replica of each service for its status (toolbus.status.<service>,
+// answered by each) and counts the answers, and the ready ones, by service.
+func (c *Console) replicas(ctx context.Context) map[string][2]int {
+	out := map[string][2]int{}
+	inbox := c.NC.NewRespInbox()
+	replies := make(chan *nats.Msg, 256)
+	sub, err := c.NC.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return out
+	}
+	defer sub.Unsubscribe()
+	for _, s := range []string{"parser", "executor", "formatter"} {
+		_ = c.NC.PublishRequest(messages.StatusSubject(s), inbox, nil)
+	}
+	wait := time.NewTimer(250 * time.Millisecond)
+	defer wait.Stop()
+	for {
+		select {
+		case m := <-replies:
+			var st ops.StatusReply
+			if json.Unmarshal(m.Data, &st) == nil && st.Stage != "" {
+				n := out[st.Stage]
+				n[0]++
+				if st.Ready.Ready {
+					n[1]++
+				}
+				out[st.Stage] = n
+			}
+		case <-wait.C:
+			return out
+		case <-ctx.Done():
+			return out
+		}
+	}
 }
 
 // Servers returns every server's last status, by name.

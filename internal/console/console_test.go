@@ -64,7 +64,7 @@ func TestConsoleAPI(t *testing.T) {
 	t.Cleanup(func() { cancel(); n.Wait() })
 	js, _ := jetstream.New(nc)
 	c, _ := client.New(nc)
-	con := &console.Console{JS: js, Client: c, JaegerURL: "http://jaeger.example:16686"}
+	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: "http://jaeger.example:16686"}
 	srv := httptest.NewServer(con.Handler(""))
 	defer srv.Close()
 

@@ -107,6 +107,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
+	defer c.Watch()()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {

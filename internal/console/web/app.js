@@ -36,10 +36,12 @@ function renderFlow(f) {
       const secs = (new Date(f.at) - new Date(previous.at)) / 1000;
       if (p && secs > 0) rate = ((q.delivered - p.delivered) / secs).toFixed(1);
     }
-    return `<tr data-stage="${esc(q.stage)}"><td>${esc(q.stage)}</td><td class="pending">${q.pending}</td><td class="ack">${q.ack_pending}</td><td>${rate}</td><td>${q.waiting}</td></tr>`;
+    const ready = q.replicas < 0 ? `<span class="muted">no status (${q.waiting} pulling)</span>` : `${q.ready} of ${q.replicas}`;
+    return `<tr data-stage="${esc(q.stage)}"><td>${esc(q.stage)}</td><td class="pending">${q.pending}</td><td class="ack">${q.ack_pending}</td><td>${rate}</td><td class="ready">${ready}</td></tr>`;
   });
   $("#queues tbody").innerHTML = rows.join("");
   $("#kept").textContent = `${f.outputs} outputs kept, ${f.dead} dead letters`;
+  $("#latency").textContent = f.latency.calls ? `calls in the last 5 minutes watched: ${f.latency.calls}, p50 ${f.latency.p50_ms.toFixed(1)} ms, p99 ${f.latency.p99_ms.toFixed(1)} ms` : "no calls seen since this page opened";
   previous = f;
   const backlog = {};
   f.queues.forEach(q => backlog[q.stage] = q.pending + q.ack_pending);

@@ -1,0 +1,193 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/console"
+	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// chromium returns Debian's chromium (TOOLBUS_CHROMIUM overrides the path); without
+// it the test is skipped, unless TOOLBUS_REQUIRE_TOOLS says the tools are installed.
+func chromium(t *testing.T) string {
+	path := os.Getenv("TOOLBUS_CHROMIUM")
+	if path == "" {
+		path = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("TOOLBUS_REQUIRE_TOOLS") != "" {
+			t.Fatalf("%s: %v (TOOLBUS_REQUIRE_TOOLS is set; scripts/test installs Debian's chromium)", path, err)
+		}
+		t.Skipf("no chromium at %s; scripts/test installs it", path)
+	}
+	return path
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// everything runs the npm server-everything over streamable HTTP on port, and can stop
+// and start it again on the same port.
+type everything struct {
+	t    *testing.T
+	port int
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+}
+
+func (e *everything) start() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	index := filepath.Join(mcptest.NPMPackage(e.t, "@modelcontextprotocol/server-everything"), "dist", "index.js")
+	cmd := exec.Command("node", index, "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(e.port))
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	e.cmd = cmd
+	for range 200 {
+		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(e.port), time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("server-everything does not listen on %d", e.port)
+}
+
+func (e *everything) stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cmd != nil {
+		e.cmd.Process.Kill()
+		e.cmd.Wait()
+		e.cmd = nil
+	}
+}
+
+// The console in Debian's chromium, driven by playwright-core (testdata/browser.mjs),
+// against a running pipeline with a real MCP server: the page goes live, shows the
+// server going down and coming back (its process killed and started again), shows the
+// backlog rise and fall under load, finds a failed call by conversation and follows its
+// trace link, redrives a dead letter and shows its new output, answers a pasted
+// response, and lists the tools with their declarations. The main views are saved as
+// screenshots (in TOOLBUS_CONSOLE_SHOTS when set: docs/console holds the README's).
+func TestConsoleInABrowser(t *testing.T) {
+	browser := chromium(t)
+	playwright := filepath.Join(mcptest.NPMPackage(t, "playwright-core"), "index.mjs")
+	server := &everything{t: t, port: freePort(t)}
+	if err := server.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(server.stop)
+
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{
+		"mcpServers": {"everything": {"type": "http", "url": "http://127.0.0.1:%d/mcp"}},
+		"executor": {"concurrency": 2},
+		"health": {"interval": "1s"}}`, server.port)), "console-test.json", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := localtools.New()
+	if err := localtools.AddFunc(work, messages.ToolInfo{Name: "slow_work", Description: "works a while", ReadOnly: true},
+		func(context.Context, struct{}) (map[string]bool, error) {
+			time.Sleep(20 * time.Millisecond)
+			return map[string]bool{"done": true}, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	url := bustest.Server(t)
+	nc, _ := bustest.Connect(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, nc, node.Options{Config: cfg, Local: work, TracerProvider: sdktrace.NewTracerProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	js, _ := jetstream.New(nc)
+	c, _ := client.New(nc)
+	actx, acancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer acancel()
+	if _, err := c.Ask(actx, "broken-1", `<tool_call>{"name": "clock", "arguments": {}}</tool_call><tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>`, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	ctl := http.NewServeMux()
+	ctl.HandleFunc("POST /server/stop", func(w http.ResponseWriter, r *http.Request) { server.stop() })
+	ctl.HandleFunc("POST /server/start", func(w http.ResponseWriter, r *http.Request) {
+		if err := server.start(); err != nil {
+			http.Error(w, err.Error(), 500)
+		}
+	})
+	ctl.HandleFunc("POST /load", func(w http.ResponseWriter, r *http.Request) {
+		text := strings.Repeat(`<tool_call>{"name": "slow_work", "arguments": {}}</tool_call>`, 2)
+		for i := range 300 {
+			if _, err := c.Submit(actx, fmt.Sprintf("load-%d", i%10), text, nil); err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+		}
+	})
+	ctl.HandleFunc("POST /dead", func(w http.ResponseWriter, r *http.Request) {
+		call := messages.ToolCall{ID: "dead-1/r1/0", ResponseID: "r1", Conversation: "dead-1", Count: 1, Tool: "clock", Arguments: json.RawMessage(`{}`)}
+		body, _ := json.Marshal(messages.DeadCall{Call: call, Result: messages.ResultFor(call).Fail(messages.Errorf(messages.CodeServerUnavailable, "down for a while"))})
+		if _, err := js.Publish(r.Context(), messages.DeadSubject("dead-1"), body); err != nil {
+			http.Error(w, err.Error(), 500)
+		}
+	})
+	ctl.HandleFunc("GET /jaeger/trace/{id}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "<html><body>trace %s</body></html>", r.PathValue("id"))
+	})
+	control := httptest.NewServer(ctl)
+	defer control.Close()
+	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: control.URL + "/jaeger"}
+	page := httptest.NewServer(con.Handler(""))
+	defer page.Close()
+
+	shots := os.Getenv("TOOLBUS_CONSOLE_SHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	} else if !filepath.IsAbs(shots) {
+		shots = filepath.Join(mcptest.RepoRoot(t), shots)
+	}
+	script := exec.CommandContext(actx, "node", "testdata/browser.mjs")
+	script.Env = append(os.Environ(), "PLAYWRIGHT=file://"+playwright, "CHROMIUM="+browser, "CONSOLE_URL="+page.URL+"/",
+		"CONTROL_URL="+control.URL, "SHOTS_DIR="+shots)
+	out, err := script.CombinedOutput()
+	t.Logf("browser:\n%s", out)
+	if err != nil {
+		t.Fatalf("the browser test failed: %v", err)
+	}
+	for _, name := range []string{"servers", "flow", "calls", "dead", "try", "tools"} {
+		if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {
+			t.Errorf("screenshot %s: %v", name, err)
+		}
+	}
+}

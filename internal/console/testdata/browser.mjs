@@ -1,0 +1,96 @@
+// The console's browser test, driven by TestConsoleInABrowser: Debian's chromium under
+// playwright-core against a running pipeline. CONTROL_URL is the Go test's control
+// server (stop or start the MCP server, load the pipeline, file a dead call); each step
+// throws when the page does not show what it must, and the main views are saved as
+// screenshots in SHOTS_DIR.
+const { chromium } = await import(process.env.PLAYWRIGHT);
+const consoleURL = process.env.CONSOLE_URL, control = process.env.CONTROL_URL, shots = process.env.SHOTS_DIR;
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync"],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+const page = await context.newPage();
+const step = name => console.log("step:", name);
+const post = path => fetch(control + path, { method: "POST" }).then(r => { if (!r.ok) throw new Error(`${path}: ${r.status}`); });
+const shot = name => page.screenshot({ path: `${shots}/${name}.png` });
+const view = async name => { await page.goto(consoleURL + "#" + name); await page.waitForSelector(`#${name}.view.active`); };
+
+try {
+  step("the page loads and goes live");
+  await page.goto(consoleURL);
+  await page.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 15000 });
+  await page.waitForFunction(() => document.querySelectorAll("#queues tbody tr").length === 4);
+
+  step("a server goes down and comes back");
+  await view("servers");
+  const state = () => page.locator('#server-table tr[data-server="everything"] .state');
+  await state().filter({ hasText: /^up$/ }).waitFor({ timeout: 30000 });
+  await post("/server/stop");
+  await state().filter({ hasText: /^down$/ }).waitFor({ timeout: 45000 });
+  await shot("servers");
+  await post("/server/start");
+  await state().filter({ hasText: /^up$/ }).waitFor({ timeout: 45000 });
+  await page.locator("#server-history li", { hasText: "everything: up → down" }).waitFor();
+  await page.locator("#server-history li", { hasText: "everything: down → up" }).waitFor();
+
+  step("the backlog rises and falls under load");
+  await view("flow");
+  await post("/load");
+  const backlog = () => page.evaluate(() => [...document.querySelectorAll("#queues tbody tr")]
+    .reduce((n, tr) => n + Number(tr.querySelector(".pending").textContent) + Number(tr.querySelector(".ack").textContent), 0));
+  let peak = 0;
+  for (let i = 0; i < 300 && peak === 0; i++) { peak = Math.max(peak, await backlog()); await page.waitForTimeout(100); }
+  if (peak === 0) throw new Error("the backlog never rose");
+  await shot("flow");
+  await page.waitForFunction(() => [...document.querySelectorAll("#queues tbody tr")]
+    .every(tr => tr.querySelector(".pending").textContent === "0" && tr.querySelector(".ack").textContent === "0"), null, { timeout: 120000 });
+  console.log("backlog peak seen:", peak);
+  await page.locator("#latency", { hasText: /p50 [0-9.]+ ms, p99 [0-9.]+ ms/ }).waitFor();
+  console.log(await page.textContent("#latency"));
+
+  step("a failed call found by conversation, and its trace");
+  await view("calls");
+  await page.fill('#call-filter input[name="conversation"]', "broken-1");
+  await page.selectOption('#call-filter select[name="outcome"]', "failed");
+  await page.click("#call-filter button");
+  const row = page.locator('#call-table tbody tr[data-conversation="broken-1"]');
+  await row.first().waitFor();
+  if (await row.count() !== 1) throw new Error(`${await row.count()} failed calls in broken-1, want 1`);
+  await shot("calls");
+  const [trace] = await Promise.all([context.waitForEvent("page"), row.locator("a.trace").click()]);
+  await trace.waitForLoadState();
+  if (!/\/jaeger\/trace\/[0-9a-f]{32}$/.test(trace.url())) throw new Error("the trace link went to " + trace.url());
+  if (!(await trace.textContent("body")).includes("trace ")) throw new Error("the trace page: " + await trace.textContent("body"));
+  await trace.close();
+
+  step("a dead letter redriven, and its new output");
+  await post("/dead");
+  await view("dead");
+  await page.locator("button.redrive").first().waitFor({ timeout: 15000 });
+  await page.locator("button.redrive").first().click();
+  await page.locator("#redrive-output", { hasText: "<tool_result>" }).waitFor({ timeout: 60000 });
+  const redriven = await page.textContent("#redrive-output");
+  if (!redriven.includes('"tool": "clock"') || !redriven.includes('"success": true')) throw new Error("redrive: " + redriven);
+  await shot("dead");
+
+  step("try it answers a pasted response");
+  await view("try");
+  await page.fill('#try-form textarea', '<tool_call>{"name": "everything__echo", "arguments": {"message": "from the console"}}</tool_call>');
+  await page.click("#try-form button");
+  await page.locator("#try-output", { hasText: "from the console" }).waitFor({ timeout: 60000 });
+  await shot("try");
+
+  step("the tools, with their declarations");
+  await view("tools");
+  const clock = page.locator('details[data-tool="clock"]').first();
+  await clock.waitFor();
+  await clock.locator("summary").click();
+  await clock.locator("h4", { hasText: "openai" }).waitFor();
+  await shot("tools");
+  console.log("all steps passed");
+} finally {
+  await browser.close();
+}
