@@ -241,6 +241,9 @@ type Call struct {
 	Success      bool                  `json:"success"`
 	Error        *messages.ResultError `json:"error,omitempty"`
 	Attempts     int                   `json:"attempts,omitempty"`
+	DurationMS   float64               `json:"duration_ms,omitempty"`
+	// ArgumentsBytes is the size of the call's arguments.
+	ArgumentsBytes int `json:"arguments_bytes"`
 	// Preview is the start of the result (at most 300 bytes), as the model sees it.
 	Preview     string    `json:"preview,omitempty"`
 	ResultBytes int       `json:"result_bytes"`
@@ -285,7 +288,7 @@ func (c *Console) Calls(ctx context.Context, f CallFilter) ([]Call, error) {
 				continue
 			}
 			call := Call{Conversation: o.Conversation, ResponseID: o.ResponseID, Index: k, Tool: r.Tool, Success: r.Success,
-				Error: r.Error, Attempts: r.Attempts, ResultBytes: len(r.Result), TraceID: trace}
+				Error: r.Error, Attempts: r.Attempts, DurationMS: r.DurationMS, ArgumentsBytes: r.ArgumentsBytes, ResultBytes: len(r.Result), TraceID: trace}
 			call.Preview = c.Redact.String(string(r.Result[:min(len(r.Result), 300)]))
 			if call.Error != nil {
 				e := *call.Error

@@ -97,7 +97,8 @@ func TestConsoleAPI(t *testing.T) {
 	}
 
 	calls := get[[]console.Call](t, srv.URL+"/api/calls?conversation=c1")
-	if len(calls) != 2 || calls[0].Tool != "no_such_tool" || calls[1].Tool != "clock" || !calls[1].Success || calls[1].Preview == "" {
+	if len(calls) != 2 || calls[0].Tool != "no_such_tool" || calls[1].Tool != "clock" || !calls[1].Success || calls[1].Preview == "" ||
+		calls[1].ArgumentsBytes != 2 || calls[1].DurationMS <= 0 {
 		t.Fatalf("calls %+v", calls)
 	}
 	failed := get[[]console.Call](t, srv.URL+"/api/calls?outcome=failed")

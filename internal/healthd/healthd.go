@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -328,6 +329,9 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 		*st = Next(*st, r, s.opts.Threshold, s.opts.Now().UTC())
 		st.Server, st.Transport, st.ProbedBy = t.Name, t.Transport, s.opts.ID
 		st.Error = s.secrets.String(st.Error)
+		for i := range st.History {
+			st.History[i].Error = s.secrets.String(st.History[i].Error)
+		}
 		return true, nil
 	})
 	if err != nil {
@@ -378,6 +382,8 @@ func Next(prev messages.HealthStatus, r Result, threshold int, now time.Time) me
 	}
 	if st.State != prev.State {
 		st.ChangedAt = now
+		keep := prev.History[max(0, len(prev.History)-(messages.MaxHealthHistory-1)):]
+		st.History = append(slices.Clip(keep), messages.HealthChange{From: prev.State, To: st.State, At: now, Error: st.Error})
 	}
 	return st
 }

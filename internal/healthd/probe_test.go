@@ -62,7 +62,29 @@ func TestNext(t *testing.T) {
 			if tt.r.Err != nil && tt.prev.Tools != got.Tools {
 				t.Errorf("a failure forgot the last known tool count: %d", got.Tools)
 			}
+			wantHistory := len(tt.prev.History)
+			if tt.wantChanged {
+				wantHistory++
+			}
+			if len(got.History) != wantHistory {
+				t.Fatalf("history %+v, want %d changes", got.History, wantHistory)
+			}
+			if last := got.History; tt.wantChanged && (last[len(last)-1].To != got.State || !last[len(last)-1].At.Equal(t1)) {
+				t.Errorf("the last change %+v, want to %s at %v", last[len(last)-1], got.State, t1)
+			}
 		})
+	}
+	// The history keeps the last changes only.
+	st := messages.HealthStatus{}
+	for i := range 3 * messages.MaxHealthHistory {
+		r := ok
+		if i%2 == 1 {
+			r = fail
+		}
+		st = healthd.Next(st, r, 1, t0.Add(time.Duration(i)*time.Second))
+	}
+	if len(st.History) != messages.MaxHealthHistory || !st.History[len(st.History)-1].At.Equal(t0.Add(time.Duration(3*messages.MaxHealthHistory-1)*time.Second)) {
+		t.Errorf("%d changes kept, the last at %v", len(st.History), st.History[len(st.History)-1].At)
 	}
 }
 

@@ -125,6 +125,8 @@ func (r *reader) resultMember(res *ToolResult, key string) bool {
 		return r.str(&res.Backend)
 	case "duration_ms":
 		return r.float(&res.DurationMS)
+	case "arguments_bytes":
+		return r.int(&res.ArgumentsBytes)
 	case "stream":
 		return r.bool(&res.Stream)
 	case "end":
@@ -163,6 +165,10 @@ func decodeOutput(data []byte, o *Output) bool {
 					case "stored":
 						or.Stored = new(StoredResult)
 						return r.stored(or.Stored)
+					case "duration_ms":
+						return r.float(&or.DurationMS)
+					case "arguments_bytes":
+						return r.int(&or.ArgumentsBytes)
 					}
 					return false
 				}) {

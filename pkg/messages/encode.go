@@ -64,6 +64,10 @@ func AppendResult(b []byte, r *ToolResult) []byte {
 		b = append(b, `,"duration_ms":`...)
 		b = strconv.AppendFloat(b, r.DurationMS, 'g', -1, 64)
 	}
+	if r.ArgumentsBytes != 0 {
+		b = append(b, `,"arguments_bytes":`...)
+		b = strconv.AppendInt(b, int64(r.ArgumentsBytes), 10)
+	}
 	if r.Stream {
 		b = append(b, `,"stream":true`...)
 	}
@@ -96,6 +100,14 @@ func AppendOutput(b []byte, o *Output) []byte {
 			b = append(b, `{"tool":`...)
 			b = appendString(b, r.Tool)
 			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Stored)
+			if r.DurationMS != 0 && !math.IsNaN(r.DurationMS) && !math.IsInf(r.DurationMS, 0) {
+				b = append(b, `,"duration_ms":`...)
+				b = strconv.AppendFloat(b, r.DurationMS, 'g', -1, 64)
+			}
+			if r.ArgumentsBytes != 0 {
+				b = append(b, `,"arguments_bytes":`...)
+				b = strconv.AppendInt(b, int64(r.ArgumentsBytes), 10)
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')

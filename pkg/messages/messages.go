@@ -84,6 +84,8 @@ type ToolResult struct {
 	// Backend names what ran the call: "local", "engineering" or "mcp:<server>".
 	Backend    string  `json:"backend,omitempty"`
 	DurationMS float64 `json:"duration_ms,omitempty"`
+	// ArgumentsBytes is the size of the call's arguments.
+	ArgumentsBytes int `json:"arguments_bytes,omitempty"`
 	// Stream is the call's [ToolCall.Stream].
 	Stream bool `json:"stream,omitempty"`
 	// End is the call's [ToolCall.End].
@@ -110,6 +112,7 @@ func ResultFor(c ToolCall) ToolResult {
 	return ToolResult{
 		CallID: c.ID, ResponseID: c.ResponseID, Conversation: c.Conversation,
 		Index: c.Index, Count: c.Count, Next: c.Next, Tool: c.Tool, Stream: c.Stream, End: c.End,
+		ArgumentsBytes: len(c.Arguments),
 	}
 }
 
@@ -147,6 +150,10 @@ type OutputResult struct {
 	Attempts int `json:"attempts,omitempty"`
 	// Stored, when set, names where the whole result is kept; Result is a preview.
 	Stored *StoredResult `json:"stored,omitempty"`
+	// DurationMS is how long the call ran (its last attempt), ArgumentsBytes the size
+	// of its arguments.
+	DurationMS     float64 `json:"duration_ms,omitempty"`
+	ArgumentsBytes int     `json:"arguments_bytes,omitempty"`
 }
 
 // StoredResult names a result kept whole in a JetStream object store, because it was too
@@ -227,6 +234,20 @@ type HealthStatus struct {
 	ChangedAt time.Time `json:"changed_at,omitzero"`
 	// ProbedBy is the healthd replica that wrote the status.
 	ProbedBy string `json:"probed_by,omitempty"`
+	// History holds the server's last state changes, oldest first (at most
+	// MaxHealthHistory).
+	History []HealthChange `json:"history,omitempty"`
+}
+
+// MaxHealthHistory is how many state changes a [HealthStatus] keeps.
+const MaxHealthHistory = 20
+
+// HealthChange is one change of a server's state.
+type HealthChange struct {
+	From  HealthState `json:"from"`
+	To    HealthState `json:"to"`
+	At    time.Time   `json:"at"`
+	Error string      `json:"error,omitempty"`
 }
 
 // ToolInfo describes a tool as backends list it.

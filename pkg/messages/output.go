@@ -72,7 +72,8 @@ func RenderOutput(responseID, conversation string, results []ToolResult) Output 
 	blocks := make([]string, len(sorted))
 	for i, r := range sorted {
 		blocks[i] = Block(r)
-		out.Results[i] = OutputResult{Tool: r.Tool, Success: r.Success, Error: r.Error, Attempts: r.Attempts, Stored: r.Stored}
+		out.Results[i] = OutputResult{Tool: r.Tool, Success: r.Success, Error: r.Error, Attempts: r.Attempts, Stored: r.Stored,
+			DurationMS: r.DurationMS, ArgumentsBytes: r.ArgumentsBytes}
 	}
 	out.Text = strings.Join(blocks, "\n")
 	return out

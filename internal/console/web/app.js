@@ -79,21 +79,16 @@ function live() {
   es.onerror = () => { $("#live").textContent = "reconnecting…"; $("#live").classList.remove("on"); };
 }
 
-// Servers, and the changes this page has seen.
-const lastState = {};
+// Servers, and their state changes (healthd keeps the last ones of each).
 function loadServers() {
   api("api/servers").then(list => {
     $("#server-table tbody").innerHTML = list.map(s => `<tr data-server="${esc(s.server)}"><td>${esc(s.server)}</td>
       <td class="state ${esc(s.state)}">${esc(s.state)}</td><td>${esc(s.transport)}</td><td>${s.tools ?? ""}</td>
       <td>${s.latency_ms ? s.latency_ms.toFixed(1) + " ms" : ""}</td><td>${when(s.changed_at)}</td><td>${esc(s.error)}</td></tr>`).join("");
-    list.forEach(s => {
-      if (lastState[s.server] && lastState[s.server] !== s.state) {
-        const li = document.createElement("li");
-        li.textContent = `${new Date().toLocaleTimeString()} ${s.server}: ${lastState[s.server]} → ${s.state}`;
-        $("#server-history").prepend(li);
-      }
-      lastState[s.server] = s.state;
-    });
+    const changes = list.flatMap(s => (s.history || []).map(h => ({server: s.server, ...h})))
+      .sort((a, b) => new Date(b.at) - new Date(a.at));
+    $("#server-history").innerHTML = changes.map(h => `<li>${when(h.at)} ${esc(h.server)}: ${esc(h.from)} → ${esc(h.to)}
+      ${h.error ? `<span class="muted">${esc(h.error)}</span>` : ""}</li>`).join("");
   }).catch(err => $("#server-table tbody").innerHTML = `<tr><td colspan=7>${esc(err.message)}</td></tr>`);
 }
 
@@ -115,9 +110,10 @@ function loadCalls() {
   api("api/calls?" + q).then(list => {
     $("#call-table tbody").innerHTML = list.map(c => `<tr data-conversation="${esc(c.conversation)}"><td>${when(c.at)}</td><td>${esc(c.conversation)}</td>
       <td>${esc(c.tool)}</td><td class="${c.success ? "up" : "failed"}">${c.success ? "ok" : esc(c.error?.code)}</td><td>${c.attempts || ""}</td>
+      <td>${c.duration_ms ? c.duration_ms.toFixed(1) + " ms" : ""}</td><td>${c.arguments_bytes} B</td>
       <td><code>${esc(c.success ? c.preview : c.error?.message)}</code> <span class="muted">${c.result_bytes} B</span></td>
       <td>${c.trace_url ? `<a class="trace" href="${esc(c.trace_url)}" target="_blank">trace</a>` : esc(c.trace_id?.slice(0, 8))}</td></tr>`).join("");
-  }).catch(err => $("#call-table tbody").innerHTML = `<tr><td colspan=7>${esc(err.message)}</td></tr>`);
+  }).catch(err => $("#call-table tbody").innerHTML = `<tr><td colspan=9>${esc(err.message)}</td></tr>`);
 }
 $("#call-filter").addEventListener("submit", e => { e.preventDefault(); loadCalls(); });
 
