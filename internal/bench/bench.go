@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -26,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/parser"
 	"github.com/toolbus/toolbus/pkg/client"
@@ -54,6 +57,9 @@ type Options struct {
 	// InProcess connects to the embedded server in process (as `toolbus run` does)
 	// rather than over TCP loopback (as services on a deployed NATS do).
 	InProcess bool
+	// Console serves the web console beside the pipeline (nobody watching it), as
+	// `toolbus serve` does by default.
+	Console bool
 	Config    *config.Config
 	// Profile, when set, receives a CPU profile of the toolbus run.
 	Profile io.Writer
@@ -72,6 +78,7 @@ type Report struct {
 	Executors        int     `json:"executors"`
 	InProcess        bool    `json:"in_process,omitempty"`
 	Tool             string  `json:"tool"`
+	Console          bool    `json:"console,omitempty"`
 	Seconds          float64 `json:"seconds"`
 	CallsPerSec      float64 `json:"calls_per_sec"`
 	ResponsesPerSec  float64 `json:"responses_per_sec"`
@@ -184,7 +191,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
 	r := &Report{
 		Responses: o.Responses, Calls: o.Responses * o.CallsPerResponse, CallsPerResponse: o.CallsPerResponse,
-		Concurrency: o.Concurrency, Executors: o.Executors, InProcess: o.InProcess, Tool: o.Tool,
+		Concurrency: o.Concurrency, Executors: o.Executors, InProcess: o.InProcess, Tool: o.Tool, Console: o.Console,
 		NumCPU: runtime.NumCPU(), CPUModel: cpuModel(),
 	}
 	text := responseText(o.Tool, o.CallsPerResponse)
@@ -274,6 +281,19 @@ func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, p
 	c, err := client.New(nc)
 	if err != nil {
 		return nil, nil, 0, 0, err
+	}
+	if o.Console {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		srv := &http.Server{Handler: (&console.Console{NC: nc, JS: js, Client: c}).Handler("")}
+		go srv.Serve(ln)
+		defer srv.Close()
 	}
 	if o.Tool == engineering.ToolExecute {
 		act := `<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "activate"}}</tool_call>`

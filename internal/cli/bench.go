@@ -24,6 +24,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs.Float64Var(&o.Rate, "rate", 0, "responses per second of the paced phase (default: half the measured throughput)")
 	fs.BoolVar(&o.NoPaced, "no-paced", false, "skip the paced phase")
 	fs.BoolVar(&o.InProcess, "in-process", false, "connect to the embedded server in process, as toolbus run does, instead of over TCP")
+	fs.BoolVar(&o.Console, "console", false, "serve the web console beside the pipeline, nobody watching (as serve does), to measure what it costs")
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the toolbus run (not the ceiling) to this file")

@@ -34,12 +34,12 @@ func TestBenchPrintsTheFigures(t *testing.T) {
 }
 
 func TestBenchInProcess(t *testing.T) {
-	stdout, stderr, code := runMain(t, "", "bench", "--json", "--responses", "50", "--no-paced", "--in-process")
+	stdout, stderr, code := runMain(t, "", "bench", "--json", "--responses", "50", "--no-paced", "--in-process", "--console")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	r := lastJSON(t, stdout)
-	if r["in_process"] != true || r["calls"] != float64(50) || r["paced_p50_ms"] != nil {
+	if r["in_process"] != true || r["console"] != true || r["calls"] != float64(50) || r["paced_p50_ms"] != nil {
 		t.Errorf("in_process %v, calls %v, paced_p50_ms %v", r["in_process"], r["calls"], r["paced_p50_ms"])
 	}
 	if !strings.Contains(stdout, "connected in process") {

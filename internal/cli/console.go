@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -70,7 +71,12 @@ func (f consoleFlags) start(ctx context.Context, env Env, nc *nats.Conn, secrets
 	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: *f.jaeger, Redact: secrets}
 	srv := &http.Server{Handler: con.Handler(token), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	url := "http://" + ln.Addr().String() + "/"
+	addr := ln.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host, _ = os.Hostname() // every interface: the name others reach it by
+	}
+	url := "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port)) + "/"
 	if token != "" {
 		url += "?token=" + token
 	}
