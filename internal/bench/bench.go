@@ -60,7 +60,7 @@ type Options struct {
 	// Console serves the web console beside the pipeline (nobody watching it), as
 	// `toolbus serve` does by default.
 	Console bool
-	Config    *config.Config
+	Config  *config.Config
 	// Profile, when set, receives a CPU profile of the toolbus run.
 	Profile io.Writer
 	// AllocProfile, when set, receives the process's allocation profile after the
