@@ -6,6 +6,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,8 +59,12 @@ type Options struct {
 	// rather than over TCP loopback (as services on a deployed NATS do).
 	InProcess bool
 	// Console serves the web console beside the pipeline (nobody watching it), as
-	// `toolbus serve` does by default.
-	Console bool
+	// `toolbus serve` does by default; at ConsoleAddr when set (else a free port), where
+	// a page can watch the run: it is told the URL (ConsoleReady) and kept three seconds
+	// after the toolbus run, so that the queues are seen drained.
+	Console      bool
+	ConsoleAddr  string
+	ConsoleReady func(url string)
 	Config  *config.Config
 	// Profile, when set, receives a CPU profile of the toolbus run.
 	Profile io.Writer
@@ -287,13 +292,17 @@ func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, p
 		if err != nil {
 			return nil, nil, 0, 0, err
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", cmp.Or(o.ConsoleAddr, "127.0.0.1:0"))
 		if err != nil {
 			return nil, nil, 0, 0, err
 		}
 		srv := &http.Server{Handler: (&console.Console{NC: nc, JS: js, Client: c}).Handler("")}
 		go srv.Serve(ln)
 		defer srv.Close()
+		if o.ConsoleReady != nil {
+			o.ConsoleReady("http://" + ln.Addr().String() + "/")
+			defer time.Sleep(3 * time.Second)
+		}
 	}
 	if o.Tool == engineering.ToolExecute {
 		act := `<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "activate"}}</tool_call>`

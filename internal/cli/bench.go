@@ -25,6 +25,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs.BoolVar(&o.NoPaced, "no-paced", false, "skip the paced phase")
 	fs.BoolVar(&o.InProcess, "in-process", false, "connect to the embedded server in process, as toolbus run does, instead of over TCP")
 	fs.BoolVar(&o.Console, "console", false, "serve the web console beside the pipeline, nobody watching (as serve does), to measure what it costs")
+	fs.StringVar(&o.ConsoleAddr, "console-addr", "", "serve the console of the toolbus run at this address, to watch it (implies --console; the URL is printed)")
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the toolbus run (not the ceiling) to this file")
@@ -92,6 +93,10 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	o.Config = cfg
+	if o.ConsoleAddr != "" {
+		o.Console = true
+		o.ConsoleReady = func(url string) { fmt.Fprintf(env.Stderr, "toolbus bench: console of the run on %s\n", url) }
+	}
 	r, err := bench.Run(ctx, o)
 	if err != nil {
 		return err

@@ -11,19 +11,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/internal/bench"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
-	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -95,7 +94,7 @@ func (e *everything) stop() {
 // The console in Debian's chromium, driven by playwright-core (testdata/browser.mjs),
 // against a running pipeline with a real MCP server: the page goes live, shows the
 // server going down and coming back (its process killed and started again), shows the
-// backlog rise and fall under load, finds a failed call by conversation and follows its
+// backlog rise and fall under `toolbus bench` (bench.Run, watched through its console), finds a failed call by conversation and follows its
 // trace link, redrives a dead letter and shows its new output, answers a pasted
 // response, and lists the tools with their declarations. The main views are saved as
 // screenshots (in TOOLBUS_CONSOLE_SHOTS when set: docs/console holds the README's).
@@ -110,23 +109,14 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{
 		"mcpServers": {"everything": {"type": "http", "url": "http://127.0.0.1:%d/mcp"}},
-		"executor": {"concurrency": 2},
 		"health": {"interval": "1s"}}`, server.port)), "console-test.json", func(string) (string, bool) { return "", false })
 	if err != nil {
-		t.Fatal(err)
-	}
-	work := localtools.New()
-	if err := localtools.AddFunc(work, messages.ToolInfo{Name: "slow_work", Description: "works a while", ReadOnly: true},
-		func(context.Context, struct{}) (map[string]bool, error) {
-			time.Sleep(20 * time.Millisecond)
-			return map[string]bool{"done": true}, nil
-		}); err != nil {
 		t.Fatal(err)
 	}
 	url := bustest.Server(t)
 	nc, _ := bustest.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, nc, node.Options{Config: cfg, Local: work, TracerProvider: sdktrace.NewTracerProvider()})
+	n, err := node.Start(ctx, nc, node.Options{Config: cfg, TracerProvider: sdktrace.NewTracerProvider()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,13 +136,20 @@ func TestConsoleInABrowser(t *testing.T) {
 			http.Error(w, err.Error(), 500)
 		}
 	})
-	ctl.HandleFunc("POST /load", func(w http.ResponseWriter, r *http.Request) {
-		text := strings.Repeat(`<tool_call>{"name": "slow_work", "arguments": {}}</tool_call>`, 2)
-		for i := range 300 {
-			if _, err := c.Submit(actx, fmt.Sprintf("load-%d", i%10), text, nil); err != nil {
-				http.Error(w, err.Error(), 500)
-				return
-			}
+	// `toolbus bench` with its console: the page watches the bench's own pipeline.
+	benchDone := make(chan error, 1)
+	ctl.HandleFunc("POST /bench", func(w http.ResponseWriter, r *http.Request) {
+		ready := make(chan string, 1)
+		go func() {
+			_, err := bench.Run(actx, bench.Options{Responses: 2000, Concurrency: 128, Executors: 1, ToolLatency: 20 * time.Millisecond,
+				NoPaced: true, Console: true, ConsoleReady: func(url string) { ready <- url }})
+			benchDone <- err
+		}()
+		select {
+		case url := <-ready:
+			json.NewEncoder(w).Encode(map[string]string{"url": url})
+		case err := <-benchDone:
+			http.Error(w, fmt.Sprint("bench: ", err), 500)
 		}
 	})
 	ctl.HandleFunc("POST /dead", func(w http.ResponseWriter, r *http.Request) {
@@ -184,6 +181,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Logf("browser:\n%s", out)
 	if err != nil {
 		t.Fatalf("the browser test failed: %v", err)
+	}
+	if err := <-benchDone; err != nil {
+		t.Errorf("toolbus bench: %v", err)
 	}
 	for _, name := range []string{"servers", "flow", "calls", "dead", "try", "tools"} {
 		if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {

@@ -58,7 +58,7 @@ function drawChart() {
     g.strokeStyle = colors[stage];
     g.beginPath();
     history.forEach((h, i) => {
-      const x = c.width * i / 299, y = c.height - 4 - (c.height - 8) * (h.backlog[stage] || 0) / max;
+      const x = c.width * i / Math.max(history.length - 1, 59), y = c.height - 4 - (c.height - 8) * (h.backlog[stage] || 0) / max;
       i ? g.lineTo(x, y) : g.moveTo(x, y);
     });
     g.stroke();
