@@ -65,7 +65,7 @@ type Options struct {
 	Console      bool
 	ConsoleAddr  string
 	ConsoleReady func(url string)
-	Config  *config.Config
+	Config       *config.Config
 	// Profile, when set, receives a CPU profile of the toolbus run.
 	Profile io.Writer
 	// AllocProfile, when set, receives the process's allocation profile after the
