@@ -22,6 +22,7 @@ import (
 	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/ops"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -116,7 +117,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	url := bustest.Server(t)
 	nc, _ := bustest.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, nc, node.Options{Config: cfg, TracerProvider: sdktrace.NewTracerProvider()})
+	opsSrv, err := ops.New(nc, nil) // status replies: replicas ready, breakers
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(ctx, nc, node.Options{Config: cfg, TracerProvider: sdktrace.NewTracerProvider(), Ops: opsSrv})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,12 +103,18 @@ func (c *Console) Flow(ctx context.Context) (Flow, error) {
 		f.Queues = append(f.Queues, Queue{Stage: q.stage, Stream: q.stream, Consumer: q.consumer, Pending: info.NumPending,
 			AckPending: info.NumAckPending, Delivered: info.Delivered.Consumer, Waiting: info.NumWaiting, Replicas: -1})
 	}
-	if c.NC != nil {
-		replicas := c.replicas(ctx)
-		for i, q := range queues {
-			if r, ok := replicas[q.service]; ok {
-				f.Queues[i].Replicas, f.Queues[i].Ready = r[0], r[1]
-			}
+	replicas := map[string][2]int{}
+	for _, st := range c.statuses(ctx) {
+		n := replicas[st.Stage]
+		n[0]++
+		if st.Ready.Ready {
+			n[1]++
+		}
+		replicas[st.Stage] = n
+	}
+	for i, q := range queues {
+		if r, ok := replicas[q.service]; ok {
+			f.Queues[i].Replicas, f.Queues[i].Ready = r[0], r[1]
 		}
 	}
 	f.Latency = c.watch.latency(time.Now().Add(-5 * time.Minute))
@@ -126,10 +132,14 @@ func (c *Console) Flow(ctx context.Context) (Flow, error) {
 	return f, nil
 }
 
-// replicas asks every replica of each service for its status (toolbus.status.<service>,
-// answered by each) and counts the answers, and the ready ones, by service.
-func (c *Console) replicas(ctx context.Context) map[string][2]int {
-	out := map[string][2]int{}
+// statuses asks every replica of the stages for its status (toolbus.status.<service>,
+// answered by each replica of a service run with an ops server) and returns the answers
+// that came within a quarter second.
+func (c *Console) statuses(ctx context.Context) []ops.StatusReply {
+	var out []ops.StatusReply
+	if c.NC == nil {
+		return nil
+	}
 	inbox := c.NC.NewRespInbox()
 	replies := make(chan *nats.Msg, 256)
 	sub, err := c.NC.ChanSubscribe(inbox, replies)
@@ -147,12 +157,7 @@ func (c *Console) replicas(ctx context.Context) map[string][2]int {
 		case m := <-replies:
 			var st ops.StatusReply
 			if json.Unmarshal(m.Data, &st) == nil && st.Stage != "" {
-				n := out[st.Stage]
-				n[0]++
-				if st.Ready.Ready {
-					n[1]++
-				}
-				out[st.Stage] = n
+				out = append(out, st)
 			}
 		case <-wait.C:
 			return out
@@ -162,8 +167,16 @@ func (c *Console) replicas(ctx context.Context) map[string][2]int {
 	}
 }
 
+// Server is a server's last status, and what the executors' circuit breakers say of it.
+type Server struct {
+	messages.HealthStatus
+	// Breaker is "closed", "open" (every executor refuses its calls at once) or "open in
+	// k of n executors"; "" when no executor answered a status request.
+	Breaker string `json:"breaker,omitempty"`
+}
+
 // Servers returns every server's last status, by name.
-func (c *Console) Servers(ctx context.Context) ([]messages.HealthStatus, error) {
+func (c *Console) Servers(ctx context.Context) ([]Server, error) {
 	kv, err := c.JS.KeyValue(ctx, messages.BucketHealth)
 	if err != nil {
 		return nil, err
@@ -172,7 +185,18 @@ func (c *Console) Servers(ctx context.Context) ([]messages.HealthStatus, error) 
 	if err != nil {
 		return nil, err
 	}
-	out := []messages.HealthStatus{}
+	executors, open := 0, map[string]int{}
+	for _, st := range c.statuses(ctx) {
+		if st.Stage == "executor" {
+			executors++
+			for server, o := range st.Breakers {
+				if o {
+					open[server]++
+				}
+			}
+		}
+	}
+	out := []Server{}
 	for key := range keys.Keys() {
 		if key == messages.HealthLeaderKey {
 			continue
@@ -184,10 +208,20 @@ func (c *Console) Servers(ctx context.Context) ([]messages.HealthStatus, error) 
 		var st messages.HealthStatus
 		if json.Unmarshal(e.Value(), &st) == nil {
 			st.Error = c.Redact.String(st.Error)
-			out = append(out, st)
+			s := Server{HealthStatus: st}
+			switch n := open[st.Server]; {
+			case executors == 0 || st.Transport == "in-process": // breakers guard MCP servers
+			case n == 0:
+				s.Breaker = "closed"
+			case n == executors:
+				s.Breaker = "open"
+			default:
+				s.Breaker = fmt.Sprintf("open in %d of %d executors", n, executors)
+			}
+			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b messages.HealthStatus) int { return strings.Compare(a.Server, b.Server) })
+	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.Server, b.Server) })
 	return out, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/internal/ops"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -57,7 +58,11 @@ func TestConsoleAPI(t *testing.T) {
 	url := bustest.Server(t)
 	nc, _ := bustest.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}})
+	opsSrv, err := ops.New(nc, nil) // status replies: replicas ready, breakers
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}, Ops: opsSrv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +83,14 @@ func TestConsoleAPI(t *testing.T) {
 	if len(flow.Queues) != 4 || flow.Outputs == 0 {
 		t.Errorf("flow %+v", flow)
 	}
+	for _, q := range flow.Queues {
+		if q.Replicas != 1 || q.Ready > 1 {
+			t.Errorf("queue %s: %d replicas, %d ready; want 1", q.Stage, q.Replicas, q.Ready)
+		}
+	}
 	eventually(t, "healthd's status of the local tools", func() bool {
-		for _, s := range get[[]messages.HealthStatus](t, srv.URL+"/api/servers") {
-			if s.Server == "local" && s.State == messages.HealthUp {
+		for _, s := range get[[]console.Server](t, srv.URL+"/api/servers") {
+			if s.Server == "local" && s.State == messages.HealthUp && s.Breaker == "" {
 				return true
 			}
 		}

@@ -373,6 +373,9 @@ func build(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, name stri
 			return nil, fmt.Errorf("executor: health bucket: %w", err)
 		}
 		gate := executor.NewBreaker(&executor.BreakerOptions{StaleAfter: 4 * o.Config.HealthInterval(), Logger: log})
+		if o.Ops != nil {
+			o.Ops.SetBreakers(gate.Open)
+		}
 		exec.Gate = gate
 		// Each executor's breaker is its own: the gauge is per process (take the max).
 		if err := metrics.Gauge("toolbus.breaker.open", "1 while this executor's circuit breaker refuses calls to the server, 0 while it lets them through, by server",

@@ -95,9 +95,18 @@ type Server struct {
 	ln   net.Listener
 	http *http.Server
 
-	mu     sync.Mutex
-	checks []check
-	stages []*Stage
+	mu       sync.Mutex
+	checks   []check
+	stages   []*Stage
+	breakers func() map[string]bool
+}
+
+// SetBreakers makes the executor stages' status replies carry the state of the
+// executor's circuit breakers (server → open), as open returns it.
+func (s *Server) SetBreakers(open func() map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.breakers = open
 }
 
 type check struct {
@@ -314,6 +323,9 @@ type StatusReply struct {
 	ID    string     `json:"id"`
 	Ready Readiness  `json:"ready"`
 	Stats StageStats `json:"stats"`
+	// Breakers, on an executor's reply, says for each MCP server whether the
+	// executor's circuit breaker is open (its calls refused at once).
+	Breakers map[string]bool `json:"breakers,omitempty"`
 }
 
 // AddStage registers a stage replica as the micro service "toolbus-<name>". Call it
@@ -353,9 +365,14 @@ func (s *Server) AddStage(name, description string) (*Stage, error) {
 func (st *Stage) ID() string { return st.svc.Info().ID }
 
 func (st *Stage) status(req micro.Request) {
-	_ = req.RespondJSON(StatusReply{
-		Stage: st.name, ID: st.ID(), Ready: st.srv.Ready(context.Background()), Stats: st.Stats(),
-	})
+	reply := StatusReply{Stage: st.name, ID: st.ID(), Ready: st.srv.Ready(context.Background()), Stats: st.Stats()}
+	st.srv.mu.Lock()
+	open := st.srv.breakers
+	st.srv.mu.Unlock()
+	if open != nil && st.name == "executor" {
+		reply.Breakers = open()
+	}
+	_ = req.RespondJSON(reply)
 }
 
 // Observe counts one handled message that took d and ended with err.

@@ -27,9 +27,12 @@ try {
   step("a server goes down and comes back");
   await view("servers");
   const state = () => page.locator('#server-table tr[data-server="everything"] .state');
+  const breaker = () => page.locator('#server-table tr[data-server="everything"] .breaker');
   await state().filter({ hasText: /^up$/ }).waitFor({ timeout: 30000 });
+  await breaker().filter({ hasText: /^closed$/ }).waitFor({ timeout: 15000 });
   await post("/server/stop");
   await state().filter({ hasText: /^down$/ }).waitFor({ timeout: 45000 });
+  await breaker().filter({ hasText: /^open$/ }).waitFor({ timeout: 15000 });
   await shot("servers");
   await post("/server/start");
   await state().filter({ hasText: /^up$/ }).waitFor({ timeout: 45000 });
