@@ -66,9 +66,12 @@ try {
   await page.fill('#call-filter input[name="conversation"]', "broken-1");
   await page.selectOption('#call-filter select[name="outcome"]', "failed");
   await page.click("#call-filter button");
+  // The filtered list replaces the one the view opened with: one failed call.
+  await page.waitForFunction(() => {
+    const rows = document.querySelectorAll("#call-table tbody tr");
+    return rows.length === 1 && rows[0].dataset.conversation === "broken-1" && rows[0].querySelector(".failed");
+  }, null, { timeout: 15000 });
   const row = page.locator('#call-table tbody tr[data-conversation="broken-1"]');
-  await row.first().waitFor();
-  if (await row.count() !== 1) throw new Error(`${await row.count()} failed calls in broken-1, want 1`);
   await shot("calls");
   const [trace] = await Promise.all([context.waitForEvent("page"), row.locator("a.trace").click()]);
   await trace.waitForLoadState();
