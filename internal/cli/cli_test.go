@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/mcptest"
@@ -392,14 +393,7 @@ func TestRunKnowsTheServersTools(t *testing.T) {
 // `toolbus send --stream` replays a response token by token: the output is the whole
 // response's, and each call's result is reported on stderr as it is answered.
 func TestSendStream(t *testing.T) {
-	url := bustest.Server(t)
-	nc, _ := bustest.Connect(t, url)
-	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}, Services: []string{node.Parser, node.Executor, node.Formatter}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); n.Wait() })
+	url, _ := startPipeline(t)
 	file := filepath.Join(t.TempDir(), "response.txt")
 	text := "Checking.\n<tool_call>{\"name\": \"clock\", \"arguments\": {}}</tool_call>\n" +
 		`<tool_call>{"name": "dispatch_engineering", "arguments": {"domain": "geometry", "action": "info"}}</tool_call>` + "\nThat is all."
@@ -430,14 +424,7 @@ func TestSendStream(t *testing.T) {
 // `toolbus dead ls` lists the dead letters; `toolbus dead redrive SEQ` sends one's call
 // again and prints its new output.
 func TestDeadLettersRedrive(t *testing.T) {
-	url := bustest.Server(t)
-	nc, _ := bustest.Connect(t, url)
-	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}, Services: []string{node.Parser, node.Executor, node.Formatter}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); n.Wait() })
+	url, nc := startPipeline(t)
 	call := messages.ToolCall{ID: "d1/r1/0", ResponseID: "r1", Conversation: "d1", Count: 1, Tool: "clock", Arguments: json.RawMessage(`{}`)}
 	body, _ := json.Marshal(messages.DeadCall{Call: call, Result: messages.ResultFor(call).Fail(messages.Errorf(messages.CodeServerUnavailable, "down"))})
 	if err := nc.Publish(messages.DeadSubject("d1"), body); err != nil {
@@ -470,4 +457,19 @@ func TestDeadLettersRedrive(t *testing.T) {
 	if _, stderr, code := runMain(t, "", "dead", "redrive", "x", "--nats", url); code == 0 || !strings.Contains(stderr, "sequence number") {
 		t.Errorf("redrive x: exit %d, %s", code, stderr)
 	}
+}
+
+// startPipeline runs the parser, executor and formatter on a fresh embedded NATS and
+// returns its URL and a connection to it.
+func startPipeline(t *testing.T) (string, *nats.Conn) {
+	t.Helper()
+	url := bustest.Server(t)
+	nc, _ := bustest.Connect(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}, Services: []string{node.Parser, node.Executor, node.Formatter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	return url, nc
 }

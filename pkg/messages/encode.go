@@ -60,14 +60,7 @@ func AppendResult(b []byte, r *ToolResult) []byte {
 		b = append(b, `,"backend":`...)
 		b = appendString(b, r.Backend)
 	}
-	if r.DurationMS != 0 && !math.IsNaN(r.DurationMS) && !math.IsInf(r.DurationMS, 0) {
-		b = append(b, `,"duration_ms":`...)
-		b = strconv.AppendFloat(b, r.DurationMS, 'g', -1, 64)
-	}
-	if r.ArgumentsBytes != 0 {
-		b = append(b, `,"arguments_bytes":`...)
-		b = strconv.AppendInt(b, int64(r.ArgumentsBytes), 10)
-	}
+	b = appendCost(b, r.DurationMS, r.ArgumentsBytes)
 	if r.Stream {
 		b = append(b, `,"stream":true`...)
 	}
@@ -100,19 +93,25 @@ func AppendOutput(b []byte, o *Output) []byte {
 			b = append(b, `{"tool":`...)
 			b = appendString(b, r.Tool)
 			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Stored)
-			if r.DurationMS != 0 && !math.IsNaN(r.DurationMS) && !math.IsInf(r.DurationMS, 0) {
-				b = append(b, `,"duration_ms":`...)
-				b = strconv.AppendFloat(b, r.DurationMS, 'g', -1, 64)
-			}
-			if r.ArgumentsBytes != 0 {
-				b = append(b, `,"arguments_bytes":`...)
-				b = strconv.AppendInt(b, int64(r.ArgumentsBytes), 10)
-			}
+			b = appendCost(b, r.DurationMS, r.ArgumentsBytes)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// appendCost writes "duration_ms" and "arguments_bytes" when set.
+func appendCost(b []byte, durationMS float64, argumentsBytes int) []byte {
+	if durationMS != 0 && !math.IsNaN(durationMS) && !math.IsInf(durationMS, 0) {
+		b = append(b, `,"duration_ms":`...)
+		b = strconv.AppendFloat(b, durationMS, 'g', -1, 64)
+	}
+	if argumentsBytes != 0 {
+		b = append(b, `,"arguments_bytes":`...)
+		b = strconv.AppendInt(b, int64(argumentsBytes), 10)
+	}
+	return b
 }
 
 // appendAddress writes the fields that place a call or a result, the first of them
