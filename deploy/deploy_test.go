@@ -6,6 +6,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -28,6 +29,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/client"
@@ -42,10 +44,11 @@ const (
 	account    = "TOOLBUS"
 	sysAccount = "SYS"
 	orchestr   = "orchestrator"
+	consoleU   = "console"
 )
 
 // users of nats.conf: one per service, the orchestrator, an admin and the system user.
-var users = []string{"sys", "admin", node.Parser, node.Executor, node.Formatter, node.Healthd, orchestr}
+var users = []string{"sys", "admin", node.Parser, node.Executor, node.Formatter, node.Healthd, orchestr, consoleU}
 
 // passwordVar is the environment variable nats.conf reads a user's password from.
 func passwordVar(user string) string { return "TOOLBUS_" + strings.ToUpper(user) + "_PASSWORD" }
@@ -313,6 +316,9 @@ var denied = map[string]serviceNeeds{
 	node.Formatter: {publish: []string{messages.ResultSubject("c1"), "$KV." + messages.BucketSessions + ".k"}},
 	node.Healthd: {publish: []string{messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.CallSubject("c1")},
 		subscribe: []string{messages.CallSubject("c1"), messages.StatusSubject(node.Executor)}},
+	consoleU: {publish: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.StreamSubject("c1"),
+		"$KV." + messages.BucketHealth + ".s", "$JS.API.STREAM.PURGE." + messages.StreamDead, "$JS.API.STREAM.MSG.DELETE." + messages.StreamDead,
+		"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamCalls + "." + messages.ConsumerExecutor}},
 	orchestr: {
 		publish: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.HealthSubject("s"),
 			"$KV." + messages.BucketSessions + ".c1", "$JS.API.STREAM.CREATE." + messages.StreamResponses,
@@ -656,6 +662,7 @@ func TestPermissionsOnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	askAll(t, c)
+	consoleUnderItsUser(t, urls, pw[consoleU])
 
 	// No service may change what it does not own. As healthd, the least privileged: cut
 	// the outputs to one message, seal the output stream, throttle the executors'
@@ -918,4 +925,54 @@ func TestServicesMayNotProvision(t *testing.T) {
 			}
 		}
 	}
+}
+
+// consoleUnderItsUser runs what the console does as the console user: the flow (consumer
+// infos, status requests), servers, tools and calls (ordered consumers on the buckets and
+// the outputs), following the results while watched, a dead letter listed and redriven,
+// and try it — with no permission error.
+func consoleUnderItsUser(t *testing.T, urls []string, password string) {
+	t.Helper()
+	nc, errs := connectAs(t, urls, consoleU, password)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	con := &console.Console{NC: nc, JS: js, Client: c}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stop := con.Watch()
+	defer stop()
+	if f, err := con.Flow(ctx); err != nil || len(f.Queues) != 4 || f.Outputs == 0 {
+		t.Errorf("console: flow %+v, %v", f, err)
+	}
+	if s, err := con.Servers(ctx); err != nil || len(s) == 0 {
+		t.Errorf("console: servers %+v, %v", s, err)
+	}
+	if tools, err := con.Tools(ctx); err != nil || len(tools) == 0 {
+		t.Errorf("console: tools %d, %v", len(tools), err)
+	}
+	if calls, err := con.Calls(ctx, console.CallFilter{Conversation: "perm-1"}); err != nil || len(calls) == 0 {
+		t.Errorf("console: calls %+v, %v", calls, err)
+	}
+	call := messages.ToolCall{ID: "perm-7/r1/0", ResponseID: "r1", Conversation: "perm-7", Count: 1, Tool: "clock", Arguments: json.RawMessage(`{}`)}
+	body, _ := json.Marshal(messages.DeadCall{Call: call, Result: messages.ResultFor(call).Fail(messages.Errorf(messages.CodeServerUnavailable, "down"))})
+	if _, err := js.Publish(ctx, messages.DeadSubject("perm-7"), body); err != nil {
+		t.Fatalf("console: file a dead call: %v", err)
+	}
+	letters, err := con.Dead(ctx)
+	if err != nil || len(letters) == 0 {
+		t.Fatalf("console: dead letters %+v, %v", letters, err)
+	}
+	if out, err := con.Redrive(ctx, letters[0].Sequence); err != nil || len(out.Results) != 1 || !out.Results[0].Success {
+		t.Errorf("console: redrive %+v, %v", out, err)
+	}
+	if out, err := c.Ask(ctx, "perm-8", `<tool_call>{"name": "clock", "arguments": {}}</tool_call>`, nil); err != nil || len(out.Results) != 1 {
+		t.Errorf("console: try %+v, %v", out, err)
+	}
+	errs.none(t, consoleU)
 }
