@@ -39,8 +39,9 @@ type snapshot struct {
 	schemas map[string]json.RawMessage
 	checks  map[string]*jsonschema.Resolved
 	// tools are the tools by the name a model calls them, and by server and remote name
-	// for the qualified spellings; a name several backends offer is left out (its route
-	// decides, and the parser cannot tell which).
+	// for the qualified spellings; a name several backends offer is there without a
+	// server (its route decides, and the parser cannot tell which), read-only only if
+	// every backend's tool is.
 	tools    map[string]catalogTool
 	byServer map[string]map[string]catalogTool
 	servers  []string
@@ -84,7 +85,11 @@ func (c *Catalog) Set(server string, tools []catalogTool) {
 				s.known = append(s.known, t.Name)
 				s.tools[t.Name] = t
 			} else {
-				delete(s.tools, t.Name)
+				// A name several backends offer (the local and the engineering clock):
+				// its route decides which runs, so it is read-only only if every
+				// backend's tool is, and no server's own mode applies.
+				prev := s.tools[t.Name]
+				s.tools[t.Name] = catalogTool{Name: t.Name, ReadOnly: prev.ReadOnly && t.ReadOnly}
 			}
 			if t.Server != "" {
 				if s.byServer[t.Server] == nil {

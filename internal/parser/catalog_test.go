@@ -3,6 +3,8 @@ package parser
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 func TestCatalogSet(t *testing.T) {
@@ -23,5 +25,17 @@ func TestCatalogSet(t *testing.T) {
 	c.Set("tickets", nil)
 	if _, ok := c.current().checks["create_ticket"]; !ok {
 		t.Error("after the server is gone, the local tool's schema applies again")
+	}
+	// A name two backends offer runs alongside other read-only calls when both say it
+	// is read-only, and alone when one does not.
+	c.Set("local", []catalogTool{{Name: "clock", Server: "local", ReadOnly: true}, {Name: "save", Server: "local"}})
+	c.Set("engineering", []catalogTool{{Name: "clock", Server: "engineering", ReadOnly: true}, {Name: "save", Server: "engineering", ReadOnly: true}})
+	st := &Stage{Catalog: c}
+	snap := c.current()
+	if !st.together(snap, &messages.ToolCall{Tool: "clock"}) {
+		t.Error("clock, read-only in both backends, runs alone")
+	}
+	if st.together(snap, &messages.ToolCall{Tool: "save"}) {
+		t.Error("save, read-only in one backend only, runs alongside others")
 	}
 }
