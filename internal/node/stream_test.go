@@ -396,3 +396,38 @@ func TestStreamActivateThenExecute(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Under on_error "skip", the calls after a failure are skipped also when the failure is
+// answered while the model is still writing: the formatter releases them skipped.
+func TestStreamSkipAfterFailure(t *testing.T) {
+	var st stamps
+	p := startMCPPipeline(t, mcpConfig(t, `{"executor": {"on_error": "skip"}, "parser": {"reasoning": "tagged"}}`), stampTools(t, &st))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := p.client.Stream(ctx, "skip", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, chunk := range []string{
+		`<tool_call>{"name": "fail_write", "arguments": {"n": "x"}}</tool_call>`,
+		`<tool_call>{"name": "stamp_write", "arguments": {"n": "after"}}</tool_call>`,
+		` and more text while the failure is answered`,
+	} {
+		if _, err := s.WriteString(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the failure is answered before the response ends
+	out, err := s.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != 2 {
+		t.Fatalf("%d results: %s", len(out.Results), out.Text)
+	}
+	mcpFailed(t, out.Results[0], messages.CodeToolError)
+	mcpFailed(t, out.Results[1], messages.CodeSkipped)
+	if st.get("after")[0] != (time.Time{}) {
+		t.Error("the call after the failure ran")
+	}
+}

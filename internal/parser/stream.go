@@ -141,14 +141,19 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	snap := s.snapshot()
 	together := make([]bool, len(w.Calls))
 	for i := range w.Calls {
-		together[i] = s.Order.Unordered() || s.together(snap, &w.Calls[i])
+		together[i] = s.together(snap, &w.Calls[i])
 	}
 	by := order.ByChunk(n)
 	var released []messages.ToolCall
 	st, err := s.Streams.Update(ctx, response, func(st *order.Streamed) (bool, error) {
 		changed := st.Add(w.Calls, together)
+		if st.OnError == "" && s.Order.OnError != "" {
+			// The policy holds from the first call on: a call released by a result
+			// before the last chunk is skipped after a failure too.
+			st.OnError, changed = s.Order.OnError, true
+		}
 		if final && !st.Final {
-			st.Final, st.OnError, changed = true, s.Order.OnError, true
+			st.Final, changed = true, true
 		}
 		var rel bool
 		released, rel = st.Release(by)
