@@ -129,7 +129,7 @@ func TestConsoleAPI(t *testing.T) {
 	if strings.Contains(letters[0].Reason, "hunter22") || strings.Contains(string(letters[0].Body), "hunter22") || !strings.Contains(letters[0].Reason, "REDACTED") {
 		t.Errorf("a URL's password is shown: %s %s", letters[0].Reason, letters[0].Body)
 	}
-	resp, err := http.Post(srv.URL+"/api/dead/redrive?seq="+itoa(letters[0].Sequence), "", nil)
+	resp, err := http.Post(srv.URL+"/api/dead/redrive?seq="+strconv.FormatUint(letters[0].Sequence, 10), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,5 +208,3 @@ func TestConsoleAPI(t *testing.T) {
 		t.Error("Local")
 	}
 }
-
-func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
