@@ -189,3 +189,23 @@ func corpusOpts(t *testing.T, s string) *Options {
 	return &Options{KnownTools: co.KnownTools, Schemas: co.Schemas, Format: format,
 		MaxCalls: co.MaxCalls, MaxDepth: co.MaxDepth, MaxInputSize: co.MaxInput}
 }
+
+// BenchmarkExtractPartial is what the parser spends on one chunk of a streamed
+// response: reading the text so far (here a response of three calls, whole) and
+// settling its calls, against Extract on the same text.
+func BenchmarkExtractPartial(b *testing.B) {
+	text := strings.Repeat(`<tool_call>{"name": "clock", "arguments": {"tz": "UTC"}}</tool_call> and `, 3) + "done."
+	opts := &Options{Reasoning: ReasoningTagged}
+	b.Run("partial", func(b *testing.B) {
+		for b.Loop() {
+			if _, n := ExtractPartial(text, opts); n != 3 {
+				b.Fatal(n)
+			}
+		}
+	})
+	b.Run("extract", func(b *testing.B) {
+		for b.Loop() {
+			Extract(text, opts)
+		}
+	})
+}
