@@ -57,8 +57,9 @@ type ServerConfig struct {
 	// RefreshInterval is how often the server's tools are listed again, besides on
 	// connect and on notifications/tools/list_changed. Default 5m.
 	RefreshInterval messages.Duration `json:"refreshInterval,omitzero"`
-	// MaxMessageBytes bounds one message a stdio server sends; default
-	// [DefaultMaxMessageBytes] (64 MiB), -1 for no bound.
+	// MaxMessageBytes bounds one message a stdio server sends, and the answer to a
+	// tools/call of an http server; default [DefaultMaxMessageBytes] (64 MiB), -1 for
+	// no bound.
 	MaxMessageBytes int `json:"maxMessageBytes,omitempty"`
 	// Parallel overrides the executor's parallel setting for this server's tools: "safe",
 	// "ordered" or "all".
@@ -411,4 +412,15 @@ func (c ServerConfig) HTTPClient(base *http.Client) *http.Client {
 func httpsWithPath(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && u.Scheme == "https" && u.Host != "" && u.Path != "" && u.Path != "/"
+}
+
+// maxMessage is MaxMessageBytes as a bound: 0 for none.
+func (c ServerConfig) maxMessage() int {
+	switch {
+	case c.MaxMessageBytes < 0:
+		return 0
+	case c.MaxMessageBytes == 0:
+		return DefaultMaxMessageBytes
+	}
+	return c.MaxMessageBytes
 }

@@ -54,19 +54,31 @@ func TestElicitationPolicy(t *testing.T) {
 		{"defaults, a required field without one", mcpwire.ElicitDefaults, missingDefault, `{"action":"decline"}`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := placeholder
-			cfg.Elicitation = tt.policy
-			p := newPool(t, map[string]mcpwire.ServerConfig{"air": cfg}, &mcpwire.Options{Dial: inMemory(elicitingServer(tt.schema))})
-			out, err := p.Call(ctxT(t), "air__book", json.RawMessage(`{}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got, want any
-			if json.Unmarshal(out, &got) != nil || json.Unmarshal([]byte(tt.want), &want) != nil || !reflect.DeepEqual(got, want) {
-				t.Errorf("the server was answered %s, want %s", out, tt.want)
-			}
-		})
+		for _, transport := range []string{"in memory", "streamable http"} {
+			t.Run(tt.name+", "+transport, func(t *testing.T) {
+				cfg, opts := placeholder, &mcpwire.Options{Dial: inMemory(elicitingServer(tt.schema))}
+				var w *wire
+				if transport == "streamable http" {
+					// The server asks mid-call on the call's own stream (protocols
+					// before 2026-07-28), which toolbus's own tools/call answers.
+					cfg.Type, opts = "http", nil
+					cfg.URL, w = serveHTTP(t, elicitingServer(tt.schema))
+				}
+				cfg.Elicitation = tt.policy
+				p := newPool(t, map[string]mcpwire.ServerConfig{"air": cfg}, opts)
+				out, err := p.Call(ctxT(t), "air__book", json.RawMessage(`{}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got, want any
+				if json.Unmarshal(out, &got) != nil || json.Unmarshal([]byte(tt.want), &want) != nil || !reflect.DeepEqual(got, want) {
+					t.Errorf("the server was answered %s, want %s", out, tt.want)
+				}
+				if w != nil {
+					w.allDirect(t)
+				}
+			})
+		}
 	}
 }
 

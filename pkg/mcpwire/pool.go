@@ -481,7 +481,7 @@ type server struct {
 	cfg    ServerConfig
 	pool   *Pool
 	log    *slog.Logger
-	client *mcp.Client
+	client *mcpClient
 	// endpoint describes the connection in spans and metrics ([endpoint]).
 	endpoint []attribute.KeyValue
 	// measurements caches the attribute sets of the duration histogram, by tool and

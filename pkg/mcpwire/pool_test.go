@@ -69,8 +69,20 @@ func testServer() *mcp.Server {
 	return s
 }
 
+// TestPoolCall reads every kind of answer the same way in memory (the SDK's client)
+// and over streamable HTTP (toolbus's own tools/call, see TestHTTPCallsAreToolbusOwn).
 func TestPoolCall(t *testing.T) {
-	p := newPool(t, map[string]mcpwire.ServerConfig{"test": placeholder}, &mcpwire.Options{Dial: inMemory(testServer())})
+	t.Run("in memory", func(t *testing.T) {
+		testPoolCall(t, newPool(t, map[string]mcpwire.ServerConfig{"test": placeholder}, &mcpwire.Options{Dial: inMemory(testServer())}))
+	})
+	t.Run("streamable http", func(t *testing.T) {
+		url, wire := serveHTTP(t, testServer())
+		testPoolCall(t, newPool(t, map[string]mcpwire.ServerConfig{"test": {Type: "http", URL: url}}, nil))
+		wire.allDirect(t)
+	})
+}
+
+func testPoolCall(t *testing.T, p *mcpwire.Pool) {
 	tests := []struct {
 		name    string
 		tool    string

@@ -68,6 +68,8 @@ type mcpSession struct {
 	// messages; listTools leaves them out (taskOnly names them).
 	tasks    *taskTools
 	taskOnly []string
+	// direct sends tools/call itself on a streamable HTTP session (nil: the SDK does).
+	direct *directCalls
 }
 
 func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
@@ -101,7 +103,14 @@ func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 func (s *mcpSession) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	cctx, stop := boundTo(ctx, s.life)
 	defer stop()
-	res, err := s.cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: args, Meta: traceMeta(ctx)})
+	var res *mcp.CallToolResult
+	var err error
+	if s.direct != nil {
+		res, err = s.direct.callTool(cctx, name, args, traceMeta(ctx))
+	}
+	if s.direct == nil || errors.Is(err, errInputRequired) {
+		res, err = s.cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: args, Meta: traceMeta(ctx)})
+	}
 	if err != nil && ctx.Err() == nil && s.life.Err() != nil {
 		return nil, fmt.Errorf("%w: the session was closed during the call", errConnection)
 	}
@@ -140,7 +149,7 @@ func (s *mcpSession) close() error {
 
 // dial opens a session to the server named name. ctx bounds the whole session; the
 // attempt itself is bounded by timeout.
-func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client, t mcp.Transport, httpClient *http.Client, oauth auth.OAuthHandler, log *slog.Logger, timeout time.Duration) (session, error) {
+func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient, t mcp.Transport, httpClient *http.Client, oauth auth.OAuthHandler, log *slog.Logger, timeout time.Duration) (session, error) {
 	if t == nil && cfg.Transport() == TransportJSONRPC {
 		return newRPCSession(ctx, cfg.URL, withHeaders(httpClient, cfg.Headers)), nil
 	}
@@ -148,6 +157,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 	// GET stream), so the attempt's time limit is a timer rather than a deadline.
 	sctx, cancel := context.WithCancel(ctx)
 	var cmd *child
+	var direct *directCalls
 	tasks := &taskTools{}
 	if t == nil {
 		switch cfg.Transport() {
@@ -161,8 +171,9 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 				log.Debug("stdio server printed a line that is not JSON-RPC; skipped", "server", name, "line", line)
 			}}
 		case TransportHTTP:
-			hc := forgottenSessions(withHeaders(observingTasks(httpClient, tasks), cfg.Headers))
-			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(hc, sctx), OAuthHandler: oauth}
+			hc := sessionBound(forgottenSessions(withHeaders(observingTasks(httpClient, tasks), cfg.Headers)), sctx)
+			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc, OAuthHandler: oauth}
+			direct = &directCalls{url: cfg.URL, client: hc, oauth: oauth, peer: &client.peer, maxMessage: cfg.maxMessage()}
 		case TransportSSE:
 			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(withHeaders(observingTasks(httpClient, tasks), cfg.Headers), sctx)}
 		default:
@@ -184,6 +195,10 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcp.Client
 		return nil, err
 	}
 	s := &mcpSession{cs: cs, dead: make(chan struct{}), life: sctx, cancel: cancel, cmd: cmd, tasks: tasks}
+	if r := cs.InitializeResult(); direct != nil && r != nil && directProtocol(r.ProtocolVersion) {
+		direct.session, direct.version, direct.cs = cs.ID(), r.ProtocolVersion, cs
+		s.direct = direct
+	}
 	go func() {
 		_ = cs.Wait()
 		close(s.dead)
@@ -462,12 +477,23 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
+// mcpClient is the SDK's client of one server, with what it answers the server's own
+// requests for the calls toolbus sends itself ([directCalls]).
+type mcpClient struct {
+	*mcp.Client
+	peer peer
+}
+
 // newClient is the MCP client of one server: its capabilities say only what toolbus
 // can answer — roots only when the configuration gives some, and then these.
-func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptions) *mcp.Client {
+func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptions) *mcpClient {
 	o := mcp.ClientOptions{}
 	if opts != nil {
 		o = *opts
+	}
+	var p peer
+	if h := o.ToolListChangedHandler; h != nil {
+		p.listChanged = func() { h(context.Background(), nil) }
 	}
 	o.Capabilities = &mcp.ClientCapabilities{}
 	if len(cfg.Roots) > 0 {
@@ -479,11 +505,15 @@ func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptio
 	if cfg.Elicitation != ElicitAsk || o.ElicitationHandler == nil {
 		o.ElicitationHandler = elicitationPolicy(cfg.Elicitation)
 	}
+	p.elicit = o.ElicitationHandler
 	c := mcp.NewClient(info, &o)
 	for _, r := range cfg.Roots {
-		c.AddRoots(&mcp.Root{URI: rootURI(r, cfg.Cwd), Name: filepath.Base(r)})
+		p.roots = append(p.roots, &mcp.Root{URI: rootURI(r, cfg.Cwd), Name: filepath.Base(r)})
 	}
-	return c
+	if len(p.roots) > 0 {
+		c.AddRoots(p.roots...)
+	}
+	return &mcpClient{Client: c, peer: p}
 }
 
 // rootURI is the file:// URI of a configured root: a path, relative to cwd when it is

@@ -1,0 +1,234 @@
+package mcpwire_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+// wire records the ids of the tools/call requests a server received.
+type wire struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+// allDirect fails the test unless every tools/call went out as toolbus's own request
+// (a string id "toolbus-N"; the SDK's client numbers its requests).
+func (w *wire) allDirect(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.ids) == 0 {
+		t.Fatal("no tools/call reached the server")
+	}
+	for _, id := range w.ids {
+		if !strings.HasPrefix(id, `"toolbus-`) {
+			t.Errorf("a tools/call with id %s: sent by the SDK's client, not toolbus's own", id)
+		}
+	}
+}
+
+// serveHTTP serves srv over streamable HTTP (the go-sdk's handler) and returns its URL.
+func serveHTTP(t *testing.T, srv *mcp.Server) (string, *wire) {
+	t.Helper()
+	w := &wire{}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
+				w.mu.Lock()
+				w.ids = append(w.ids, string(m.ID))
+				w.mu.Unlock()
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL, w
+}
+
+// TestHTTPCallAnswersServerRequests: a server that asks toolbus for its roots, pings it,
+// asks it to sample (which toolbus does not offer) and logs, all during a tools/call
+// over streamable HTTP, is answered as the SDK's client answers, and the call completes.
+func TestHTTPCallAnswersServerRequests(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asking"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var out []string
+		roots, err := req.Session.ListRoots(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range roots.Roots {
+			out = append(out, "root "+r.URI)
+		}
+		if err := req.Session.Ping(ctx, nil); err != nil {
+			return nil, err
+		}
+		out = append(out, "pinged")
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "working"})
+		_, err = req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 1, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+		out = append(out, fmt.Sprintf("sampling: %v", err))
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(out, "; ")}}}, nil
+	})
+	url, w := serveHTTP(t, srv)
+	root := t.TempDir()
+	p := newPool(t, map[string]mcpwire.ServerConfig{"s": {Type: "http", URL: url, Roots: []string{root}}}, nil)
+	out, err := p.Call(ctxT(t), "ask", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	if err := json.Unmarshal(out, &text); err != nil {
+		t.Fatalf("result %s: %v", out, err)
+	}
+	for _, want := range []string{"root file://" + root, "pinged", "sampling: ", "not found"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("result %q lacks %q", text, want)
+		}
+	}
+	w.allDirect(t)
+}
+
+// TestHTTPCallCancelled: a call whose time runs out tells the server, which stops the
+// tool (notifications/cancelled), as the SDK's client does.
+func TestHTTPCallCancelled(t *testing.T) {
+	stopped := make(chan error, 1)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "wait", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		stopped <- ctx.Err()
+		return nil, ctx.Err()
+	})
+	url, w := serveHTTP(t, srv)
+	p := newPool(t, map[string]mcpwire.ServerConfig{"s": {Type: "http", URL: url}}, nil)
+	if err := p.Connect(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
+	defer cancel()
+	if _, err := p.Call(ctx, "wait", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the deadline", err)
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the tool stopped with %v, want it cancelled", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server never heard that the call was cancelled")
+	}
+	w.allDirect(t)
+}
+
+// TestHTTPCallBounded: an answer over maxMessageBytes fails the call instead of being
+// read whole; under the bound it passes.
+func TestHTTPCallBounded(t *testing.T) {
+	big := strings.Repeat("x", 100<<10)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "big"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "big", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: big}}}, nil
+	})
+	url, _ := serveHTTP(t, srv)
+	p := newPool(t, map[string]mcpwire.ServerConfig{
+		"small": {Type: "http", URL: url, MaxMessageBytes: 16 << 10},
+		"large": {Type: "http", URL: url},
+	}, nil)
+	if out, err := p.Call(ctxT(t), "small__big", nil); err == nil || !strings.Contains(err.Error(), "over 16384 bytes") {
+		t.Errorf("small: %.40s, %v; want an error over the bound", out, err)
+	}
+	if out, err := p.Call(ctxT(t), "large__big", nil); err != nil || len(out) != len(big)+2 {
+		t.Errorf("large: %d bytes, %v", len(out), err)
+	}
+}
+
+// TestHTTPCallResumesItsStream: a server that ends the stream of a tools/call before
+// the answer, having given its events ids (SEP-1699 polling), is asked for the rest with
+// Last-Event-ID, and the call gets its answer.
+func TestHTTPCallResumesItsStream(t *testing.T) {
+	var mu sync.Mutex
+	var resumedFrom, resumeSession string
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			if r.Header.Get("Last-Event-ID") == "" {
+				w.WriteHeader(http.StatusMethodNotAllowed) // no standalone stream
+				return
+			}
+			mu.Lock()
+			resumedFrom, resumeSession = r.Header.Get("Last-Event-ID"), r.Header.Get("Mcp-Session-Id")
+			id := pendingCall
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "id: e2\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"resumed\"}]}}\n\n", id)
+			return
+		}
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &m)
+		w.Header().Set("Mcp-Session-Id", "s1")
+		switch m.Method {
+		case "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"polling","version":"1"}}}`, m.ID)
+		case "tools/list":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"poll","inputSchema":{"type":"object"}}]}}`, m.ID)
+		case "tools/call":
+			mu.Lock()
+			pendingCall = string(m.ID)
+			mu.Unlock()
+			// A priming event with an id and a short retry, then the end of the stream.
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "id: e1\nretry: 10\ndata: \n\n")
+		default:
+			if len(m.ID) == 0 { // a notification
+				w.WriteHeader(http.StatusAccepted)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"method not found"}}`, m.ID)
+		}
+	})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	p := newPool(t, map[string]mcpwire.ServerConfig{"s": {Type: "http", URL: ts.URL}}, nil)
+	out, err := p.Call(ctxT(t), "poll", nil)
+	if err != nil || string(out) != `"resumed"` {
+		t.Fatalf("result %s, %v; want the resumed answer", out, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if resumedFrom != "e1" || resumeSession != "s1" {
+		t.Errorf("resumed from %q in session %q, want e1 in s1", resumedFrom, resumeSession)
+	}
+	if !strings.HasPrefix(pendingCall, `"toolbus-`) {
+		t.Errorf("the call's id is %s, not toolbus's own", pendingCall)
+	}
+}
+
+// pendingCall is the id of the tools/call TestHTTPCallResumesItsStream's server holds.
+var pendingCall string
