@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,12 +71,49 @@ const (
 // that, so the call goes to it.
 var errInputRequired = errors.New("the server asks for input, as protocol 2026-07-28 does")
 
+// wireMessage is a JSON-RPC message of the answer.
 type wireMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *jsonrpc.Error  `json:"error"`
+	ID     json.RawMessage
+	Method string
+	Params json.RawMessage
+	Result json.RawMessage
+	Error  *jsonrpc.Error
+}
+
+// decodeMessage reads a JSON-RPC message as the SDK does: members by their exact names
+// (encoding/json would match "ID" or "Result" too).
+func decodeMessage(data []byte) (*wireMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, err
+	}
+	m := &wireMessage{ID: obj["id"], Params: obj["params"], Result: obj["result"]}
+	if raw, ok := obj["method"]; ok {
+		if err := json.Unmarshal(raw, &m.Method); err != nil {
+			return nil, fmt.Errorf("method: %w", err)
+		}
+	}
+	if raw, ok := obj["error"]; ok && !isNull(raw) {
+		var e map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, fmt.Errorf("error: %w", err)
+		}
+		m.Error = &jsonrpc.Error{Data: e["data"]}
+		if err := json.Unmarshal(e["code"], &m.Error.Code); err != nil {
+			return nil, fmt.Errorf("error code: %w", err)
+		}
+		if raw, ok := e["message"]; ok {
+			if err := json.Unmarshal(raw, &m.Error.Message); err != nil {
+				return nil, fmt.Errorf("error message: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
 
 // callTool sends tools/call and returns its result. Errors are classified as the SDK's
@@ -109,11 +147,11 @@ func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMe
 		if err != nil {
 			return nil, d.readFailed(ctx, err)
 		}
-		var m wireMessage
-		if err := json.Unmarshal(data, &m); err != nil || m.Method != "" || string(m.ID) != id {
+		m, err := decodeMessage(data)
+		if err != nil || m.Method != "" || string(m.ID) != id {
 			return nil, fmt.Errorf("%w: the answer to tools/call is not its JSON-RPC response", errConnection)
 		}
-		res = &m
+		res = m
 	case "text/event-stream":
 		if res, err = d.stream(ctx, id, resp); err != nil {
 			return nil, err
@@ -221,8 +259,7 @@ func (d *directCalls) check(resp *http.Response) error {
 		return fmt.Errorf("%w: HTTP %s to tools/call, which needs an answer", errConnection, resp.Status)
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var m wireMessage
-	if json.Unmarshal(data, &m) == nil && m.Error != nil {
+	if m, err := decodeMessage(data); err == nil && m.Error != nil {
 		return m.Error // the server's own answer (a 400 with the request's id, say)
 	}
 	if code == http.StatusNotFound && d.session != "" {
@@ -290,7 +327,12 @@ func (d *directCalls) resume(ctx context.Context, last string) (*http.Response, 
 // events reads one event stream: the response of id when it came, else the last event
 // id and retry delay the stream gave before it ended.
 func (d *directCalls) events(ctx context.Context, id string, body io.Reader) (res *wireMessage, last string, retry time.Duration, err error) {
-	r := bufio.NewReaderSize(body, 4096)
+	r := readers.Get().(*bufio.Reader)
+	r.Reset(body)
+	defer func() {
+		r.Reset(nil)
+		readers.Put(r)
+	}()
 	var data []byte
 	event := ""
 	for {
@@ -331,19 +373,19 @@ func (d *directCalls) events(ctx context.Context, id string, body io.Reader) (re
 		}
 		// A blank line (or the end of the stream) dispatches the event.
 		if len(data) > 0 && (event == "" || event == "message") {
-			var m wireMessage
-			if jerr := json.Unmarshal(data, &m); jerr != nil {
+			m, jerr := decodeMessage(data)
+			if jerr != nil {
 				return nil, "", 0, fmt.Errorf("%w: an event of the answer is not JSON-RPC: %v", errConnection, jerr)
 			}
 			switch {
-			case m.Method != "" && len(m.ID) > 0:
-				if aerr := d.answer(ctx, &m); aerr != nil {
+			case m.Method != "" && !isNull(m.ID):
+				if aerr := d.answer(ctx, m); aerr != nil {
 					return nil, "", 0, aerr
 				}
 			case m.Method != "":
 				d.notified(m.Method)
 			case string(m.ID) == id:
-				return &m, "", 0, nil
+				return m, "", 0, nil
 			}
 		}
 		data, event = nil, ""
@@ -409,37 +451,48 @@ func (d *directCalls) notified(method string) {
 // decodeCallResult reads a CallToolResult. Text blocks are read here; a result with any
 // other kind of block is read by the SDK's own decoder.
 func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
-	var r struct {
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-		StructuredContent json.RawMessage `json:"structuredContent"`
-		IsError           bool            `json:"isError"`
-		ResultType        string          `json:"resultType"`
+	var obj map[string]json.RawMessage
+	var content []map[string]json.RawMessage
+	res := &mcp.CallToolResult{}
+	var resultType string
+	err := json.Unmarshal(raw, &obj)
+	if err == nil && !isNull(obj["content"]) {
+		err = json.Unmarshal(obj["content"], &content)
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
+	if err == nil && !isNull(obj["isError"]) {
+		err = json.Unmarshal(obj["isError"], &res.IsError)
+	}
+	if err == nil && !isNull(obj["resultType"]) {
+		err = json.Unmarshal(obj["resultType"], &resultType)
+	}
+	if err != nil {
 		return nil, &jsonrpc.Error{Code: codeParseError, Message: fmt.Sprintf("tools/call: the result is not a CallToolResult: %v", err)}
 	}
-	if r.ResultType == "input_required" {
+	if resultType == "input_required" {
 		return nil, errInputRequired
 	}
-	res := &mcp.CallToolResult{IsError: r.IsError, Content: make([]mcp.Content, 0, len(r.Content))}
-	for _, c := range r.Content {
-		if c.Type != "text" {
+	res.Content = make([]mcp.Content, 0, len(content))
+	for _, c := range content {
+		var kind, text string
+		if json.Unmarshal(c["type"], &kind) != nil || kind != "text" || json.Unmarshal(c["text"], &text) != nil {
 			var full mcp.CallToolResult
 			if err := json.Unmarshal(raw, &full); err != nil {
 				return nil, &jsonrpc.Error{Code: codeParseError, Message: fmt.Sprintf("tools/call: the result is not a CallToolResult: %v", err)}
 			}
 			return &full, nil
 		}
-		res.Content = append(res.Content, &mcp.TextContent{Text: c.Text})
+		res.Content = append(res.Content, &mcp.TextContent{Text: text})
 	}
-	if s := bytes.TrimSpace(r.StructuredContent); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
-		res.StructuredContent = json.RawMessage(s)
+	// Kept as written: the SDK reads it into an any, which sorts its keys and rounds its
+	// numbers to float64 (an id of 19 digits loses its last ones).
+	if sc := obj["structuredContent"]; !isNull(sc) {
+		res.StructuredContent = json.RawMessage(bytes.TrimSpace(sc))
 	}
 	return res, nil
 }
+
+// readers are the buffers event streams are read through.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
 
 // readLine reads one line without its end (LF or CRLF), at most max bytes (0: no bound).
 func readLine(r *bufio.Reader, max int) ([]byte, error) {
