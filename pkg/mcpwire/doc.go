@@ -2,7 +2,9 @@
 // in the "mcpServers" JSON format that Claude Desktop, Claude Code and Cursor use, their
 // sessions and reconnects, the catalog of their tools with its name spacing, and the
 // conversion of tool schemas to the function declarations of OpenAI, Anthropic and
-// Gemini. The protocol itself comes from github.com/modelcontextprotocol/go-sdk.
+// Gemini. The protocol itself comes from github.com/modelcontextprotocol/go-sdk, but for
+// tools/call on a streamable HTTP session, which toolbus sends and reads itself (see
+// directCalls in direct.go: the SDK allocates 128 KiB to read one call's answer).
 //
 // # Configuration
 //
