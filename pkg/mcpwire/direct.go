@@ -135,7 +135,7 @@ func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMe
 	if err != nil {
 		return nil, err
 	}
-	defer drain(resp)
+	defer finish(resp)
 	if err := d.check(resp); err != nil {
 		return nil, err
 	}
@@ -294,11 +294,12 @@ func (d *directCalls) stream(ctx context.Context, id string, resp *http.Response
 			return nil, ctx.Err()
 		case <-t.C:
 		}
-		drain(resp)
+		finish(resp)
 		if resp, err = d.resume(ctx, last); err != nil {
 			return nil, err
 		}
-		defer drain(resp)
+		// A GET stream may stay open after the answer: closed, not read to its end.
+		defer resp.Body.Close()
 	}
 }
 
@@ -412,7 +413,7 @@ func (d *directCalls) cancelled(id string) {
 		ctx, cancel := context.WithTimeout(context.Background(), terminateGrace)
 		defer cancel()
 		if resp, err := d.post(ctx, body); err == nil {
-			drain(resp)
+			finish(resp)
 		}
 	}()
 }
@@ -435,7 +436,7 @@ func (d *directCalls) answer(ctx context.Context, m *wireMessage) error {
 	if err != nil {
 		return err
 	}
-	drain(resp)
+	finish(resp)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("%w: the server refused the answer to its %s: HTTP %s", errConnection, m.Method, resp.Status)
 	}
@@ -489,6 +490,19 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 		res.StructuredContent = json.RawMessage(bytes.TrimSpace(sc))
 	}
 	return res, nil
+}
+
+// finishWait bounds how long the end of an answer's body is waited for after the
+// answer was read.
+const finishWait = time.Second
+
+// finish ends a response: what is left of its body (the end of an event stream, as a
+// rule) is read so that the connection serves the next call, for at most finishWait —
+// a server may keep a stream open after the answer — and the body is closed.
+func finish(resp *http.Response) {
+	t := time.AfterFunc(finishWait, func() { resp.Body.Close() })
+	drain(resp)
+	t.Stop()
 }
 
 // readers are the buffers event streams are read through.
