@@ -564,8 +564,13 @@ func bigReport(t *testing.T) *localtools.Registry {
 // askAll runs responses through the pipeline as the orchestrator and checks the outputs.
 func askAll(t *testing.T, c *client.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	// Each exchange gets its own minute: on a loaded machine (the suite run twice at
+	// once) a three-node cluster took over a minute for all of them together.
+	step := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	cases := []struct {
 		name, conv, text string
 		kind             messages.OutputKind
@@ -585,18 +590,18 @@ func askAll(t *testing.T, c *client.Client) {
 	}
 	// A result too large to travel inline is stored by the executor, under its user, and
 	// read back whole by the orchestrator, under its own.
-	out, err := c.Ask(ctx, "perm-5", `<tool_call>{"name": "big_report", "arguments": {"fill": "x"}}</tool_call>`, nil)
+	out, err := c.Ask(step(), "perm-5", `<tool_call>{"name": "big_report", "arguments": {"fill": "x"}}</tool_call>`, nil)
 	if err != nil {
 		t.Fatalf("large result: %v", err)
 	}
 	if r := out.Results[0]; !r.Success || r.Stored == nil {
 		t.Fatalf("large result: %+v, want a success stored whole", r)
 	}
-	if whole, err := c.FetchResult(ctx, out.Results[0].Stored); err != nil || len(whole) != bigReportBytes+2 {
+	if whole, err := c.FetchResult(step(), out.Results[0].Stored); err != nil || len(whole) != bigReportBytes+2 {
 		t.Fatalf("large result: fetched %d bytes, %v; want %d", len(whole), err, bigReportBytes+2)
 	}
 	for _, tc := range cases {
-		out, err := c.Ask(ctx, tc.conv, tc.text, nil)
+		out, err := c.Ask(step(), tc.conv, tc.text, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -613,6 +618,7 @@ func askAll(t *testing.T, c *client.Client) {
 	// the gather bucket), calls released by the parser and by the formatter, the end
 	// through the executor, progress to the orchestrator.
 	var progress atomic.Int32
+	ctx := step()
 	s, err := c.Stream(ctx, "perm-6", &client.StreamOptions{SubmitOptions: client.SubmitOptions{Reasoning: "tagged"},
 		Progress: func(messages.ToolResult) { progress.Add(1) }})
 	if err != nil {
