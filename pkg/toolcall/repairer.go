@@ -302,8 +302,9 @@ func (r *repairer) object() bool {
 			r.fixes.add(fixUnclosedObject) // {"a": "b"``` : the fence ends the JSON
 			break
 		}
-		if c == '}' && r.depth == 1 && r.objectGoesOn(r.pos+1) {
-			// {"a": 1}, "b": 2}: a '}' too early; the members go on.
+		if (c == '}' && r.depth == 1 || c == ']' && !r.encloses('[')) && r.objectGoesOn(r.pos+1) {
+			// {"a": 1}, "b": 2} or {"a": [1]], "b": 2}: a bracket too many; the members
+			// go on.
 			r.fixes.add(fixMismatchedBracket)
 			r.pos++
 			continue
