@@ -28,7 +28,11 @@ type wire struct {
 
 // allDirect fails the test unless every tools/call went out as toolbus's own request
 // (a string id "toolbus-N"; the SDK's client numbers its requests).
-func (w *wire) allDirect(t *testing.T) {
+func (w *wire) allDirect(t *testing.T) { t.Helper(); w.sentBy(t, true) }
+
+// sentBy fails the test unless every tools/call was toolbus's own (direct) or the
+// SDK's.
+func (w *wire) sentBy(t *testing.T, direct bool) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -36,17 +40,22 @@ func (w *wire) allDirect(t *testing.T) {
 		t.Fatal("no tools/call reached the server")
 	}
 	for _, id := range w.ids {
-		if !strings.HasPrefix(id, `"toolbus-`) {
-			t.Errorf("a tools/call with id %s: sent by the SDK's client, not toolbus's own", id)
+		if own := strings.HasPrefix(id, `"toolbus-`); own != direct {
+			t.Errorf("a tools/call with id %s: toolbus's own %v, want %v", id, own, direct)
 		}
 	}
 }
 
-// serveHTTP serves srv over streamable HTTP (the go-sdk's handler) and returns its URL.
-func serveHTTP(t *testing.T, srv *mcp.Server) (string, *wire) {
+// serveHTTP serves srv over streamable HTTP (the go-sdk's handler, with opts) and
+// returns its URL.
+func serveHTTP(t *testing.T, srv *mcp.Server, opts ...*mcp.StreamableHTTPOptions) (string, *wire) {
 	t.Helper()
 	w := &wire{}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var o *mcp.StreamableHTTPOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, o)
 	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)

@@ -80,6 +80,17 @@ func TestPoolCall(t *testing.T) {
 		testPoolCall(t, newPool(t, map[string]mcpwire.ServerConfig{"test": {Type: "http", URL: url}}, nil))
 		wire.allDirect(t)
 	})
+	t.Run("streamable http, answers as JSON", func(t *testing.T) {
+		url, wire := serveHTTP(t, testServer(), &mcp.StreamableHTTPOptions{JSONResponse: true})
+		testPoolCall(t, newPool(t, map[string]mcpwire.ServerConfig{"test": {Type: "http", URL: url}}, nil))
+		wire.allDirect(t)
+	})
+	t.Run("streamable http, stateless", func(t *testing.T) {
+		// A stateless go-sdk server speaks protocol 2026-07-28, whose calls the SDK sends.
+		url, wire := serveHTTP(t, testServer(), &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+		testPoolCall(t, newPool(t, map[string]mcpwire.ServerConfig{"test": {Type: "http", URL: url}}, nil))
+		wire.sentBy(t, false)
+	})
 }
 
 func testPoolCall(t *testing.T, p *mcpwire.Pool) {
