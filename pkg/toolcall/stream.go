@@ -3,6 +3,7 @@ package toolcall
 import (
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // ExtractPartial reads the part of a response a model has written so far, while it is
@@ -56,7 +57,19 @@ func settled(text string, c Call) bool {
 	if closedByTag(c.Format) {
 		return !slices.Contains(c.Repairs, RepairUnclosedTag)
 	}
-	return !isBlank(text[c.End:])
+	return !onlySpace(text[c.End:])
+}
+
+// onlySpace reports whether s holds nothing but what the repairer skips between tokens
+// as whitespace (any byte up to ' ', the spaces of isOtherSpace, Unicode spaces): text
+// after a call that more text may still continue.
+func onlySpace(s string) bool {
+	for _, r := range s {
+		if r > ' ' && !isOtherSpace(r) && !unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Stream extracts the calls of a response as the model writes it: Write takes each
