@@ -135,7 +135,16 @@ func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMe
 	if err != nil {
 		return nil, err
 	}
-	defer finish(resp)
+	streamed := false
+	defer func() {
+		if streamed {
+			// A server may keep the stream open after the answer (it SHOULD close
+			// it): the call does not wait for its end.
+			go finish(resp)
+		} else {
+			finish(resp)
+		}
+	}()
 	if err := d.check(resp); err != nil {
 		return nil, err
 	}
@@ -153,6 +162,7 @@ func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMe
 		}
 		res = m
 	case "text/event-stream":
+		streamed = true
 		if res, err = d.stream(ctx, id, resp); err != nil {
 			return nil, err
 		}
@@ -492,15 +502,17 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 	return res, nil
 }
 
-// finishWait bounds how long the end of an answer's body is waited for after the
-// answer was read.
-const finishWait = time.Second
+// finishWait bounds how long the end of an answer's body is read after the answer, in
+// nanoseconds (a variable for the tests).
+var finishWait atomic.Int64
+
+func init() { finishWait.Store(int64(time.Second)) }
 
 // finish ends a response: what is left of its body (the end of an event stream, as a
-// rule) is read so that the connection serves the next call, for at most finishWait —
-// a server may keep a stream open after the answer — and the body is closed.
+// rule) is read so that the connection serves the next call, for at most finishWait,
+// and the body is closed.
 func finish(resp *http.Response) {
-	t := time.AfterFunc(finishWait, func() { resp.Body.Close() })
+	t := time.AfterFunc(time.Duration(finishWait.Load()), func() { resp.Body.Close() })
 	drain(resp)
 	t.Stop()
 }

@@ -186,33 +186,14 @@ func TestHTTPCallBounded(t *testing.T) {
 	}
 }
 
-// TestHTTPCallResumesItsStream: a server that ends the stream of a tools/call before
-// the answer, having given its events ids (SEP-1699 polling), is asked for the rest with
-// Last-Event-ID, and the call gets its answer.
-func TestHTTPCallResumesItsStream(t *testing.T) {
-	var mu sync.Mutex
-	var resumedFrom, resumeSession string
-	var closedByCall bool
-	callCtx := ctxT(t)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			if r.Header.Get("Last-Event-ID") == "" {
-				w.WriteHeader(http.StatusMethodNotAllowed) // no standalone stream
-				return
-			}
-			mu.Lock()
-			resumedFrom, resumeSession = r.Header.Get("Last-Event-ID"), r.Header.Get("Mcp-Session-Id")
-			id := pendingCall
-			mu.Unlock()
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprintf(w, "id: e2\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"resumed\"}]}}\n\n", id)
-			// A GET stream stays open after the answer, as the MCP conformance suite's
-			// server keeps it: the call must not wait for its end.
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-			mu.Lock()
-			closedByCall = callCtx.Err() == nil
-			mu.Unlock()
+// handServer is a hand-written streamable HTTP server of one session ("s1") and one
+// tool, "poll", for what the go-sdk's server does not do: call answers a tools/call
+// (id is its JSON-RPC id) and get a GET (nil: 405).
+func handServer(t *testing.T, call func(w http.ResponseWriter, r *http.Request, id string), get http.HandlerFunc) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && get != nil {
+			get(w, r)
 			return
 		}
 		if r.Method != http.MethodPost {
@@ -229,17 +210,12 @@ func TestHTTPCallResumesItsStream(t *testing.T) {
 		switch m.Method {
 		case "initialize":
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"polling","version":"1"}}}`, m.ID)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"hand","version":"1"}}}`, m.ID)
 		case "tools/list":
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"poll","inputSchema":{"type":"object"}}]}}`, m.ID)
 		case "tools/call":
-			mu.Lock()
-			pendingCall = string(m.ID)
-			mu.Unlock()
-			// A priming event with an id and a short retry, then the end of the stream.
-			w.Header().Set("Content-Type", "text/event-stream")
-			io.WriteString(w, "id: e1\nretry: 10\ndata: \n\n")
+			call(w, r, string(m.ID))
 		default:
 			if len(m.ID) == 0 { // a notification
 				w.WriteHeader(http.StatusAccepted)
@@ -248,10 +224,51 @@ func TestHTTPCallResumesItsStream(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"method not found"}}`, m.ID)
 		}
-	})
-	ts := httptest.NewServer(h)
+	}))
 	t.Cleanup(ts.Close)
-	p := newPool(t, map[string]mcpwire.ServerConfig{"s": {Type: "http", URL: ts.URL}}, nil)
+	return ts.URL
+}
+
+// answer is an event carrying the result "text" for the call id.
+func answer(id, text string) string {
+	return fmt.Sprintf("data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":%q}]}}\n\n", id, text)
+}
+
+// TestHTTPCallResumesItsStream: a server that ends the stream of a tools/call before
+// the answer, having given its events ids (SEP-1699 polling), is asked for the rest with
+// Last-Event-ID, and the call gets its answer.
+func TestHTTPCallResumesItsStream(t *testing.T) {
+	var mu sync.Mutex
+	var resumedFrom, resumeSession, pending string
+	var closedByCall bool
+	callCtx := ctxT(t)
+	url := handServer(t, func(w http.ResponseWriter, _ *http.Request, id string) {
+		mu.Lock()
+		pending = id
+		mu.Unlock()
+		// A priming event with an id and a short retry, then the end of the stream.
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "id: e1\nretry: 10\ndata: \n\n")
+	}, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		resumedFrom, resumeSession = r.Header.Get("Last-Event-ID"), r.Header.Get("Mcp-Session-Id")
+		id := pending
+		mu.Unlock()
+		if resumedFrom == "" {
+			w.WriteHeader(http.StatusMethodNotAllowed) // no standalone stream
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "id: e2\n"+answer(id, "resumed"))
+		// A GET stream stays open after the answer, as the MCP conformance suite's
+		// server keeps it: the call must not wait for its end.
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		mu.Lock()
+		closedByCall = callCtx.Err() == nil
+		mu.Unlock()
+	})
+	p := newPool(t, map[string]mcpwire.ServerConfig{"s": {Type: "http", URL: url}}, nil)
 	out, err := p.Call(callCtx, "poll", nil)
 	if err != nil || string(out) != `"resumed"` {
 		t.Fatalf("result %s, %v; want the resumed answer", out, err)
@@ -266,10 +283,33 @@ func TestHTTPCallResumesItsStream(t *testing.T) {
 	if resumedFrom != "e1" || resumeSession != "s1" {
 		t.Errorf("resumed from %q in session %q, want e1 in s1", resumedFrom, resumeSession)
 	}
-	if !strings.HasPrefix(pendingCall, `"toolbus-`) {
-		t.Errorf("the call's id is %s, not toolbus's own", pendingCall)
+	if !strings.HasPrefix(pending, `"toolbus-`) {
+		t.Errorf("the call's id is %s, not toolbus's own", pending)
 	}
 }
 
-// pendingCall is the id of the tools/call TestHTTPCallResumesItsStream's server holds.
-var pendingCall string
+// TestHTTPCallDoesNotWaitForItsStream: a server that keeps the stream of a tools/call
+// open after the answer (the spec says it SHOULD close it) does not hold the call.
+func TestHTTPCallDoesNotWaitForItsStream(t *testing.T) {
+	mcpwire.SetFinishWait(t, time.Hour) // the stream's rest is read for as long as it takes
+	released := make(chan struct{})
+	url := handServer(t, func(w http.ResponseWriter, r *http.Request, id string) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, answer(id, "done"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-released: // the call returned: end the stream
+		case <-r.Context().Done():
+		}
+	}, nil)
+	p := newPool(t, map[string]mcpwire.ServerConfig{"s": {Type: "http", URL: url}}, nil)
+	ctx := ctxT(t)
+	out, err := p.Call(ctx, "poll", nil)
+	close(released)
+	if err != nil || string(out) != `"done"` {
+		t.Fatalf("result %s, %v", out, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the call returned only when its time ran out: it waited for the stream's end")
+	}
+}
