@@ -304,11 +304,12 @@ func (d *directCalls) stream(ctx context.Context, id string, resp *http.Response
 			return nil, ctx.Err()
 		case <-t.C:
 		}
-		finish(resp)
+		// The stream read so far ended; callTool closes the first, a deferred Close
+		// each resumed one (a GET stream may stay open after the answer: closed, not
+		// read to its end).
 		if resp, err = d.resume(ctx, last); err != nil {
 			return nil, err
 		}
-		// A GET stream may stay open after the answer: closed, not read to its end.
 		defer resp.Body.Close()
 	}
 }
@@ -521,8 +522,13 @@ func finish(resp *http.Response) {
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
 
 // readLine reads one line without its end (LF or CRLF), at most max bytes (0: no bound).
+// A line that fits r's buffer is returned in place, valid until the next read.
 func readLine(r *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
+	line, err := r.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r")), err
+	}
+	line = append([]byte(nil), line...)
 	for {
 		chunk, err := r.ReadSlice('\n')
 		line = append(line, chunk...)
