@@ -131,18 +131,28 @@ func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMe
 			err = ctx.Err()
 		}
 	}()
-	resp, err := d.post(ctx, body)
+	// The request outlives the call by the end of its body, read after the answer so
+	// that the connection serves the next call: cancelling it when the caller's context
+	// ends (as callers do once a call returns) would close the connection instead. It
+	// is cancelled with ctx only while the call waits for its answer.
+	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
+	unwatch := context.AfterFunc(ctx, cancelReq)
+	resp, err := d.post(reqCtx, body)
 	if err != nil {
+		unwatch()
+		cancelReq()
 		return nil, err
 	}
 	streamed := false
 	defer func() {
+		unwatch()
 		if streamed {
 			// A server may keep the stream open after the answer (it SHOULD close
 			// it): the call does not wait for its end.
-			go finish(resp)
+			go func() { finish(resp); cancelReq() }()
 		} else {
 			finish(resp)
+			cancelReq()
 		}
 	}()
 	if err := d.check(resp); err != nil {

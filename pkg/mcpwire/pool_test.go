@@ -634,22 +634,31 @@ func TestPoolReusesConnections(t *testing.T) {
 	s := testServer()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	srv := httptest.NewUnstartedServer(h)
-	var conns atomic.Int32
+	var conns, closed atomic.Int32
 	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
+		switch st {
+		case http.StateNew:
 			conns.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
 		}
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	p := newPool(t, map[string]mcpwire.ServerConfig{"remote": {Type: "http", URL: srv.URL}}, nil)
-	const calls, inFlight = 400, 16
+	const calls, inFlight = 1000, 16
 	var wg sync.WaitGroup
 	var next atomic.Int32
 	for range inFlight {
 		wg.Go(func() {
 			for next.Add(1) <= calls {
-				if out, err := p.Call(ctxT(t), "greet", nil); err != nil || string(out) != `"hello"` {
+				// Each call has its own context, cancelled once it returns, as the
+				// executor's are: the end of an answer's event stream is still read
+				// after that, and its connection serves again.
+				ctx, cancel := context.WithCancel(ctxT(t))
+				out, err := p.Call(ctx, "greet", nil)
+				cancel()
+				if err != nil || string(out) != `"hello"` {
 					t.Errorf("greet = %s, %v", out, err)
 					return
 				}
@@ -657,10 +666,13 @@ func TestPoolReusesConnections(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := conns.Load(); n > 4*inFlight {
-		t.Errorf("%d connections for %d calls, %d in flight: connections are not reused", n, calls, inFlight)
+	// Closed while the pool runs: a connection dropped after a call instead of kept for
+	// the next one (a slow machine may drop one that waited for its answer's end
+	// longer than a second).
+	if n, c := conns.Load(), closed.Load(); n > 4*inFlight || c > 2 {
+		t.Errorf("%d connections for %d calls, %d in flight, %d of them closed: connections are not reused", n, calls, inFlight, c)
 	}
-	t.Logf("%d connections for %d calls", conns.Load(), calls)
+	t.Logf("%d connections for %d calls, %d closed", conns.Load(), calls, closed.Load())
 }
 
 // A server that accepts connections and never answers delays only the names it could
