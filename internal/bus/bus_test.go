@@ -3,6 +3,10 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -382,5 +386,127 @@ func TestRunOnPublished(t *testing.T) {
 		if st, _ := info.Info(ctx); st.State.Msgs != 0 {
 			t.Errorf("%d calls left: the second delivery was not acked", st.State.Msgs)
 		}
+	}
+}
+
+// A work queue whose messages come one after another does not drain between them: the
+// runner holds the newest acknowledgement until the next message is handled. Drained,
+// nats-server's file store deletes the stream's last block and creates a new one for
+// the next message (an unlink, an open and a tombstone per message: 15% of toolbus's
+// CPU on a busy pipeline). The block files are counted by their index, which grows by
+// one per block. Once the messages stop, the held acknowledgement goes too: nothing is
+// left in the queue.
+func TestRunKeepsABusyQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		hold      time.Duration
+		pending   int // acknowledgements held between messages
+		maxBlocks int // the highest block index allowed
+	}{
+		// A hold far longer than the test's steps, so that a slow machine cannot
+		// make it expire between two messages.
+		{"held", 2 * time.Second, 1, 3},
+		{"at once", -1, 0, 1 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			srv, stop, err := StartEmbedded(EmbeddedOptions{StoreDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(stop)
+			nc, err := nats.Connect(srv.ClientURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := Provision(ctx, js, Topology{}); err != nil {
+				t.Fatal(err)
+			}
+			results, err := nc.SubscribeSync(messages.AllResults)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := js.Consumer(ctx, messages.StreamCalls, messages.ConsumerExecutor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := func(ctx context.Context, d *Delivery) ([]Outgoing, error) {
+				return []Outgoing{{Subject: messages.ResultSubject("c"), Meta: Meta{MsgID: string(d.Data)}, Body: d.Data}}, nil
+			}
+			rctx, stopRun := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); Run(rctx, c, js, h, RunOptions{Concurrency: 4, AckHold: tc.hold}) }()
+			defer func() { stopRun(); <-done }()
+
+			const n = 40
+			for i := range n {
+				body := fmt.Sprint("m", i)
+				if _, err := js.Publish(ctx, messages.CallSubject("c"), []byte(body)); err != nil {
+					t.Fatal(err)
+				}
+				m, err := results.NextMsg(10 * time.Second)
+				if err != nil || string(m.Data) != body {
+					t.Fatalf("result of %s: %v", body, err)
+				}
+				// The next message comes once this one's acknowledgement is in, or
+				// held: acknowledged at once, the queue drains between messages.
+				for {
+					info, err := c.Info(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if info.NumAckPending <= tc.pending {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			blocks, err := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", messages.StreamCalls, "msgs", "*.blk"))
+			if err != nil || len(blocks) == 0 {
+				t.Fatalf("no block files of %s in the store: %v", messages.StreamCalls, err)
+			}
+			highest := 0
+			for _, b := range blocks {
+				i, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(b), ".blk"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				highest = max(highest, i)
+			}
+			t.Logf("%d messages one after another: last block %d", n, highest)
+			if highest > tc.maxBlocks {
+				t.Errorf("%d messages one after another went through %d blocks of the work queue", n, highest)
+			}
+			if tc.maxBlocks > n {
+				if highest < n/2 {
+					t.Errorf("acknowledged at once, %d messages went through only %d blocks: the test no longer sees the file store drain", n, highest)
+				}
+			}
+			s, err := js.Stream(ctx, messages.StreamCalls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				info, err := s.Info(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.State.Msgs == 0 {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("%d messages left in the work queue", info.State.Msgs)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		})
 	}
 }

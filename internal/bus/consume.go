@@ -119,6 +119,10 @@ type RunOptions struct {
 	// PublishTimeout bounds the wait for the streams to acknowledge what a handler
 	// produced. Default 5s.
 	PublishTimeout time.Duration
+	// AckHold bounds how long the acknowledgement of the newest handled delivery waits
+	// for the next delivery to be handled (see [Run]). Default 20ms, at most a tenth of
+	// the consumer's AckWait; negative acknowledges each delivery at once.
+	AckHold time.Duration
 	// SpanName names the span of each message's handling, e.g. "parse"; it continues the
 	// trace the message carries. Tracer nil means the global tracer provider.
 	SpanName string
@@ -140,7 +144,9 @@ type runner struct {
 	maxDeliver int
 	// beatEvery is the interval of the heartbeats of messages held for a worker.
 	beatEvery time.Duration
-	log       *slog.Logger
+	// ackHold is RunOptions.AckHold bounded by the consumer's AckWait; 0 acknowledges at once.
+	ackHold time.Duration
+	log     *slog.Logger
 	// acks carries handled deliveries whose outgoing messages are being published, in
 	// the order they were handled, to the goroutine that acks them.
 	acks chan pending
@@ -169,7 +175,10 @@ type pending struct {
 // round trip per pull that otherwise bounds a busy stage, and falls back to pulling
 // only for free workers when they turn slow. A handler's worker is free again as soon
 // as its messages are sent: their stream acks are awaited, and the delivery
-// acknowledged, by one goroutine in the order the deliveries were handled.
+// acknowledged, by one goroutine in the order the deliveries were handled. That
+// goroutine holds the acknowledgement of the newest delivery until the next one is
+// handled (at most AckHold), so that a busy work queue does not drain between
+// messages; see [runner.acker].
 func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Handler, o RunOptions) error {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
@@ -205,6 +214,12 @@ func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Ha
 	info := c.CachedInfo()
 	r.consumer, r.streamName, r.maxDeliver = info.Name, info.Stream, info.Config.MaxDeliver
 	r.beatEvery = cmp.Or(o.Heartbeat, max(info.Config.AckWait/3, 100*time.Millisecond))
+	if o.AckHold >= 0 {
+		r.ackHold = cmp.Or(o.AckHold, 20*time.Millisecond)
+		if info.Config.AckWait > 0 {
+			r.ackHold = min(r.ackHold, info.Config.AckWait/10)
+		}
+	}
 
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
@@ -467,9 +482,43 @@ func DeadCopy(dl messages.DeadLetter, m Meta) Outgoing {
 
 // acker waits for the stream acks of each handled delivery's messages, in order, and
 // then acknowledges the delivery (or hands it back when a publish failed).
+//
+// The acknowledgement of the newest delivery is held until the next handled delivery
+// reaches the acker, or for at most [RunOptions.AckHold]: a work queue then still holds
+// a message (the next one, not yet acknowledged) whenever one is removed, as long as
+// messages keep coming. nats-server's file store deletes the file of a stream's last
+// block when its last message is removed and creates a new one for the next message —
+// an unlink, an open and a tombstone per message on a queue that drains between
+// messages, which is what a busy pipeline's queues do. Holding one acknowledgement is as
+// safe as acknowledging at once: what the delivery produced is stored already, and a
+// delivery redelivered because its held ack was lost publishes the same message ids again.
 func (r *runner) acker() {
 	timeout := time.NewTimer(0)
-	for p := range r.acks {
+	hold := time.NewTimer(0)
+	hold.Stop()
+	var held *pending
+	release := func() {
+		if held != nil {
+			hold.Stop()
+			r.ack(*held)
+			held = nil
+		}
+	}
+	defer release()
+	for {
+		var p pending
+		select {
+		case <-hold.C:
+			release()
+			continue
+		case next, ok := <-r.acks:
+			if !ok {
+				return
+			}
+			p = next
+		}
+		// p is in its stream, not yet acknowledged: the held delivery can go.
+		release()
 		err := p.err
 		// A stream ack may never come (its leader died with the publish): the delivery
 		// is handed back after PublishTimeout, and the message ids make the next
@@ -502,15 +551,39 @@ func (r *runner) acker() {
 			err = f(p.ctx)
 		}
 		if err != nil {
-			err = Retry(err, r.o.PublishRetryDelay)
+			r.finish(p, Retry(err, r.o.PublishRetryDelay))
+			continue
 		}
-		r.finish(p, err)
+		r.settle(p, nil)
+		if r.ackHold > 0 {
+			held = &p
+			hold.Reset(r.ackHold)
+			continue
+		}
+		r.ack(p)
 	}
 }
 
 // finish settles a handled delivery: ack on nil, nak with delay on a retry, term
 // otherwise; and ends its span and metrics.
 func (r *runner) finish(p pending, err error) {
+	r.settle(p, err)
+	if err == nil {
+		r.ack(p)
+	}
+}
+
+// ack acknowledges a delivery [runner.settle] settled as handled.
+func (r *runner) ack(p pending) {
+	if aerr := p.msg.Ack(); aerr != nil {
+		r.log.WarnContext(p.ctx, "ack failed; the message will be redelivered", "subject", p.d.Subject, "err", aerr)
+	}
+}
+
+// settle ends a handled delivery's span and metrics, and hands it back (a retry) or
+// terminates it (any other error); acknowledging a delivery without error is the
+// caller's, with [runner.ack].
+func (r *runner) settle(p pending, err error) {
 	defer p.span.End()
 	var retry *RetryError
 	outcome := "ack"
@@ -526,9 +599,6 @@ func (r *runner) finish(p pending, err error) {
 	}
 	switch {
 	case err == nil:
-		if aerr := p.msg.Ack(); aerr != nil {
-			r.log.WarnContext(p.ctx, "ack failed; the message will be redelivered", "subject", p.d.Subject, "err", aerr)
-		}
 	case retry != nil:
 		p.span.SetAttributes(telemetry.RetryReason.String(retry.Err.Error()))
 		r.log.InfoContext(p.ctx, "handing message back", "subject", p.d.Subject, "delay", retry.Delay, "err", retry.Err)
