@@ -489,9 +489,10 @@ func DeadCopy(dl messages.DeadLetter, m Meta) Outgoing {
 // messages keep coming. nats-server's file store deletes the file of a stream's last
 // block when its last message is removed and creates a new one for the next message —
 // an unlink, an open and a tombstone per message on a queue that drains between
-// messages, which is what a busy pipeline's queues do. Holding one acknowledgement is as
-// safe as acknowledging at once: what the delivery produced is stored already, and a
-// delivery redelivered because its held ack was lost publishes the same message ids again.
+// messages, which is what a busy pipeline's queues do. What the held delivery produced
+// is stored already: an ack lost with the process means a redelivery after AckWait,
+// handled as any lost ack is (the same message ids published again, no-ops); holding
+// widens the window in which a crash loses the ack from a round trip to AckHold.
 func (r *runner) acker() {
 	timeout := time.NewTimer(0)
 	hold := time.NewTimer(0)
