@@ -497,12 +497,12 @@ func (r *runner) acker() {
 	timeout := time.NewTimer(0)
 	hold := time.NewTimer(0)
 	hold.Stop()
-	var held *pending
+	var held pending // held.msg nil: none
 	release := func() {
-		if held != nil {
+		if held.msg != nil {
 			hold.Stop()
-			r.ack(*held)
-			held = nil
+			r.ack(held)
+			held = pending{}
 		}
 	}
 	defer release()
@@ -557,7 +557,7 @@ func (r *runner) acker() {
 		}
 		r.settle(p, nil)
 		if r.ackHold > 0 {
-			held = &p
+			held = p
 			hold.Reset(r.ackHold)
 			continue
 		}

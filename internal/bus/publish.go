@@ -79,10 +79,21 @@ func MetaFrom(subject string, h nats.Header) Meta {
 	} else if claimed != "" && claimed != m.Conversation {
 		m.Spoofed = claimed
 	}
-	m.Index, _ = strconv.Atoi(h.Get(messages.HeaderCallIndex))
-	m.Count, _ = strconv.Atoi(h.Get(messages.HeaderCallCount))
-	m.Next, _ = strconv.Atoi(h.Get(messages.HeaderCallNext))
+	m.Index = headerInt(h, messages.HeaderCallIndex)
+	m.Count = headerInt(h, messages.HeaderCallCount)
+	m.Next = headerInt(h, messages.HeaderCallNext)
 	return m
+}
+
+// headerInt reads a number header; 0 when it is absent or not a number. Absent is the
+// rule (only calls carry these), so it is not handed to strconv, whose error allocates.
+func headerInt(h nats.Header, key string) int {
+	v := h.Get(key)
+	if v == "" {
+		return 0
+	}
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // JSON returns the message of v, encoded as JSON, to subject with m's headers.
