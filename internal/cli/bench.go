@@ -23,7 +23,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "run a local tool that takes this long instead of --tool (e.g. 20ms, for scaling runs)")
 	fs.Float64Var(&o.Rate, "rate", 0, "responses per second of the paced phase (default: half the measured throughput)")
 	fs.BoolVar(&o.NoPaced, "no-paced", false, "skip the paced phase")
-	fs.BoolVar(&o.InProcess, "in-process", false, "connect to the embedded server in process, as toolbus run does, instead of over TCP")
+	fs.BoolVar(&o.InProcess, "in-process", false, "connect to the embedded server in process, as toolbus run and serve do, instead of over TCP")
 	fs.BoolVar(&o.Console, "console", false, "serve the web console beside the pipeline, nobody watching (as serve does), to measure what it costs")
 	fs.StringVar(&o.ConsoleAddr, "console-addr", "", "serve the console of the toolbus run at this address, to watch it (implies --console; the URL is printed)")
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
