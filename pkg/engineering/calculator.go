@@ -333,7 +333,12 @@ func (c *Calculator) words() map[string][]string {
 
 // solve runs the formula machinery on decoded parameters.
 func (c *Calculator) solve(params map[string]json.RawMessage, materials []Material) (*Result, error) {
-	refs := c.paramRefs()
+	return c.solveWith(c.paramRefs(), params, materials)
+}
+
+// solveWith is solve with the calculator's parameter names already gathered
+// ([Calculator.paramRefs], which a [Suite] keeps per calculator).
+func (c *Calculator) solveWith(refs map[string]paramRef, params map[string]json.RawMessage, materials []Material) (*Result, error) {
 
 	res := &Result{Tool: c.Name, Formula: c.Formula, Inputs: map[string]Quantity{}}
 	values := Values{}

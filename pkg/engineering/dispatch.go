@@ -301,7 +301,11 @@ func (s *Suite) runCalculatorRepaired(c *Calculator, raw json.RawMessage, repair
 		}
 		return withExtras(mustJSON(out), repairs, notes), nil
 	}
-	res, err := c.solve(params, s.materials)
+	refs := s.refs[c]
+	if refs == nil { // not one of the suite's own
+		refs = c.paramRefs()
+	}
+	res, err := c.solveWith(refs, params, s.materials)
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,8 @@ type Suite struct {
 	materials []Material
 	calcs     []*Calculator // sorted by name
 	byName    map[string]*Calculator
-	domains   []string // sorted
+	refs      map[*Calculator]map[string]paramRef // each calculator's parameter names, read-only
+	domains   []string                            // sorted
 	examples  map[string]json.RawMessage
 	tools     []messages.ToolInfo
 }
@@ -105,6 +106,7 @@ func New(opts *Options) *Suite {
 		sessions: o.Sessions, now: o.Now, log: o.Logger,
 		flat: o.Expose == ExposeFlat, exclusive: o.ExclusiveDomains,
 		materials: o.Materials, byName: map[string]*Calculator{}, examples: map[string]json.RawMessage{},
+		refs: map[*Calculator]map[string]paramRef{},
 	}
 	if s.sessions == nil {
 		s.sessions = NewMemorySessions()
@@ -134,6 +136,7 @@ func New(opts *Options) *Suite {
 			panic("engineering: calculator " + c.Name + " declared twice")
 		}
 		s.byName[c.Name] = c
+		s.refs[c] = c.paramRefs()
 		s.calcs = append(s.calcs, c)
 		if !slices.Contains(s.domains, c.Domain()) {
 			s.domains = append(s.domains, c.Domain())
