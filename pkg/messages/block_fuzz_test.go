@@ -62,3 +62,29 @@ func FuzzBlock(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBlockResult: reading a block's result directly agrees with encoding/json, for the
+// blocks Block writes and for any other text.
+func FuzzBlockResult(f *testing.F) {
+	for _, r := range []ToolResult{
+		{Tool: "execute_tool", Success: true, Result: json.RawMessage(`{"a": [1, 2, {"b": "ü <&> \u2028"}], "c": {}, "d": []}`)},
+		{Tool: "clock", Success: true, Result: json.RawMessage(`"2026-11-24T21:00:00Z"`)},
+		{Tool: "x\"\\", Success: true, Result: json.RawMessage(" \n[ 1 ,\t2 ]\n")},
+	} {
+		b := Block(r)
+		f.Add(b[len("<tool_result>\n") : len(b)-len("</tool_result>")])
+	}
+	f.Add(`{"tool": "t", "success": true, "Result": 1}`)
+	f.Add(`{"tool": "t", "success": true, "result": 1, "result": 2}`)
+	f.Add(`{"tool": "t", "success": true, "result": {"a": }}`)
+	f.Add(`{"tool": "t", "success": true, "result": null}`)
+	f.Add(`{"tool": "t", "success": true, "result": [1, 2] x}`)
+	f.Add(`{"tool": "t", "success": true, "other": 1, "result": 3}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		got, gerr := blockResult([]byte(body))
+		want, werr := blockResultJSON([]byte(body))
+		if (gerr == nil) != (werr == nil) || gerr == nil && !bytes.Equal(got, want) {
+			t.Fatalf("blockResult(%q) = %q, %v; encoding/json: %q, %v", body, got, gerr, want, werr)
+		}
+	})
+}

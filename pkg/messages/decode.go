@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -352,16 +353,104 @@ func (r *reader) str(dst *string) bool {
 		*dst = s
 		return true
 	}
-	// Escapes: the string alone goes through encoding/json.
+	// Escapes (an output's text is full of them: its blocks' quotes and line ends).
 	end, ok := r.stringEnd(r.i)
 	if !ok {
 		return false
 	}
-	if json.Unmarshal(r.data[r.i:end], dst) != nil {
+	u, ok := unquote(r.data[r.i+1 : end-1])
+	if !ok {
 		return false
 	}
+	*dst = u
 	r.i = end
 	return true
+}
+
+// unquote decodes the inside of a JSON string as encoding/json does: the escapes JSON
+// has, \u pairs of surrogates joined and a lone surrogate read as U+FFFD, invalid UTF-8
+// read as U+FFFD byte by byte; control characters, a stray quote or another escape make
+// it invalid (FuzzDecode compares the two).
+func unquote(s []byte) (string, bool) {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\\':
+			if i+1 >= len(s) {
+				return "", false
+			}
+			switch e := s[i+1]; e {
+			case '"', '\\', '/':
+				b = append(b, e)
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				rr := hex4(s[i+2:])
+				if rr < 0 {
+					return "", false
+				}
+				i += 6
+				if utf16.IsSurrogate(rr) {
+					if len(s) >= i+6 && s[i] == '\\' && s[i+1] == 'u' {
+						if rr1 := hex4(s[i+2:]); rr1 >= 0 {
+							if dec := utf16.DecodeRune(rr, rr1); dec != utf8.RuneError {
+								b = utf8.AppendRune(b, dec)
+								i += 6
+								continue
+							}
+						}
+					}
+					rr = utf8.RuneError
+				}
+				b = utf8.AppendRune(b, rr)
+				continue
+			default:
+				return "", false
+			}
+			i += 2
+		case c == '"' || c < 0x20:
+			return "", false
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			rr, size := utf8.DecodeRune(s[i:])
+			b = utf8.AppendRune(b, rr)
+			i += size
+		}
+	}
+	return string(b), true
+}
+
+// hex4 reads four hex digits; -1 when they are not.
+func hex4(s []byte) rune {
+	if len(s) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range s[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
 }
 
 // stringEnd returns the index after the string starting at i.

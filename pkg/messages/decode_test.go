@@ -135,3 +135,19 @@ func BenchmarkDecodeResult(b *testing.B) {
 		}
 	})
 }
+
+// unquote reads every escape as encoding/json does, and refuses what it refuses.
+func TestUnquote(t *testing.T) {
+	for _, in := range []string{
+		`plain`, `a\"b\\c\/d`, `\b\f\n\r\t`, `\u00e9\u00C9`, `\ud83d\ude00`, `\ud83d`, `\ud83dx`,
+		`\ud83d\u0041`, `\udc00\ud83d\ude00`, `\ud83d\ud83d\ude00`, "\xff\xfe", "é\xe9",
+		`\'`, `\x41`, "a\x01b", `\u12`, `\uZZZZ`, `\`, `a"b`, `\u0000`, "\u2028",
+	} {
+		var want string
+		werr := json.Unmarshal([]byte(`"`+in+`"`), &want)
+		got, ok := unquote([]byte(in))
+		if ok != (werr == nil) || ok && got != want {
+			t.Errorf("unquote(%q) = %q, %v; encoding/json %q, %v", in, got, ok, want, werr)
+		}
+	}
+}

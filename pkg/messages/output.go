@@ -164,17 +164,61 @@ func (o *Output) FillResults() error {
 		if !r.Success || r.Result != nil {
 			continue
 		}
-		var b struct {
-			Result json.RawMessage `json:"result"`
-		}
-		if err := json.Unmarshal([]byte(body), &b); err != nil {
+		res, err := blockResult([]byte(body))
+		if err != nil {
 			return fmt.Errorf("output %s: block %d: %w", o.ResponseID, i, err)
 		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, b.Result); err != nil {
-			return fmt.Errorf("output %s: block %d: %w", o.ResponseID, i, err)
-		}
-		r.Result = compact.Bytes()
+		r.Result = res
 	}
 	return nil
+}
+
+// blockResult reads the result of a successful call's block body, compacted, as
+// [blockResultJSON] does: the shape [Block] writes is read directly; anything else
+// (other members, keys in another case, duplicates, …) is left to encoding/json
+// (FuzzBlockResult checks that both agree).
+func blockResult(body []byte) (json.RawMessage, error) {
+	var res []byte
+	var tool string
+	var success bool
+	ok := readObject(body, func(r *reader, key string) bool {
+		switch key {
+		case "tool":
+			return r.str(&tool)
+		case "success":
+			return r.bool(&success)
+		case "result":
+			r.ws()
+			end, ok := r.valueEnd(r.i)
+			if ok {
+				res, r.i = r.data[r.i:end], end
+			}
+			return ok
+		}
+		return false
+	})
+	if !ok || res == nil {
+		return blockResultJSON(body)
+	}
+	var compact bytes.Buffer
+	compact.Grow(len(res))
+	if err := json.Compact(&compact, res); err != nil {
+		return blockResultJSON(body) // its error, as encoding/json words it
+	}
+	return compact.Bytes(), nil
+}
+
+// blockResultJSON is blockResult with encoding/json.
+func blockResultJSON(body []byte) (json.RawMessage, error) {
+	var b struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, err
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, b.Result); err != nil {
+		return nil, err
+	}
+	return compact.Bytes(), nil
 }
