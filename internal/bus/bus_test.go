@@ -19,7 +19,13 @@ import (
 
 func testJS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, stop, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir()})
+	return testJSIn(t, t.TempDir())
+}
+
+// testJSIn is testJS with the server's store in dir.
+func testJSIn(t *testing.T, dir string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	srv, stop, err := StartEmbedded(EmbeddedOptions{StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,20 +416,7 @@ func TestRunKeepsABusyQueue(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			srv, stop, err := StartEmbedded(EmbeddedOptions{StoreDir: dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(stop)
-			nc, err := nats.Connect(srv.ClientURL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nc, js := testJSIn(t, dir)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if err := Provision(ctx, js, Topology{}); err != nil {
