@@ -339,7 +339,6 @@ func (c *Calculator) solve(params map[string]json.RawMessage, materials []Materi
 // solveWith is solve with the calculator's parameter names already gathered
 // ([Calculator.paramRefs], which a [Suite] keeps per calculator).
 func (c *Calculator) solveWith(refs map[string]paramRef, params map[string]json.RawMessage, materials []Material) (*Result, error) {
-
 	res := &Result{Tool: c.Name, Formula: c.Formula, Inputs: map[string]Quantity{}}
 	values := Values{}
 	givenAs := map[string]string{} // variable → parameter name it was given as
