@@ -503,3 +503,27 @@ func TestRunKeepsABusyQueue(t *testing.T) {
 		})
 	}
 }
+
+// How long the acker may hold an ack, by the runner's options and the consumer's limits.
+func TestAckHold(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    RunOptions
+		cfg  jetstream.ConsumerConfig
+		want time.Duration
+	}{
+		{"default", RunOptions{Concurrency: 16}, jetstream.ConsumerConfig{AckWait: 30 * time.Second, MaxAckPending: 1024}, 20 * time.Millisecond},
+		{"set", RunOptions{Concurrency: 16, AckHold: time.Second}, jetstream.ConsumerConfig{AckWait: 30 * time.Second, MaxAckPending: 1024}, time.Second},
+		{"a tenth of AckWait at most", RunOptions{Concurrency: 16}, jetstream.ConsumerConfig{AckWait: 100 * time.Millisecond, MaxAckPending: 1024}, 10 * time.Millisecond},
+		{"off", RunOptions{Concurrency: 16, AckHold: -1}, jetstream.ConsumerConfig{AckWait: 30 * time.Second, MaxAckPending: 1024}, 0},
+		// A held message would take the slot the next delivery needs.
+		{"MaxAckPending 1", RunOptions{}, jetstream.ConsumerConfig{AckWait: 30 * time.Second, MaxAckPending: 1}, 0},
+		{"MaxAckPending = Concurrency", RunOptions{Concurrency: 16}, jetstream.ConsumerConfig{AckWait: 30 * time.Second, MaxAckPending: 16}, 0},
+		{"MaxAckPending above Concurrency", RunOptions{Concurrency: 16}, jetstream.ConsumerConfig{AckWait: 30 * time.Second, MaxAckPending: 17}, 20 * time.Millisecond},
+		{"MaxAckPending unlimited", RunOptions{Concurrency: 16}, jetstream.ConsumerConfig{AckWait: 30 * time.Second, MaxAckPending: -1}, 20 * time.Millisecond},
+	} {
+		if got := ackHold(tc.o, tc.cfg); got != tc.want {
+			t.Errorf("%s: hold %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -121,7 +121,8 @@ type RunOptions struct {
 	PublishTimeout time.Duration
 	// AckHold bounds how long the acknowledgement of the newest handled delivery waits
 	// for the next delivery to be handled (see [Run]). Default 20ms, at most a tenth of
-	// the consumer's AckWait; negative acknowledges each delivery at once.
+	// the consumer's AckWait; negative acknowledges each delivery at once, as does a
+	// consumer whose MaxAckPending is no more than Concurrency.
 	AckHold time.Duration
 	// SpanName names the span of each message's handling, e.g. "parse"; it continues the
 	// trace the message carries. Tracer nil means the global tracer provider.
@@ -214,12 +215,7 @@ func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Ha
 	info := c.CachedInfo()
 	r.consumer, r.streamName, r.maxDeliver = info.Name, info.Stream, info.Config.MaxDeliver
 	r.beatEvery = cmp.Or(o.Heartbeat, max(info.Config.AckWait/3, 100*time.Millisecond))
-	if o.AckHold >= 0 {
-		r.ackHold = cmp.Or(o.AckHold, 20*time.Millisecond)
-		if info.Config.AckWait > 0 {
-			r.ackHold = min(r.ackHold, info.Config.AckWait/10)
-		}
-	}
+	r.ackHold = ackHold(o, info.Config)
 
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
@@ -254,6 +250,21 @@ func Run(ctx context.Context, c jetstream.Consumer, js jetstream.Publisher, h Ha
 		<-done
 	}
 	return nil
+}
+
+// ackHold is how long the acker may hold an ack for a consumer cfg (see
+// [runner.acker]): RunOptions.AckHold (default 20ms), at most a tenth of AckWait, and
+// none when the consumer's MaxAckPending leaves no room for a held message beside a
+// message for every worker (the held one would keep the next from being delivered).
+func ackHold(o RunOptions, cfg jetstream.ConsumerConfig) time.Duration {
+	if o.AckHold < 0 || cfg.MaxAckPending > 0 && cfg.MaxAckPending <= max(o.Concurrency, 1) {
+		return 0
+	}
+	hold := cmp.Or(o.AckHold, 20*time.Millisecond)
+	if cfg.AckWait > 0 {
+		hold = min(hold, cfg.AckWait/10)
+	}
+	return hold
 }
 
 // fetch pulls messages for free workers until ctx is done: each pull request asks for
