@@ -439,7 +439,7 @@ func (r *runner) delivery(msg jetstream.Msg) *Delivery {
 	return d
 }
 
-// handle runs the handler on msg and sends what it returned; the acker finishes.
+// handle runs the handler on msg and sends what it returned; the acker settles it.
 func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 	d := r.delivery(msg)
 	ctx, span := startConsumeSpan(ctx, r.o.Tracer, r.o.SpanName, r.consumer, d)
@@ -456,8 +456,8 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		p.span.SetStatus(codes.Error, err.Error())
 		out, err = []Outgoing{deadLetter(r.streamName, d, err)}, nil
 	}
-	if err != nil {
-		r.finish(p, err)
+	if retry != nil {
+		r.settle(p, retry)
 		return
 	}
 	// Sent now, acknowledged by the streams while this worker takes the next message.
@@ -563,7 +563,7 @@ func (r *runner) acker() {
 			err = f(p.ctx)
 		}
 		if err != nil {
-			r.finish(p, Retry(err, r.o.PublishRetryDelay))
+			r.settle(p, &RetryError{Delay: r.o.PublishRetryDelay, Err: err})
 			continue
 		}
 		r.settle(p, nil)
@@ -576,15 +576,6 @@ func (r *runner) acker() {
 	}
 }
 
-// finish settles a handled delivery: ack on nil, nak with delay on a retry, term
-// otherwise; and ends its span and metrics.
-func (r *runner) finish(p pending, err error) {
-	r.settle(p, err)
-	if err == nil {
-		r.ack(p)
-	}
-}
-
 // ack acknowledges a delivery [runner.settle] settled as handled.
 func (r *runner) ack(p pending) {
 	if aerr := p.msg.Ack(); aerr != nil {
@@ -592,33 +583,24 @@ func (r *runner) ack(p pending) {
 	}
 }
 
-// settle ends a handled delivery's span and metrics, and hands it back (a retry) or
-// terminates it (any other error); acknowledging a delivery without error is the
-// caller's, with [runner.ack].
-func (r *runner) settle(p pending, err error) {
+// settle ends a handled delivery's span and metrics and, with retry set, hands it back
+// after retry's delay. A delivery handled without error is acknowledged by the caller,
+// with [runner.ack] (the acker may hold it). The runner never terminates a delivery: a
+// message that cannot be answered is dead-lettered, then acknowledged.
+func (r *runner) settle(p pending, retry *RetryError) {
 	defer p.span.End()
-	var retry *RetryError
 	outcome := "ack"
-	switch {
-	case errors.As(err, &retry):
+	if retry != nil {
 		outcome = "retry"
-	case err != nil:
-		outcome = "term"
 	}
 	r.o.Metrics.Handled(p.ctx, r.o.SpanName, outcome, time.Since(p.start), uint64(p.d.Delivered))
-	if err != nil {
-		p.span.SetStatus(codes.Error, err.Error())
+	if retry == nil {
+		return
 	}
-	switch {
-	case err == nil:
-	case retry != nil:
-		p.span.SetAttributes(telemetry.RetryReason.String(retry.Err.Error()))
-		r.log.InfoContext(p.ctx, "handing message back", "subject", p.d.Subject, "delay", retry.Delay, "err", retry.Err)
-		_ = p.msg.NakWithDelay(retry.Delay)
-	default:
-		r.log.ErrorContext(p.ctx, "dropping message that cannot be answered", "subject", p.d.Subject, "err", err)
-		_ = p.msg.TermWithReason(err.Error())
-	}
+	p.span.SetStatus(codes.Error, retry.Error())
+	p.span.SetAttributes(telemetry.RetryReason.String(retry.Err.Error()))
+	r.log.InfoContext(p.ctx, "handing message back", "subject", p.d.Subject, "delay", retry.Delay, "err", retry.Err)
+	_ = p.msg.NakWithDelay(retry.Delay)
 }
 
 // heartbeat marks msg in progress every RunOptions.Heartbeat until the returned

@@ -146,13 +146,13 @@ func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMe
 	streamed := false
 	defer func() {
 		unwatch()
+		end := func() { finish(resp); cancelReq() }
 		if streamed {
 			// A server may keep the stream open after the answer (it SHOULD close
 			// it): the call does not wait for its end.
-			go func() { finish(resp); cancelReq() }()
+			go end()
 		} else {
-			finish(resp)
-			cancelReq()
+			end()
 		}
 	}()
 	if err := d.check(resp); err != nil {

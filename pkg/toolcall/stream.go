@@ -3,7 +3,6 @@ package toolcall
 import (
 	"slices"
 	"strings"
-	"unicode"
 )
 
 // ExtractPartial reads the part of a response a model has written so far, while it is
@@ -61,11 +60,11 @@ func settled(text string, c Call) bool {
 }
 
 // onlySpace reports whether s holds nothing but what the repairer skips between tokens
-// as whitespace (any byte up to ' ', the spaces of isOtherSpace, Unicode spaces): text
-// after a call that more text may still continue.
+// as whitespace (any byte up to ' ', the spaces of isOtherSpace, which hold every
+// Unicode space): text after a call that more text may still continue.
 func onlySpace(s string) bool {
 	for _, r := range s {
-		if r > ' ' && !isOtherSpace(r) && !unicode.IsSpace(r) {
+		if r > ' ' && !isOtherSpace(r) {
 			return false
 		}
 	}
