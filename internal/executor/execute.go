@@ -243,7 +243,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		}
 		return res.Fail(last), oc
 	}
-	if len(out) == 0 || !json.Valid(out) {
+	if len(out) == 0 || !messages.Valid(out) {
 		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", call.Tool)), Outcome{MaybeRan: true}
 	}
 	res.Success, res.Result = true, out

@@ -25,8 +25,8 @@ func decodeParameters(raw json.RawMessage) (map[string]json.RawMessage, []string
 	}
 	var repairs []string
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := messages.DecodeString(raw)
+		if err != nil {
 			return nil, nil, invalidArguments("parameters: %v", err)
 		}
 		if strings.TrimSpace(s) == "" {
@@ -45,8 +45,8 @@ func decodeParameters(raw json.RawMessage) (map[string]json.RawMessage, []string
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, nil, invalidArguments(`parameters must be a JSON object, like {"p": 10, "d": 100, "sigma": 160}`)
 	}
-	var params map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &params); err != nil {
+	params, err := messages.DecodeMembers(raw)
+	if err != nil {
 		return nil, nil, invalidArguments("parameters are not a valid JSON object: %v", err)
 	}
 	if params == nil {

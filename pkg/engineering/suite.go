@@ -258,8 +258,8 @@ func stringArg(args map[string]json.RawMessage, names ...string) (string, error)
 		if !ok || string(raw) == "null" {
 			continue
 		}
-		var v string
-		if err := json.Unmarshal(raw, &v); err != nil {
+		v, err := messages.DecodeString(raw)
+		if err != nil {
 			return "", invalidArguments("%s must be a string", n)
 		}
 		return strings.TrimSpace(v), nil

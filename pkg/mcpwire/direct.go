@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/messages"
 	"golang.org/x/oauth2"
 )
 
@@ -83,19 +84,19 @@ type wireMessage struct {
 // decodeMessage reads a JSON-RPC message as the SDK does: members by their exact names
 // (encoding/json would match "ID" or "Result" too).
 func decodeMessage(data []byte) (*wireMessage, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(data, &obj); err != nil {
+	obj, err := messages.DecodeMembers(data)
+	if err != nil {
 		return nil, err
 	}
 	m := &wireMessage{ID: obj["id"], Params: obj["params"], Result: obj["result"]}
 	if raw, ok := obj["method"]; ok {
-		if err := json.Unmarshal(raw, &m.Method); err != nil {
+		if m.Method, err = messages.DecodeString(raw); err != nil {
 			return nil, fmt.Errorf("method: %w", err)
 		}
 	}
 	if raw, ok := obj["error"]; ok && !isNull(raw) {
-		var e map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &e); err != nil {
+		e, err := messages.DecodeMembers(raw)
+		if err != nil {
 			return nil, fmt.Errorf("error: %w", err)
 		}
 		m.Error = &jsonrpc.Error{Data: e["data"]}
@@ -103,7 +104,7 @@ func decodeMessage(data []byte) (*wireMessage, error) {
 			return nil, fmt.Errorf("error code: %w", err)
 		}
 		if raw, ok := e["message"]; ok {
-			if err := json.Unmarshal(raw, &m.Error.Message); err != nil {
+			if m.Error.Message, err = messages.DecodeString(raw); err != nil {
 				return nil, fmt.Errorf("error message: %w", err)
 			}
 		}
@@ -473,11 +474,10 @@ func (d *directCalls) notified(method string) {
 // decodeCallResult reads a CallToolResult. Text blocks are read here; a result with any
 // other kind of block is read by the SDK's own decoder.
 func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
-	var obj map[string]json.RawMessage
-	var content []map[string]json.RawMessage
+	var content []json.RawMessage
 	res := &mcp.CallToolResult{}
 	var resultType string
-	err := json.Unmarshal(raw, &obj)
+	obj, err := messages.DecodeMembers(raw)
 	if err == nil && !isNull(obj["content"]) {
 		err = json.Unmarshal(obj["content"], &content)
 	}
@@ -485,7 +485,7 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 		err = json.Unmarshal(obj["isError"], &res.IsError)
 	}
 	if err == nil && !isNull(obj["resultType"]) {
-		err = json.Unmarshal(obj["resultType"], &resultType)
+		resultType, err = messages.DecodeString(obj["resultType"])
 	}
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: codeParseError, Message: fmt.Sprintf("tools/call: the result is not a CallToolResult: %v", err)}
@@ -494,9 +494,16 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 		return nil, errInputRequired
 	}
 	res.Content = make([]mcp.Content, 0, len(content))
-	for _, c := range content {
+	for _, block := range content {
+		c, err := messages.DecodeMembers(block)
 		var kind, text string
-		if json.Unmarshal(c["type"], &kind) != nil || kind != "text" || json.Unmarshal(c["text"], &text) != nil {
+		if err == nil {
+			kind, err = messages.DecodeString(c["type"])
+		}
+		if err == nil && kind == "text" {
+			text, err = messages.DecodeString(c["text"])
+		}
+		if err != nil || kind != "text" {
 			var full mcp.CallToolResult
 			if err := json.Unmarshal(raw, &full); err != nil {
 				return nil, &jsonrpc.Error{Code: codeParseError, Message: fmt.Sprintf("tools/call: the result is not a CallToolResult: %v", err)}

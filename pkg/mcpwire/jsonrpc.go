@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/messages"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -167,8 +168,8 @@ func (s *rpcSession) callTool(ctx context.Context, name string, args json.RawMes
 // "content" array, possibly with "isError" and "structuredContent", and nothing else but
 // "_meta".
 func looksLikeCallToolResult(raw json.RawMessage) bool {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
+	obj, err := messages.DecodeMembers(raw)
+	if err != nil {
 		return false
 	}
 	content, ok := obj["content"]

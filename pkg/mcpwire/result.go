@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // resultValue turns a tool's result into the JSON value a model is shown:
@@ -40,7 +41,7 @@ func resultValue(server, tool string, res *mcp.CallToolResult) (json.RawMessage,
 	if allText(res.Content) {
 		if len(res.Content) == 1 {
 			text := strings.TrimSpace(res.Content[0].(*mcp.TextContent).Text)
-			if text != "" && json.Valid([]byte(text)) {
+			if text != "" && messages.Valid([]byte(text)) {
 				return json.RawMessage(text), nil
 			}
 		}

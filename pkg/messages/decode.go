@@ -53,6 +53,50 @@ func DecodeOutput(data []byte, o *Output) error {
 	return json.Unmarshal(data, o)
 }
 
+// DecodeMembers decodes a JSON object into its members' raw values, as json.Unmarshal
+// into a nil map[string]json.RawMessage does: what tool arguments and JSON-RPC messages
+// are read into before their members are.
+func DecodeMembers(data []byte) (map[string]json.RawMessage, error) {
+	if m, ok := decodeMembers(data); ok {
+		return m, nil
+	}
+	var m map[string]json.RawMessage
+	err := json.Unmarshal(data, &m)
+	return m, err
+}
+
+// DecodeString decodes a JSON string, as json.Unmarshal into a string does (null leaves
+// it "").
+func DecodeString(data []byte) (string, error) {
+	r := &reader{data: data}
+	var s string
+	if r.str(&s) {
+		if r.ws(); r.i == len(data) {
+			return s, nil
+		}
+	}
+	s = ""
+	err := json.Unmarshal(data, &s)
+	return s, err
+}
+
+func decodeMembers(data []byte) (map[string]json.RawMessage, bool) {
+	if i := skipSpace(data, 0); i >= len(data) || data[i] != '{' {
+		return nil, false
+	}
+	own := bytes.Clone(data) // one copy: the values are slices of it
+	m := map[string]json.RawMessage{}
+	ok := readObject(own, func(r *reader, key string) bool {
+		start := r.i
+		end, ok := scanValue(r.data, start)
+		if ok {
+			m[key], r.i = r.data[start:end:end], end
+		}
+		return ok
+	})
+	return m, ok
+}
+
 func decodeCall(data []byte, c *ToolCall) bool {
 	return readObject(data, func(r *reader, key string) bool {
 		switch key {
@@ -354,7 +398,7 @@ func (r *reader) str(dst *string) bool {
 		return true
 	}
 	// Escapes (an output's text is full of them: its blocks' quotes and line ends).
-	end, ok := r.stringEnd(r.i)
+	end, ok := scanString(r.data, r.i)
 	if !ok {
 		return false
 	}
@@ -451,19 +495,6 @@ func hex4(s []byte) rune {
 		r = r*16 + rune(c)
 	}
 	return r
-}
-
-// stringEnd returns the index after the string starting at i.
-func (r *reader) stringEnd(i int) (int, bool) {
-	for j := i + 1; j < len(r.data); j++ {
-		switch r.data[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, true
-		}
-	}
-	return 0, false
 }
 
 func (r *reader) strings(dst *[]string) bool {
@@ -569,8 +600,8 @@ func (r *reader) time(dst *time.Time) bool {
 	if r.peek() != '"' {
 		return false
 	}
-	end, ok := r.stringEnd(r.i)
-	if !ok || !json.Valid(r.data[r.i:end]) || dst.UnmarshalJSON(r.data[r.i:end]) != nil {
+	end, ok := scanString(r.data, r.i)
+	if !ok || dst.UnmarshalJSON(r.data[r.i:end]) != nil {
 		return false
 	}
 	r.i = end
@@ -581,50 +612,11 @@ func (r *reader) time(dst *time.Time) bool {
 func (r *reader) raw(dst *[]byte) bool {
 	r.ws()
 	start := r.i
-	end, ok := r.valueEnd(start)
-	if !ok || !json.Valid(r.data[start:end]) {
+	end, ok := scanValue(r.data, start)
+	if !ok {
 		return false
 	}
 	*dst = bytes.Clone(r.data[start:end])
 	r.i = end
 	return true
-}
-
-// valueEnd returns the index after the value starting at i, following strings and
-// brackets only; json.Valid checks the value itself.
-func (r *reader) valueEnd(i int) (int, bool) {
-	d := r.data
-	if i >= len(d) {
-		return 0, false
-	}
-	switch d[i] {
-	case '"':
-		return r.stringEnd(i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(d); j++ {
-			switch d[j] {
-			case '"':
-				e, ok := r.stringEnd(j)
-				if !ok {
-					return 0, false
-				}
-				j = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	}
-	// A number or a literal: up to the next delimiter.
-	j := i
-	for j < len(d) && d[j] != ',' && d[j] != '}' && d[j] != ']' && d[j] != ' ' && d[j] != '\n' && d[j] != '\t' && d[j] != '\r' {
-		j++
-	}
-	return j, j > i
 }

@@ -33,6 +33,7 @@ func seedMessages(f *testing.F) {
 		`{"result": null}`, `{"error": null}`, `{"id": "\ud83d\ude00"}`, `{"id": "\xff"}`, `{"repairs": []}`, `[]`, `null`,
 		`{"deadline": "2026-11-22T04:05:06Z"}`, `{"deadline": "x"}`, `{"success": truex}`, `{"duration_ms": 1e400}`,
 		`{"results": [{"tool": "a", "result": [1, {"b": "]"}]}]} `, `{"text": "a\u0000b"}`, ` {"arguments" : {"a":1} , "tool":"t"}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ok"}],"isError":false}}`, `{"a":1,"a":2}`, `{"\u0061":1}`, `"plain"`, ` "a\"b\u00e9\ud800" `, `"x" y`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -77,6 +78,25 @@ func FuzzDecode(f *testing.F) {
 			gerr := DecodeResult(data, &got)
 			if (gerr == nil) != (werr == nil) || werr == nil && !reflect.DeepEqual(got, want) {
 				t.Fatalf("DecodeResult %q: %#v (%v), encoding/json %#v (%v)", data, got, gerr, want, werr)
+			}
+		}
+		{
+			var want string
+			werr := json.Unmarshal(data, &want)
+			got, gerr := DecodeString(data)
+			if (gerr == nil) != (werr == nil) || werr == nil && got != want {
+				t.Fatalf("DecodeString %q: %q (%v), encoding/json %q (%v)", data, got, gerr, want, werr)
+			}
+		}
+		{
+			var want map[string]json.RawMessage
+			werr := json.Unmarshal(data, &want)
+			if fast, ok := decodeMembers(data); ok && (werr != nil || !reflect.DeepEqual(fast, want)) {
+				t.Fatalf("members %q: fast %q, encoding/json %q (%v)", data, fast, want, werr)
+			}
+			got, gerr := DecodeMembers(data)
+			if (gerr == nil) != (werr == nil) || werr == nil && !reflect.DeepEqual(got, want) {
+				t.Fatalf("DecodeMembers %q: %q (%v), encoding/json %q (%v)", data, got, gerr, want, werr)
 			}
 		}
 		{

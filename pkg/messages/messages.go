@@ -194,7 +194,7 @@ type DeadLetter struct {
 // when it is JSON, else as text.
 func NewDeadLetter(stream string, seq uint64, subject string, header map[string][]string, data []byte, deliveries uint64, reason string) DeadLetter {
 	dl := DeadLetter{Stream: stream, Sequence: seq, Subject: subject, Header: header, Deliveries: deliveries, Reason: reason}
-	if json.Valid(data) {
+	if Valid(data) {
 		dl.Data = data
 	} else {
 		dl.Text = string(data)

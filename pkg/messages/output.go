@@ -14,8 +14,9 @@ import (
 // Block renders one result as a <tool_result> block: the JSON object {"tool", "success",
 // "result"} or {"tool", "success", "error", "error_code"}, in that order, indented by
 // two spaces, non-ASCII text left as it is. The object is written directly and the raw
-// result indented in one pass (json.Indent), rather than encoding a struct, which
-// would compact and validate the result and then indent the whole again.
+// result checked and indented as json.Indent would (Valid, appendIndent), rather than
+// encoding a struct, which would compact and validate the result and then indent the
+// whole again.
 func Block(r ToolResult) string {
 	var buf bytes.Buffer
 	buf.Grow(len(r.Result)*5/4 + 128)
@@ -27,10 +28,11 @@ func Block(r ToolResult) string {
 		if len(res) == 0 {
 			res = []byte("null")
 		}
-		if err := json.Indent(&buf, res, "  ", "  "); err != nil {
+		if !Valid(res) {
 			// Only an invalid raw result can fail; say so instead of losing the call.
 			return Block(ToolResult{Tool: r.Tool}.Fail(Errorf(CodeInternal, "the tool returned invalid JSON")))
 		}
+		buf.Write(appendIndent(buf.AvailableBuffer(), res, "  ", "  "))
 	} else {
 		e := r.Error
 		if e == nil {
@@ -189,7 +191,7 @@ func blockResult(body []byte) (json.RawMessage, error) {
 			return r.bool(&success)
 		case "result":
 			r.ws()
-			end, ok := r.valueEnd(r.i)
+			end, ok := scanValue(r.data, r.i)
 			if ok {
 				res, r.i = r.data[r.i:end], end
 			}
@@ -200,12 +202,7 @@ func blockResult(body []byte) (json.RawMessage, error) {
 	if !ok || res == nil {
 		return blockResultJSON(body)
 	}
-	var compact bytes.Buffer
-	compact.Grow(len(res))
-	if err := json.Compact(&compact, res); err != nil {
-		return blockResultJSON(body) // its error, as encoding/json words it
-	}
-	return compact.Bytes(), nil
+	return appendCompact(make([]byte, 0, len(res)), res), nil
 }
 
 // blockResultJSON is blockResult with encoding/json.
