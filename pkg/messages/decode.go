@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
 // Decoding the messages that travel between the stages. Every hop decodes one, and
@@ -81,14 +83,14 @@ func DecodeString(data []byte) (string, error) {
 }
 
 func decodeMembers(data []byte) (map[string]json.RawMessage, bool) {
-	if i := skipSpace(data, 0); i >= len(data) || data[i] != '{' {
+	if i := jsonscan.SkipSpace(data, 0); i >= len(data) || data[i] != '{' {
 		return nil, false
 	}
 	own := bytes.Clone(data) // one copy: the values are slices of it
 	m := map[string]json.RawMessage{}
 	ok := readObject(own, func(r *reader, key string) bool {
 		start := r.i
-		end, ok := scanValue(r.data, start)
+		end, ok := valueEnd(r.data, start)
 		if ok {
 			m[key], r.i = r.data[start:end:end], end
 		}
@@ -398,7 +400,7 @@ func (r *reader) str(dst *string) bool {
 		return true
 	}
 	// Escapes (an output's text is full of them: its blocks' quotes and line ends).
-	end, ok := scanString(r.data, r.i)
+	end, ok := stringEnd(r.data, r.i)
 	if !ok {
 		return false
 	}
@@ -600,7 +602,7 @@ func (r *reader) time(dst *time.Time) bool {
 	if r.peek() != '"' {
 		return false
 	}
-	end, ok := scanString(r.data, r.i)
+	end, ok := stringEnd(r.data, r.i)
 	if !ok || dst.UnmarshalJSON(r.data[r.i:end]) != nil {
 		return false
 	}
@@ -612,7 +614,7 @@ func (r *reader) time(dst *time.Time) bool {
 func (r *reader) raw(dst *[]byte) bool {
 	r.ws()
 	start := r.i
-	end, ok := scanValue(r.data, start)
+	end, ok := valueEnd(r.data, start)
 	if !ok {
 		return false
 	}

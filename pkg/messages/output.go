@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
 // Block renders one result as a <tool_result> block: the JSON object {"tool", "success",
@@ -32,7 +34,7 @@ func Block(r ToolResult) string {
 			// Only an invalid raw result can fail; say so instead of losing the call.
 			return Block(ToolResult{Tool: r.Tool}.Fail(Errorf(CodeInternal, "the tool returned invalid JSON")))
 		}
-		buf.Write(appendIndent(buf.AvailableBuffer(), res, "  ", "  "))
+		buf.Write(jsonscan.AppendIndent(buf.AvailableBuffer(), res, "  ", "  "))
 	} else {
 		e := r.Error
 		if e == nil {
@@ -191,7 +193,7 @@ func blockResult(body []byte) (json.RawMessage, error) {
 			return r.bool(&success)
 		case "result":
 			r.ws()
-			end, ok := scanValue(r.data, r.i)
+			end, ok := valueEnd(r.data, r.i)
 			if ok {
 				res, r.i = r.data[r.i:end], end
 			}
@@ -202,7 +204,7 @@ func blockResult(body []byte) (json.RawMessage, error) {
 	if !ok || res == nil {
 		return blockResultJSON(body)
 	}
-	return appendCompact(make([]byte, 0, len(res)), res), nil
+	return jsonscan.AppendCompact(make([]byte, 0, len(res)), res), nil
 }
 
 // blockResultJSON is blockResult with encoding/json.

@@ -3,6 +3,8 @@ package toolcall
 import (
 	"slices"
 	"strings"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
 // Calls without a marker: code fences, bare JSON naming a known tool, and a whole
@@ -35,7 +37,7 @@ func (x *extractor) fence(at, limit int) (int, bool) {
 	}
 	b := blk{format: FormatJSON, start: at, end: end, fixes: 1 << fixCodeFence}
 	if t[0] == '{' || t[0] == '[' {
-		if calls, e, ok := x.candidateCalls(ts, te); ok && skipJSONSpace(s[:te], e) == te {
+		if calls, e, ok := x.candidateCalls(ts, te); ok && jsonscan.SkipSpace(s[:te], e) == te {
 			x.addAll(b, calls)
 			return end, true
 		}
@@ -43,7 +45,7 @@ func (x *extractor) fence(at, limit int) (int, bool) {
 	}
 	switch strings.ToLower(info) {
 	case "", "python", "py", "tool_code", "tool_call":
-		if calls, e, ok := x.candidatePyCalls(ts, te); ok && skipJSONSpace(s[:te], e) == te {
+		if calls, e, ok := x.candidatePyCalls(ts, te); ok && jsonscan.SkipSpace(s[:te], e) == te {
 			b.format = FormatPythonic
 			x.addAll(b, calls)
 			return end, true
@@ -204,7 +206,7 @@ func (x *extractor) candidatePyCalls(from, to int) (calls []parsed, end int, ok 
 // bareCandidate reports whether the '{' or '[' at text[i] may start calls: an object
 // with a quoted first key, an array of such objects, or a list of NAME(…).
 func bareCandidate(text string, i int) bool {
-	j := skipJSONSpace(text, i+1)
+	j := jsonscan.SkipSpace(text, i+1)
 	if j >= len(text) {
 		return false
 	}
@@ -228,14 +230,14 @@ func (x *extractor) bareJSON(at, limit int) (int, bool) {
 		return at + 1, false
 	}
 	b := blk{format: FormatJSON, start: at}
-	if s[at] == '{' || s[skipJSONSpace(s, at+1)] == '{' {
+	if s[at] == '{' || s[jsonscan.SkipSpace(s, at+1)] == '{' {
 		calls, end, ok := x.candidateCalls(at, limit)
 		if !ok {
 			return max(end, at+1), false
 		}
 		b.end = end
 		x.addAll(b, calls)
-		if j := skipJSONSpace(s, end); j < limit && s[j] == ';' {
+		if j := jsonscan.SkipSpace(s, end); j < limit && s[j] == ';' {
 			return j + 1, true
 		}
 		return end, true

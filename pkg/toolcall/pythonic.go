@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
 // Pythonic calls: get_weather(city='Paris', days=3), alone, in a list, or one per line.
@@ -55,7 +57,7 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 		}
 		key := s[ks:r.pos]
 		r.space()
-		if key == "" || isDigit(key[0]) || r.eof() || s[r.pos] != '=' && s[r.pos] != ':' {
+		if key == "" || jsonscan.IsDigit(key[0]) || r.eof() || s[r.pos] != '=' && s[r.pos] != ':' {
 			at := ks
 			if key != "" {
 				at = r.pos
@@ -136,7 +138,7 @@ func noJSONEquivalent(src string, out []byte) string {
 			return "a Python bytes literal"
 		}
 	}
-	if len(out) > 0 && (out[0] == '-' || isDigit(out[0])) {
+	if len(out) > 0 && (out[0] == '-' || jsonscan.IsDigit(out[0])) {
 		if f, err := strconv.ParseFloat(string(out), 64); err != nil || math.IsInf(f, 0) {
 			return "a number too large for a 64-bit float"
 		}

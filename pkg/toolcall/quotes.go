@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
 // Strings: quotes of every kind, escapes, and what a model leaves unescaped.
@@ -134,7 +136,7 @@ func (r *repairer) str(open, key bool) {
 	afterBreak := false // word follows a \n, \r or \t escape
 	for {
 		start := pos
-		pos = plainRun(s, pos, stop)
+		pos = jsonscan.PlainRun(s, pos, stop)
 		out = append(out, s[start:pos]...)
 		if key && colon < 0 {
 			if i := strings.IndexByte(s[start:pos], ':'); i >= 0 {
@@ -148,7 +150,7 @@ func (r *repairer) str(open, key bool) {
 				return
 			}
 			end := len(s)
-			if f := strings.LastIndex(s[body:], "```"); f >= 0 && skipJSONSpace(s, body+f+3) == len(s) {
+			if f := strings.LastIndex(s[body:], "```"); f >= 0 && jsonscan.SkipSpace(s, body+f+3) == len(s) {
 				end = body + f // {"a": "b}``` : the fence is no part of the string
 				for end > body && s[end-1] == '`' {
 					end--
@@ -355,7 +357,7 @@ func (r *repairer) closeAt(i, body int, key, hasColon bool, brackets *bracketCou
 		if j < len(s) && s[j] == ',' {
 			return quoteInside
 		}
-		if !key && skipJSONSpace(s, j) == len(s) {
+		if !key && jsonscan.SkipSpace(s, j) == len(s) {
 			return quoteInside // "The TV is 72"": an inch mark, then the closing quote
 		}
 	}
@@ -366,13 +368,13 @@ func (r *repairer) closeAt(i, body int, key, hasColon bool, brackets *bracketCou
 			return quoteCloses
 		case hasColon:
 			return quoteAfterKeyColon
-		case j > i+1 || s[j] == '"' || s[j] == '[' || s[j] == '{' || s[j] == '-' || isDigit(s[j]) || literalAt(s, j):
+		case j > i+1 || s[j] == '"' || s[j] == '[' || s[j] == '{' || s[j] == '-' || jsonscan.IsDigit(s[j]) || literalAt(s, j):
 			return quoteCloses // {"key" "value"}, {"key"1}: the colon is missing
 		}
 		return quoteInside // {"k"e"y": 1}
 	}
 	if r.endsString(i + 1) {
-		if j := skipJSONSpace(s, i+1); j < len(s) && (s[j] == ']' || s[j] == '}') && brackets.open(s, body, i, s[j]) {
+		if j := jsonscan.SkipSpace(s, i+1); j < len(s) && (s[j] == ']' || s[j] == '}') && brackets.open(s, body, i, s[j]) {
 			return quoteInside // "the list [1, 2"] more": the bracket is the text's
 		}
 		return quoteCloses
@@ -573,7 +575,7 @@ func (r *repairer) endsString(i int) bool {
 	case '`':
 		return strings.HasPrefix(s[i:], "```") // "a"``` : the fence around the JSON
 	}
-	return isDigit(s[i]) && r.inArray() // ["a" 2]
+	return jsonscan.IsDigit(s[i]) && r.inArray() // ["a" 2]
 }
 
 // junkBeforeBrace reports whether the quote at s[i-1], in an object, is followed by a
@@ -626,7 +628,7 @@ func (r *repairer) wordAhead(i int) bool {
 // sic." is one string.
 func (r *repairer) memberAhead(i int) bool {
 	s := r.src
-	i = skipJSONSpace(s, i)
+	i = jsonscan.SkipSpace(s, i)
 	if i >= len(s) {
 		return true
 	}
@@ -671,11 +673,11 @@ func (r *repairer) escape(q quoteKind, pos int, out []byte, inPath bool) (int, [
 		r.fixes.add(fixInvalidEscape)
 		return pos + 2, append(out, `\n`...) // a line continued with a backslash, as in a shell
 	case 'u':
-		if pos+6 <= len(s) && isHex(s[pos+2]) && isHex(s[pos+3]) && isHex(s[pos+4]) && isHex(s[pos+5]) {
+		if pos+6 <= len(s) && jsonscan.IsHex(s[pos+2]) && jsonscan.IsHex(s[pos+3]) && jsonscan.IsHex(s[pos+4]) && jsonscan.IsHex(s[pos+5]) {
 			return pos + 6, append(out, s[pos:pos+6]...)
 		}
 		j := pos + 2
-		for j < len(s) && j < pos+6 && isHex(s[j]) {
+		for j < len(s) && j < pos+6 && jsonscan.IsHex(s[j]) {
 			j++
 		}
 		switch {
@@ -721,7 +723,7 @@ func literalAt(s string, i int) bool {
 // JSON whitespace nor in a // or /* */ comment.
 func skipSpaceComments(s string, i int) int {
 	for {
-		i = skipJSONSpace(s, i)
+		i = jsonscan.SkipSpace(s, i)
 		if i+1 >= len(s) || s[i] != '/' {
 			return i
 		}

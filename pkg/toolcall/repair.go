@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unsafe"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
 // Default limits, used where Options leaves a field zero.
@@ -82,11 +84,11 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 		return nil, 0, &SyntaxError{Line: 1, Column: 1, Err: ErrTooLarge,
 			Msg: fmt.Sprintf("the text is %d bytes, the limit is %d", len(s), maxSize)}
 	}
-	end, res := scanStrictValue(s, 0, maxDepth)
+	end, res := jsonscan.Value(s, 0, maxDepth, jsonscan.Strict)
 	switch {
-	case res == strictOK && skipJSONSpace(s, end) == len(s):
+	case res == jsonscan.OK && jsonscan.SkipSpace(s, end) == len(s):
 		return json.RawMessage(s), 0, nil
-	case res == strictTooDeep:
+	case res == jsonscan.TooDeep:
 		return nil, 0, tooDeepError(s, end, maxDepth)
 	}
 	if unescaped, ok := escapedJSON(s); ok {
@@ -140,7 +142,7 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 		}
 	}
 	out, fixes, err := r.finish()
-	if err == nil && fixes.has(fixConcatenatedValues) && checkStrict(unsafe.String(&out[0], len(out)), maxDepth) == strictTooDeep {
+	if err == nil && fixes.has(fixConcatenatedValues) && jsonscan.Check(out, maxDepth, jsonscan.Strict) == jsonscan.TooDeep {
 		return nil, 0, tooDeepError(s, 0, maxDepth) // the array around the values is one level too many
 	}
 	return out, fixes, err
@@ -152,7 +154,7 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 func (r *repairer) scalarList(valueEnd int) bool {
 	s := r.src
 	i, sep := valueEnd, false
-	for i < len(s) && (s[i] == ',' || isJSONSpace(s[i])) {
+	for i < len(s) && (s[i] == ',' || jsonscan.IsSpace(s[i])) {
 		sep = sep || s[i] == ',' || s[i] == '\n'
 		i++
 	}
@@ -237,9 +239,9 @@ func (x *extractor) readValue(s string, from int) (v string, end int, fixes fixS
 	end, res := scanStrictMembers(s, from, maxDepth, &x.rec)
 	r := &x.rep
 	switch res {
-	case strictOK:
-		return s[skipJSONSpace(s, from):end], end, 0, nil
-	case strictTooDeep:
+	case jsonscan.OK:
+		return s[jsonscan.SkipSpace(s, from):end], end, 0, nil
+	case jsonscan.TooDeep:
 		*r = repairer{src: s, maxDepth: maxDepth}
 		r.tooDeep(end)
 		return "", 0, 0, r
@@ -287,7 +289,7 @@ func fencedInProse(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, bo
 			fixes |= fx
 		}
 		i = min(len(s), closeAt+3)
-		if skipJSONSpace(s, i) < len(s) {
+		if jsonscan.SkipSpace(s, i) < len(s) {
 			fixes |= 1 << fixTrailingText
 		} else {
 			fixes &^= 1 << fixTrailingText
@@ -307,7 +309,7 @@ func fencedInProse(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, bo
 		out = append(out, v...)
 	}
 	out = append(out, ']')
-	if checkStrict(string(out), maxDepth) != strictOK {
+	if jsonscan.Check(out, maxDepth, jsonscan.Strict) != jsonscan.OK {
 		return nil, 0, false
 	}
 	return out, fixes | 1<<fixConcatenatedValues, true
@@ -342,9 +344,9 @@ func fenceAt(s string, i int) (start, end int, ok bool) {
 // escapedJSON returns s with its escaped quotes unescaped when s is JSON escaped as
 // the text of a string, without the quotes around it: \"hello\" or {\"a\": \"b\"}.
 func escapedJSON(s string) (string, bool) {
-	i := skipJSONSpace(s, 0)
+	i := jsonscan.SkipSpace(s, 0)
 	if i < len(s) && (s[i] == '{' || s[i] == '[') {
-		i = skipJSONSpace(s, i+1)
+		i = jsonscan.SkipSpace(s, i+1)
 	}
 	if !strings.HasPrefix(s[i:], `\"`) {
 		return "", false
@@ -357,10 +359,10 @@ func escapedJSON(s string) (string, bool) {
 // (```{"a": 1}```), also inside a bracket a model put around the fence
 // ([```json …```]).
 func fenceBody(s string) (start, end int, ok bool) {
-	i := skipJSONSpace(s, 0)
+	i := jsonscan.SkipSpace(s, 0)
 	wrapped := byte(0)
 	if i < len(s) && (s[i] == '[' || s[i] == '{') {
-		if j := skipJSONSpace(s, i+1); strings.HasPrefix(s[j:], "```") {
+		if j := jsonscan.SkipSpace(s, i+1); strings.HasPrefix(s[j:], "```") {
 			wrapped, i = s[i], j
 		}
 	}
@@ -389,7 +391,7 @@ func fenceBody(s string) (start, end int, ok bool) {
 			end--
 		}
 		if wrapped != 0 {
-			k := skipJSONSpace(s, start+j+3)
+			k := jsonscan.SkipSpace(s, start+j+3)
 			if k >= len(s) || s[k] != wrapped+2 { // ']' is '['+2, '}' is '{'+2
 				return 0, 0, false
 			}

@@ -5,7 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
 // repairer is the tolerant parser: recursive descent over src from pos, writing compact
@@ -56,7 +57,7 @@ const msgRepairBug = "the JSON could not be repaired"
 // finish checks the output. It is valid by construction; the check turns a bug into an
 // error instead of a call with broken arguments.
 func (r *repairer) finish() (json.RawMessage, fixSet, error) {
-	if len(r.out) == 0 || checkStrict(unsafe.String(&r.out[0], len(r.out)), r.maxDepth+1) != strictOK {
+	if len(r.out) == 0 || jsonscan.Check(r.out, r.maxDepth+1, jsonscan.Strict) != jsonscan.OK {
 		return nil, 0, &SyntaxError{Line: 1, Column: 1, Msg: msgRepairBug}
 	}
 	return r.out, r.fixes, nil
@@ -108,7 +109,7 @@ func (r *repairer) spaceSlow() {
 		c := s[r.pos]
 		switch {
 		case c <= ' ':
-			if !isJSONSpace(c) {
+			if !jsonscan.IsSpace(c) {
 				r.fixes.add(fixWhitespace)
 			}
 			r.pos++
@@ -185,7 +186,7 @@ func (r *repairer) encloses(kind byte) bool {
 func (r *repairer) scalarAhead() bool {
 	s := r.src
 	c := s[r.pos]
-	if isDigit(c) || c == '-' && r.pos+1 < len(s) && (isDigit(s[r.pos+1]) || s[r.pos+1] == '.') {
+	if jsonscan.IsDigit(c) || c == '-' && r.pos+1 < len(s) && (jsonscan.IsDigit(s[r.pos+1]) || s[r.pos+1] == '.') {
 		return true
 	}
 	if q, _ := openQuote(s, r.pos); q != quoteNone {
@@ -199,7 +200,7 @@ func (r *repairer) scalarAhead() bool {
 		i++
 	}
 	if _, _, _, ok := literal(s[r.pos:i]); ok {
-		return skipJSONSpace(s, i) == len(s)
+		return jsonscan.SkipSpace(s, i) == len(s)
 	}
 	return false
 }
@@ -215,7 +216,7 @@ func (r *repairer) value() bool {
 		return r.array()
 	case c == '(':
 		return r.tuple()
-	case c == '-' || c == '+' || c == '.' || isDigit(c):
+	case c == '-' || c == '+' || c == '.' || jsonscan.IsDigit(c):
 		return r.number()
 	case isWordByte(c):
 		return r.word()
@@ -244,7 +245,7 @@ var structural = func() (t [256]bool) {
 func (r *repairer) startsValue(i int) bool {
 	c := r.src[i]
 	switch {
-	case c == '{' || c == '[' || c == '-' || c == '+' || c == '.' || isDigit(c) || isWordByte(c) || c >= utf8.RuneSelf:
+	case c == '{' || c == '[' || c == '-' || c == '+' || c == '.' || jsonscan.IsDigit(c) || isWordByte(c) || c >= utf8.RuneSelf:
 		return true
 	case c == '/':
 		return r.regexAt(i)
@@ -429,11 +430,11 @@ func (r *repairer) continueArray() bool {
 // of the object that brace closed: a quoted key followed by ':' or by its value.
 func (r *repairer) objectGoesOn(i int) bool {
 	s := r.src
-	i = skipJSONSpace(s, i)
+	i = jsonscan.SkipSpace(s, i)
 	if i >= len(s) || s[i] != ',' {
 		return false
 	}
-	i = skipJSONSpace(s, i+1)
+	i = jsonscan.SkipSpace(s, i+1)
 	if i >= len(s) || s[i] != '"' {
 		return false
 	}
@@ -513,7 +514,7 @@ func (r *repairer) startsKey(i int) bool {
 		return true
 	}
 	c := r.src[i]
-	return isWordByte(c) || isDigit(c) || c == '-' || c >= utf8.RuneSelf
+	return isWordByte(c) || jsonscan.IsDigit(c) || c == '-' || c >= utf8.RuneSelf
 }
 
 // key reads an object key: a quoted string or a bare word.
@@ -529,7 +530,7 @@ func (r *repairer) key() bool {
 	start := r.pos
 	plain := true // no byte to escape
 	for r.pos < len(s) && !bareKeyStop[s[r.pos]] {
-		plain = plain && plainStringByte[s[r.pos]]
+		plain = plain && jsonscan.Plain(s[r.pos])
 		r.pos++
 	}
 	r.fixes.add(fixUnquotedKeys)
@@ -591,8 +592,8 @@ func (r *repairer) list(closer byte) (n int, anyComma, ok bool) {
 			break
 		}
 		if c == '}' {
-			if j := skipJSONSpace(s, r.pos+1); j < len(s) && s[j] == ',' {
-				j = skipJSONSpace(s, j+1)
+			if j := jsonscan.SkipSpace(s, r.pos+1); j < len(s) && s[j] == ',' {
+				j = jsonscan.SkipSpace(s, j+1)
 				switch {
 				case j < len(s) && s[j] == '"' && r.keyAt(j) && r.encloses('{'):
 					// {"a": [1, 2}, "b": 3}: '}' written for ']'.
@@ -688,7 +689,7 @@ func (r *repairer) membersInArray(elem int) bool {
 		}
 		r.space()
 		if r.pos < len(s) && s[r.pos] == ',' {
-			if j := skipJSONSpace(s, r.pos+1); j < len(s) && s[j] == '"' && r.keyAt(j) {
+			if j := jsonscan.SkipSpace(s, r.pos+1); j < len(s) && s[j] == '"' && r.keyAt(j) {
 				r.pos = j
 				r.out = append(r.out, ',')
 				r.str(true, true)
@@ -786,7 +787,7 @@ func (r *repairer) number() bool {
 		sign = s[i]
 		i++
 	}
-	if i < len(s) && isWordByte(s[i]) && !isDigit(s[i]) {
+	if i < len(s) && isWordByte(s[i]) && !jsonscan.IsDigit(s[i]) {
 		// -Infinity, +Infinity, or a word with a dash.
 		j := i
 		for j < len(s) && isWordByte(s[j]) {
@@ -801,7 +802,7 @@ func (r *repairer) number() bool {
 		return r.unquoted(start)
 	}
 	intStart := i
-	i = skipDigits(s, i)
+	i = jsonscan.Digits(s, i)
 	if i < len(s) && s[i] == '_' && i > intStart {
 		if _, ok := r.underscoreNumber(start, intStart); ok {
 			return true
@@ -811,7 +812,7 @@ func (r *repairer) number() bool {
 	frac := -1 // index of '.', if any
 	if i < len(s) && s[i] == '.' {
 		frac = i
-		i = skipDigits(s, i+1)
+		i = jsonscan.Digits(s, i+1)
 	}
 	fracEnd := i
 	exp := -1
@@ -821,7 +822,7 @@ func (r *repairer) number() bool {
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
-		i = skipDigits(s, i)
+		i = jsonscan.Digits(s, i)
 	}
 	if intEnd == intStart && exp < 0 && r.delimits(i) && (frac < 0 && sign == '-' || frac >= 0 && fracEnd == frac+1 && sign == 0) {
 		// A lone "-" or ".": a number cut short, as "-0" and "0.0".
@@ -846,7 +847,7 @@ func (r *repairer) number() bool {
 	if i == len(s) {
 		r.fixes.add(fixTruncatedValue) // the number may have had more digits
 	}
-	if sign != '+' && intEnd > intStart && (frac < 0 || fracEnd > frac+1) && (exp < 0 || isDigit(s[i-1])) {
+	if sign != '+' && intEnd > intStart && (frac < 0 || fracEnd > frac+1) && (exp < 0 || jsonscan.IsDigit(s[i-1])) {
 		r.out = append(r.out, s[start:i]...) // already JSON
 		return true
 	}
@@ -868,7 +869,7 @@ func (r *repairer) number() bool {
 	}
 	if exp >= 0 {
 		r.out = append(r.out, s[exp:i]...)
-		if !isDigit(s[i-1]) {
+		if !jsonscan.IsDigit(s[i-1]) {
 			r.out = append(r.out, '0')
 		}
 	}
@@ -882,16 +883,16 @@ func (r *repairer) number() bool {
 func (r *repairer) underscoreNumber(start, digits int) (int, bool) {
 	s := r.src
 	group := func(i int) int { // digits, '_' only between two digits
-		for i < len(s) && isDigit(s[i]) {
+		for i < len(s) && jsonscan.IsDigit(s[i]) {
 			i++
-			if i+1 < len(s) && s[i] == '_' && isDigit(s[i+1]) {
+			if i+1 < len(s) && s[i] == '_' && jsonscan.IsDigit(s[i+1]) {
 				i++
 			}
 		}
 		return i
 	}
 	i := group(digits)
-	if i < len(s) && s[i] == '.' && i+1 < len(s) && isDigit(s[i+1]) {
+	if i < len(s) && s[i] == '.' && i+1 < len(s) && jsonscan.IsDigit(s[i+1]) {
 		i = group(i + 1)
 	}
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
@@ -899,7 +900,7 @@ func (r *repairer) underscoreNumber(start, digits int) (int, bool) {
 		if j < len(s) && (s[j] == '+' || s[j] == '-') {
 			j++
 		}
-		if j < len(s) && isDigit(s[j]) {
+		if j < len(s) && jsonscan.IsDigit(s[j]) {
 			i = group(j)
 		}
 	}

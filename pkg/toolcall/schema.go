@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
 // Schema-guided typing: XML-style values are text, and models write "10" for 10; where
@@ -173,7 +175,7 @@ func (x *extractor) convert(typ, text string) ([]byte, bool) {
 	}
 	switch typ {
 	case "integer", "number":
-		if end := scanNumber(text, 0); end == len(text) {
+		if end := jsonscan.Number(text, 0); end == len(text) {
 			return []byte(text), true
 		}
 	case "boolean":
@@ -188,7 +190,7 @@ func (x *extractor) convert(typ, text string) ([]byte, bool) {
 			return []byte("null"), true
 		}
 	case "object", "array", "":
-		if typ == "" && checkStrict(text, x.o.MaxDepth) != strictOK {
+		if typ == "" && jsonscan.Check(text, x.o.MaxDepth, jsonscan.Strict) != jsonscan.OK {
 			return nil, false
 		}
 		v, _, err := repairJSON(text, x.o.MaxDepth, x.o.MaxInputSize)
@@ -304,7 +306,7 @@ func appendStringFixes(out []byte, s string) ([]byte, fixSet) {
 	out = append(out, '"')
 	for i := 0; i < len(s); {
 		start := i
-		for i < len(s) && plainStringByte[s[i]] {
+		for i < len(s) && jsonscan.Plain(s[i]) {
 			i++
 		}
 		out = append(out, s[start:i]...)

@@ -1,189 +1,13 @@
 package toolcall
 
 import (
-	"encoding/binary"
-	"math/bits"
-	"unicode/utf8"
-	"unsafe"
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
-// The strict layer: a validator for exactly RFC 8259 JSON (valid UTF-8, nesting bounded)
-// and helpers that walk text this validator accepted. It is the fast path of RepairJSON
-// and of every call whose JSON is already correct.
-
-type strictResult uint8
-
-const (
-	strictOK strictResult = iota
-	strictInvalid
-	strictTooDeep
-)
-
-// plainStringByte marks the bytes a JSON string may hold as they are: printable ASCII
-// other than '"' and '\\'.
-var plainStringByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// plainRun returns the index of the first byte at or after i that is not plain (see
-// plainStringByte) or is stop, or len(s). Most of a string is plain, so it tests eight
-// bytes at a time.
-func plainRun(s string, i int, stop byte) int {
-	b := unsafe.Slice(unsafe.StringData(s), len(s)) // only read
-	for ; i+8 <= len(b); i += 8 {
-		if m := notPlain(binary.LittleEndian.Uint64(b[i:]), stop); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
-	if i < len(b) && len(b) >= 8 {
-		// The last bytes: test the last eight, of which the first were tested already.
-		done := 8 - (len(b) - i)
-		if m := notPlain(binary.LittleEndian.Uint64(b[len(b)-8:]), stop) >> (done * 8); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-		return len(b)
-	}
-	for i < len(s) && plainStringByte[s[i]] && s[i] != stop {
-		i++
-	}
-	return i
-}
-
-// notPlain returns x, eight bytes of text, with the high bit of each byte that is not
-// plain or is stop set, and no bit of a byte before the first of them set. A byte is
-// zero in x^c where x holds c, and y-ones sets the high bit of each byte of y below
-// 0x01 (y-0x20… of each below ' '), which &^y keeps only where y's own high bit was
-// clear; a borrow can flag later bytes, never earlier ones. Non-ASCII bytes have their
-// high bit set in x.
-func notPlain(x uint64, stop byte) uint64 {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	q, bs, st := x^(ones*'"'), x^(ones*'\\'), x^(ones*uint64(stop))
-	return ((q-ones)&^q | (bs-ones)&^bs | (st-ones)&^st | (x-ones*0x20)&^x | x) & highs
-}
-
-func isJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
-
-func skipJSONSpace(s string, i int) int {
-	for i < len(s) && s[i] <= ' ' && isJSONSpace(s[i]) {
-		i++
-	}
-	return i
-}
-
-// checkStrict reports whether s is one JSON value, optionally surrounded by whitespace,
-// with no more than maxDepth nested objects and arrays.
-func checkStrict(s string, maxDepth int) strictResult {
-	end, res := scanStrictValue(s, 0, maxDepth)
-	if res == strictOK && skipJSONSpace(s, end) != len(s) {
-		return strictInvalid
-	}
-	return res
-}
-
-// scanStrictValue scans one JSON value that starts at s[i] after optional whitespace
-// and returns the index after it.
-func scanStrictValue(s string, i, maxDepth int) (int, strictResult) {
-	// One bit per open container: 1 for an object, 0 for an array.
-	var small [8]uint64
-	kinds := small[:]
-	if maxDepth > len(small)*64 {
-		kinds = make([]uint64, (maxDepth+63)/64)
-	}
-	depth := 0
-	n := len(s)
-	for {
-		// A value starts at i.
-		i = skipJSONSpace(s, i)
-		if i >= n {
-			return i, strictInvalid
-		}
-		switch s[i] {
-		case '{':
-			if depth >= maxDepth {
-				return i, strictTooDeep
-			}
-			i = skipJSONSpace(s, i+1)
-			if i < n && s[i] == '}' {
-				i++
-				break
-			}
-			kinds[depth>>6] |= 1 << (depth & 63)
-			depth++
-			if i = scanObjectKey(s, i); i < 0 {
-				return 0, strictInvalid
-			}
-			continue
-		case '[':
-			if depth >= maxDepth {
-				return i, strictTooDeep
-			}
-			i = skipJSONSpace(s, i+1)
-			if i < n && s[i] == ']' {
-				i++
-				break
-			}
-			kinds[depth>>6] &^= 1 << (depth & 63)
-			depth++
-			continue
-		case '"':
-			if i = scanString(s, i+1); i < 0 {
-				return 0, strictInvalid
-			}
-		case 't':
-			if len(s)-i < 4 || s[i:i+4] != "true" {
-				return i, strictInvalid
-			}
-			i += 4
-		case 'f':
-			if len(s)-i < 5 || s[i:i+5] != "false" {
-				return i, strictInvalid
-			}
-			i += 5
-		case 'n':
-			if len(s)-i < 4 || s[i:i+4] != "null" {
-				return i, strictInvalid
-			}
-			i += 4
-		default:
-			if i = scanNumber(s, i); i < 0 {
-				return 0, strictInvalid
-			}
-		}
-		if depth == 0 {
-			return i, strictOK
-		}
-		// A value ended inside a container: close containers until the next value.
-		for {
-			i = skipJSONSpace(s, i)
-			if i >= n {
-				return i, strictInvalid
-			}
-			inObject := kinds[(depth-1)>>6]&(1<<((depth-1)&63)) != 0
-			c := s[i]
-			if c == ',' {
-				i++
-				if inObject {
-					if i = scanObjectKey(s, skipJSONSpace(s, i)); i < 0 {
-						return 0, strictInvalid
-					}
-				}
-				break
-			}
-			if inObject && c == '}' || !inObject && c == ']' {
-				depth--
-				i++
-				if depth == 0 {
-					return i, strictOK
-				}
-				continue
-			}
-			return i, strictInvalid
-		}
-	}
-}
+// The strict layer: internal/jsonscan's validator in Strict mode (exactly RFC 8259 JSON:
+// valid UTF-8, nesting bounded), which records an object's members as it goes, and
+// helpers that walk text it accepted. It is the fast path of RepairJSON and of every call
+// whose JSON is already correct.
 
 // memberSpans records where the members of an object are, as scanStrictMembers found
 // them, so that reading the members takes no second pass. It holds the members of obj.
@@ -203,157 +27,51 @@ func (rec *memberSpans) of(obj string) *memberSpans {
 
 // scanStrictMembers is scanStrictValue that, when the value is an object of no more than
 // len(rec.spans) members, records them in rec.
-func scanStrictMembers(s string, i, maxDepth int, rec *memberSpans) (int, strictResult) {
+func scanStrictMembers(s string, i, maxDepth int, rec *memberSpans) (int, jsonscan.Result) {
 	rec.obj, rec.n = "", 0
-	i = skipJSONSpace(s, i)
+	i = jsonscan.SkipSpace(s, i)
 	if i >= len(s) || s[i] != '{' || maxDepth < 1 {
-		return scanStrictValue(s, i, maxDepth)
+		return jsonscan.Value(s, i, maxDepth, jsonscan.Strict)
 	}
 	start := i
-	if i = skipJSONSpace(s, i+1); i < len(s) && s[i] == '}' {
+	if i = jsonscan.SkipSpace(s, i+1); i < len(s) && s[i] == '}' {
 		rec.obj = s[start : i+1]
-		return i + 1, strictOK
+		return i + 1, jsonscan.OK
 	}
 	n := 0
 	for {
 		ks := i
-		if i = scanObjectKey(s, i); i < 0 {
-			return 0, strictInvalid
+		if i = jsonscan.Key(s, i, jsonscan.Strict); i < 0 {
+			return 0, jsonscan.Invalid
 		}
 		ke := i - 1 // the colon
 		for s[ke-1] != '"' {
 			ke--
 		}
-		vs := skipJSONSpace(s, i)
-		ve, res := scanStrictValue(s, vs, maxDepth-1)
-		if res != strictOK {
+		vs := jsonscan.SkipSpace(s, i)
+		ve, res := jsonscan.Value(s, vs, maxDepth-1, jsonscan.Strict)
+		if res != jsonscan.OK {
 			return ve, res
 		}
 		if n < len(rec.spans) {
 			rec.spans[n] = struct{ ks, ke, vs, ve int }{ks - start, ke - start, vs - start, ve - start}
 		}
 		n++
-		if i = skipJSONSpace(s, ve); i >= len(s) {
-			return i, strictInvalid
+		if i = jsonscan.SkipSpace(s, ve); i >= len(s) {
+			return i, jsonscan.Invalid
 		}
 		switch s[i] {
 		case ',':
-			i = skipJSONSpace(s, i+1)
+			i = jsonscan.SkipSpace(s, i+1)
 		case '}':
 			if n <= len(rec.spans) {
 				rec.obj, rec.n = s[start:i+1], n
 			}
-			return i + 1, strictOK
+			return i + 1, jsonscan.OK
 		default:
-			return i, strictInvalid
+			return i, jsonscan.Invalid
 		}
 	}
-}
-
-// scanObjectKey scans `"key" :` at i and returns the index after the colon, or -1.
-func scanObjectKey(s string, i int) int {
-	if i >= len(s) || s[i] != '"' {
-		return -1
-	}
-	if i = scanString(s, i+1); i < 0 {
-		return -1
-	}
-	i = skipJSONSpace(s, i)
-	if i >= len(s) || s[i] != ':' {
-		return -1
-	}
-	return i + 1
-}
-
-// scanString scans the rest of a string whose opening quote is at i-1 and returns the
-// index after its closing quote, or -1.
-func scanString(s string, i int) int {
-	for i < len(s) {
-		if i = plainRun(s, i, '"'); i >= len(s) {
-			break
-		}
-		c := s[i]
-		switch {
-		case plainStringByte[c]:
-			i++
-		case c == '"':
-			return i + 1
-		case c == '\\':
-			if i+1 >= len(s) {
-				return -1
-			}
-			switch s[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(s) || !isHex(s[i+2]) || !isHex(s[i+3]) || !isHex(s[i+4]) || !isHex(s[i+5]) {
-					return -1
-				}
-				i += 6
-			default:
-				return -1
-			}
-		case c < 0x20:
-			return -1
-		default:
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				return -1
-			}
-			i += size
-		}
-	}
-	return -1
-}
-
-// scanNumber scans a JSON number at i and returns the index after it, or -1.
-func scanNumber(s string, i int) int {
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	if i >= len(s) {
-		return -1
-	}
-	switch c := s[i]; {
-	case c == '0':
-		i++
-	case c >= '1' && c <= '9':
-		i = skipDigits(s, i+1)
-	default:
-		return -1
-	}
-	if i < len(s) && s[i] == '.' {
-		j := skipDigits(s, i+1)
-		if j == i+1 {
-			return -1
-		}
-		i = j
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		j := skipDigits(s, i)
-		if j == i {
-			return -1
-		}
-		i = j
-	}
-	return i
-}
-
-func skipDigits(s string, i int) int {
-	for i < len(s) && isDigit(s[i]) {
-		i++
-	}
-	return i
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
 // The walkers below assume text checkStrict accepted.
@@ -406,7 +124,7 @@ var containerByte = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': t
 // body starts at i.
 func skipStringValid(s string, i int) int {
 	for i < len(s) {
-		switch i = plainRun(s, i, '"'); {
+		switch i = jsonscan.PlainRun(s, i, '"'); {
 		case i >= len(s):
 			return i
 		case s[i] == '"':
@@ -433,7 +151,7 @@ func objectMembers(obj string, rec *memberSpans) members {
 	if rec = rec.of(obj); rec != nil {
 		return members{s: obj, rec: rec}
 	}
-	return members{s: obj, i: skipJSONSpace(obj, 1)}
+	return members{s: obj, i: jsonscan.SkipSpace(obj, 1)}
 }
 
 // next returns the raw key (quotes included) and the offsets of the value of the next
@@ -453,11 +171,11 @@ func (m *members) next() (key string, vs, ve int, ok bool) {
 	}
 	k := skipStringValid(s, m.i+1)
 	key = s[m.i:k]
-	vs = skipJSONSpace(s, skipJSONSpace(s, k)+1)
+	vs = jsonscan.SkipSpace(s, jsonscan.SkipSpace(s, k)+1)
 	ve = skipValue(s, vs)
-	m.i = skipJSONSpace(s, ve)
+	m.i = jsonscan.SkipSpace(s, ve)
 	if m.i < len(s) && s[m.i] == ',' {
-		m.i = skipJSONSpace(s, m.i+1)
+		m.i = jsonscan.SkipSpace(s, m.i+1)
 	}
 	return key, vs, ve, true
 }
@@ -468,7 +186,7 @@ type elements struct {
 	i int
 }
 
-func arrayElements(arr string) elements { return elements{s: arr, i: skipJSONSpace(arr, 1)} }
+func arrayElements(arr string) elements { return elements{s: arr, i: jsonscan.SkipSpace(arr, 1)} }
 
 func (e *elements) next() (string, bool) {
 	start, end, ok := e.nextSpan()
@@ -483,9 +201,9 @@ func (e *elements) nextSpan() (start, end int, ok bool) {
 	}
 	start = e.i
 	end = skipValue(s, start)
-	e.i = skipJSONSpace(s, end)
+	e.i = jsonscan.SkipSpace(s, end)
 	if e.i < len(s) && s[e.i] == ',' {
-		e.i = skipJSONSpace(s, e.i+1)
+		e.i = jsonscan.SkipSpace(s, e.i+1)
 	}
 	return start, end, true
 }

@@ -3,6 +3,8 @@ package toolcall
 import (
 	"strings"
 	"testing"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
 )
 
 // checkMemberSpans checks that the members scanStrict records for s, when it is a valid
@@ -11,7 +13,7 @@ func checkMemberSpans(t *testing.T, s string) {
 	t.Helper()
 	var rec memberSpans
 	end, res := scanStrictMembers(s, 0, DefaultMaxDepth, &rec)
-	if res != strictOK {
+	if res != jsonscan.OK {
 		return
 	}
 	v := strings.TrimLeft(s[:end], " \t\r\n")

@@ -1,6 +1,10 @@
 package toolcall
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
+)
 
 // The tag formats: <tool_call> (JSON, Qwen3-Coder XML, GLM), <tool_calls> and
 // <function_calls>.
@@ -63,12 +67,12 @@ func (x *extractor) spanningJSON(from, bodyEnd, end, limit int, close lit) (int,
 	if ts == te || x.text[ts] != '{' || x.text[te-1] == '}' || x.budget <= 0 {
 		return bodyEnd, end
 	}
-	e, res := scanStrictValue(x.text[:limit], ts, x.o.MaxDepth)
+	e, res := jsonscan.Value(x.text[:limit], ts, x.o.MaxDepth, jsonscan.Strict)
 	x.budget -= e - ts
-	if res != strictOK || e <= bodyEnd {
+	if res != jsonscan.OK || e <= bodyEnd {
 		return bodyEnd, end
 	}
-	if i := skipJSONSpace(x.text[:limit], e); strings.HasPrefix(x.text[i:limit], litText[close]) {
+	if i := jsonscan.SkipSpace(x.text[:limit], e); strings.HasPrefix(x.text[i:limit], litText[close]) {
 		return i, i + len(litText[close])
 	}
 	return bodyEnd, end

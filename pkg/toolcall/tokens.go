@@ -1,6 +1,10 @@
 package toolcall
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/toolbus/toolbus/internal/jsonscan"
+)
 
 // The special-token formats: Llama's <|python_tag|> and <|python_start|>, Mistral's
 // [TOOL_CALLS], DeepSeek's and Kimi K2's call sections.
@@ -105,7 +109,7 @@ func (x *extractor) pythonStart(at, limit int) (int, bool) {
 
 // jsonAhead reports whether s[i:], after spaces, starts a JSON object.
 func jsonAhead(s string, i int) bool {
-	i = skipJSONSpace(s, i)
+	i = jsonscan.SkipSpace(s, i)
 	return i < len(s) && s[i] == '{'
 }
 
