@@ -44,6 +44,10 @@ type Options struct {
 	CallsPerResponse int // default 1
 	Concurrency      int // responses in flight, default 16
 	Executors        int // executor replicas, default 2
+	// Rounds repeats the three runs (toolbus, ceiling, plain relay) this many times,
+	// alternately (default 1): the report gives each round's figures and their medians,
+	// which a busy or shared machine moves less than a single run.
+	Rounds int
 	// Tool is called by every call: "execute_tool" (an engineering calculator, the
 	// default), "clock", or any tool of the configuration called with {}.
 	Tool string
@@ -74,7 +78,23 @@ type Options struct {
 	Logger       *slog.Logger
 }
 
-// Report is the outcome of a run.
+// Round is one round's figures: toolbus, the ceiling and the plain relay run one after
+// the other.
+type Round struct {
+	Seconds                       float64 `json:"seconds"`
+	CallsPerSec                   float64 `json:"calls_per_sec"`
+	CPUSecondsPer1000Calls        float64 `json:"cpu_seconds_per_1000_calls"`
+	CeilingCallsPerSec            float64 `json:"ceiling_calls_per_sec"`
+	CeilingCPUSecondsPer1000Calls float64 `json:"ceiling_cpu_seconds_per_1000_calls"`
+	RelayCallsPerSec              float64 `json:"relay_calls_per_sec"`
+	Ratio                         float64 `json:"ratio"`
+	CeilingVsRelay                float64 `json:"ceiling_vs_relay"`
+	RatioVsRelay                  float64 `json:"ratio_vs_relay"`
+}
+
+// Report is the outcome of a run. With several rounds, the throughputs, CPU figures and
+// ratios are the medians of the rounds' (each round's in Rounds), and the latency
+// percentiles those of all the rounds' requests together; the paced phase runs once.
 type Report struct {
 	Responses        int     `json:"responses"`
 	Calls            int     `json:"calls"`
@@ -123,6 +143,8 @@ type Report struct {
 	PacedP90ms           float64 `json:"paced_p90_ms,omitempty"`
 	PacedP99ms           float64 `json:"paced_p99_ms,omitempty"`
 	PacedMaxMs           float64 `json:"paced_max_ms,omitempty"`
+
+	Rounds []Round `json:"rounds"`
 
 	NumCPU   int    `json:"nproc"`
 	CPUModel string `json:"cpu_model,omitempty"`
@@ -209,38 +231,70 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 
-	lat, paced, secs, cpu, err := runPipeline(ctx, o, text, r)
-	if err != nil {
-		return nil, err
+	var lat, clat, rlat, paced, cpaced []time.Duration
+	for k := range max(o.Rounds, 1) {
+		ok := o
+		if k > 0 { // the paced phase, profiles and the console's URL once, with the first round
+			ok.NoPaced, ok.Profile, ok.AllocProfile, ok.ConsoleReady = true, nil, nil, nil
+		}
+		l, p, secs, cpu, err := runPipeline(ctx, ok, text, r)
+		if err != nil {
+			return nil, err
+		}
+		rate := 0.0
+		if k == 0 {
+			rate = r.PacedResponsesPerSec
+		}
+		cl, cp, csecs, ccpu, err := runCeiling(ctx, ok, sizes, rate, false)
+		if err != nil {
+			return nil, err
+		}
+		rl, _, rsecs, _, err := runCeiling(ctx, ok, sizes, 0, true)
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			paced, cpaced = p, cp
+		}
+		lat, clat, rlat = append(lat, l...), append(clat, cl...), append(rlat, rl...)
+		calls := float64(r.Calls)
+		r.Rounds = append(r.Rounds, Round{
+			Seconds: secs, CallsPerSec: calls / secs, CPUSecondsPer1000Calls: cpu / calls * 1000,
+			CeilingCallsPerSec: calls / csecs, CeilingCPUSecondsPer1000Calls: ccpu / calls * 1000,
+			RelayCallsPerSec: calls / rsecs,
+			Ratio:            csecs / secs, CeilingVsRelay: rsecs / csecs, RatioVsRelay: rsecs / secs,
+		})
+	}
+	med := func(f func(Round) float64) float64 {
+		v := make([]float64, len(r.Rounds))
+		for i, x := range r.Rounds {
+			v[i] = f(x)
+		}
+		slices.Sort(v)
+		if n := len(v); n%2 == 0 {
+			return (v[n/2-1] + v[n/2]) / 2
+		}
+		return v[len(v)/2]
 	}
 	if paced != nil {
 		r.PacedP50ms, r.PacedP90ms, r.PacedP99ms, r.PacedMaxMs = pct(paced, 50), pct(paced, 90), pct(paced, 99), pct(paced, 100)
 	}
-	r.Seconds = secs
-	r.CallsPerSec = float64(r.Calls) / secs
-	r.ResponsesPerSec = float64(r.Responses) / secs
-	r.P50ms, r.P90ms, r.P99ms, r.MaxMs = pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100)
-	r.CPUSecondsPer1000Calls = cpu / float64(r.Calls) * 1000
-
-	clat, cpaced, csecs, ccpu, err := runCeiling(ctx, o, sizes, r.PacedResponsesPerSec, false)
-	if err != nil {
-		return nil, err
-	}
-	rlat, _, rsecs, _, err := runCeiling(ctx, o, sizes, 0, true)
-	if err != nil {
-		return nil, err
-	}
-	r.RelayCallsPerSec = float64(r.Calls) / rsecs
-	r.RelayP50ms, r.RelayP99ms = pct(rlat, 50), pct(rlat, 99)
-	r.CeilingCPUSecondsPer1000Calls = ccpu / float64(r.Calls) * 1000
 	if cpaced != nil {
 		r.CeilingPacedP50ms, r.CeilingPacedP99ms = pct(cpaced, 50), pct(cpaced, 99)
 	}
-	r.CeilingCallsPerSec = float64(r.Calls) / csecs
+	r.Seconds = med(func(x Round) float64 { return x.Seconds })
+	r.CallsPerSec = med(func(x Round) float64 { return x.CallsPerSec })
+	r.ResponsesPerSec = r.CallsPerSec / float64(r.CallsPerResponse)
+	r.CPUSecondsPer1000Calls = med(func(x Round) float64 { return x.CPUSecondsPer1000Calls })
+	r.CeilingCallsPerSec = med(func(x Round) float64 { return x.CeilingCallsPerSec })
+	r.CeilingCPUSecondsPer1000Calls = med(func(x Round) float64 { return x.CeilingCPUSecondsPer1000Calls })
+	r.RelayCallsPerSec = med(func(x Round) float64 { return x.RelayCallsPerSec })
+	r.Ratio = med(func(x Round) float64 { return x.Ratio })
+	r.CeilingVsRelay = med(func(x Round) float64 { return x.CeilingVsRelay })
+	r.RatioVsRelay = med(func(x Round) float64 { return x.RatioVsRelay })
+	r.P50ms, r.P90ms, r.P99ms, r.MaxMs = pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100)
 	r.CeilingP50ms, r.CeilingP99ms = pct(clat, 50), pct(clat, 99)
-	r.Ratio = r.CallsPerSec / r.CeilingCallsPerSec
-	r.CeilingVsRelay = r.CeilingCallsPerSec / r.RelayCallsPerSec
-	r.RatioVsRelay = r.CallsPerSec / r.RelayCallsPerSec
+	r.RelayP50ms, r.RelayP99ms = pct(rlat, 50), pct(rlat, 99)
 	return r, nil
 }
 

@@ -19,6 +19,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs.IntVar(&o.CallsPerResponse, "calls-per-response", 1, "tool calls in each response")
 	fs.IntVar(&o.Concurrency, "concurrency", 16, "responses in flight")
 	fs.IntVar(&o.Executors, "executors", 2, "executor replicas")
+	fs.IntVar(&o.Rounds, "rounds", 1, "run toolbus, the ceiling and the plain relay this many times, alternately, and report each round and the medians")
 	fs.StringVar(&o.Tool, "tool", "execute_tool", "tool every call runs: execute_tool (an engineering calculator), clock, or a configured tool")
 	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "run a local tool that takes this long instead of --tool (e.g. 20ms, for scaling runs)")
 	fs.Float64Var(&o.Rate, "rate", 0, "responses per second of the paced phase (default: half the measured throughput)")
@@ -122,6 +123,13 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fmt.Fprintf(w, "ratio toolbus / ceiling: %.2f\n", r.Ratio)
 	fmt.Fprintf(w, "plain relay (nats.go Consume, async publish): %.0f calls/s, latency p50 %.2f ms, p99 %.2f ms\n", r.RelayCallsPerSec, r.RelayP50ms, r.RelayP99ms)
 	fmt.Fprintf(w, "ratio ceiling / plain relay: %.2f; toolbus / plain relay: %.2f\n", r.CeilingVsRelay, r.RatioVsRelay)
+	if len(r.Rounds) > 1 {
+		fmt.Fprintf(w, "%d rounds, alternately (the figures above: medians; latencies: all rounds together):\n", len(r.Rounds))
+		for i, x := range r.Rounds {
+			fmt.Fprintf(w, "  round %d: toolbus %.0f calls/s (%.3f CPU s per 1000), ceiling %.0f, plain relay %.0f; ceiling / relay %.2f, toolbus / relay %.2f\n",
+				i+1, x.CallsPerSec, x.CPUSecondsPer1000Calls, x.CeilingCallsPerSec, x.RelayCallsPerSec, x.CeilingVsRelay, x.RatioVsRelay)
+		}
+	}
 	if *asJSON {
 		return printJSONLine(w, r)
 	}

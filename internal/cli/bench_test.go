@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,48 @@ func TestBenchPrintsTheFigures(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the report lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// --rounds repeats the three runs and reports each round and the medians.
+func TestBenchRounds(t *testing.T) {
+	stdout, stderr, code := runMain(t, "", "bench", "--json", "--responses", "50", "--no-paced", "--rounds", "3")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r struct {
+		CallsPerSec  float64 `json:"calls_per_sec"`
+		RatioVsRelay float64 `json:"ratio_vs_relay"`
+		Rounds       []struct {
+			CallsPerSec      float64 `json:"calls_per_sec"`
+			RelayCallsPerSec float64 `json:"relay_calls_per_sec"`
+			RatioVsRelay     float64 `json:"ratio_vs_relay"`
+		} `json:"rounds"`
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rounds) != 3 {
+		t.Fatalf("%d rounds, want 3:\n%s", len(r.Rounds), stdout)
+	}
+	calls, ratios := []float64{}, []float64{}
+	for _, x := range r.Rounds {
+		if x.CallsPerSec <= 0 || x.RelayCallsPerSec <= 0 {
+			t.Errorf("a round without figures: %+v", x)
+		}
+		if d := x.RatioVsRelay - x.CallsPerSec/x.RelayCallsPerSec; d > 1e-9 || d < -1e-9 {
+			t.Errorf("round ratio %v, its figures give %v", x.RatioVsRelay, x.CallsPerSec/x.RelayCallsPerSec)
+		}
+		calls, ratios = append(calls, x.CallsPerSec), append(ratios, x.RatioVsRelay)
+	}
+	slices.Sort(calls)
+	slices.Sort(ratios)
+	if r.CallsPerSec != calls[1] || r.RatioVsRelay != ratios[1] {
+		t.Errorf("calls/s %v and ratio %v are not the medians of %v and %v", r.CallsPerSec, r.RatioVsRelay, calls, ratios)
+	}
+	if !strings.Contains(stdout, "round 3:") {
+		t.Errorf("the report does not list the rounds:\n%s", stdout)
 	}
 }
 
