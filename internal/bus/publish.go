@@ -41,21 +41,25 @@ func (m Meta) ResponseIDAt(seq uint64) string {
 
 // Header returns the NATS headers of m.
 func (m Meta) Header() nats.Header {
-	h := nats.Header{}
+	h := make(nats.Header, 6)
+	// One array holds every value (nats.Header.Set allocates a slice per header); each
+	// header's slice is capped at its own value, so appending to it copies.
+	vals := make([]string, 0, 6)
 	set := func(k, v string) {
 		if v != "" {
-			h.Set(k, v)
+			vals = append(vals, v)
+			h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 		}
 	}
 	set(messages.HeaderResponseID, m.ResponseID)
 	set(messages.HeaderConversation, m.Conversation)
 	set(messages.HeaderMsgID, m.MsgID)
 	if m.Count > 0 {
-		h.Set(messages.HeaderCallIndex, strconv.Itoa(m.Index))
-		h.Set(messages.HeaderCallCount, strconv.Itoa(m.Count))
+		set(messages.HeaderCallIndex, strconv.Itoa(m.Index))
+		set(messages.HeaderCallCount, strconv.Itoa(m.Count))
 	}
 	if m.Next > 0 {
-		h.Set(messages.HeaderCallNext, strconv.Itoa(m.Next))
+		set(messages.HeaderCallNext, strconv.Itoa(m.Next))
 	}
 	return h
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/toolbus/toolbus/internal/jsonscan"
 )
@@ -312,7 +313,7 @@ func (r *reader) object(member func(key string) bool) bool {
 		if r.peek() != '"' {
 			return false
 		}
-		key, ok := r.plainString()
+		key, ok := r.plainKey()
 		if !ok {
 			return false
 		}
@@ -371,24 +372,47 @@ func (r *reader) array(elem func() bool, empty func()) bool {
 // plainString reads a string without escapes, of valid UTF-8 and no control bytes.
 func (r *reader) plainString() (string, bool) {
 	start := r.i + 1
+	end, ok := r.plainEnd()
+	if !ok {
+		return "", false
+	}
+	return string(r.data[start:end]), true
+}
+
+// plainKey is plainString for a member's key, without a copy: the key shares the
+// message's bytes. The readers only compare keys while they decode, and DecodeMembers
+// keeps its keys with the copy of the message it owns, so no key outlives or sees a
+// change of the bytes it shares.
+func (r *reader) plainKey() (string, bool) {
+	start := r.i + 1
+	end, ok := r.plainEnd()
+	if !ok || end == start {
+		return "", ok
+	}
+	return unsafe.String(&r.data[start], end-start), true
+}
+
+// plainEnd moves the reader past a plain string (see plainString) and returns the index
+// of its closing quote.
+func (r *reader) plainEnd() (int, bool) {
+	start := r.i + 1
 	ascii := true
 	for j := start; j < len(r.data); j++ {
 		c := r.data[j]
 		switch {
 		case c == '"':
-			s := r.data[start:j]
-			if !ascii && !utf8.Valid(s) {
-				return "", false
+			if !ascii && !utf8.Valid(r.data[start:j]) {
+				return 0, false
 			}
 			r.i = j + 1
-			return string(s), true
+			return j, true
 		case c == '\\' || c < 0x20:
-			return "", false
+			return 0, false
 		case c >= 0x80:
 			ascii = false
 		}
 	}
-	return "", false
+	return 0, false
 }
 
 func (r *reader) str(dst *string) bool {
