@@ -135,8 +135,11 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	// answer from a stored result and to count attempts across deliveries.
 	route, routeErr := s.Exec.Router.Resolve(ctx, call.Tool)
 	tool := telemetry.ToolLabel(call.Tool, routeErr == nil)
-	span.SetName("execute " + tool)
-	span.SetAttributes(telemetry.Tool.String(tool))
+	recording := span.IsRecording() // with tracing off, no span name or attribute is built
+	if recording {
+		span.SetName("execute " + tool)
+		span.SetAttributes(telemetry.Tool.String(tool))
+	}
 	safe := route.Info.ReadOnly || route.Info.Idempotent
 	claimed := d.Delivered > 1 || !safe
 	var claim claims.Claim
@@ -183,19 +186,25 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		span.SetStatus(codes.Error, string(res.Error.Code)) // the call failed, as the model is told: Jaeger's error filter finds it
 	}
 	res = s.fit(ctx, res)
-	span.SetAttributes(telemetry.Server.String(label(res.Backend)), telemetry.Attempt.Int(res.Attempts))
 	outcome := "ok"
 	if res.Error != nil {
 		outcome = string(res.Error.Code)
-		span.SetAttributes(telemetry.ErrorCode.String(outcome))
+	}
+	if recording {
+		span.SetAttributes(telemetry.Server.String(label(res.Backend)), telemetry.Attempt.Int(res.Attempts))
+		if res.Error != nil {
+			span.SetAttributes(telemetry.ErrorCode.String(outcome))
+		}
 	}
 	// Arguments and results are never logged: they may hold secrets.
 	level := slog.LevelInfo
 	if s.quiet(call.Tool, route) {
 		level = slog.LevelDebug
 	}
-	s.logger().Log(ctx, level, "call", "call", call.ID, "tool", telemetry.Cap(call.Tool), "server", label(res.Backend),
-		"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
+	if lg := s.logger(); lg.Enabled(ctx, level) { // the arguments are not built for a level that is off
+		lg.Log(ctx, level, "call", "call", call.ID, "tool", telemetry.Cap(call.Tool), "server", label(res.Backend),
+			"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
+	}
 	if !res.Success && oc.Retryable && !d.Last {
 		if err := s.Claims.Release(ctx, call.ID, res.Attempts, first); err != nil {
 			s.logger().Warn("release claim", "call", call.ID, "err", err)

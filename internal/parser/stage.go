@@ -72,8 +72,9 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	opts := s.extractOptions(d.Header.Get(messages.HeaderFormat), d.Header.Get(messages.HeaderReasoning))
 	w := Plan(meta.ResponseID, meta.Conversation, string(d.Data), deadline, &opts.Options)
 	w = CheckArguments(w, opts.checks)
-	trace.SpanFromContext(ctx).SetAttributes(telemetry.ResponseID.String(meta.ResponseID),
-		attribute.Int("toolbus.calls", len(w.Calls)))
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(telemetry.ResponseID.String(meta.ResponseID), attribute.Int("toolbus.calls", len(w.Calls)))
+	}
 
 	if w.Output != nil {
 		meta.MsgID = messages.ScopedID(meta.Conversation, meta.ResponseID)

@@ -98,11 +98,13 @@ func (c *Client) Submit(ctx context.Context, conversation, text string, o *Submi
 	msg := &nats.Msg{Subject: messages.ResponseSubject(conversation), Data: []byte(text), Header: opts.header(conversation, id)}
 	msg.Header.Set(messages.HeaderMsgID, messages.ScopedID(conversation, id))
 	// The response's trace: a child of the caller's span in ctx, or a new root.
-	ctx, span := telemetry.TracerFor(ctx).Start(ctx, "send toolbus.responses", trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS), telemetry.MessagingOperation.String("send"),
-			telemetry.MessagingDestination.String(msg.Subject), telemetry.MessagingMessageID.String(id),
-			telemetry.Conversation.String(conversation), telemetry.ResponseID.String(id)))
+	ctx, span := telemetry.TracerFor(ctx).Start(ctx, "send toolbus.responses", producerSpan...)
 	defer span.End()
+	if span.IsRecording() { // with tracing off, no attribute is built
+		span.SetAttributes(telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS), telemetry.MessagingOperation.String("send"),
+			telemetry.MessagingDestination.String(msg.Subject), telemetry.MessagingMessageID.String(id),
+			telemetry.Conversation.String(conversation), telemetry.ResponseID.String(id))
+	}
 	bus.InjectTrace(ctx, msg.Header)
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		span.SetStatus(codes.Error, err.Error())
@@ -110,6 +112,9 @@ func (c *Client) Submit(ctx context.Context, conversation, text string, o *Submi
 	}
 	return id, nil
 }
+
+// producerSpan is the option of a response's span, built once.
+var producerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
 
 // Ask submits text and waits for its output until ctx is done.
 func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOptions) (*messages.Output, error) {
