@@ -177,11 +177,13 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			e.Metrics.Retry(ctx, tool, r.Label(), pendingCode)
 		}
 		res.Attempts++
-		actx, span := tracer.Start(ctx, "attempt "+strconv.Itoa(res.Attempts), trace.WithAttributes(
-			telemetry.Tool.String(tool), telemetry.Server.String(r.Label()), telemetry.Attempt.Int(res.Attempts)))
-		if r.MCP.Server != "" {
-			// OpenTelemetry's MCP conventions: the method and the tool's name on its server.
-			span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(r.MCP.Remote)))
+		actx, span := tracer.Start(ctx, attemptName(res.Attempts))
+		if span.IsRecording() { // with tracing off, no attribute is built
+			span.SetAttributes(telemetry.Tool.String(tool), telemetry.Server.String(r.Label()), telemetry.Attempt.Int(res.Attempts))
+			if r.MCP.Server != "" {
+				// OpenTelemetry's MCP conventions: the method and the tool's name on its server.
+				span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(r.MCP.Remote)))
+			}
 		}
 		if e.Gate != nil {
 			if err = e.Gate.Allow(r.Server); err != nil {
@@ -213,7 +215,19 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		span.End()
 		return backoff.Permanent(err)
 	}
-	err = backoff.Retry(op, e.Retry.backoff(ctx))
+	// The first attempt runs at once, as backoff.Retry would run it; only one that failed
+	// and may be tried again builds the backoff, which is handed that failure as its
+	// first attempt's, so that it waits and counts as it would have.
+	if err = op(); err != nil && !errors.As(err, new(*backoff.PermanentError)) {
+		firstErr, replayed := err, false
+		err = backoff.Retry(func() error {
+			if !replayed {
+				replayed = true
+				return firstErr
+			}
+			return op()
+		}, e.Retry.backoff(ctx))
+	}
 	if pending != nil {
 		pending.End() // the last attempt: nothing followed it
 	}
@@ -248,6 +262,16 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	}
 	res.Success, res.Result = true, out
 	return res, Outcome{}
+}
+
+// attemptNames are the names of the first attempts' spans, built once.
+var attemptNames = [...]string{"attempt 0", "attempt 1", "attempt 2", "attempt 3", "attempt 4", "attempt 5"}
+
+func attemptName(n int) string {
+	if n >= 0 && n < len(attemptNames) {
+		return attemptNames[n]
+	}
+	return "attempt " + strconv.Itoa(n)
 }
 
 // attempt runs the call once under its timeout, turning panics and plain errors into

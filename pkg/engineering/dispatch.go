@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -256,7 +257,7 @@ func (s *Suite) execute(ctx context.Context, conversation string, raw json.RawMe
 		}
 	}
 	out, err := s.runCalculatorRepaired(c, params, repairs, notes)
-	if err == nil {
+	if err == nil && s.log.Enabled(ctx, slog.LevelDebug) {
 		s.log.DebugContext(ctx, "calculator ran", "conversation", conversation, "tool", c.Name)
 	}
 	return out, err
