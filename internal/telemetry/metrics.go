@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,15 +28,53 @@ type Metrics struct {
 	meter        metric.Meter
 	// stageAttrs holds the attribute options of Handled by stage and outcome: built once,
 	// as a set is hashed and sorted when it is made.
-	stageAttrs sync.Map // stageKey → stageOptions
+	stageAttrs optionCache[stageKey, stageOptions]
 	// callAttrs does the same for Call, by tool, server and outcome.
-	callAttrs  sync.Map // callKey → callOptions
-	callAttrsN atomic.Int64
+	callAttrs optionCache[callKey, callOptions]
+}
+
+// optionCache maps keys to prebuilt options, read under a read lock without boxing the
+// key (a sync.Map's key is an interface, which allocates per lookup). It holds at most
+// limit entries; the rest are built on each use.
+type optionCache[K comparable, V any] struct {
+	mu sync.RWMutex
+	m  map[K]V
+}
+
+func (c *optionCache[K, V]) get(k K, limit int, build func() V) V {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = build()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) < limit {
+		if c.m == nil {
+			c.m = make(map[K]V)
+		}
+		c.m[k] = v
+	}
+	return v
+}
+
+// len is how many entries are kept.
+func (c *optionCache[K, V]) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.m)
 }
 
 type stageKey struct{ stage, outcome string }
 
-type stageOptions struct{ withOutcome, stage metric.MeasurementOption }
+// stageOptions are the options of Handled's measurements, as slices built once: a
+// variadic call with a slice of its own allocates none.
+type stageOptions struct {
+	withOutcome, stage []metric.AddOption
+	stageRecord        []metric.RecordOption
+}
 
 // NewMetrics creates the instruments on mp; nil means a no-op provider.
 func NewMetrics(mp metric.MeterProvider) *Metrics {
@@ -60,20 +97,19 @@ func (m *Metrics) Handled(ctx context.Context, stage, outcome string, d time.Dur
 	if m == nil {
 		return
 	}
-	k := stageKey{stage, outcome}
-	v, ok := m.stageAttrs.Load(k)
-	if !ok {
+	opts := m.stageAttrs.get(stageKey{stage, outcome}, maxCachedStages, func() stageOptions {
 		st := attribute.String("stage", stage)
-		v, _ = m.stageAttrs.LoadOrStore(k, stageOptions{
-			withOutcome: metric.WithAttributeSet(attribute.NewSet(st, attribute.String("outcome", outcome))),
-			stage:       metric.WithAttributeSet(attribute.NewSet(st)),
-		})
-	}
-	opts := v.(stageOptions)
-	m.messages.Add(ctx, 1, opts.withOutcome)
-	m.stageSeconds.Record(ctx, d.Seconds(), opts.stage)
+		byStage := metric.WithAttributeSet(attribute.NewSet(st))
+		return stageOptions{
+			withOutcome: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(st, attribute.String("outcome", outcome)))},
+			stage:       []metric.AddOption{byStage},
+			stageRecord: []metric.RecordOption{byStage},
+		}
+	})
+	m.messages.Add(ctx, 1, opts.withOutcome...)
+	m.stageSeconds.Record(ctx, d.Seconds(), opts.stageRecord...)
 	if delivery > 1 {
-		m.redeliveries.Add(ctx, 1, opts.stage)
+		m.redeliveries.Add(ctx, 1, opts.stage...)
 	}
 }
 
@@ -82,33 +118,30 @@ func (m *Metrics) Call(ctx context.Context, tool, server, outcome string, d time
 	if m == nil {
 		return
 	}
-	k := callKey{tool, server, outcome}
-	v, ok := m.callAttrs.Load(k)
-	if !ok {
+	// Tool names come from models: at most maxCachedCalls sets are kept, the rest built
+	// each time.
+	opts := m.callAttrs.get(callKey{tool, server, outcome}, maxCachedCalls, func() callOptions {
 		toolServer := []attribute.KeyValue{attribute.String("tool", tool), attribute.String("server", server)}
-		opts := callOptions{
-			withOutcome: metric.WithAttributeSet(attribute.NewSet(append(toolServer, attribute.String("outcome", outcome))...)),
-			toolServer:  metric.WithAttributeSet(attribute.NewSet(toolServer...)),
+		return callOptions{
+			withOutcome: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append(toolServer, attribute.String("outcome", outcome))...))},
+			toolServer:  []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(toolServer...))},
 		}
-		// Tool names come from models: keep at most maxCachedCalls sets, build the rest
-		// each time.
-		if m.callAttrsN.Load() < maxCachedCalls {
-			m.callAttrsN.Add(1)
-			v, _ = m.callAttrs.LoadOrStore(k, opts)
-		} else {
-			v = opts
-		}
-	}
-	opts := v.(callOptions)
-	m.calls.Add(ctx, 1, opts.withOutcome)
-	m.callSeconds.Record(ctx, d.Seconds(), opts.toolServer)
+	})
+	m.calls.Add(ctx, 1, opts.withOutcome...)
+	m.callSeconds.Record(ctx, d.Seconds(), opts.toolServer...)
 }
 
-const maxCachedCalls = 4096
+const (
+	maxCachedCalls  = 4096
+	maxCachedStages = 256 // stages × outcomes: a handful in practice
+)
 
 type callKey struct{ tool, server, outcome string }
 
-type callOptions struct{ withOutcome, toolServer metric.MeasurementOption }
+type callOptions struct {
+	withOutcome []metric.AddOption
+	toolServer  []metric.RecordOption
+}
 
 // Retry records one failed attempt that is tried again.
 func (m *Metrics) Retry(ctx context.Context, tool, server, code string) {

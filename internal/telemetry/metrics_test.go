@@ -22,7 +22,7 @@ func TestCallCountsBeyondTheCache(t *testing.T) {
 	}
 	m.Call(ctx, "tool_0", "local", "ok", time.Millisecond) // cached
 	m.Call(ctx, fmt.Sprintf("tool_%d", tools-1), "local", "ok", time.Millisecond)
-	if n := m.callAttrsN.Load(); n != maxCachedCalls {
+	if n := m.callAttrs.len(); n != maxCachedCalls {
 		t.Errorf("%d attribute sets cached, want %d", n, maxCachedCalls)
 	}
 	var rm metricdata.ResourceMetrics
@@ -46,5 +46,20 @@ func TestCallCountsBeyondTheCache(t *testing.T) {
 	// (The SDK itself folds series beyond its cardinality limit into one overflow series.)
 	if total != tools+2 {
 		t.Errorf("counted %d calls, want %d", total, tools+2)
+	}
+}
+
+// Recording a handled message or an answered call allocates nothing once its attribute
+// sets are built (with the no-op provider, as services run without a metrics endpoint).
+func TestMetricsDoNotAllocate(t *testing.T) {
+	m := NewMetrics(nil)
+	ctx := context.Background()
+	m.Handled(ctx, "execute", "ack", time.Millisecond, 2)
+	m.Call(ctx, "clock", "local", "ok", time.Millisecond)
+	if n := testing.AllocsPerRun(100, func() {
+		m.Handled(ctx, "execute", "ack", time.Millisecond, 2)
+		m.Call(ctx, "clock", "local", "ok", time.Millisecond)
+	}); n != 0 {
+		t.Errorf("%v allocations a message, want 0", n)
 	}
 }
