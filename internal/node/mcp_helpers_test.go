@@ -227,13 +227,14 @@ func mcpKill(cmd *exec.Cmd) {
 }
 
 // mcpStartEverything runs server-everything in an HTTP mode ("streamableHttp" or "sse")
-// on port (0: a free one) and returns the process and its base URL.
+// on port (0: a free one, mcptest.StartEverything) and returns the process and its base
+// URL.
 func mcpStartEverything(t *testing.T, mode string, port int) (*exec.Cmd, string) {
 	t.Helper()
-	index := mcpNPMScript(t, mcpEverythingPkg)
 	if port == 0 {
-		port = mcpFreePort(t)
+		return mcptest.StartEverything(t, mode)
 	}
+	index := mcpNPMScript(t, mcpEverythingPkg)
 	cmd := mcpStartProcess(t, port, []string{"PORT=" + strconv.Itoa(port)}, "node", index, mode)
 	return cmd, "http://127.0.0.1:" + strconv.Itoa(port)
 }

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 )
 
@@ -35,10 +33,10 @@ func TestEverything(t *testing.T) {
 			return mcpwire.ServerConfig{Command: "node", Args: []string{index, "stdio"}}
 		}},
 		{name: "streamable http", config: func(t *testing.T) mcpwire.ServerConfig {
-			return mcpwire.ServerConfig{Type: "http", URL: startNode(t, index, "streamableHttp") + "/mcp"}
+			return mcpwire.ServerConfig{Type: "http", URL: startNode(t, "streamableHttp") + "/mcp"}
 		}},
 		{name: "sse", config: func(t *testing.T) mcpwire.ServerConfig {
-			return mcpwire.ServerConfig{Type: "sse", URL: startNode(t, index, "sse") + "/sse"}
+			return mcpwire.ServerConfig{Type: "sse", URL: startNode(t, "sse") + "/sse"}
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,77 +123,9 @@ func TestMemoryServer(t *testing.T) {
 
 // startNode runs server-everything in an HTTP mode on a free port and returns its base
 // URL; the process is killed when the test ends.
-func startNode(t *testing.T, index, mode string) string {
-	t.Helper()
-	// A free port can be taken by another process between freePort and the server's
-	// bind (a second test suite on the machine does that); a dial to the port would then
-	// reach the other process, and the server prints its "listening on port" line even
-	// when its bind fails. So the server is ready when its own process holds a listening
-	// socket on the port; one that ended instead is started again on another port.
-	for attempt := 1; ; attempt++ {
-		port := freePort(t)
-		cmd := exec.Command("node", index, mode)
-		cmd.Env = append(os.Environ(), "PORT="+itoa(port))
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ended := make(chan struct{})
-		go func() { cmd.Wait(); close(ended) }()
-		stop := func() {
-			cmd.Process.Kill()
-			<-ended
-		}
-		listening := false
-		eventually(t, "server-everything "+mode+" listening on port "+itoa(port)+" or ending", func() bool {
-			select {
-			case <-ended:
-				return true
-			default:
-			}
-			listening = listensOn(cmd.Process.Pid, port)
-			return listening
-		})
-		if listening {
-			t.Cleanup(stop)
-			return "http://127.0.0.1:" + itoa(port)
-		}
-		stop()
-		if attempt == 5 {
-			t.Fatalf("server-everything %s could not listen on any of 5 ports", mode)
-		}
-	}
-}
-
-// listensOn reports whether process pid holds a TCP socket listening on port (from
-// /proc: the sockets in its file descriptors, the listening ones in /proc/net/tcp{,6}).
-func listensOn(pid, port int) bool {
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return false
-	}
-	inodes := map[string]bool{}
-	for _, fd := range fds {
-		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if err == nil && strings.HasPrefix(link, "socket:[") {
-			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
-		}
-	}
-	want := fmt.Sprintf(":%04X", port)
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(table)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n")[1:] {
-			f := strings.Fields(line)
-			// local_address, state (0A: listening), inode
-			if len(f) > 9 && strings.HasSuffix(f[1], want) && f[3] == "0A" && inodes[f[9]] {
-				return true
-			}
-		}
-	}
-	return false
+func startNode(t *testing.T, mode string) string {
+	_, url := mcptest.StartEverything(t, mode)
+	return url
 }
 
 func marshalIndent(t *testing.T, v any) []byte {
