@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -30,6 +29,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus"
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/console"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/internal/telemetry"
 	"github.com/toolbus/toolbus/pkg/client"
@@ -832,7 +832,7 @@ func TestClusterConfigOnServers(t *testing.T) {
 	pw := setPasswords(t)
 	// Every node routes to the first one (itself included, as in the file), which
 	// introduces them to each other; JetStream needs routes on every node.
-	first := freePort(t)
+	first := mcptest.FreePort(t)
 	var servers []*server.Server
 	var urls []string
 	for i := range 3 {
@@ -882,17 +882,6 @@ func TestClusterConfigOnServers(t *testing.T) {
 	_ = pnc.Publish(messages.ResultSubject("x"), []byte("forged"))
 	_ = pnc.Flush()
 	perrs.expect(t, node.Parser, "publish", messages.ResultSubject("x"))
-}
-
-// freePort returns a TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // waitForCluster waits until the nodes have elected a JetStream meta leader that knows

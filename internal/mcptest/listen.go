@@ -25,7 +25,7 @@ func StartEverything(t testing.TB, mode string) (*exec.Cmd, string) {
 	t.Helper()
 	index := filepath.Join(NPMPackage(t, "@modelcontextprotocol/server-everything"), "dist", "index.js")
 	for attempt := 1; ; attempt++ {
-		port := freePort(t)
+		port := FreePort(t)
 		cmd := exec.Command("node", index, mode)
 		cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -99,7 +99,8 @@ func ListensOn(pid, port int) bool {
 	return false
 }
 
-func freePort(t testing.TB) int {
+// FreePort returns a TCP port nobody listened on a moment ago.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

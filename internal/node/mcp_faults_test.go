@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -101,7 +102,7 @@ func everythingPID(t *testing.T, pids []int) int {
 // An HTTP server restarted mid-run (a new process on the same port, which knows nothing
 // of the old session) is reconnected: the next call succeeds.
 func TestMCPHTTPServerRestartedThroughPipeline(t *testing.T) {
-	port := mcpFreePort(t)
+	port := mcptest.FreePort(t)
 	server, url := mcpStartEverything(t, "streamableHttp", port)
 	cfg := mcpConfig(t, `{"mcpServers": {"remote": {"type": "http", "url": "`+url+`/mcp"}}}`)
 	p := startMCPPipeline(t, cfg, nil)

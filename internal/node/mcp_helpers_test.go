@@ -176,17 +176,6 @@ func mcpEventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// mcpFreePort returns a TCP port nobody listens on right now.
-func mcpFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // mcpStartProcess runs a server process (its output drained) and waits until it
 // accepts connections on port. The process is killed when the test ends, unless the
 // test killed it before.
@@ -256,7 +245,7 @@ func mcpBuild(t *testing.T, pkg string) string {
 func mcpStartTicketService(t *testing.T) string {
 	t.Helper()
 	bin := mcpBuild(t, "./examples/ticket-service")
-	port := mcpFreePort(t)
+	port := mcptest.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	mcpStartProcess(t, port, nil, bin, "-addr", addr)
 	mcpEventually(t, "ticket-service healthy", func() bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,28 +12,19 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bus"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // restartableServer starts a file-backed embedded server for t on a fixed port; restart
 // stops it and, half a second later, starts it again on the same store. Clients made by
 // connect reconnect forever.
 func restartableServer(t *testing.T) (connect func(name string) *nats.Conn, restart func()) {
 	t.Helper()
-	dir, port := t.TempDir(), freePort(t)
+	dir, port := t.TempDir(), mcptest.FreePort(t)
 	start := func() func() {
 		_, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir, Port: port})
 		if err != nil {

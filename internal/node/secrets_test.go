@@ -13,6 +13,7 @@ import (
 	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/cli"
 	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -30,7 +31,7 @@ func TestSecretsDoNotLeak(t *testing.T) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{
 		"mcpServers": {"probe": {"type": "http", "url": "http://127.0.0.1:%d/mcp?api_key=${CANARY_KEY}",
 			"headers": {"Authorization": "Bearer ${CANARY_TOKEN}"}, "timeout": "2s", "retry": {"maxAttempts": 2}}},
-		"health": {"interval": "200ms"}}`, mcpFreePort(t))), "secrets.json", func(k string) (string, bool) {
+		"health": {"interval": "200ms"}}`, mcptest.FreePort(t))), "secrets.json", func(k string) (string, bool) {
 		switch k {
 		case "CANARY_KEY":
 			return key, true

@@ -3,7 +3,6 @@ package mcpwire_test
 import (
 	"context"
 	"flag"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,17 +75,6 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// freePort returns a TCP port nobody listens on right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // procs lists the live (not zombie) processes whose parent or process group is id.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -401,7 +402,7 @@ func TestPoolHeaders(t *testing.T) {
 }
 
 func TestPoolUnavailable(t *testing.T) {
-	url := "http://127.0.0.1:" + itoa(freePort(t)) + "/mcp"
+	url := "http://127.0.0.1:" + itoa(mcptest.FreePort(t)) + "/mcp"
 	p := newPool(t, map[string]mcpwire.ServerConfig{
 		"down":  {Type: "http", URL: url},
 		"down2": {Type: "jsonrpc", URL: url},
