@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -742,5 +743,40 @@ func TestPoolLookupDoesNotWaitForASilentServer(t *testing.T) {
 	}
 	if !silentPending() {
 		t.Fatal("the silent server answered; the test proves nothing")
+	}
+}
+
+// An HTTP+SSE session speaks 2025-11-25, the last protocol that has the transport: the
+// client sends initialize and never server/discover, which a go-sdk SSE server sometimes
+// answers for protocols its transport cannot serve (it reads its session's versions
+// before it has set them).
+func TestSSESessionsSpeakTheLastSSEProtocol(t *testing.T) {
+	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return testServer() }, nil)
+	var mu sync.Mutex
+	var methods []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			var m struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(body, &m) == nil && m.Method != "" {
+				mu.Lock()
+				methods = append(methods, m.Method)
+				mu.Unlock()
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		sse.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	r := mcpwire.Probe(ctxT(t), "s", mcpwire.ServerConfig{Type: "sse", URL: srv.URL}, nil)
+	if r.Err != nil || r.Protocol != "2025-11-25" || r.Tools == 0 {
+		t.Fatalf("probe: protocol %q, %d tools, %v; want 2025-11-25", r.Protocol, r.Tools, r.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(methods, "server/discover") || !slices.Contains(methods, "initialize") {
+		t.Errorf("the client sent %v; want initialize and no server/discover", methods)
 	}
 }

@@ -147,6 +147,10 @@ func (s *mcpSession) close() error {
 	return err
 }
 
+// sseProtocol is the protocol version of HTTP+SSE sessions: the last that has the
+// transport.
+const sseProtocol = "2025-11-25"
+
 // dial opens a session to the server named name. ctx bounds the whole session; the
 // attempt itself is bounded by timeout.
 func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient, t mcp.Transport, httpClient *http.Client, oauth auth.OAuthHandler, log *slog.Logger, timeout time.Duration) (session, error) {
@@ -181,8 +185,16 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 			return nil, fmt.Errorf("unknown transport %q", cfg.Type)
 		}
 	}
+	var opts *mcp.ClientSessionOptions
+	if cfg.Transport() == TransportSSE {
+		// The HTTP+SSE transport ends with the protocols that have it: its sessions speak
+		// 2025-11-25 at the newest. Asking for that leaves the SDK no server/discover to
+		// try first, which a go-sdk SSE server sometimes answers for protocols its
+		// transport cannot serve (it reads its session's versions before setting them).
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: sseProtocol}
+	}
 	timer := time.AfterFunc(timeout, cancel)
-	cs, err := client.Connect(sctx, t, nil)
+	cs, err := client.Connect(sctx, t, opts)
 	expired := !timer.Stop()
 	if err != nil {
 		cancel()
