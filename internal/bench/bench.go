@@ -233,11 +233,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	var lat, clat, rlat, paced, cpaced []time.Duration
 	for k := range max(o.Rounds, 1) {
-		ok := o
+		ro := o    // this round's options
 		if k > 0 { // the paced phase, profiles and the console's URL once, with the first round
-			ok.NoPaced, ok.Profile, ok.AllocProfile, ok.ConsoleReady = true, nil, nil, nil
+			ro.NoPaced, ro.Profile, ro.AllocProfile, ro.ConsoleReady = true, nil, nil, nil
 		}
-		l, p, secs, cpu, err := runPipeline(ctx, ok, text, r)
+		l, p, secs, cpu, err := runPipeline(ctx, ro, text, r)
 		if err != nil {
 			return nil, err
 		}
@@ -245,11 +245,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if k == 0 {
 			rate = r.PacedResponsesPerSec
 		}
-		cl, cp, csecs, ccpu, err := runCeiling(ctx, ok, sizes, rate, false)
+		cl, cp, csecs, ccpu, err := runCeiling(ctx, ro, sizes, rate, false)
 		if err != nil {
 			return nil, err
 		}
-		rl, _, rsecs, _, err := runCeiling(ctx, ok, sizes, 0, true)
+		rl, _, rsecs, _, err := runCeiling(ctx, ro, sizes, 0, true)
 		if err != nil {
 			return nil, err
 		}

@@ -128,38 +128,30 @@ func Value[T Text](s T, i, maxDepth int, m Mode) (int, Result) {
 			return i, Invalid
 		}
 		switch s[i] {
-		case '{':
+		case '{', '[':
+			open := s[i]
 			if depth >= maxDepth {
 				return i, TooDeep
 			}
 			i = SkipSpace(s, i+1)
-			if i < n && s[i] == '}' {
+			if i < n && s[i] == open+2 { // '{'+2 is '}', '['+2 is ']': empty
 				i++
 				break
 			}
 			if depth>>6 == len(kinds) {
 				kinds = append(kinds, 0)
 			}
-			kinds[depth>>6] |= 1 << (depth & 63)
+			if open == '{' {
+				kinds[depth>>6] |= 1 << (depth & 63)
+			} else {
+				kinds[depth>>6] &^= 1 << (depth & 63)
+			}
 			depth++
-			if i = Key(s, i, m); i < 0 {
-				return 0, Invalid
+			if open == '{' {
+				if i = Key(s, i, m); i < 0 {
+					return 0, Invalid
+				}
 			}
-			continue
-		case '[':
-			if depth >= maxDepth {
-				return i, TooDeep
-			}
-			i = SkipSpace(s, i+1)
-			if i < n && s[i] == ']' {
-				i++
-				break
-			}
-			if depth>>6 == len(kinds) {
-				kinds = append(kinds, 0)
-			}
-			kinds[depth>>6] &^= 1 << (depth & 63)
-			depth++
 			continue
 		case '"':
 			if i = String(s, i+1, m); i < 0 {

@@ -33,10 +33,10 @@ func TestEverything(t *testing.T) {
 			return mcpwire.ServerConfig{Command: "node", Args: []string{index, "stdio"}}
 		}},
 		{name: "streamable http", config: func(t *testing.T) mcpwire.ServerConfig {
-			return mcpwire.ServerConfig{Type: "http", URL: startNode(t, "streamableHttp") + "/mcp"}
+			return mcpwire.ServerConfig{Type: "http", URL: everythingURL(t, "streamableHttp") + "/mcp"}
 		}},
 		{name: "sse", config: func(t *testing.T) mcpwire.ServerConfig {
-			return mcpwire.ServerConfig{Type: "sse", URL: startNode(t, "sse") + "/sse"}
+			return mcpwire.ServerConfig{Type: "sse", URL: everythingURL(t, "sse") + "/sse"}
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestMemoryServer(t *testing.T) {
 
 // startNode runs server-everything in an HTTP mode on a free port and returns its base
 // URL; the process is killed when the test ends.
-func startNode(t *testing.T, mode string) string {
+func everythingURL(t *testing.T, mode string) string {
 	_, url := mcptest.StartEverything(t, mode)
 	return url
 }
