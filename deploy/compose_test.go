@@ -19,8 +19,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/toolbus/toolbus/internal/cli"
-	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 // No Docker engine runs where these tests run: compose.yaml and the Dockerfile are checked
@@ -192,7 +192,7 @@ func TestCompose(t *testing.T) {
 	top := root(t)
 	stages := dockerStages(t)
 
-	want := slices.Concat(natsNodes, node.AllServices(), []string{"engineering", "ticket-service", "jaeger", "toolbus"})
+	want := slices.Concat(natsNodes, toolbus.AllServices(), []string{"engineering", "ticket-service", "jaeger", "toolbus"})
 	for _, name := range want {
 		if _, ok := p.Services[name]; !ok {
 			t.Errorf("no service %q", name)
@@ -212,7 +212,7 @@ func TestCompose(t *testing.T) {
 	}
 
 	// Every toolbus service runs under an init, which reaps what tools leave behind.
-	for _, name := range node.AllServices() {
+	for _, name := range toolbus.AllServices() {
 		if s := p.Services[name]; s.Init == nil || !*s.Init {
 			t.Errorf("%s: no init (init: true) to reap the processes its tools leave", name)
 		}
@@ -253,7 +253,7 @@ func TestCompose(t *testing.T) {
 	// The toolbus services: one binary each, flags and environment the code accepts, their
 	// own NATS user, every cluster node, three replicas of every stream.
 	vars := configVars(t)
-	for _, name := range node.AllServices() {
+	for _, name := range toolbus.AllServices() {
 		s := p.Services[name]
 		built(s, "toolbus")
 		spec := serviceSpec(t, name)
@@ -293,7 +293,7 @@ func TestCompose(t *testing.T) {
 			}
 		}
 	}
-	if r := p.Services[node.Executor].Deploy; r == nil || r.Replicas == nil || *r.Replicas != 3 {
+	if r := p.Services[toolbus.Executor].Deploy; r == nil || r.Replicas == nil || *r.Replicas != 3 {
 		t.Errorf("executor: deploy.replicas is not 3")
 	}
 

@@ -26,12 +26,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"github.com/toolbus/toolbus/internal/bus"
-	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/internal/mcptest"
-	"github.com/toolbus/toolbus/internal/node"
-	"github.com/toolbus/toolbus/internal/telemetry"
+	"github.com/toolbus/toolbus/pkg/toolbus"
+	"github.com/toolbus/toolbus/pkg/telemetry"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -48,7 +48,7 @@ const (
 )
 
 // users of nats.conf: one per service, the orchestrator, an admin and the system user.
-var users = []string{"sys", "admin", node.Parser, node.Executor, node.Formatter, node.Healthd, orchestr, consoleU}
+var users = []string{"sys", "admin", toolbus.Parser, toolbus.Executor, toolbus.Formatter, toolbus.Healthd, orchestr, consoleU}
 
 // passwordVar is the environment variable nats.conf reads a user's password from.
 func passwordVar(user string) string { return "TOOLBUS_" + strings.ToUpper(user) + "_PASSWORD" }
@@ -163,9 +163,9 @@ func TestNATSConfig(t *testing.T) {
 	}
 
 	// A missing password is an error, not an empty password.
-	os.Unsetenv(passwordVar(node.Parser))
+	os.Unsetenv(passwordVar(toolbus.Parser))
 	if _, err := server.ProcessConfigFile(baseConf); err == nil {
-		t.Errorf("%s loads without $%s", baseConf, passwordVar(node.Parser))
+		t.Errorf("%s loads without $%s", baseConf, passwordVar(toolbus.Parser))
 	}
 }
 
@@ -191,7 +191,7 @@ func allowed(p *server.SubjectPermission, subject string) bool {
 
 // serviceNeeds is what each toolbus service does on NATS, derived from the code: the
 // streams, consumers and buckets bus.Topology provisions, each stage's consumer
-// (internal/bus.Consume: fetch and ack) and the buckets internal/node hands each service
+// (pkg/bus.Consume: fetch and ack) and the buckets internal/node hands each service
 // (read and written, or watched: the parser follows the catalog, the executor the health
 // bucket and the catalog it mirrors, healthd lists the health bucket).
 type serviceNeeds struct {
@@ -261,29 +261,29 @@ func needs() map[string]serviceNeeds {
 	}
 	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
 	return map[string]serviceNeeds{
-		node.Parser: {
+		toolbus.Parser: {
 			publish: cat(provision, consume(messages.ConsumerParser), watch(messages.BucketCatalog), kv(messages.BucketGather),
 				[]string{messages.CallSubject("c1"), messages.OutputSubject("c1"), messages.DeadSubject("c1")}),
-			subscribe: service(node.Parser),
+			subscribe: service(toolbus.Parser),
 		},
-		// The executor's replicas also run the dead-letter handler (internal/executor,
+		// The executor's replicas also run the dead-letter handler (pkg/executor,
 		// RunDeadLetters): it reads and deletes messages that ran out of deliveries in the
 		// work queues and answers them, a lost response with an output.
-		node.Executor: {
+		toolbus.Executor: {
 			publish: cat(provision, consume(messages.ConsumerExecutor), consume(messages.ConsumerDeadLetter),
 				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketCatalog), objPut,
 				watch(messages.BucketCatalog), watch(messages.BucketHealth),
 				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1")},
 				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
-			subscribe: service(node.Executor),
+			subscribe: service(toolbus.Executor),
 		},
-		node.Formatter: {
+		toolbus.Formatter: {
 			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), objPut, []string{messages.OutputSubject("c1"), messages.CallSubject("c1"), messages.DeadSubject("c1")}),
-			subscribe: service(node.Formatter),
+			subscribe: service(toolbus.Formatter),
 		},
-		node.Healthd: {
+		toolbus.Healthd: {
 			publish:   cat(provision, kv(messages.BucketHealth), watch(messages.BucketHealth), []string{messages.HealthSubject("srv")}),
-			subscribe: service(node.Healthd),
+			subscribe: service(toolbus.Healthd),
 		},
 		// pkg/client: publish responses (JetStream, acked to an inbox), subscribe outputs,
 		// and read TOOLBUS_OUTPUT with an ordered consumer (Client.Wait).
@@ -308,14 +308,14 @@ func needs() map[string]serviceNeeds {
 // Besides these, no service may create or update a stream or a stage's consumer
 // (TestServicesMayNotProvision).
 var denied = map[string]serviceNeeds{
-	node.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), "$O." + messages.BucketResults + ".C.abc",
+	toolbus.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), "$O." + messages.BucketResults + ".C.abc",
 		"$KV." + messages.BucketCalls + ".k", "$JS.API.STREAM.DELETE." + messages.StreamCalls, "$JS.API.STREAM.PURGE." + messages.StreamResponses,
 		"$JS.API.STREAM.MSG.DELETE." + messages.StreamResponses}},
-	node.Executor: {publish: []string{messages.CallSubject("c1"), messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",
+	toolbus.Executor: {publish: []string{messages.CallSubject("c1"), messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",
 		"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamResponses + "." + messages.ConsumerParser, "$JS.API.STREAM.MSG.DELETE." + messages.StreamOutput}},
-	node.Formatter: {publish: []string{messages.ResultSubject("c1"), "$KV." + messages.BucketSessions + ".k"}},
-	node.Healthd: {publish: []string{messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.CallSubject("c1")},
-		subscribe: []string{messages.CallSubject("c1"), messages.StatusSubject(node.Executor)}},
+	toolbus.Formatter: {publish: []string{messages.ResultSubject("c1"), "$KV." + messages.BucketSessions + ".k"}},
+	toolbus.Healthd: {publish: []string{messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.CallSubject("c1")},
+		subscribe: []string{messages.CallSubject("c1"), messages.StatusSubject(toolbus.Executor)}},
 	consoleU: {publish: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.StreamSubject("c1"),
 		"$KV." + messages.BucketHealth + ".s", "$JS.API.STREAM.PURGE." + messages.StreamDead, "$JS.API.STREAM.MSG.DELETE." + messages.StreamDead,
 		"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamCalls + "." + messages.ConsumerExecutor}},
@@ -373,7 +373,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 		"$KV": true, "$SRV": true, "_INBOX": true, ">": true, "*": true, "PURGE": true, "$O": true,
 	}
 	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress,
-		messages.StatusSubject(node.Parser), messages.StatusSubject(node.Executor), messages.StatusSubject(node.Formatter), messages.StatusSubject(node.Healthd)} {
+		messages.StatusSubject(toolbus.Parser), messages.StatusSubject(toolbus.Executor), messages.StatusSubject(toolbus.Formatter), messages.StatusSubject(toolbus.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true
 		}
@@ -516,15 +516,15 @@ func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.T
 	bustest.ProvisionCluster(t, ajs, topo)
 	ctx, cancel := context.WithCancel(context.Background())
 	services := map[string]service{}
-	var nodes []*node.Node
-	for _, name := range node.AllServices() {
+	var nodes []*toolbus.Toolbus
+	for _, name := range toolbus.AllServices() {
 		nc, e := connectAs(t, urls, name, pw[name])
 		mp, metrics, err := telemetry.NewPrometheus(nil)
 		if err != nil {
 			cancel()
 			t.Fatal(err)
 		}
-		n, err := node.Start(ctx, nc, node.Options{Services: []string{name}, Topology: topo, Local: bigReport(t), CheckOnly: true, MeterProvider: mp})
+		n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Services: []string{name}, Topology: topo, Tools: bigReport(t), CheckOnly: true, MeterProvider: mp})
 		if err != nil {
 			cancel()
 			t.Fatalf("%s under its own user: %v", name, err)
@@ -656,7 +656,7 @@ func TestPermissionsOnServer(t *testing.T) {
 		nc.Close()
 		t.Error("connected without a user")
 	}
-	if nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(node.Parser, pw[node.Executor])); err == nil {
+	if nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(toolbus.Parser, pw[toolbus.Executor])); err == nil {
 		nc.Close()
 		t.Error("connected as parser with the executor's password")
 	}
@@ -673,7 +673,7 @@ func TestPermissionsOnServer(t *testing.T) {
 	// No service may change what it does not own. As healthd, the least privileged: cut
 	// the outputs to one message, seal the output stream, throttle the executors'
 	// consumer — each refused, and nothing changed.
-	hnc, _ := connectAs(t, urls, node.Healthd, pw[node.Healthd])
+	hnc, _ := connectAs(t, urls, toolbus.Healthd, pw[toolbus.Healthd])
 	hjs, err := jetstream.New(hnc)
 	if err != nil {
 		t.Fatal(err)
@@ -748,7 +748,7 @@ func TestPermissionsOnServer(t *testing.T) {
 	for name, svc := range services {
 		page := svc.scrape(t)
 		n := strings.Count(page, "toolbus_consumer_pending{")
-		if n > 0 && name != node.Healthd {
+		if n > 0 && name != toolbus.Healthd {
 			t.Errorf("%s reports the stages' queues: only the leading healthd should", name)
 		}
 		queues += n
@@ -778,10 +778,10 @@ func TestPermissionsOnServer(t *testing.T) {
 	oerrs.none(t, orchestr)
 
 	// What each user must not do, refused by the server.
-	pnc, perrs := connectAs(t, urls, node.Parser, pw[node.Parser])
+	pnc, perrs := connectAs(t, urls, toolbus.Parser, pw[toolbus.Parser])
 	_ = pnc.Publish(messages.ResultSubject("c1"), []byte(`{"forged": true}`))
 	_ = pnc.Flush()
-	perrs.expect(t, node.Parser, "publish", messages.ResultSubject("c1"))
+	perrs.expect(t, toolbus.Parser, "publish", messages.ResultSubject("c1"))
 	for _, s := range []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), "$KV." + messages.BucketSessions + ".c1"} {
 		_ = onc.Publish(s, []byte("forged"))
 		_ = onc.Flush()
@@ -878,10 +878,10 @@ func TestClusterConfigOnServers(t *testing.T) {
 		}
 	}
 
-	pnc, perrs := connectAs(t, urls[2:], node.Parser, pw[node.Parser])
+	pnc, perrs := connectAs(t, urls[2:], toolbus.Parser, pw[toolbus.Parser])
 	_ = pnc.Publish(messages.ResultSubject("x"), []byte("forged"))
 	_ = pnc.Flush()
-	perrs.expect(t, node.Parser, "publish", messages.ResultSubject("x"))
+	perrs.expect(t, toolbus.Parser, "publish", messages.ResultSubject("x"))
 }
 
 // waitForCluster waits until the nodes have elected a JetStream meta leader that knows
@@ -913,7 +913,7 @@ func TestServicesMayNotProvision(t *testing.T) {
 	for stream, c := range topo.Consumers() {
 		subjects = append(subjects, "$JS.API.CONSUMER.CREATE."+stream+"."+c.Durable, "$JS.API.CONSUMER.DURABLE.CREATE."+stream+"."+c.Durable)
 	}
-	for _, user := range node.AllServices() {
+	for _, user := range toolbus.AllServices() {
 		for _, s := range subjects {
 			if allowed(perms[user].Permissions.Publish, s) {
 				t.Errorf("%s may publish %s", user, s)

@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolbus/toolbus/internal/telemetry"
-	"github.com/toolbus/toolbus/internal/version"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"github.com/toolbus/toolbus/pkg/version"
 
 	"github.com/toolbus/toolbus/pkg/engineering"
 )

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"github.com/toolbus/toolbus/pkg/reaper"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 )
 
 func main() {
+	reaper.Main() // a reaper of this binary's tools and stdio servers runs here, and exits
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:], cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	stop()

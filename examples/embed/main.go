@@ -17,8 +17,10 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/reaper"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
@@ -50,6 +52,9 @@ func convert(_ context.Context, in temperature) (converted, error) {
 }
 
 func main() {
+	// Tools and stdio servers run under a reaper, which is this binary started again in
+	// reaper mode: Main runs it then, and otherwise returns at once.
+	reaper.Main()
 	natsURL := flag.String("nats", "", "run as an executor against this NATS cluster instead of the whole pipeline in process")
 	configFile := flag.String("config", "", "toolbus configuration file")
 	flag.Parse()
@@ -66,9 +71,15 @@ func main() {
 		log.Fatal(err)
 	}
 
-	o := toolbus.Options{ConfigFile: *configFile, Tools: tools}
+	cfg, err := config.Load(*configFile) // "" gives the defaults
+	if err != nil {
+		log.Fatal(err)
+	}
+	o := toolbus.Options{Config: cfg, Tools: tools}
 	if *natsURL != "" {
-		o.NATSURL, o.Services = *natsURL, []string{toolbus.Executor}
+		// The cluster's streams and buckets are provisioned already (toolbus provision):
+		// an executor's NATS user only checks them.
+		o.NATSURL, o.Services, o.CheckOnly = *natsURL, []string{toolbus.Executor}, true
 	}
 	tb, err := toolbus.Start(ctx, o)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 )
 

@@ -27,15 +27,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/internal/bus"
-	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/console"
-	"github.com/toolbus/toolbus/internal/node"
-	"github.com/toolbus/toolbus/internal/parser"
-	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/parser"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 // Options configures a run. Zero values take the defaults.
@@ -318,29 +317,19 @@ func startServer(inProcess bool) (*nats.Conn, func(), error) {
 // runPipeline drives the pipeline at full speed, then (unless o.NoPaced) at a steady
 // pace, which it records in r.PacedResponsesPerSec.
 func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, paced []time.Duration, secs, cpu float64, err error) {
-	nc, stop, err := startServer(o.InProcess)
-	if err != nil {
-		return nil, nil, 0, 0, err
-	}
-	defer stop()
-	sctx, cancel := context.WithCancel(ctx)
 	var local *localtools.Registry
 	if o.ToolLatency > 0 {
 		local = workTool(o.ToolLatency)
 	}
-	n, err := node.Start(sctx, nc, node.Options{
-		Config: o.Config, Replicas: o.Executors, Logger: o.Logger, Local: local,
-		Services: []string{node.Parser, node.Executor, node.Formatter},
+	tb, err := toolbus.Start(ctx, toolbus.Options{
+		Config: o.Config, Replicas: o.Executors, Logger: o.Logger, Tools: local, EmbeddedOverTCP: !o.InProcess,
+		Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter},
 	})
 	if err != nil {
-		cancel()
 		return nil, nil, 0, 0, err
 	}
-	defer func() { cancel(); n.Wait() }()
-	c, err := client.New(nc)
-	if err != nil {
-		return nil, nil, 0, 0, err
-	}
+	defer tb.Close()
+	nc, c := tb.Conn(), tb.Client()
 	if o.Console {
 		js, err := jetstream.New(nc)
 		if err != nil {
@@ -492,7 +481,7 @@ type sizes struct{ response, call, result, output int }
 
 // messageSizes builds one response's messages with the stages' own pure functions.
 func messageSizes(ctx context.Context, text string, cfg *config.Config, local *localtools.Registry) (sizes, error) {
-	exec, err := node.NewExecutor(cfg, local, engineering.NewMemorySessions(), nil)
+	exec, err := toolbus.NewExecutor(cfg, local, engineering.NewMemorySessions(), nil)
 	if err != nil {
 		return sizes{}, err
 	}

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/node"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 // StreamOptions configures a run of [RunStream]. Zero values take the defaults.
@@ -99,24 +99,13 @@ func RunStream(ctx context.Context, o StreamOptions) (*StreamReport, error) {
 	r := &StreamReport{Responses: o.Responses, Calls: o.Calls, Concurrency: o.Concurrency, Rate: o.Rate, Tokens: len(tokens),
 		ToolLatencyMS: float64(o.ToolLatency) / float64(time.Millisecond), WriteSeconds: float64(len(tokens)) / o.Rate, NumCPU: runtime.NumCPU()}
 
-	nc, stop, err := startServer(o.InProcess)
+	tb, err := toolbus.Start(ctx, toolbus.Options{Config: o.Config, Logger: o.Logger, Tools: workTool(o.ToolLatency), EmbeddedOverTCP: !o.InProcess,
+		Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
-	sctx, cancel := context.WithCancel(ctx)
-	work := workTool(o.ToolLatency)
-	n, err := node.Start(sctx, nc, node.Options{Config: o.Config, Logger: o.Logger, Local: work,
-		Services: []string{node.Parser, node.Executor, node.Formatter}})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	defer func() { cancel(); n.Wait() }()
-	c, err := client.New(nc)
-	if err != nil {
-		return nil, err
-	}
+	defer tb.Close()
+	c := tb.Client()
 	// The parser reads a streamed call early only once no </think> can make it
 	// reasoning: the model's reasoning is tagged (or it has none).
 	sub := client.SubmitOptions{Reasoning: "tagged"}

@@ -23,10 +23,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/tokens"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/tokens"
 )
 
 // authCmd is `toolbus auth login|status|logout`: the OAuth logins of http servers,

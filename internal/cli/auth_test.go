@@ -17,14 +17,14 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/toolbus/toolbus/internal/bus"
-	"github.com/toolbus/toolbus/internal/bus/bustest"
-	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/mcptest"
-	"github.com/toolbus/toolbus/internal/node"
-	"github.com/toolbus/toolbus/internal/tokens"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/tokens"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 // An MCP server behind the go-sdk's bearer-token middleware and a local authorization
@@ -58,7 +58,7 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	start := func(services ...string) func() {
 		ctx, cancel := context.WithCancel(context.Background())
-		n, err := node.Start(ctx, nc, node.Options{Config: cfg, Services: services, Logger: log, TracerProvider: tp, Topology: bus.Topology{Memory: true}, TokenKey: key})
+		n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: cfg, Services: services, Logger: log, TracerProvider: tp, Topology: bus.Topology{Memory: true}, TokenKey: key})
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -107,8 +107,8 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 		return st
 	}
 
-	start(node.Parser, node.Formatter, node.Healthd)
-	stop1 := start(node.Executor)
+	start(toolbus.Parser, toolbus.Formatter, toolbus.Healthd)
+	stop1 := start(toolbus.Executor)
 	needsLogin("before any login")
 	if st := healthIs(messages.HealthNeedsLogin); !strings.Contains(st.Error, "toolbus auth login secure") {
 		t.Errorf("health: %q does not name the login", st.Error)
@@ -136,7 +136,7 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 
 	// Another replica, after the token expired: it refreshes.
 	time.Sleep(time.Until(loggedIn.Add(fresh + 500*time.Millisecond)))
-	start(node.Executor)
+	start(toolbus.Executor)
 	if r := ask(); !r.Success || string(r.Result) == string(first.Result) {
 		t.Fatalf("second replica: %+v %+v (first %s)", r, r.Error, first.Result)
 	}
@@ -145,7 +145,7 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 	}
 
 	// Two replicas at once find the token expired: one refresh between them.
-	start(node.Executor)
+	start(toolbus.Executor)
 	time.Sleep(fresh + 500*time.Millisecond)
 	var wg sync.WaitGroup
 	for range 8 {

@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/toolbus/toolbus/internal/bench"
-	"github.com/toolbus/toolbus/internal/config"
+	"github.com/toolbus/toolbus/pkg/config"
 )
 
 func benchCmd(ctx context.Context, env Env, args []string) error {

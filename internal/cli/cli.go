@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolbus/toolbus/internal/redact"
-	"github.com/toolbus/toolbus/internal/telemetry"
-	"github.com/toolbus/toolbus/internal/version"
+	"github.com/toolbus/toolbus/pkg/redact"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"github.com/toolbus/toolbus/pkg/version"
 )
 
 // Env is what a command reads and writes.

@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/toolbus/toolbus/internal/bus/bustest"
-	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/mcptest"
-	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 func runMain(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
@@ -466,7 +466,7 @@ func startPipeline(t *testing.T) (string, *nats.Conn) {
 	url := bustest.Server(t)
 	nc, _ := bustest.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}, Services: []string{node.Parser, node.Executor, node.Formatter}})
+	n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: &config.Config{}, Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/console"
-	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/redact"
 )
 
 // consoleFlags are the console's flags, on serve and console.

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/executor"
-	"github.com/toolbus/toolbus/internal/healthd"
-	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/executor"
+	"github.com/toolbus/toolbus/pkg/healthd"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 func splitComma(s string) []string {
@@ -79,7 +79,7 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 // reported and left out), its tools folder and the engineering suite. The caller closes
 // the pool.
 func startTools(ctx context.Context, env Env, cmd string, cfg *config.Config, wait time.Duration) (*mcpwire.Pool, *executor.Executor, error) {
-	pool, err := node.NewPool(cfg, mcpwire.Options{})
+	pool, err := toolbus.NewPool(cfg, mcpwire.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,7 +89,7 @@ func startTools(ctx context.Context, env Env, cmd string, cfg *config.Config, wa
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "toolbus %s: some MCP servers are left out: %v\n", cmd, err)
 	}
-	exec, err := node.NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
+	exec, err := toolbus.NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

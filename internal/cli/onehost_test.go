@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/internal/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 )
 

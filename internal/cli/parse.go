@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/node"
-	"github.com/toolbus/toolbus/internal/parser"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/parser"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
@@ -131,13 +131,13 @@ func previewStage(ctx context.Context, env Env, path string, wait time.Duration)
 		return nil, nil, err
 	}
 	catalog := parser.NewCatalog()
-	entries := node.InProcessCatalog(exec.Router, pool)
+	entries := toolbus.InProcessCatalog(exec.Router, pool)
 	byServer := map[string][]mcpwire.Tool{}
 	for _, t := range pool.Tools(ctx) {
 		byServer[t.Server] = append(byServer[t.Server], t)
 	}
 	for server, tools := range byServer {
-		entries = append(entries, node.CatalogEntry{Key: server, Tools: tools})
+		entries = append(entries, toolbus.CatalogEntry{Key: server, Tools: tools})
 	}
 	for _, e := range entries {
 		body, err := json.Marshal(e.Tools) // as the executors write the catalog bucket
@@ -149,7 +149,7 @@ func previewStage(ctx context.Context, env Env, path string, wait time.Duration)
 			return nil, nil, fmt.Errorf("catalog of %s: %w", e.Key, err)
 		}
 	}
-	return node.ParserStage(cfg, catalog), func() { pool.Close() }, nil
+	return toolbus.ParserStage(cfg, catalog), func() { pool.Close() }, nil
 }
 
 // previewText is what the parser of stage makes of one response: the calls it would

@@ -8,21 +8,19 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/toolbus/toolbus/internal/bus"
-	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/node"
-	"github.com/toolbus/toolbus/internal/parser"
-	"github.com/toolbus/toolbus/internal/redact"
-	"github.com/toolbus/toolbus/internal/telemetry"
-	"github.com/toolbus/toolbus/internal/tokens"
+	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/redact"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"github.com/toolbus/toolbus/pkg/tokens"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -64,17 +62,6 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	}
 	defer stopTelemetry()
 
-	srv, stopServer, err := bus.StartEmbedded(bus.EmbeddedOptions{})
-	if err != nil {
-		return err
-	}
-	defer stopServer()
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-
 	// An http server that requires OAuth is logged in to here, attended: the URL is
 	// printed, the redirect comes back to a local port. The grant is kept in the
 	// embedded bucket, which ends with the run: sealed with the environment's key, or a
@@ -89,25 +76,21 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	ui := &loginUI{env: env, open: *open}
 	defer ui.close()
 
-	svcCtx, stopServices := context.WithCancel(ctx)
-	catalog := parser.NewCatalog()
-	n, err := node.Start(svcCtx, nc, node.Options{Config: cfg, Replicas: *executors, Logger: log, Catalog: catalog, TokenKey: key, Login: ui.login})
-	if err != nil {
-		stopServices()
-		return err
-	}
-	defer func() { stopServices(); n.Wait() }()
-
-	c, err := client.New(nc)
+	tb, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Replicas: *executors, Logger: log, TokenKey: key, Login: ui.login, Harden: true})
 	if err != nil {
 		return err
 	}
+	defer tb.Close()
+	c := tb.Client()
 	// The parser recognises calls without a marker (bare JSON, a pythonic list after a
 	// sentence) only by the names of the catalog's tools: the first response waits
 	// until every backend has listed its tools, or until --wait.
-	if missing := node.WaitForCatalog(ctx, catalog, cfg, *wait); len(missing) > 0 {
-		fmt.Fprintf(env.Stderr, "toolbus run: %s did not list their tools within %s; calls of them without a marker are not recognised\n", strings.Join(missing, ", "), *wait)
+	wctx, cancel := context.WithTimeout(ctx, *wait)
+	var missing *toolbus.MissingToolsError
+	if err := tb.WaitForTools(wctx); errors.As(err, &missing) && ctx.Err() == nil {
+		fmt.Fprintf(env.Stderr, "toolbus run: %s did not list their tools within %s; calls of them without a marker are not recognised\n", strings.Join(missing.Backends, ", "), *wait)
 	}
+	cancel()
 	for _, in := range inputs {
 		actx, cancel := context.WithTimeout(ctx, *timeout)
 		out, err := c.Ask(actx, *conv, in.text, nil)
@@ -207,29 +190,35 @@ func (f connectFlags) URL(cfg *config.Config) string {
 // and each made: a service given a wrong URL says so at once.
 func (f connectFlags) connect(name string, cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
 	url := f.URL(cfg)
-	opts := []nats.Option{nats.Name(name)}
-	if log != nil {
-		shown := redactURLs(url)
-		opts = append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-			nats.CustomReconnectDelay(func(attempts int) time.Duration {
-				return min(250*time.Millisecond<<min(attempts, 5), 5*time.Second)
-			}),
-			nats.ConnectHandler(func(nc *nats.Conn) { log.Info("connected to NATS", "url", redactURLs(nc.ConnectedUrl())) }),
-			nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", redactURLs(nc.ConnectedUrl())) }),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-				if err != nil {
-					log.Warn("lost the NATS connection; reconnecting", "err", err)
-				}
-			}),
-			nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
-				log.Warn("NATS not reachable; trying again", "url", shown, "err", err)
-			}))
-	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(url, f.options(name, url, log)...)
 	if err != nil {
 		return nil, errors.New(redactURLs(fmt.Sprintf("connect to %s: %v", url, err))) // the error may quote the URL
 	}
 	return nc, nil
+}
+
+// options are the connection's options: its name and, for a long-running service (log
+// set), reconnecting for ever with its logging.
+func (f connectFlags) options(name, url string, log *slog.Logger) []nats.Option {
+	opts := []nats.Option{nats.Name(name)}
+	if log == nil {
+		return opts
+	}
+	shown := redactURLs(url)
+	return append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			return min(250*time.Millisecond<<min(attempts, 5), 5*time.Second)
+		}),
+		nats.ConnectHandler(func(nc *nats.Conn) { log.Info("connected to NATS", "url", redactURLs(nc.ConnectedUrl())) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", redactURLs(nc.ConnectedUrl())) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("lost the NATS connection; reconnecting", "err", err)
+			}
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("NATS not reachable; trying again", "url", shown, "err", err)
+		}))
 }
 
 // redactURLs hides the passwords of comma-separated NATS URLs (and masks one that does
@@ -267,37 +256,28 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer stopTelemetry()
-	var nc *nats.Conn
-	connOpts := []nats.Option{nats.Name("toolbus serve"), nats.MaxReconnects(-1)}
+	o := toolbus.Options{
+		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log, Ops: opsAddr.options("toolbus"),
+		Topology: topology(cfg, *streamReplicas), TokenKey: tokenKey, Harden: true,
+		NATSURL: *url, NATSOptions: []nats.Option{nats.Name("toolbus serve"), nats.MaxReconnects(-1)},
+	}
 	if *url == "" {
-		srv, stop, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: *port, StoreDir: *storeDir})
-		if err != nil {
-			return err
-		}
-		defer stop()
-		*url = "nats://127.0.0.1:" + strconv.Itoa(*port)
-		fmt.Fprintf(env.Stderr, "toolbus: embedded NATS with JetStream on %s\n", *url)
 		// The services reach their own server in process, as `toolbus run`'s do: no
 		// loopback socket (10% less CPU per call in `toolbus bench --in-process`);
 		// orchestrators connect on the port.
-		connOpts = append(connOpts, nats.InProcessServer(srv))
+		o.Embedded = &bus.EmbeddedOptions{Port: *port, StoreDir: *storeDir}
 	}
-	nc, err = nats.Connect(*url, connOpts...)
+	tb, err := toolbus.Start(ctx, o)
 	if err != nil {
-		return errors.New(redactURLs(fmt.Sprintf("connect to %s: %v", *url, err)))
+		return opsAddr.explain(err)
 	}
-	defer nc.Close()
-	opsSrv, mp, err := startOps(ctx, nc, opsAddr, "toolbus", log)
-	if err != nil {
-		return err
+	defer tb.Close()
+	if *url == "" {
+		fmt.Fprintf(env.Stderr, "toolbus: embedded NATS with JetStream on %s\n", tb.ServerURL())
 	}
-	n, err := node.Start(ctx, nc, node.Options{
-		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log, Ops: opsSrv, MeterProvider: mp,
-		Topology: topology(cfg, *streamReplicas), TokenKey: tokenKey,
-	})
-	if err != nil {
-		return err
-	}
+	stopReload := reloadOnHangup(tb)
+	defer stopReload()
+	nc := tb.Conn()
 	consoleURL, stopConsole, err := con.start(ctx, env, nc, cfg.Redactor())
 	if err != nil {
 		return err
@@ -307,7 +287,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 		fmt.Fprintf(env.Stderr, "toolbus: console on %s\n", consoleURL)
 	}
 	fmt.Fprintln(env.Stderr, "toolbus: serving; stop with Ctrl-C")
-	return n.Wait()
+	return tb.Wait()
 }
 
 func sendCmd(ctx context.Context, env Env, args []string) error {

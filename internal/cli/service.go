@@ -5,19 +5,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/internal/ops"
-	"github.com/toolbus/toolbus/internal/telemetry"
-	"go.opentelemetry.io/otel/metric"
 
-	"github.com/toolbus/toolbus/internal/bus"
-	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/node"
-	"github.com/toolbus/toolbus/internal/version"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/toolbus"
+	"github.com/toolbus/toolbus/pkg/version"
 )
 
 // Service runs one toolbus service against an external NATS until ctx is done; it is
@@ -58,27 +56,22 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 			return err
 		}
 		defer stopTelemetry()
-		nc, err := cf.connect("toolbus "+name, cfg, log)
-		if err != nil {
-			return err
-		}
-		defer nc.Drain()
-		opsSrv, mp, err := startOps(ctx, nc, ops, "toolbus-"+name, log)
-		if err != nil {
-			return err
-		}
 		tokenKey, err := key()
 		if err != nil {
 			return err
 		}
-		n, err := node.Start(ctx, nc, node.Options{
-			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log, Ops: opsSrv, MeterProvider: mp,
-			Topology: topology(cfg, *streamReplicas), CheckOnly: !*provision, TokenKey: tokenKey,
+		tb, err := toolbus.Start(ctx, toolbus.Options{
+			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log, Ops: ops.options("toolbus-" + name),
+			Topology: topology(cfg, *streamReplicas), CheckOnly: !*provision, TokenKey: tokenKey, Harden: true,
+			NATSURL: cf.URL(cfg), NATSOptions: cf.options("toolbus "+name, cf.URL(cfg), log),
 		})
 		if err != nil {
-			return err
+			return ops.explain(err)
 		}
-		return n.Wait()
+		defer tb.Close()
+		stopReload := reloadOnHangup(tb)
+		defer stopReload()
+		return tb.Wait()
 	}()
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) { // stopped as asked is no failure
 		fmt.Fprintf(env.Stderr, "%s: %v\n", name, err)
@@ -89,10 +82,10 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 
 // serviceWhat says what each service binary does, for its -h.
 var serviceWhat = map[string]string{
-	node.Parser:    "toolbus's parser: reads the LLM responses published on toolbus.responses.<conversation>, extracts and repairs their tool calls, and publishes each call (in segments, in the order written) on toolbus.calls.<conversation>.",
-	node.Executor:  "toolbus's executor: runs the calls on toolbus.calls.> — local tools, the engineering calculators, MCP servers — with retries, claims and time budgets, and publishes each result on toolbus.results.<conversation>. Scale it by starting more.",
-	node.Formatter: "toolbus's formatter: gathers the results of each response, releases the next segment of its calls, and publishes the <tool_result> output on toolbus.output.<conversation>.",
-	node.Healthd:   "toolbus's health daemon: probes every configured MCP server and keeps their status in the toolbus_health bucket and on toolbus.health.<server> (one replica probes; the others stand by).",
+	toolbus.Parser:    "toolbus's parser: reads the LLM responses published on toolbus.responses.<conversation>, extracts and repairs their tool calls, and publishes each call (in segments, in the order written) on toolbus.calls.<conversation>.",
+	toolbus.Executor:  "toolbus's executor: runs the calls on toolbus.calls.> — local tools, the engineering calculators, MCP servers — with retries, claims and time budgets, and publishes each result on toolbus.results.<conversation>. Scale it by starting more.",
+	toolbus.Formatter: "toolbus's formatter: gathers the results of each response, releases the next segment of its calls, and publishes the <tool_result> output on toolbus.output.<conversation>.",
+	toolbus.Healthd:   "toolbus's health daemon: probes every configured MCP server and keeps their status in the toolbus_health bucket and on toolbus.health.<server> (one replica probes; the others stand by).",
 }
 
 // provisionCmd creates or updates every stream, consumer and bucket, once, for services
@@ -147,13 +140,13 @@ func topology(cfg *config.Config, replicas int) bus.Topology {
 // free port).
 func defaultOpsAddr(service string) string {
 	switch service {
-	case node.Parser:
+	case toolbus.Parser:
 		return ":8081"
-	case node.Executor:
+	case toolbus.Executor:
 		return ":8082"
-	case node.Formatter:
+	case toolbus.Formatter:
 		return ":8083"
-	case node.Healthd:
+	case toolbus.Healthd:
 		return ":8084"
 	}
 	return ":8081"
@@ -180,42 +173,34 @@ func addOpsFlag(fs *flag.FlagSet, env Env, def string) *opsFlag {
 	return f
 }
 
-// startOps serves /healthz, /readyz, /metrics and the micro registrations until ctx is
-// done; it returns the meter provider whose metrics /metrics serves, as service.
-func startOps(ctx context.Context, nc *nats.Conn, f *opsFlag, service string, log *slog.Logger) (*ops.Server, metric.MeterProvider, error) {
-	res, err := telemetry.Resource(ctx, service)
-	if err != nil {
-		return nil, nil, err
+// options are the ops endpoints of the flag, for the process named service.
+func (f *opsFlag) options(service string) *toolbus.OpsOptions {
+	return &toolbus.OpsOptions{Addr: f.addr, AnyPortIfTaken: !f.explicit(), Service: service}
+}
+
+// explain names the flag in an error of the ops endpoints it asked for.
+func (f *opsFlag) explain(err error) error {
+	if f.explicit() && errors.Is(err, toolbus.ErrOps) {
+		return fmt.Errorf("--ops-addr %s (or TOOLBUS_OPS_ADDR): %w", f.addr, err)
 	}
-	mp, metrics, err := telemetry.NewPrometheus(res)
-	if err != nil {
-		return nil, nil, err
-	}
-	srv, err := ops.New(nc, &ops.Options{Addr: f.addr, AnyPortIfTaken: !f.explicit(), Metrics: metrics, Logger: log})
-	if err != nil {
-		if f.explicit() {
-			return nil, nil, fmt.Errorf("--ops-addr %s (or TOOLBUS_OPS_ADDR): %w", f.addr, err)
-		}
-		return nil, nil, err
-	}
-	// /readyz as a metric, for the alert on a stage without a ready replica.
-	if _, err := mp.Meter(telemetry.Scope).Int64ObservableGauge("toolbus.ready",
-		metric.WithDescription("1 while this process is ready (its /readyz answers 200), else 0"),
-		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			if srv.Ready(ctx).Ready {
-				o.Observe(1)
-			} else {
-				o.Observe(0)
-			}
-			return nil
-		})); err != nil {
-		return nil, nil, err
-	}
+	return err
+}
+
+// reloadOnHangup makes SIGHUP reload the configuration of tb's services until the
+// returned function is called.
+func reloadOnHangup(tb *toolbus.Toolbus) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
 	go func() {
-		if err := srv.Run(ctx); err != nil {
-			log.Error("ops server stopped", "err", err)
+		for {
+			select {
+			case <-hup:
+				tb.Reload()
+			case <-done:
+				return
+			}
 		}
 	}()
-	log.Info("ops: /metrics, /healthz and /readyz", "addr", srv.Addr())
-	return srv, mp, nil
+	return func() { signal.Stop(hup); close(done) }
 }

@@ -17,14 +17,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/bench"
-	"github.com/toolbus/toolbus/internal/bus/bustest"
-	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/internal/mcptest"
-	"github.com/toolbus/toolbus/internal/node"
-	"github.com/toolbus/toolbus/internal/ops"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -117,11 +116,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	url := bustest.Server(t)
 	nc, _ := bustest.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	opsSrv, err := ops.New(nc, nil) // status replies: replicas ready, breakers
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(ctx, nc, node.Options{Config: cfg, TracerProvider: sdktrace.NewTracerProvider(), Ops: opsSrv})
+	n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: cfg, TracerProvider: sdktrace.NewTracerProvider(), Ops: &toolbus.OpsOptions{}} /* status replies: replicas ready, breakers */)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"github.com/toolbus/toolbus/internal/ops"
-	"github.com/toolbus/toolbus/internal/redact"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/ops"
+	"github.com/toolbus/toolbus/pkg/redact"
 )
 
 // Console reads the state of one toolbus deployment.

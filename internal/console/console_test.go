@@ -13,13 +13,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/internal/bus/bustest"
-	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/console"
-	"github.com/toolbus/toolbus/internal/node"
-	"github.com/toolbus/toolbus/internal/ops"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 func get[T any](t *testing.T, url string) T {
@@ -58,11 +57,7 @@ func TestConsoleAPI(t *testing.T) {
 	url := bustest.Server(t)
 	nc, _ := bustest.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	opsSrv, err := ops.New(nc, nil) // status replies: replicas ready, breakers
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(ctx, nc, node.Options{Config: &config.Config{}, Ops: opsSrv})
+	n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: &config.Config{}, Ops: &toolbus.OpsOptions{}} /* status replies: replicas ready, breakers */)
 	if err != nil {
 		t.Fatal(err)
 	}

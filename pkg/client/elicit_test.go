@@ -11,12 +11,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/internal/bus"
-	"github.com/toolbus/toolbus/internal/bus/bustest"
-	"github.com/toolbus/toolbus/internal/config"
-	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 // A server under the elicitation policy "ask" asks for a seat in the middle of a call:
@@ -43,7 +43,7 @@ func TestElicitationAsk(t *testing.T) {
 	nc, _ := bustest.Provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := node.Start(ctx, nc, node.Options{Config: cfg, Topology: bus.Topology{Memory: true}})
+	n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: cfg, Topology: bus.Topology{Memory: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/toolbus/toolbus/internal/bus"
-	"github.com/toolbus/toolbus/internal/node"
+	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 // An orchestrator asks toolbus to run the calls in a model's answer and feeds the
@@ -112,7 +112,7 @@ func startToolbus(ctx context.Context) (c *client.Client, stop func(), err error
 	}
 	undo = append(undo, nc.Close)
 	sctx, cancel := context.WithCancel(ctx)
-	services, err := node.Start(sctx, nc, node.Options{})
+	services, err := toolbus.Start(sctx, toolbus.Options{Conn: nc})
 	if err != nil {
 		cancel()
 		return nil, nil, err

@@ -34,7 +34,7 @@
 // The executable reads the arguments as JSON on stdin and prints one JSON value on
 // stdout; a non-zero exit is a failure whose message is the last lines of stderr. It
 // gets only the environment the configuration allows, and is killed with every process
-// it started when it exits or its timeout passes (internal/reaper). Tools added, changed
+// it started when it exits or its timeout passes (pkg/reaper). Tools added, changed
 // or removed in the folder are picked up without a restart.
 //
 // Instead of an executable, NAME.py may define execute(params) and return the result,

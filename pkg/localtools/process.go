@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolbus/toolbus/internal/reaper"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/reaper"
 )
 
 // process runs one executable of a tools folder.

@@ -521,16 +521,18 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 }
 
 // finishWait bounds how long the end of an answer's body is read after the answer, in
-// nanoseconds (a variable for the tests).
+// nanoseconds; zero means a second (a variable for the tests).
 var finishWait atomic.Int64
-
-func init() { finishWait.Store(int64(time.Second)) }
 
 // finish ends a response: what is left of its body (the end of an event stream, as a
 // rule) is read so that the connection serves the next call, for at most finishWait,
 // and the body is closed.
 func finish(resp *http.Response) {
-	t := time.AfterFunc(time.Duration(finishWait.Load()), func() { resp.Body.Close() })
+	wait := time.Duration(finishWait.Load())
+	if wait == 0 {
+		wait = time.Second
+	}
+	t := time.AfterFunc(wait, func() { resp.Body.Close() })
 	drain(resp)
 	t.Stop()
 }

@@ -3,6 +3,7 @@ package mcpwire_test
 import (
 	"context"
 	"flag"
+	"github.com/toolbus/toolbus/pkg/reaper"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	reaper.Main() // the stdio servers the tests start run under reapers
 	code := m.Run()
 	if builtPath != "" && buildErr == nil {
 		os.RemoveAll(filepath.Dir(builtPath))

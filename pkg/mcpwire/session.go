@@ -26,7 +26,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/toolbus/toolbus/internal/reaper"
+	"github.com/toolbus/toolbus/pkg/reaper"
 )
 
 // maxPages bounds tools/list pagination against a server that never stops paging.

@@ -146,7 +146,7 @@ func (c *childStdin) shutdown() error {
 	if err, ok := wait(); ok {
 		return err
 	}
-	if c.cmd.Process.Signal(syscall.SIGTERM) == nil {
+	if c.cmd.tree.Signal(syscall.SIGTERM) == nil {
 		if err, ok := wait(); ok {
 			return err
 		}

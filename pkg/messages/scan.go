@@ -1,9 +1,9 @@
 package messages
 
-import "github.com/toolbus/toolbus/internal/jsonscan"
+import "github.com/toolbus/toolbus/pkg/jsonscan"
 
 // Valid reports whether d is one JSON value with only whitespace around it, as
-// json.Valid does, in about a third of its time (internal/jsonscan, Lax).
+// json.Valid does, in about a third of its time (pkg/jsonscan, Lax).
 func Valid(d []byte) bool { return jsonscan.Check(d, jsonscan.MaxDepth, jsonscan.Lax) == jsonscan.OK }
 
 // valueEnd returns the index after the valid JSON value starting at d[i].

@@ -33,7 +33,7 @@ const (
 	// BucketCatalog: server name → its tools.
 	BucketCatalog = "toolbus_catalog"
 	// BucketAuth: server name → its OAuth grant (token, refresh token, client), sealed
-	// with the operator's token key; see internal/tokens.
+	// with the operator's token key; see pkg/tokens.
 	BucketAuth = "toolbus_auth"
 	// BucketGather: response id → the results gathered so far by the formatter.
 	BucketGather = "toolbus_gather"

@@ -13,9 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolbus/toolbus/internal/bus"
-	"github.com/toolbus/toolbus/internal/bus/bustest"
 	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolbus"
@@ -165,7 +166,11 @@ func TestWaitForTools(t *testing.T) {
 	if err := os.WriteFile(cfg, body, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tb, err := toolbus.Start(context.Background(), toolbus.Options{ConfigFile: cfg})
+	c, err := config.Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := toolbus.Start(context.Background(), toolbus.Options{Config: c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/toolbus/toolbus/internal/jsonscan"
+	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
 // Calls without a marker: code fences, bare JSON naming a known tool, and a whole

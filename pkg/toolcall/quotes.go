@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/toolbus/toolbus/internal/jsonscan"
+	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
 // Strings: quotes of every kind, escapes, and what a model leaves unescaped.

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/toolbus/toolbus/internal/jsonscan"
+	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
 // Schema-guided typing: XML-style values are text, and models write "10" for 10; where

@@ -1,10 +1,10 @@
 package toolcall
 
 import (
-	"github.com/toolbus/toolbus/internal/jsonscan"
+	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
-// The strict layer: internal/jsonscan's validator in Strict mode (exactly RFC 8259 JSON:
+// The strict layer: pkg/jsonscan's validator in Strict mode (exactly RFC 8259 JSON:
 // valid UTF-8, nesting bounded), which records an object's members as it goes, and
 // helpers that walk text it accepted. It is the fast path of RepairJSON and of every call
 // whose JSON is already correct.

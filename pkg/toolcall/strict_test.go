@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolbus/toolbus/internal/jsonscan"
+	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
 // checkMemberSpans checks that the members scanStrict records for s, when it is a valid

@@ -3,7 +3,7 @@ package toolcall
 import (
 	"strings"
 
-	"github.com/toolbus/toolbus/internal/jsonscan"
+	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
 // The tag formats: <tool_call> (JSON, Qwen3-Coder XML, GLM), <tool_calls> and

@@ -3,7 +3,7 @@ package toolcall
 import (
 	"strings"
 
-	"github.com/toolbus/toolbus/internal/jsonscan"
+	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
 // The special-token formats: Llama's <|python_tag|> and <|python_start|>, Mistral's

@@ -1,0 +1,69 @@
+package bus
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// headerCarrier lets OpenTelemetry read and write NATS headers. Unlike http.Header it
+// keeps keys as written: W3C names are lower case ("traceparent").
+type headerCarrier nats.Header
+
+func (c headerCarrier) Get(key string) string { return nats.Header(c).Get(key) }
+func (c headerCarrier) Set(key, value string) { nats.Header(c).Set(key, value) }
+func (c headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// InjectTrace writes the trace context of ctx into h.
+func InjectTrace(ctx context.Context, h nats.Header) {
+	telemetry.Propagator().Inject(ctx, headerCarrier(h))
+}
+
+// ExtractTrace returns ctx carrying the trace context found in h.
+func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
+	if h == nil {
+		return ctx
+	}
+	return telemetry.Propagator().Extract(ctx, headerCarrier(h))
+}
+
+// consumerSpan is the option of every consume span, built once: a span started with tracing
+// off then costs no allocation for its options.
+var consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+
+// startConsumeSpan starts the span of handling msg, as a child of the trace context the
+// message carries. Its attributes are built only when the span records: with tracing
+// off (no exporter configured) a message costs no attribute allocations.
+func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer string, d *Delivery) (context.Context, trace.Span) {
+	ctx = ExtractTrace(ctx, d.Header)
+	ctx, span := tr.Start(ctx, name, consumerSpan...)
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	m := d.Meta
+	attrs := []attribute.KeyValue{
+		telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS),
+		telemetry.MessagingOperation.String("process"),
+		telemetry.MessagingDestination.String(d.Subject),
+		telemetry.MessagingConsumer.String(consumer),
+		telemetry.Conversation.String(m.Conversation),
+	}
+	if m.MsgID != "" {
+		attrs = append(attrs, telemetry.MessagingMessageID.String(m.MsgID))
+	}
+	if m.ResponseID != "" {
+		attrs = append(attrs, telemetry.ResponseID.String(m.ResponseID))
+	}
+	attrs = append(attrs, telemetry.Delivery.Int64(int64(d.Delivered)))
+	span.SetAttributes(attrs...)
+	return ctx, span
+}

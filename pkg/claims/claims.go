@@ -1,0 +1,133 @@
+// Package claims records, per call id, that a call is being run and, once it is done, its
+// result, in the calls key-value bucket: a redelivered call is answered from the record
+// and never run twice, and a call whose executor died is known to have been started.
+// The executor stage and the dead-letter stage share it.
+package claims
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Record is what the calls bucket holds for one call id.
+type Record struct {
+	// State is "running" while an executor works on the call and "done" after.
+	State   string    `json:"state"`
+	Owner   string    `json:"owner,omitempty"`
+	Started time.Time `json:"started,omitzero"`
+	// Attempts counts the attempts of earlier deliveries.
+	Attempts int `json:"attempts,omitempty"`
+	// FirstAttempt is when the call was first tried: its time budget counts from there,
+	// across deliveries.
+	FirstAttempt time.Time `json:"first_attempt,omitzero"`
+	// Result is the stored answer once done.
+	Result *messages.ToolResult `json:"result,omitempty"`
+}
+
+const (
+	stateRunning  = "running"
+	stateReleased = "released"
+	stateDone     = "done"
+)
+
+// Claim is the outcome of [Store.Begin].
+type Claim struct {
+	// Result is set when the call was finished before: answer with it, do not run.
+	Result *messages.ToolResult
+	// Abandoned is set when an earlier delivery claimed the call and never finished it:
+	// its executor died, and whether the tool ran is unknown.
+	Abandoned *Record
+	// PriorAttempts counts the attempts of earlier deliveries that failed safely, and
+	// FirstAttempt is when the first of them started.
+	PriorAttempts int
+	FirstAttempt  time.Time
+	rev           uint64
+}
+
+// Store keeps claims. [KV] is the deployment's; a stage's tests may keep them in memory.
+type Store interface {
+	// Begin claims call id (create-if-absent). When another delivery got there first,
+	// the returned Claim says what it left behind.
+	Begin(ctx context.Context, id string) (Claim, error)
+	// TakeOver claims an abandoned call for this executor, to run it again. It fails
+	// when another executor took it over first.
+	TakeOver(ctx context.Context, id string, cl *Claim) error
+	// Finish stores the result of call id.
+	Finish(ctx context.Context, id string, r messages.ToolResult) error
+	// Release gives up the claim of a call whose failure is safe to retry, so its next
+	// delivery runs it again; attempts is the number of attempts made so far, the first
+	// of them at first.
+	Release(ctx context.Context, id string, attempts int, first time.Time) error
+}
+
+// KV keeps claims in the calls key-value bucket, with compare-and-set.
+type KV struct {
+	KV jetstream.KeyValue
+	// Owner names this executor in its claims.
+	Owner string
+}
+
+// Begin implements [Store].
+func (c KV) Begin(ctx context.Context, id string) (Claim, error) {
+	key := bus.Key(id)
+	rec, _ := json.Marshal(Record{State: stateRunning, Owner: c.Owner, Started: time.Now().UTC()})
+	rev, err := c.KV.Create(ctx, key, rec)
+	if err == nil {
+		return Claim{rev: rev}, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
+	}
+	prev, prevRev, err := bus.GetJSON[Record](ctx, c.KV, key)
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
+	}
+	switch {
+	case prev.State == stateDone && prev.Result != nil:
+		return Claim{Result: prev.Result}, nil
+	case prev.State == stateReleased:
+		cl := Claim{rev: prevRev, PriorAttempts: prev.Attempts, FirstAttempt: prev.FirstAttempt}
+		if err := c.TakeOver(ctx, id, &cl); err != nil {
+			return Claim{}, err
+		}
+		return cl, nil
+	}
+	return Claim{Abandoned: &prev, rev: prevRev}, nil
+}
+
+// TakeOver implements [Store].
+func (c KV) TakeOver(ctx context.Context, id string, cl *Claim) error {
+	rec, _ := json.Marshal(Record{State: stateRunning, Owner: c.Owner, Started: time.Now().UTC()})
+	rev, err := c.KV.Update(ctx, bus.Key(id), rec, cl.rev)
+	if err != nil {
+		return fmt.Errorf("take over %s: %w", id, err)
+	}
+	cl.rev, cl.Abandoned = rev, nil
+	return nil
+}
+
+// Finish implements [Store].
+func (c KV) Finish(ctx context.Context, id string, r messages.ToolResult) error {
+	rec, err := json.Marshal(Record{State: stateDone, Owner: c.Owner, Result: &r})
+	if err != nil {
+		return err
+	}
+	if _, err := c.KV.Put(ctx, bus.Key(id), rec); err != nil {
+		return fmt.Errorf("store result %s: %w", id, err)
+	}
+	return nil
+}
+
+// Release implements [Store].
+func (c KV) Release(ctx context.Context, id string, attempts int, first time.Time) error {
+	rec, _ := json.Marshal(Record{State: stateReleased, Owner: c.Owner, Attempts: attempts, FirstAttempt: first.UTC()})
+	_, err := c.KV.Put(ctx, bus.Key(id), rec)
+	return err
+}

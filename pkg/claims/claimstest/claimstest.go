@@ -1,0 +1,88 @@
+// Package claimstest keeps call claims in memory, with the semantics of the calls bucket,
+// for the tests of the stages that claim calls.
+package claimstest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/toolbus/toolbus/pkg/claims"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Memory implements claims.Store in memory and logs each operation ("begin id",
+// "finish id", "release id"). The zero value is ready.
+type Memory struct {
+	mu  sync.Mutex
+	m   map[string]claims.Record
+	log []string
+}
+
+// Set stores rec for id, as an earlier delivery would have left it.
+func (c *Memory) Set(id string, rec claims.Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.put(id, rec)
+}
+
+// Log returns the operations so far.
+func (c *Memory) Log() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
+}
+
+func (c *Memory) put(id string, rec claims.Record) {
+	if c.m == nil {
+		c.m = map[string]claims.Record{}
+	}
+	c.m[id] = rec
+}
+
+// Begin implements claims.Store.
+func (c *Memory) Begin(_ context.Context, id string) (claims.Claim, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, "begin "+id)
+	prev, ok := c.m[id]
+	switch {
+	case !ok:
+		c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
+		return claims.Claim{}, nil
+	case prev.State == "done":
+		return claims.Claim{Result: prev.Result}, nil
+	case prev.State == "released":
+		c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
+		return claims.Claim{PriorAttempts: prev.Attempts, FirstAttempt: prev.FirstAttempt}, nil
+	}
+	return claims.Claim{Abandoned: &prev}, nil
+}
+
+// TakeOver implements claims.Store.
+func (c *Memory) TakeOver(_ context.Context, id string, cl *claims.Claim) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
+	cl.Abandoned = nil
+	return nil
+}
+
+// Finish implements claims.Store.
+func (c *Memory) Finish(_ context.Context, id string, r messages.ToolResult) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, "finish "+id)
+	c.put(id, claims.Record{State: "done", Result: &r})
+	return nil
+}
+
+// Release implements claims.Store.
+func (c *Memory) Release(_ context.Context, id string, attempts int, first time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, "release "+id)
+	c.put(id, claims.Record{State: "released", Attempts: attempts, FirstAttempt: first})
+	return nil
+}

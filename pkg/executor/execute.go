@@ -1,0 +1,302 @@
+package executor
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/redact"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// RetryPolicy bounds the in-process retries of one delivery of a call. Only transient
+// failures are retried, and only when repeating cannot repeat a side effect: the tool is
+// read-only or idempotent, or the request provably never left.
+type RetryPolicy struct {
+	// MaxAttempts per delivery, the first included. Default 3.
+	MaxAttempts int
+	// InitialInterval of the exponential backoff (with jitter). Default 100ms.
+	InitialInterval time.Duration
+	// MaxInterval between two attempts. Default 2s.
+	MaxInterval time.Duration
+	// MaxElapsed is the budget of one delivery's attempts. Default 10s.
+	MaxElapsed time.Duration
+}
+
+func (p RetryPolicy) backoff(ctx context.Context) backoff.BackOff {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 3
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = cmp.Or(p.InitialInterval, 100*time.Millisecond)
+	b.MaxInterval = cmp.Or(p.MaxInterval, 2*time.Second)
+	b.MaxElapsedTime = cmp.Or(p.MaxElapsed, 10*time.Second)
+	return backoff.WithContext(backoff.WithMaxRetries(b, uint64(p.MaxAttempts-1)), ctx)
+}
+
+// Executor runs calls on their backends. It knows nothing of NATS.
+type Executor struct {
+	Router *Router
+	// Timeout is a call's time budget, from its first attempt to its answer, across
+	// attempts and deliveries (each attempt gets what remains), unless ToolTimeouts or
+	// the route (an MCP server's timeout) say otherwise; a call's own Deadline
+	// (Toolbus-Deadline) ends it earlier. Default 60s.
+	Timeout time.Duration
+	// ToolTimeouts are the budgets of single tools, by the name a model calls them by.
+	ToolTimeouts map[string]time.Duration
+	Retry        RetryPolicy
+	// Tracer records one span per attempt; nil means the global tracer provider.
+	Tracer trace.Tracer
+	// Redact masks the configuration's secrets in the error messages a model reads and in
+	// span attributes (a server's URL with its key, echoed by a transport error); nil
+	// masks only the secrets of URLs.
+	Redact *redact.Current
+	// Gate, when set, fails calls to a backend marked down before they are tried.
+	Gate Gate
+	// Metrics, when set, counts calls by tool, server and outcome, and retries.
+	Metrics *telemetry.Metrics
+}
+
+// Gate is a circuit breaker over backends, fed by health probes and by call outcomes.
+type Gate interface {
+	// Allow returns nil when a call to backend may go ahead, or the error to answer
+	// with at once (a *messages.ToolError, normally server_unavailable).
+	Allow(backend string) error
+	// Report tells the gate how an allowed attempt ended (nil: it succeeded).
+	Report(backend string, err error)
+}
+
+// Outcome says how a failed call may be handled further.
+type Outcome struct {
+	// Retryable: the failure is transient and repeating the call is safe.
+	Retryable bool
+	// MaybeRan: the tool may have run although the call failed.
+	MaybeRan bool
+}
+
+// Execute routes one call and runs it, with in-process retries of safe transient
+// failures, and returns its result and whether a failure may be retried later (by
+// another delivery); it never fails and never panics.
+func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) (messages.ToolResult, Outcome) {
+	start := time.Now()
+	r, err := e.Router.Resolve(ctx, call.Tool)
+	res, oc := e.ExecuteRoute(ctx, call, r, err, Earlier{First: start})
+	e.RecordCall(ctx, call, r, err, res, start)
+	return res, oc
+}
+
+// RecordCall counts one answered call in the metrics, with the time since its first
+// attempt: what the model waited. A stage records a call once, when it answers it, not
+// at each delivery that hands it back.
+func (e *Executor) RecordCall(ctx context.Context, call messages.ToolCall, r Route, routeErr error, res messages.ToolResult, first time.Time) {
+	outcome, server := "ok", r.Label()
+	if res.Error != nil {
+		outcome = string(res.Error.Code)
+	}
+	if routeErr != nil {
+		server = ""
+	}
+	e.Metrics.Call(ctx, telemetry.ToolLabel(call.Tool, routeErr == nil), server, outcome, time.Since(first))
+}
+
+// Budget returns when the time budget of call, on route r, first tried at first, runs
+// out: the most specific timeout (the tool's, the route's, the executor's) after first,
+// or the call's own deadline if that is earlier.
+func (e *Executor) Budget(call messages.ToolCall, r Route, first time.Time) time.Time {
+	timeout := cmp.Or(e.ToolTimeouts[call.Tool], r.Timeout, e.Timeout, 60*time.Second)
+	end := first.Add(timeout)
+	if !call.Deadline.IsZero() && call.Deadline.Before(end) {
+		end = call.Deadline
+	}
+	return end
+}
+
+// Earlier is what earlier deliveries of a call did.
+type Earlier struct {
+	// First is when the call was first tried (zero: now); its time budget counts from
+	// there.
+	First time.Time
+	// Attempts counts the attempts made so far; this delivery's are numbered on.
+	Attempts int
+}
+
+// ExecuteRoute is [Executor.Execute] for a call the caller has resolved already with
+// e.Router.Resolve (r and err are what it returned), so that the route is looked up
+// once per call. The result's Attempts counts the earlier ones too.
+func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r Route, err error, earlier Earlier) (messages.ToolResult, Outcome) {
+	start := time.Now()
+	first := earlier.First
+	if first.IsZero() {
+		first = start
+	}
+	tool := telemetry.ToolLabel(call.Tool, err == nil)
+	budget := e.Budget(call, r, first)
+	if err == nil && !start.Before(budget) {
+		// An earlier delivery used the budget up: answer now, try nothing.
+		res := messages.ResultFor(call)
+		res.Backend, res.Attempts = r.Server, earlier.Attempts
+		return res.Fail(messages.Errorf(messages.CodeTimeout,
+			"the call to %q ran out of its time budget of %v before it could be tried again", call.Tool, budget.Sub(first).Round(time.Millisecond))), Outcome{}
+	}
+	ctx, cancel := context.WithDeadline(ctx, budget)
+	defer cancel()
+	res := messages.ResultFor(call)
+	res.Attempts = earlier.Attempts
+	if err != nil {
+		return res.Fail(err), Outcome{}
+	}
+	res.Backend = r.Server
+	safe := r.Info.ReadOnly || r.Info.Idempotent
+
+	var out json.RawMessage
+	var last *messages.ToolError
+	refused := false
+	tracer := e.Tracer
+	if tracer == nil {
+		tracer = telemetry.Tracer(nil)
+	}
+	// An attempt that failed and may be tried again keeps its span open until the next
+	// one starts: only an attempt that another follows is a retry, with a reason.
+	var pending trace.Span
+	var pendingCode, pendingReason string
+	sent := 0 // failed attempts that reached the server (not refused before sending)
+	op := func() error {
+		if pending != nil {
+			pending.SetAttributes(telemetry.RetryReason.String(e.Redact.String(pendingReason)))
+			pending.End()
+			pending = nil
+			e.Metrics.Retry(ctx, tool, r.Label(), pendingCode)
+		}
+		res.Attempts++
+		actx, span := tracer.Start(ctx, attemptName(res.Attempts))
+		if span.IsRecording() { // with tracing off, no attribute is built
+			span.SetAttributes(telemetry.Tool.String(tool), telemetry.Server.String(r.Label()), telemetry.Attempt.Int(res.Attempts))
+			if r.MCP.Server != "" {
+				// OpenTelemetry's MCP conventions: the method and the tool's name on its server.
+				span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(r.MCP.Remote)))
+			}
+		}
+		if e.Gate != nil {
+			if err = e.Gate.Allow(r.Server); err != nil {
+				// The server is known to be down: answer now, retry nothing.
+				refused, last = true, messages.AsToolError(err)
+				span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
+				span.End()
+				return backoff.Permanent(err)
+			}
+			out, err = e.attempt(actx, r, call)
+			e.Gate.Report(r.Server, err)
+		} else {
+			out, err = e.attempt(actx, r, call)
+		}
+		if err == nil {
+			span.End()
+			return nil
+		}
+		last = messages.AsToolError(err)
+		if !last.Unsent {
+			sent++
+		}
+		span.SetStatus(codes.Error, string(last.Code)) // the message may echo arguments: the model gets it, traces do not
+		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
+		if last.Retryable() && (safe || last.Unsent) && time.Now().Before(budget) {
+			pending, pendingCode, pendingReason = span, string(last.Code), last.Message
+			return err
+		}
+		span.End()
+		return backoff.Permanent(err)
+	}
+	// The first attempt runs at once, as backoff.Retry would run it; only one that failed
+	// and may be tried again builds the backoff, which is handed that failure as its
+	// first attempt's, so that it waits and counts as it would have.
+	if err = op(); err != nil && !errors.As(err, new(*backoff.PermanentError)) {
+		firstErr, replayed := err, false
+		err = backoff.Retry(func() error {
+			if !replayed {
+				replayed = true
+				return firstErr
+			}
+			return op()
+		}, e.Retry.backoff(ctx))
+	}
+	if pending != nil {
+		pending.End() // the last attempt: nothing followed it
+	}
+	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		if refused {
+			// Say how many attempts of this call reached the server: those refused on
+			// connecting never did.
+			if sent > 0 {
+				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
+					"%d earlier attempt(s) of this call were sent and failed; %s", sent, last.Message)}
+			} else if tried := res.Attempts - 1; tried > 0 {
+				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
+					"%d earlier attempt(s) of this call could not reach the server; %s", tried, last.Message)}
+			}
+			return res.Fail(last), Outcome{}
+		}
+		if last.Code == messages.CodeTimeout && !safe && !last.Unsent {
+			// It may still complete on the server: say so, and never repeat it.
+			last = &messages.ToolError{Code: messages.CodeOutcomeUnknown, Err: last, Message: fmt.Sprintf(
+				"the call to %q did not finish within its time budget of %v; it may still complete, and it was not repeated: check its effect before calling it again",
+				call.Tool, budget.Sub(first).Round(time.Millisecond))}
+		}
+		oc := Outcome{
+			Retryable: last.Retryable() && (safe || last.Unsent) && time.Now().Before(budget),
+			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
+		}
+		return res.Fail(last), oc
+	}
+	if len(out) == 0 || !messages.Valid(out) {
+		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", call.Tool)), Outcome{MaybeRan: true}
+	}
+	res.Success, res.Result = true, out
+	return res, Outcome{}
+}
+
+// attemptNames are the names of the first attempts' spans, built once.
+var attemptNames = [...]string{"attempt 0", "attempt 1", "attempt 2", "attempt 3", "attempt 4", "attempt 5"}
+
+func attemptName(n int) string {
+	if n >= 0 && n < len(attemptNames) {
+		return attemptNames[n]
+	}
+	return "attempt " + strconv.Itoa(n)
+}
+
+// attempt runs the call once under its timeout, turning panics and plain errors into
+// *messages.ToolError.
+func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall) (out json.RawMessage, err error) {
+	// ctx ends with the call's time budget: the attempt gets what remains of it.
+	defer func() {
+		if r := recover(); r != nil {
+			err = messages.Errorf(messages.CodeInternal, "the tool %q crashed: %v", call.Tool, r)
+		}
+	}()
+	args := call.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	out, err = r.Call(ctx, call.Conversation, args)
+	if err != nil {
+		var te *messages.ToolError
+		switch {
+		case errors.As(err, &te):
+		case errors.Is(err, context.DeadlineExceeded):
+			err = &messages.ToolError{Code: messages.CodeTimeout, Message: fmt.Sprintf("the tool %q did not finish within its time budget", call.Tool), Err: err}
+		default:
+			err = &messages.ToolError{Code: messages.CodeToolError, Message: err.Error(), Err: err}
+		}
+	}
+	return out, err
+}

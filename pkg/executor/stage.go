@@ -1,0 +1,267 @@
+package executor
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/claims"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/results"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Stage is the executor stage: per call, claim its id, run it (or answer from the stored
+// result when a redelivery finds one), store the result, and return it to be published
+// with message id = call id. A transient failure that is safe to repeat is handed back
+// with a delay until the consumer's last delivery, which answers with the error and
+// also returns a copy of the call for the dead-letter stream.
+type Stage struct {
+	Exec   *Executor
+	Claims claims.Store
+	// RedeliveryDelay is how long a call handed back after a transient failure waits
+	// before another delivery. Default 2s.
+	RedeliveryDelay time.Duration
+	// StoreWait bounds how long a result is retried into the calls bucket while NATS is
+	// away before the call is handed back. Default 30s.
+	StoreWait time.Duration
+	// MaxInlineResultBytes bounds a result as it travels on: a larger one is stored whole
+	// in Results and replaced by a preview naming it (messages.Preview), so that its
+	// message fits the bus and the tool is not run again because its answer could not
+	// be published. Default 64 KiB.
+	MaxInlineResultBytes int
+	// Results keeps large results whole ([results.Store]); without it (or when storing
+	// fails for StoreWait) a large result is cut to a preview and not kept.
+	Results results.Fitter
+	// QuietTools are logged at debug level instead of info (tools polled often).
+	QuietTools []string
+	Logger     *slog.Logger
+}
+
+// DefaultMaxInlineResultBytes is the default of [Stage.MaxInlineResultBytes].
+const DefaultMaxInlineResultBytes = 64 << 10
+
+// fit makes res fit the inline limit, retrying the store through a NATS outage for up to
+// StoreWait; when it cannot be stored, the result is cut to a preview that says so.
+func (s *Stage) fit(ctx context.Context, res messages.ToolResult) messages.ToolResult {
+	max := cmp.Or(s.MaxInlineResultBytes, DefaultMaxInlineResultBytes)
+	if len(res.Result) <= max || !res.Success {
+		return res
+	}
+	if s.Results != nil {
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, s.storeWait()
+		fitted, err := backoff.RetryWithData(func() (messages.ToolResult, error) { return s.Results.Fit(ctx, res, max) }, backoff.WithContext(b, ctx))
+		if err == nil {
+			return fitted
+		}
+		s.logger().Warn("a large result could not be kept; it is answered with a preview only", "call", res.CallID, "bytes", len(res.Result), "err", err)
+	}
+	return messages.CapResult(res, max)
+}
+
+// quiet reports whether a call is one of QuietTools, by the name the model wrote or by
+// any spelling of the tool it resolved to (bare, "server__tool", "mcp__server__tool",
+// "server::tool").
+func (s *Stage) quiet(name string, r Route) bool {
+	if len(s.QuietTools) == 0 {
+		return false
+	}
+	names := []string{name, r.Info.Name}
+	if m := r.MCP; m.Server != "" {
+		names = append(names, m.Remote, m.Server+mcpwire.Separator+m.Remote, "mcp"+mcpwire.Separator+m.Server+mcpwire.Separator+m.Remote, m.Server+"::"+m.Remote)
+	}
+	for _, q := range s.QuietTools {
+		if slices.Contains(names, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// Decode reads a call message. A body that cannot be read is answered from the headers
+// as a call carrying an internal error, so that its response is not left waiting.
+func Decode(d *bus.Delivery) (messages.ToolCall, error) {
+	var call messages.ToolCall
+	err := messages.DecodeCall(d.Data, &call)
+	if err == nil && call.ID != "" {
+		return call, nil
+	}
+	m := d.Meta
+	if m.ResponseID == "" || m.Count <= 0 {
+		return call, fmt.Errorf("a call without routing headers: %v", err)
+	}
+	if err == nil {
+		err = fmt.Errorf("no call id")
+	}
+	return messages.ToolCall{
+		ID: messages.CallID(m.Conversation, m.ResponseID, m.Index), ResponseID: m.ResponseID, Conversation: m.Conversation,
+		Index: m.Index, Count: m.Count, Next: m.Next,
+		Error: &messages.ResultError{Code: messages.CodeInternal, Message: fmt.Sprintf("the call message could not be decoded: %v", err)},
+	}, nil
+}
+
+// Execute answers one call.
+func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Delivery) ([]bus.Outgoing, error) {
+	span := trace.SpanFromContext(ctx)
+	if call.End {
+		// The end of a streamed response: passed on to the formatter.
+		span.SetName("execute end")
+		return s.answer(call, messages.ResultFor(call), false)
+	}
+	if call.Error != nil {
+		// The parser's verdict (or an unreadable message): answer it, run nothing. Only
+		// a tool the parser knew has its arguments checked.
+		tool := telemetry.ToolLabel(call.Tool, call.Error.Code == messages.CodeInvalidArguments)
+		span.SetName("execute " + tool)
+		span.SetAttributes(telemetry.Tool.String(tool), telemetry.ErrorCode.String(string(call.Error.Code)))
+		res := messages.ResultFor(call)
+		res.Error = call.Error
+		span.SetStatus(codes.Error, string(call.Error.Code))
+		s.Exec.Metrics.Call(ctx, tool, "parser", string(call.Error.Code), 0)
+		return s.answer(call, res, false)
+	}
+
+	// A read-only or idempotent call does no harm when run twice, so its first delivery
+	// skips the claim: two key-value writes fewer on the hot path. Redeliveries claim, to
+	// answer from a stored result and to count attempts across deliveries.
+	route, routeErr := s.Exec.Router.Resolve(ctx, call.Tool)
+	tool := telemetry.ToolLabel(call.Tool, routeErr == nil)
+	recording := span.IsRecording() // with tracing off, no span name or attribute is built
+	if recording {
+		span.SetName("execute " + tool)
+		span.SetAttributes(telemetry.Tool.String(tool))
+	}
+	safe := route.Info.ReadOnly || route.Info.Idempotent
+	claimed := d.Delivered > 1 || !safe
+	var claim claims.Claim
+	if claimed {
+		var err error
+		if claim, err = s.Claims.Begin(ctx, call.ID); err != nil {
+			return nil, bus.Retry(err, s.redeliveryDelay())
+		}
+	}
+	switch {
+	case claim.Result != nil:
+		// Done before (the ack or the publish was lost): answer again, de-duplicated.
+		return s.answer(call, *claim.Result, false)
+	case claim.Abandoned != nil:
+		if !safe {
+			// The executor that claimed it may be alive, still storing the result
+			// through a NATS outage: until it must have finished or given up, look again
+			// later rather than report a known outcome as unknown.
+			if alive := s.Exec.Budget(call, route, claim.Abandoned.Started).Add(s.storeWait()); !d.Last && time.Now().Before(alive) {
+				return nil, bus.Retry(fmt.Errorf("call %s is claimed by %s since %s", call.ID, claim.Abandoned.Owner,
+					claim.Abandoned.Started.Format(time.RFC3339)), s.redeliveryDelay())
+			}
+			res := messages.ResultFor(call).Fail(messages.Errorf(messages.CodeOutcomeUnknown,
+				"the call to %q was started by an executor that stopped before it finished (%s, started %s); "+
+					"the tool may or may not have run, and it is not idempotent, so it was not run again: check its effect before calling it again",
+				call.Tool, claim.Abandoned.Owner, claim.Abandoned.Started.Format(time.RFC3339)))
+			res.Attempts = d.Delivered
+			s.Exec.RecordCall(ctx, call, route, routeErr, res, claim.Abandoned.Started)
+			return s.finish(ctx, call, res, true, false)
+		}
+		if err := s.Claims.TakeOver(ctx, call.ID, &claim); err != nil {
+			// Another replica took it over; let JetStream sort out who answers.
+			return nil, bus.Retry(err, s.redeliveryDelay())
+		}
+	}
+
+	first := claim.FirstAttempt // the call's time budget counts from its first attempt
+	if first.IsZero() {
+		first = time.Now()
+	}
+	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts})
+	if res.Error != nil {
+		res.Error.Message = s.Exec.Redact.String(res.Error.Message)
+		span.SetStatus(codes.Error, string(res.Error.Code)) // the call failed, as the model is told: Jaeger's error filter finds it
+	}
+	res = s.fit(ctx, res)
+	outcome := "ok"
+	if res.Error != nil {
+		outcome = string(res.Error.Code)
+	}
+	if recording {
+		span.SetAttributes(telemetry.Server.String(label(res.Backend)), telemetry.Attempt.Int(res.Attempts))
+		if res.Error != nil {
+			span.SetAttributes(telemetry.ErrorCode.String(outcome))
+		}
+	}
+	// Arguments and results are never logged: they may hold secrets.
+	level := slog.LevelInfo
+	if s.quiet(call.Tool, route) {
+		level = slog.LevelDebug
+	}
+	if lg := s.logger(); lg.Enabled(ctx, level) { // the arguments are not built for a level that is off
+		lg.Log(ctx, level, "call", "call", call.ID, "tool", telemetry.Cap(call.Tool), "server", label(res.Backend),
+			"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
+	}
+	if !res.Success && oc.Retryable && !d.Last {
+		if err := s.Claims.Release(ctx, call.ID, res.Attempts, first); err != nil {
+			s.logger().Warn("release claim", "call", call.ID, "err", err)
+		}
+		return nil, bus.Retry(fmt.Errorf("call %s: %s", call.ID, res.Error.Message), s.redeliveryDelay())
+	}
+	s.Exec.RecordCall(ctx, call, route, routeErr, res, first) // once, answered
+	return s.finish(ctx, call, res, claimed, !res.Success && oc.Retryable)
+}
+
+// finish stores the result of a claimed call and answers it; an exhausted call is also
+// copied to the dead-letter stream.
+func (s *Stage) finish(ctx context.Context, call messages.ToolCall, res messages.ToolResult, claimed, exhausted bool) ([]bus.Outgoing, error) {
+	if claimed {
+		// The call ran: its result is kept until it is stored, through a NATS outage,
+		// so that a redelivery answers with it rather than with outcome_unknown.
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, s.storeWait()
+		err := backoff.Retry(func() error { return s.Claims.Finish(ctx, call.ID, res) }, backoff.WithContext(b, ctx))
+		if err != nil {
+			s.logger().Warn("the result could not be stored", "call", call.ID, "err", err)
+			return nil, bus.Retry(err, s.redeliveryDelay())
+		}
+	}
+	return s.answer(call, res, exhausted)
+}
+
+// storeWait bounds the retries of storing a result, and so how long a claim may stay
+// "running" past its call's budget while its executor is alive.
+func (s *Stage) storeWait() time.Duration {
+	if s.StoreWait > 0 {
+		return s.StoreWait
+	}
+	return 30 * time.Second
+}
+
+// answer is the result message of call, and with dead set its dead-letter copy.
+func (s *Stage) answer(call messages.ToolCall, res messages.ToolResult, dead bool) ([]bus.Outgoing, error) {
+	m := bus.Meta{ResponseID: call.ResponseID, Conversation: call.Conversation, MsgID: call.ID, Index: call.Index, Count: call.Count, Next: call.Next}
+	out := bus.Outgoing{Subject: messages.ResultSubject(call.Conversation), Meta: m, Body: messages.AppendResult(make([]byte, 0, 256+len(res.Result)), &res)}
+	if !dead {
+		return []bus.Outgoing{out}, nil
+	}
+	copy, err := bus.JSON(messages.DeadSubject(call.Conversation), m, messages.DeadCall{Call: call, Result: res})
+	return []bus.Outgoing{out, copy}, err
+}
+
+func (s *Stage) redeliveryDelay() time.Duration {
+	if s.RedeliveryDelay > 0 {
+		return s.RedeliveryDelay
+	}
+	return 2 * time.Second
+}
+
+func (s *Stage) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}

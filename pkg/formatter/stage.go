@@ -1,0 +1,287 @@
+package formatter
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/order"
+	"github.com/toolbus/toolbus/pkg/results"
+)
+
+// Gatherer collects the results of responses of several calls.
+type Gatherer interface {
+	// Add records results of one response and returns every result of the response held
+	// after them, in call order, rs included. A result already held (a redelivery) is not
+	// added twice.
+	Add(ctx context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error)
+	// Results returns every result held for a response, in call order.
+	Results(ctx context.Context, conversation, responseID string) ([]messages.ToolResult, error)
+}
+
+// Streams keeps the state of streamed responses ([order.StreamStore]).
+type Streams interface {
+	Update(ctx context.Context, response string, fn func(*order.Streamed) (bool, error)) (order.Streamed, error)
+}
+
+// Plans holds the segments of responses whose calls run in order (see package order),
+// by the response's scoped id (messages.ScopedID).
+type Plans interface {
+	Load(ctx context.Context, response string, start int) (order.Segment, error)
+}
+
+// Stage is the formatter.
+type Stage struct {
+	Gather Gatherer
+	// Plans holds the later segments of responses whose calls run in order: the formatter
+	// releases a segment once every call before it is answered.
+	Plans Plans
+	// RetryDelay is the delay of a result handed back because the gatherer failed.
+	// Default 1s.
+	RetryDelay time.Duration
+	// MaxOutputBytes bounds an output message (the connection's payload limit, less a
+	// margin for headers): the results of a response too large for it together are
+	// stored whole in Results and travel as previews, shorter until the output fits.
+	// Default 1 MB less 64 KiB.
+	MaxOutputBytes int
+	// Results keeps large results whole ([results.Store]); without it they are only cut
+	// to previews (messages.CapResult).
+	Results results.Fitter
+	// Streams holds the state of streamed responses: the formatter marks each result
+	// answered there and releases the calls that may run after it.
+	Streams Streams
+}
+
+// Decode reads a result message; one nobody can place cannot complete any output.
+func Decode(d *bus.Delivery) (messages.ToolResult, error) {
+	var r messages.ToolResult
+	if err := messages.DecodeResult(d.Data, &r); err != nil {
+		return r, err
+	}
+	if r.ResponseID == "" || r.Count <= 0 && !r.Stream {
+		return r, fmt.Errorf("a result without its response id or call count")
+	}
+	return r, nil
+}
+
+// Format takes one result and returns the response's output once every result of the
+// response is in; or, when the result completes every call before the next segment of
+// its response, that segment's calls; else nothing. A response of one call needs no
+// gathering.
+//
+// Every delivery that finds the response complete returns the output again (a result
+// redelivered because its ack was lost): the output's message id makes the second
+// publish a no-op, and nothing is lost when the first publish failed. The same holds for
+// a segment's calls.
+func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delivery) ([]bus.Outgoing, error) {
+	if r.Stream {
+		return s.streamed(ctx, r)
+	}
+	results := []messages.ToolResult{r}
+	if r.Count > 1 {
+		// The gathered results of a response must fit one value of the bucket, and its
+		// output one message: each gets its share.
+		r, err := s.fit(ctx, r, s.limit()/(r.Count+1))
+		if err != nil {
+			return nil, bus.Retry(err, s.retryDelay())
+		}
+		all, err := s.Gather.Add(ctx, r)
+		if err != nil {
+			return nil, bus.Retry(err, s.retryDelay())
+		}
+		if len(all) < r.Count && r.Next > 0 && answered(all, r.Next) {
+			var calls []bus.Outgoing
+			if all, calls, err = s.release(ctx, r, all); err != nil || calls != nil {
+				return calls, err
+			}
+		}
+		if len(all) < r.Count {
+			return nil, nil
+		}
+		results = all
+	}
+	body, err := s.output(ctx, r.ResponseID, r.Conversation, results)
+	if err != nil {
+		return nil, bus.Retry(err, s.retryDelay())
+	}
+	return []bus.Outgoing{{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
+		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: messages.ScopedID(r.Conversation, r.ResponseID),
+	}, Body: body}}, nil
+}
+
+// streamShare is the share of the output limit a result of a streamed response is fitted
+// to before it is gathered: the count of calls is not known until the response ends.
+const streamShare = 16
+
+// progressBytes bounds the result a progress message carries.
+const progressBytes = 4 << 10
+
+// streamed takes a result of a streamed response, or its end: it gathers the result,
+// marks it answered in the response's stream state, and returns the calls that may run
+// now, the result as progress, and the output once the response ended and every call is
+// answered.
+func (s *Stage) streamed(ctx context.Context, r messages.ToolResult) ([]bus.Outgoing, error) {
+	if s.Streams == nil {
+		return nil, fmt.Errorf("result %s is of a streamed response, but the formatter keeps no stream state", r.CallID)
+	}
+	response := messages.ScopedID(r.Conversation, r.ResponseID)
+	var out []bus.Outgoing
+	by := order.ByEnd
+	if !r.End {
+		by = order.ByResult(r.Index)
+		fitted, err := s.fit(ctx, r, s.limit()/streamShare)
+		if err != nil {
+			return nil, bus.Retry(err, s.retryDelay())
+		}
+		if _, err := s.Gather.Add(ctx, fitted); err != nil {
+			return nil, bus.Retry(err, s.retryDelay())
+		}
+		progress := messages.CapResult(fitted, progressBytes)
+		out = append(out, bus.Outgoing{Subject: messages.ProgressSubject(r.Conversation), Meta: bus.Meta{
+			ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: r.CallID + "/progress", Index: r.Index,
+		}, Body: messages.AppendResult(nil, &progress)})
+	}
+	var released []messages.ToolCall
+	st, err := s.Streams.Update(ctx, response, func(st *order.Streamed) (bool, error) {
+		changed := !r.End && st.Answer(r.Index, r.Success)
+		var rel bool
+		released, rel = st.Release(by)
+		return changed || rel, nil
+	})
+	if err != nil {
+		return nil, bus.Retry(err, s.retryDelay())
+	}
+	for i := range released {
+		c := &released[i]
+		out = append(out, bus.Outgoing{Subject: messages.CallSubject(c.Conversation), Meta: bus.Meta{
+			ResponseID: c.ResponseID, Conversation: c.Conversation, MsgID: c.ID, Index: c.Index,
+		}, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
+	}
+	if !st.Complete() {
+		return out, nil
+	}
+	all, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID)
+	if err != nil {
+		return nil, bus.Retry(err, s.retryDelay())
+	}
+	if len(all) < len(st.Calls) {
+		// Every call is answered, so every result was gathered first: this read is behind.
+		return nil, bus.Retry(fmt.Errorf("response %s: %d of %d results read", response, len(all), len(st.Calls)), 50*time.Millisecond)
+	}
+	body, err := s.output(ctx, r.ResponseID, r.Conversation, all)
+	if err != nil {
+		return nil, bus.Retry(err, s.retryDelay())
+	}
+	return append(out, bus.Outgoing{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
+		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: response,
+	}, Body: body}), nil
+}
+
+// answered reports whether results, in call order, answer every call before index n.
+func answered(results []messages.ToolResult, n int) bool {
+	return len(results) >= n && results[n-1].Index == n-1
+}
+
+// release returns the calls of r's response's segment that starts at r.Next. Under the
+// on_error "skip" policy, when a call before it failed, it instead answers every call
+// left with skipped and returns every result of the response.
+func (s *Stage) release(ctx context.Context, r messages.ToolResult, all []messages.ToolResult) ([]messages.ToolResult, []bus.Outgoing, error) {
+	if s.Plans == nil {
+		return nil, nil, fmt.Errorf("result %s names a next segment (%d), but the formatter keeps no plans", r.CallID, r.Next)
+	}
+	seg, err := s.Plans.Load(ctx, messages.ScopedID(r.Conversation, r.ResponseID), r.Next)
+	if err != nil {
+		return nil, nil, bus.Retry(err, s.retryDelay())
+	}
+	if failed := firstFailure(all[:r.Next]); failed != nil && seg.OnError == order.Skip {
+		skipped, err := s.skip(ctx, messages.ScopedID(r.Conversation, r.ResponseID), seg, failed)
+		if err != nil {
+			return nil, nil, bus.Retry(err, s.retryDelay())
+		}
+		all, err := s.Gather.Add(ctx, skipped...)
+		if err != nil {
+			return nil, nil, bus.Retry(err, s.retryDelay())
+		}
+		return all, nil, nil
+	}
+	out := make([]bus.Outgoing, 0, len(seg.Calls))
+	for i := range seg.Calls {
+		c := &seg.Calls[i]
+		out = append(out, bus.Outgoing{Subject: messages.CallSubject(c.Conversation), Meta: bus.Meta{
+			ResponseID: c.ResponseID, Conversation: c.Conversation, MsgID: c.ID, Index: c.Index, Count: c.Count, Next: c.Next,
+		}, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
+	}
+	return nil, out, nil
+}
+
+// skip answers the calls of seg and of every segment after it with skipped; response is
+// the response's scoped id.
+func (s *Stage) skip(ctx context.Context, response string, seg order.Segment, failed *messages.ToolResult) ([]messages.ToolResult, error) {
+	var skipped []messages.ToolResult
+	for {
+		for _, c := range seg.Calls {
+			skipped = append(skipped, messages.ResultFor(c).Fail(messages.Errorf(messages.CodeSkipped,
+				"not run: call %d (%s) of this response failed before it, and the configuration skips the calls after a failure", failed.Index, failed.Tool)))
+		}
+		next := seg.Calls[len(seg.Calls)-1].Next
+		if next == 0 {
+			return skipped, nil
+		}
+		var err error
+		if seg, err = s.Plans.Load(ctx, response, next); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func firstFailure(results []messages.ToolResult) *messages.ToolResult {
+	for i := range results {
+		if !results[i].Success {
+			return &results[i]
+		}
+	}
+	return nil
+}
+
+// output encodes the output of results. When it is over the limit, the results larger
+// than an equal share of it are stored whole and travel as previews, and the share
+// shrinks until the output fits: every response is answered, whatever its results weigh.
+func (s *Stage) output(ctx context.Context, responseID, conversation string, results []messages.ToolResult) ([]byte, error) {
+	limit := s.limit()
+	share := limit / (len(results) + 1)
+	for {
+		o := messages.RenderOutput(responseID, conversation, results)
+		body := messages.AppendOutput(make([]byte, 0, len(o.Text)+128*len(results)+128), &o)
+		if len(body) <= limit || share < 256 {
+			return body, nil
+		}
+		fitted := make([]messages.ToolResult, len(results))
+		for i, r := range results {
+			var err error
+			if fitted[i], err = s.fit(ctx, r, share); err != nil {
+				return nil, err
+			}
+		}
+		results, share = fitted, share/2
+	}
+}
+
+// fit makes r fit max bytes: stored whole in Results when it is larger, or cut.
+func (s *Stage) fit(ctx context.Context, r messages.ToolResult, max int) (messages.ToolResult, error) {
+	if s.Results == nil {
+		return messages.CapResult(r, max), nil
+	}
+	return s.Results.Fit(ctx, r, max)
+}
+
+func (s *Stage) limit() int { return cmp.Or(s.MaxOutputBytes, 1<<20-64<<10) }
+
+func (s *Stage) retryDelay() time.Duration {
+	if s.RetryDelay > 0 {
+		return s.RetryDelay
+	}
+	return time.Second
+}

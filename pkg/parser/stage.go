@@ -1,0 +1,183 @@
+package parser
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/order"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"github.com/toolbus/toolbus/pkg/toolcall"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Stage is the parser.
+type Stage struct {
+	// Extract configures extraction and repair: the format pin and the limits. Known tools
+	// and schemas come from Catalog.
+	Extract *toolcall.Options
+	// Catalog, when set, names the tools and their input schemas; see [Catalog.Follow].
+	Catalog *Catalog
+	// Routed are tool names the configuration routes to a server explicitly: their
+	// arguments are checked by that server, whatever other backends call a tool so.
+	Routed []string
+	// Order decides which calls of a response run together (see package order); Plans
+	// keeps the later segments of a response for the formatter. Without Plans every call
+	// of a response runs at once.
+	Order order.Policy
+	Plans Planner
+	// Texts and Streams keep streamed responses (see [Stage.Chunk]): the text read so
+	// far and which calls were released.
+	Texts   Texts
+	Streams Streams
+}
+
+// Planner saves a response's segments and returns the first as stored ([order.Store]).
+type Planner interface {
+	Save(ctx context.Context, response string, segs []order.Segment) (order.Segment, error)
+}
+
+// ResponseID returns the id of a response message: the response id header, else its
+// Nats-Msg-Id, else one derived from its stream sequence (stable across redeliveries).
+func ResponseID(d *bus.Delivery) string { return d.Meta.ResponseIDAt(d.Sequence) }
+
+// Parse takes one response and returns its calls, one message each to the executors
+// (de-duplicated by the call's id), or the no_tool_call output of a response without
+// a call.
+func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
+	meta := d.Meta
+	if err := messages.ValidateConversation(meta.Conversation); err != nil {
+		// No subject can be made of it to answer on: dead-lettered at once.
+		return nil, fmt.Errorf("response on %s: %w", d.Subject, err)
+	}
+	meta.ResponseID = ResponseID(d)
+	if meta.Spoofed != "" {
+		// The subject is the authority: answer there, and run nothing.
+		meta.MsgID = messages.ScopedID(meta.Conversation, meta.ResponseID)
+		out := messages.RefusedOutput(meta.ResponseID, meta.Conversation, messages.Errorf(messages.CodeNotAllowed,
+			"the response was published on conversation %q's subject, but its %s header names %q; its tool calls were not run",
+			meta.Conversation, messages.HeaderConversation, meta.Spoofed))
+		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, &out)}}, nil
+	}
+	var deadline time.Time
+	if v := d.Header.Get(messages.HeaderDeadline); v != "" {
+		deadline, _ = time.Parse(time.RFC3339Nano, v)
+	}
+	opts := s.extractOptions(d.Header.Get(messages.HeaderFormat), d.Header.Get(messages.HeaderReasoning))
+	w := Plan(meta.ResponseID, meta.Conversation, string(d.Data), deadline, &opts.Options)
+	w = CheckArguments(w, opts.checks)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(telemetry.ResponseID.String(meta.ResponseID), attribute.Int("toolbus.calls", len(w.Calls)))
+	}
+
+	if w.Output != nil {
+		meta.MsgID = messages.ScopedID(meta.Conversation, meta.ResponseID)
+		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, w.Output)}}, nil
+	}
+	calls := w.Calls
+	if s.Plans != nil && !s.Order.Unordered() {
+		snap := s.snapshot()
+		if starts := order.Split(calls, func(c *messages.ToolCall) bool { return s.together(snap, c) }); len(starts) > 1 {
+			first, err := s.Plans.Save(ctx, messages.ScopedID(meta.Conversation, meta.ResponseID), order.Segments(calls, starts, s.Order.OnError))
+			if err != nil {
+				return nil, bus.Retry(err, time.Second)
+			}
+			calls = first.Calls
+			trace.SpanFromContext(ctx).SetAttributes(attribute.Int("toolbus.segments", len(starts)))
+		}
+	}
+	out := make([]bus.Outgoing, 0, len(calls))
+	subject := messages.CallSubject(meta.Conversation)
+	for i := range calls {
+		c := &calls[i]
+		m := meta
+		m.MsgID, m.Index, m.Count, m.Next = c.ID, c.Index, c.Count, c.Next
+		out = append(out, bus.Outgoing{Subject: subject, Meta: m, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
+	}
+	return out, nil
+}
+
+// together reports whether c may run alongside its neighbours: a call answered with the
+// parser's error runs nothing; otherwise its server's mode decides, and under the safe
+// mode, whether the tool is read-only. A tool the catalog does not know runs alone.
+func (s *Stage) together(snap *snapshot, c *messages.ToolCall) bool {
+	if c.Error != nil {
+		return true
+	}
+	t, ok := snap.tool(c.Tool)
+	if !ok {
+		return s.Order.Mode("") == order.All
+	}
+	switch s.Order.Mode(t.Server) {
+	case order.All:
+		return true
+	case order.Ordered:
+		return false
+	}
+	if t.Name == engineering.ToolDispatch && t.Server == "engineering" {
+		return engineering.DispatchReadOnly(c.Arguments)
+	}
+	return t.ReadOnly
+}
+
+// Preview reads one response as Parse does, with the catalog it holds now and format
+// as the response's format pin ("" for none), and returns the extraction and the calls
+// Parse would send: arguments with their schema's defaults, or the error each is
+// answered with. It publishes nothing (`toolbus parse --config`).
+func (s *Stage) Preview(text, format string) (toolcall.Extraction, Work) {
+	opts := s.extractOptions(format, "")
+	ext := toolcall.Extract(text, &opts.Options)
+	w := planOf(ext, "preview", "preview", time.Time{})
+	return ext, CheckArguments(w, opts.checks)
+}
+
+func (s *Stage) snapshot() *snapshot {
+	if s.Catalog == nil {
+		return &snapshot{}
+	}
+	return s.Catalog.current()
+}
+
+type extractOptions struct {
+	toolcall.Options
+	checks map[string]*jsonschema.Resolved
+}
+
+// extractOptions are the configured options with the catalog's tools and a response's
+// format pin and reasoning mode (headers; a value that names none is ignored).
+func (s *Stage) extractOptions(format, reasoning string) extractOptions {
+	var o extractOptions
+	if s.Extract != nil {
+		o.Options = *s.Extract
+	}
+	if s.Catalog != nil {
+		snap := s.Catalog.current()
+		o.KnownTools, o.Schemas, o.checks = snap.known, snap.schemas, snap.checks
+		if len(s.Routed) > 0 {
+			checks := make(map[string]*jsonschema.Resolved, len(o.checks))
+			for name, r := range o.checks {
+				if !slices.Contains(s.Routed, name) {
+					checks[name] = r
+				}
+			}
+			o.checks = checks
+		}
+	}
+	if format != "" {
+		if f, err := toolcall.ParseFormat(format); err == nil {
+			o.Format = f
+		}
+	}
+	if reasoning != "" {
+		if r, err := toolcall.ParseReasoning(reasoning); err == nil {
+			o.Reasoning = r
+		}
+	}
+	return o
+}

@@ -1,0 +1,147 @@
+package parser
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/order/ordertest"
+)
+
+func gatherKV(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	nc, _ := bustest.Connect(t, bustest.Server(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: messages.BucketGather})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// chunk is the delivery of chunk n of response r of conversation c.
+func chunk(r string, n int, text string, final bool, h map[string]string) *bus.Delivery {
+	hdr := nats.Header{}
+	hdr.Set(messages.HeaderChunk, strconv.Itoa(n))
+	if final {
+		hdr.Set(messages.HeaderFinal, "true")
+	}
+	for k, v := range h {
+		hdr.Set(k, v)
+	}
+	return &bus.Delivery{Subject: messages.StreamSubject("c"), Data: []byte(text), Header: hdr,
+		Meta: bus.Meta{Conversation: "c", ResponseID: r}, Delivered: 1}
+}
+
+// The chunks of a response read in any order give the calls in order, each released
+// once it is settled and may run (a and b are read-only: both run at once), the end
+// last; the headers of the first chunk say how the whole response is read.
+func TestChunkAnyOrder(t *testing.T) {
+	kv := gatherKV(t)
+	cat := NewCatalog()
+	cat.Set("local", []catalogTool{{Name: "a", ReadOnly: true}, {Name: "b", ReadOnly: true}})
+	text := `<tool_call>{"name": "a", "arguments": {}}</tool_call> and <tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call> done`
+	var parts []string
+	for i := 0; i < len(text); i += 9 {
+		parts = append(parts, text[i:min(i+9, len(text))])
+	}
+	for _, order := range []string{"in order", "reversed", "odd first"} {
+		t.Run(order, func(t *testing.T) {
+			s := &Stage{Catalog: cat, Texts: TextStore{KV: kv}, Streams: &ordertest.Streams{}}
+			idx := make([]int, len(parts))
+			for i := range idx {
+				idx[i] = i
+			}
+			switch order {
+			case "reversed":
+				slices.Reverse(idx)
+			case "odd first":
+				slices.SortStableFunc(idx, func(a, b int) int { return a%2 - b%2 })
+			}
+			var calls []string
+			ended := 0
+			for _, i := range idx {
+				h := map[string]string{}
+				if i == 0 {
+					h[messages.HeaderReasoning] = "tagged" // only the first chunk says so
+				}
+				out, err := s.Chunk(context.Background(), chunk("r-"+order, i+1, parts[i], i == len(parts)-1, h))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range out {
+					var c messages.ToolCall
+					if err := messages.DecodeCall(o.Body, &c); err != nil || o.Subject != messages.CallSubject("c") {
+						t.Fatalf("%s: %s %v", o.Subject, o.Body, err)
+					}
+					if c.End {
+						ended++
+						if c.Index != 2 || ended != 1 || len(calls) != 2 {
+							t.Errorf("end %+v after calls %v", c, calls)
+						}
+						continue
+					}
+					if !c.Stream || c.Count != 0 || c.ID != messages.CallID("c", "r-"+order, len(calls)) {
+						t.Errorf("call %+v", c)
+					}
+					calls = append(calls, c.Tool)
+				}
+			}
+			if !slices.Equal(calls, []string{"a", "b"}) || ended != 1 {
+				t.Errorf("released %v, ended %d", calls, ended)
+			}
+		})
+	}
+}
+
+// Under reasoning "auto", a call before any think tag waits for the last chunk; a
+// chunk that names no number, or a spoofed conversation, is answered at once.
+func TestChunkAnswers(t *testing.T) {
+	kv := gatherKV(t)
+	s := &Stage{Texts: TextStore{KV: kv}, Streams: &ordertest.Streams{}}
+	ctx := context.Background()
+	out, err := s.Chunk(ctx, chunk("auto", 1, `<tool_call>{"name": "a", "arguments": {}}</tool_call> more`, false, nil))
+	if err != nil || len(out) != 0 {
+		t.Fatalf("auto reasoning, before the end: %d messages, %v", len(out), err)
+	}
+	out, err = s.Chunk(ctx, chunk("auto", 2, ``, true, nil))
+	if err != nil || len(out) != 2 {
+		t.Fatalf("auto reasoning, the end: %d messages, %v", len(out), err)
+	}
+	// A tool the catalog does not know runs alone: the second waits for the first.
+	out, err = s.Chunk(ctx, chunk("alone", 1, `<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {}}</tool_call>`, true, nil))
+	if err != nil || len(out) != 2 || !strings.Contains(string(out[0].Body), `"tool":"a"`) || !strings.Contains(string(out[1].Body), `"end":true`) {
+		t.Fatalf("unknown tools: %d messages, %v", len(out), err)
+	}
+	for name, d := range map[string]*bus.Delivery{
+		"no number": chunk("bad", 0, "x", false, nil),
+		"spoofed":   chunk("spoof", 1, "x", false, map[string]string{messages.HeaderConversation: "other"}),
+	} {
+		d.Meta.Spoofed = d.Header.Get(messages.HeaderConversation)
+		out, err := s.Chunk(ctx, d)
+		if err != nil || len(out) != 1 || out[0].Subject != messages.OutputSubject("c") {
+			t.Fatalf("%s: %v, %v", name, out, err)
+		}
+		var o messages.Output
+		if err := messages.DecodeOutput(out[0].Body, &o); err != nil || len(o.Results) != 1 || o.Results[0].Error == nil {
+			t.Errorf("%s: %+v", name, o)
+		}
+	}
+	if _, err := s.Chunk(ctx, chunk("", 1, "x", false, nil)); err == nil {
+		t.Error("a chunk without a response id was not refused")
+	}
+	out, err = s.Chunk(ctx, chunk("none", 1, "No tools today.", true, nil))
+	if err != nil || len(out) != 1 || out[0].Subject != messages.OutputSubject("c") {
+		t.Errorf("a response without calls: %v, %v", out, err)
+	}
+}

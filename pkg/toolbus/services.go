@@ -1,0 +1,547 @@
+package toolbus
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/claims"
+	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/deadletter"
+	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/executor"
+	"github.com/toolbus/toolbus/pkg/formatter"
+	"github.com/toolbus/toolbus/pkg/healthd"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/ops"
+	"github.com/toolbus/toolbus/pkg/order"
+	"github.com/toolbus/toolbus/pkg/parser"
+	"github.com/toolbus/toolbus/pkg/redact"
+	"github.com/toolbus/toolbus/pkg/results"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"github.com/toolbus/toolbus/pkg/tokens"
+	"github.com/toolbus/toolbus/pkg/toolcall"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// provision creates or updates the streams and buckets (checkOnly: checks that they
+// exist as they should, see bus.Check), waiting with backoff, and saying what it waits
+// for, while JetStream cannot answer yet — NATS still starting or not reachable, a fresh
+// cluster without a meta leader — or, checking, while something is not provisioned yet.
+// An error that waiting cannot cure (a permission, a stream with other settings) ends it
+// at once.
+func provision(ctx context.Context, js jetstream.JetStream, topo bus.Topology, checkOnly bool, log *slog.Logger) error {
+	wait := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var err error
+		if checkOnly {
+			err = bus.Check(pctx, js, topo)
+		} else {
+			err = bus.Provision(pctx, js, topo)
+		}
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("JetStream answered; streams and buckets provisioned", "attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (while waiting: %v)", ctx.Err(), err)
+		}
+		var api *jetstream.APIError
+		if (!errors.Is(err, bus.ErrNotProvisioned) && errors.As(err, &api) && api.Code != 503) || errors.Is(err, nats.ErrPermissionViolation) {
+			return err
+		}
+		if errors.Is(err, bus.ErrNotProvisioned) {
+			log.Warn("waiting for the streams and buckets to be provisioned", "attempt", attempt, "err", err)
+		} else {
+			log.Warn("waiting for JetStream", "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (while waiting: %v)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+type runFunc func(context.Context) error
+
+// queueGauges reports each stage's queue at every scrape while leading says so: messages
+// not yet delivered and delivered but not yet acknowledged (delivery stops when that
+// reaches MaxAckPending). One process of the cluster reports them (the leading
+// healthd, whose NATS user may read every stage's consumer), so that a sum over
+// processes counts each queue once and no other service asks for what it may not read.
+func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, leading func() bool) error {
+	type queue struct{ stream, consumer string }
+	queues := []queue{
+		{messages.StreamResponses, messages.ConsumerParser}, {messages.StreamChunks, messages.ConsumerParser}, {messages.StreamCalls, messages.ConsumerExecutor},
+		{messages.StreamResults, messages.ConsumerFormatter}, {messages.StreamAdvisories, messages.ConsumerDeadLetter},
+	}
+	infos := func(ctx context.Context, f func(q queue, info *jetstream.ConsumerInfo)) {
+		if !leading() {
+			return
+		}
+		// A scrape must not hang on a slow server: all the lookups get 2s.
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		for _, q := range queues {
+			c, err := js.Consumer(ctx, q.stream, q.consumer)
+			if err != nil {
+				continue
+			}
+			if info, err := c.Info(ctx); err == nil {
+				f(q, info)
+			}
+		}
+	}
+	attrs := func(q queue) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("stream", q.stream), attribute.String("consumer", q.consumer)}
+	}
+	if err := m.Gauge("toolbus.consumer.pending", "messages waiting for a stage", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+		infos(ctx, func(q queue, info *jetstream.ConsumerInfo) { record(int64(info.NumPending), attrs(q)...) })
+	}); err != nil {
+		return err
+	}
+	if err := m.Gauge("toolbus.consumer.ack_pending", "messages a stage is working on; delivery stops at MaxAckPending", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+		infos(ctx, func(q queue, info *jetstream.ConsumerInfo) { record(int64(info.NumAckPending), attrs(q)...) })
+	}); err != nil {
+		return err
+	}
+	return m.Gauge("toolbus.dead_letters", "messages in the dead-letter stream (TOOLBUS_DEAD): what could not be answered, kept for inspection", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+		if !leading() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if st, err := js.Stream(ctx, messages.StreamDead); err == nil {
+			record(int64(st.CachedInfo().State.Msgs))
+		}
+	})
+}
+
+// resultStore is the object store of the results too large to travel inline.
+func resultStore(ctx context.Context, js jetstream.JetStream) (results.Store, error) {
+	os, err := js.ObjectStore(ctx, messages.BucketResults)
+	if err != nil {
+		return results.Store{}, fmt.Errorf("results object store: %w", err)
+	}
+	return results.Store{OS: os, Bucket: messages.BucketResults}, nil
+}
+
+// wiring is what every service is built from: the connection, the options, and the
+// pieces Start made once for all of them.
+type wiring struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	o       Options
+	secrets *redact.Current // the configuration's secrets, masked in logs, errors and traces
+	catalog *parser.Catalog
+	ops     *ops.Server
+	metrics *telemetry.Metrics
+	reload  *trigger
+}
+
+// build makes one service's runs.
+func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
+	nc, js, o, metrics := w.nc, w.js, w.o, w.metrics
+	log := o.Logger.With("service", name)
+	tracer := telemetry.Tracer(o.TracerProvider)
+	var runs []runFunc
+	// stage registers one replica with ops and returns its stats middleware.
+	stage := func() (func(bus.Handler) bus.Handler, func(time.Duration, error), error) {
+		if w.ops == nil {
+			return nil, nil, nil
+		}
+		st, err := w.ops.AddStage(name, "toolbus "+name)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st.Wrap, st.Observe, nil
+	}
+	switch name {
+	case Parser:
+		catalog := w.catalog
+		kv, err := js.KeyValue(ctx, messages.BucketCatalog)
+		if err != nil {
+			return nil, fmt.Errorf("parser: catalog bucket: %w", err)
+		}
+		runs = append(runs, func(ctx context.Context) error { return catalog.Follow(ctx, kv, log) })
+		gather, err := js.KeyValue(ctx, messages.BucketGather)
+		if err != nil {
+			return nil, fmt.Errorf("parser: gather bucket: %w", err)
+		}
+		p := ParserStage(o.Config, catalog)
+		p.Plans = order.Store{KV: gather}
+		p.Texts, p.Streams = parser.TextStore{KV: gather}, order.StreamStore{KV: gather}
+		for range o.Replicas {
+			mw, _, err := stage()
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, runStage(js, messages.StreamResponses, messages.ConsumerParser, p.Parse, false,
+				bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}),
+				runStage(js, messages.StreamChunks, messages.ConsumerParser, p.Chunk, false,
+					bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse chunk", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+		}
+	case Executor:
+		// The executor runs tools and servers as children of the same user: they must not
+		// read its environment through /proc.
+		if o.Harden {
+			if err := harden(); err != nil {
+				log.Warn("executor: cannot make the process non-dumpable; its children may read its environment", "err", err)
+			}
+		}
+		kv, err := js.KeyValue(ctx, messages.BucketSessions)
+		if err != nil {
+			return nil, fmt.Errorf("executor: sessions bucket: %w", err)
+		}
+		catalog, err := js.KeyValue(ctx, messages.BucketCatalog)
+		if err != nil {
+			return nil, fmt.Errorf("executor: catalog bucket: %w", err)
+		}
+		calls, err := js.KeyValue(ctx, messages.BucketCalls)
+		if err != nil {
+			return nil, fmt.Errorf("executor: calls bucket: %w", err)
+		}
+		store := o.Tokens
+		if store == nil {
+			if store, err = tokens.Open(ctx, js, o.TokenKey); err != nil {
+				return nil, fmt.Errorf("executor: %w", err)
+			}
+		}
+		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login, Ask: askOrchestrator(nc),
+			OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalog, server, tools, log) }})
+		if err != nil {
+			return nil, err
+		}
+		sessions := &executor.CachedSessions{KVSessions: executor.KVSessions{KV: kv}, Logger: log}
+		exec, err := NewExecutor(o.Config, o.Tools, sessions, pool, o.Backends...)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		runs = append(runs, sessions.Follow)
+		exec.Tracer, exec.Metrics, exec.Redact = tracer, metrics, w.secrets
+		health, err := js.KeyValue(ctx, messages.BucketHealth)
+		if err != nil {
+			return nil, fmt.Errorf("executor: health bucket: %w", err)
+		}
+		gate := executor.NewBreaker(&executor.BreakerOptions{StaleAfter: 4 * o.Config.HealthInterval(), Logger: log})
+		if w.ops != nil {
+			w.ops.SetBreakers(gate.Open)
+		}
+		exec.Gate = gate
+		// Each executor's breaker is its own: the gauge is per process (take the max).
+		if err := metrics.Gauge("toolbus.breaker.open", "1 while this executor's circuit breaker refuses calls to the server, 0 while it lets them through, by server",
+			func(_ context.Context, record func(int64, ...attribute.KeyValue)) {
+				for server, open := range gate.Open() {
+					v := int64(0)
+					if open {
+						v = 1
+					}
+					record(v, attribute.String("server", server))
+				}
+			}); err != nil {
+			return nil, err
+		}
+		runs = append(runs, func(ctx context.Context) error { return executor.WatchHealth(ctx, health, gate) })
+		// The in-process tools join the catalog too, for the parser and `toolbus tools`,
+		// and the executor follows its configuration file.
+		mirrorInProcess(catalog, exec.Router, pool, log)
+		if o.Config.Source != "" {
+			runs = append(runs, watchPool(o.Config, pool, w.reload.wait, func(next *config.Config) {
+				w.secrets.Set(next.Redactor())
+				mirrorInProcess(catalog, exec.Router, pool, log)
+			}, log))
+		}
+		// The pool's servers (child processes among them) start with the service, not at
+		// the first call, so that their tools join the catalog the parser recognises
+		// calls by; they live as long as the service.
+		runs = append(runs, func(ctx context.Context) error {
+			_ = pool.Connect(ctx) // a server that fails is logged, reported and tried again
+			<-ctx.Done()
+			return pool.Close()
+		})
+		kept, err := resultStore(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		owner := "executor-" + nuid.Next()
+		for i := range o.Replicas {
+			mw, _, err := stage()
+			if err != nil {
+				return nil, err
+			}
+			st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: owner}, QuietTools: o.Config.Executor.QuietTools, Logger: log,
+				MaxInlineResultBytes: min(cmp.Or(o.Config.Executor.MaxInlineResultBytes, executor.DefaultMaxInlineResultBytes), int(nc.MaxPayload())/4),
+				Results:              kept}
+			runs = append(runs, runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true,
+				bus.RunOptions{Concurrency: cmp.Or(o.Config.Executor.Concurrency, 16), Prefetch: executorPrefetch(o.Config.Executor.Prefetch), SpanName: "execute", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+			if i == 0 {
+				dl := &deadletter.Stage{Messages: deadletter.Streams{JS: js}, Claims: claims.KV{KV: calls, Owner: owner}}
+				runs = append(runs, runStage(js, messages.StreamAdvisories, messages.ConsumerDeadLetter, bus.Decoded(deadletter.Decode, dl.Handle), false,
+					bus.RunOptions{SpanName: "dead-letter", Tracer: tracer, Logger: log}))
+			}
+		}
+	case Formatter:
+		gather, err := js.KeyValue(ctx, messages.BucketGather)
+		if err != nil {
+			return nil, fmt.Errorf("formatter: gather bucket: %w", err)
+		}
+		kept, err := resultStore(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, Plans: order.Store{KV: gather}, Streams: order.StreamStore{KV: gather},
+			Results: kept, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
+		for range o.Replicas {
+			mw, _, err := stage()
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, runStage(js, messages.StreamResults, messages.ConsumerFormatter, bus.Decoded(formatter.Decode, f.Format), false,
+				bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "format", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+		}
+	case Healthd:
+		_, observe, err := stage()
+		if err != nil {
+			return nil, err
+		}
+		store := o.Tokens
+		if store == nil {
+			if store, err = tokens.Open(ctx, js, o.TokenKey); err != nil {
+				return nil, fmt.Errorf("healthd: %w", err)
+			}
+		}
+		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Observe: observe, Logger: log, Tokens: store,
+			MeterProvider: o.MeterProvider, TracerProvider: o.TracerProvider})
+		if err != nil {
+			return nil, err
+		}
+		// The queues are the cluster's: the leading healthd reports them, once.
+		if o.MeterProvider != nil {
+			if err := queueGauges(metrics, js, h.Leading); err != nil {
+				return nil, err
+			}
+		}
+		runs = append(runs, h.Run)
+		if o.Config.Source != "" {
+			// healthd follows the configuration file as the executor does.
+			runs = append(runs, func(ctx context.Context) error {
+				return WatchConfig(ctx, o.Config.Source, func(next *config.Config) error { h.Apply(next); return nil }, w.reload.wait, log)
+			})
+		}
+	default:
+		return nil, fmt.Errorf("unknown service %q (want %v)", name, AllServices())
+	}
+	return runs, nil
+}
+
+// stagePrefetch is how many messages the parser and the formatter, whose handlers take
+// microseconds, keep buffered ahead of their workers: enough for the pull iterator to
+// ask for messages in large batches (16 reaches 0.7 of the bus's throughput, 128 all of
+// it; see docs/performance.md).
+const stagePrefetch = 128
+
+// executorPrefetch is the executor's RunOptions.Prefetch for the configured value.
+func executorPrefetch(configured int) int {
+	switch {
+	case configured < 0:
+		return 0
+	case configured == 0:
+		return stagePrefetch
+	}
+	return configured
+}
+
+// runStage is the run of one replica of a stage: the stage runner on the stage's durable
+// consumer. With heartbeat, a message is marked in progress every third of the
+// consumer's AckWait while its handler runs (calls may take long).
+func runStage(js jetstream.JetStream, stream, consumer string, h bus.Handler, heartbeat bool, o bus.RunOptions) runFunc {
+	return func(ctx context.Context) error {
+		c, err := js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return fmt.Errorf("%s: %w", consumer, err)
+		}
+		if heartbeat {
+			o.Heartbeat = max(c.CachedInfo().Config.AckWait/3, 100*time.Millisecond)
+		}
+		return bus.Run(ctx, c, js, h, o)
+	}
+}
+
+// WaitForCatalog waits up to wait until the parser's catalog holds the tools of every
+// backend of cfg (its enabled MCP servers, the tools folder and the engineering suite),
+// and returns the backends that are still missing.
+func WaitForCatalog(ctx context.Context, catalog *parser.Catalog, cfg *config.Config, wait time.Duration) []string {
+	want := []string{"local"}
+	if config.On(cfg.Engineering.Enabled) {
+		want = append(want, "engineering")
+	}
+	for name, s := range cfg.MCPServers {
+		if s.IsEnabled() {
+			want = append(want, name)
+		}
+	}
+	sort.Strings(want)
+	deadline := time.After(wait)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		want = slices.DeleteFunc(want, func(name string) bool { return catalog.Has(bus.Key(name)) })
+		if len(want) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return want
+		case <-deadline:
+			return want
+		case <-tick.C:
+		}
+	}
+}
+
+// ParserStage is the parser of a configuration reading the tools of catalog: its
+// extraction limits and format pin, its routes and its ordering policy (the caller
+// sets Plans, where the parser keeps the later segments of ordered responses).
+func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
+	format, _ := toolcall.ParseFormat(cfg.Parser.Format)
+	reasoning, _ := toolcall.ParseReasoning(cfg.Parser.Reasoning) // validated when loaded
+	extract := &toolcall.Options{Format: format, Reasoning: reasoning, MaxInputSize: cfg.Parser.MaxResponseBytes,
+		MaxCalls: cfg.Parser.MaxCalls, MaxDepth: cfg.Parser.MaxDepth}
+	var routed []string
+	for name, server := range cfg.Routes {
+		if server != nil {
+			routed = append(routed, name)
+		}
+	}
+	policy, _ := cfg.Order() // validated when loaded
+	return &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: policy}
+}
+
+// NewPool returns the pool of the configuration's MCP servers: o with the
+// configuration's routes and allow-list.
+func NewPool(cfg *config.Config, o mcpwire.Options) (*mcpwire.Pool, error) {
+	o.Routes, o.AllowedTools = cfg.Routes, cfg.AllowedTools
+	return mcpwire.NewPool(cfg.MCPServers, &o)
+}
+
+// mirrorCatalog keeps a server's tools in the catalog bucket for the parser, healthd and
+// `toolbus tools`; a nil list (server removed) deletes the key.
+func mirrorCatalog(kv jetstream.KeyValue, server string, tools []mcpwire.Tool, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	key := bus.Key(server)
+	if tools == nil {
+		if err := kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			log.Warn("catalog: delete", "server", server, "err", err)
+		}
+		return
+	}
+	body, err := json.Marshal(tools)
+	if err == nil {
+		_, err = kv.Put(ctx, key, body)
+	}
+	if err != nil {
+		log.Warn("catalog: store", "server", server, "err", err)
+	}
+}
+
+func catalogTools(server string, infos []messages.ToolInfo) []mcpwire.Tool {
+	tools := make([]mcpwire.Tool, 0, len(infos))
+	for _, t := range infos {
+		tools = append(tools, mcpwire.Tool{Name: t.Name, Server: server, Remote: t.Name, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly, Idempotent: t.Idempotent})
+	}
+	return tools
+}
+
+// NewExecutor builds the executor of a configuration. Routing order: explicit routes to
+// MCP servers, local tools, the engineering suite, the extra backends, then the MCP
+// servers' own tools.
+func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engineering.SessionStore, pool *mcpwire.Pool, extra ...executor.Backend) (*executor.Executor, error) {
+	if local == nil {
+		local = localtools.New()
+	}
+	base := ""
+	if cfg.Source != "" {
+		base = filepath.Dir(cfg.Source)
+	}
+	if err := localtools.Configure(local, cfg.Local, &localtools.Options{BaseDir: base}); err != nil {
+		return nil, err
+	}
+	var backends []executor.Backend
+	if pool != nil {
+		backends = append(backends, executor.MCPBackend{Pool: pool, RoutedOnly: true})
+	}
+	backends = append(backends, executor.LocalBackend{Registry: local})
+	if config.On(cfg.Engineering.Enabled) {
+		suite := engineering.New(&engineering.Options{Sessions: sessions, Expose: cfg.Engineering.Expose})
+		backends = append(backends, executor.EngineeringBackend{Suite: suite})
+	}
+	backends = append(backends, extra...)
+	if pool != nil {
+		backends = append(backends, executor.MCPBackend{Pool: pool})
+	}
+	tools := map[string]time.Duration{}
+	for name, d := range cfg.Executor.ToolTimeouts {
+		tools[name] = time.Duration(d)
+	}
+	return &executor.Executor{
+		Router:       executor.NewRouter(backends...),
+		Timeout:      time.Duration(cfg.Executor.Timeout),
+		ToolTimeouts: tools,
+	}, nil
+}
+
+// askOrchestrator puts a server's elicitation request to the conversation's
+// orchestrator: a NATS request on toolbus.elicit.<conversation>, answered within the
+// call's time. Nobody listening declines at once.
+func askOrchestrator(nc *nats.Conn) mcpwire.AskFunc {
+	return func(ctx context.Context, server, conversation string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		req := messages.ElicitRequest{Conversation: conversation, Server: server, Message: p.Message, Mode: p.Mode, URL: p.URL}
+		if p.RequestedSchema != nil {
+			req.RequestedSchema, _ = json.Marshal(p.RequestedSchema)
+		}
+		if d, ok := ctx.Deadline(); ok {
+			req.Deadline = d
+		}
+		body, err := json.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		msg, err := nc.RequestWithContext(ctx, messages.ElicitSubject(conversation), body)
+		if err != nil {
+			return nil, err
+		}
+		var resp messages.ElicitResponse
+		if err := json.Unmarshal(msg.Data, &resp); err != nil {
+			return nil, fmt.Errorf("the orchestrator's answer: %w", err)
+		}
+		switch resp.Action {
+		case "accept", "decline", "cancel":
+		default:
+			return nil, fmt.Errorf("the orchestrator answered %q (want accept, decline or cancel)", resp.Action)
+		}
+		return &mcp.ElicitResult{Action: resp.Action, Content: resp.Content}, nil
+	}
+}

@@ -1,0 +1,275 @@
+package toolbus_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/toolbus"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// One response with two calls, one retried once, through all four services on
+// separate connections: one trace, with the parent/child structure of the pipeline.
+func TestTracePipeline(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	connect := startBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	var tries atomic.Int32
+	local := flakyOrders("orders backend returned 503", &tries)
+	startEach(t, connect, toolbus.Options{Tools: local, TracerProvider: tp}, toolbus.AllServices()...)
+
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootCtx, root := tp.Tracer("orchestrator").Start(ctx, "agent turn")
+	out, err := c.Ask(rootCtx, "trace-1", `<tool_call>{"name": "lookup_order", "arguments": {"id": 7}}</tool_call>
+<tool_call>{"name": "clock", "arguments": {}}</tool_call>`, nil)
+	root.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != 2 || !out.Results[0].Success || !out.Results[1].Success {
+		t.Fatalf("output %+v", out)
+	}
+	// A stage's span ends once what it published is stored and its message acked, which
+	// may come after the output reached the orchestrator: wait for every span expected.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ended := rec.Ended()
+		if countNamed(ended, "format") >= 2 && countNamed(ended, "execute clock") >= 1 &&
+			countNamed(ended, "execute lookup_order") >= 1 && countNamed(ended, "attempt 1") >= 2 && countNamed(ended, "parse") >= 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// healthd's probes are traces of their own, each a root.
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if strings.HasPrefix(s.Name(), "probe ") {
+			if s.Parent().IsValid() {
+				t.Errorf("probe span %q has a parent", s.Name())
+			}
+			continue
+		}
+		spans = append(spans, s)
+	}
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		if s.SpanContext().TraceID() != root.SpanContext().TraceID() {
+			t.Errorf("span %q is in trace %s, want %s", s.Name(), s.SpanContext().TraceID(), root.SpanContext().TraceID())
+		}
+		byID[s.SpanContext().SpanID().String()] = s
+	}
+	parentName := func(s sdktrace.ReadOnlySpan) string {
+		if p, ok := byID[s.Parent().SpanID().String()]; ok {
+			return p.Name()
+		}
+		return "?"
+	}
+	want := map[string]struct {
+		parent string
+		count  int
+	}{
+		"agent turn":             {"?", 1},
+		"send toolbus.responses": {"agent turn", 1},
+		"parse":                  {"send toolbus.responses", 1},
+		"execute lookup_order":   {"parse", 1},
+		// lookup_order is not read-only, so clock runs after it: the formatter that
+		// gathered lookup_order's result released it.
+		"execute clock": {"format", 1},
+		"attempt 1":     {"", 2},
+		"attempt 2":     {"execute lookup_order", 1},
+		"format":        {"", 2},
+	}
+	for name, w := range want {
+		if got := countNamed(spans, name); got != w.count {
+			t.Errorf("%d spans named %q, want %d", got, name, w.count)
+		}
+	}
+	for _, s := range spans {
+		w, ok := want[s.Name()]
+		if !ok {
+			t.Errorf("unexpected span %q", s.Name())
+			continue
+		}
+		p := parentName(s)
+		switch s.Name() {
+		case "attempt 1":
+			if p != "execute lookup_order" && p != "execute clock" {
+				t.Errorf("attempt 1 is a child of %q", p)
+			}
+		case "format":
+			if p != "execute lookup_order" && p != "execute clock" {
+				t.Errorf("format is a child of %q, want an execute span", p)
+			}
+		default:
+			if w.parent != "" && p != w.parent {
+				t.Errorf("%q is a child of %q, want %q", s.Name(), p, w.parent)
+			}
+		}
+		attrs := map[string]string{}
+		for _, a := range s.Attributes() {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		switch s.Name() {
+		case "parse", "execute lookup_order", "execute clock", "format":
+			if attrs["messaging.system"] != "nats" || attrs["messaging.operation.type"] != "process" ||
+				attrs["toolbus.conversation"] != "trace-1" || attrs["messaging.destination.name"] == "" || attrs["messaging.message.id"] == "" {
+				t.Errorf("%s: messaging attributes %v", s.Name(), attrs)
+			}
+		}
+		switch s.Name() {
+		case "execute lookup_order":
+			if attrs["toolbus.tool"] != "lookup_order" || attrs["toolbus.server"] != "local" || attrs["toolbus.attempt"] != "2" {
+				t.Errorf("execute attributes %v", attrs)
+			}
+		case "attempt 1":
+			if attrs["toolbus.tool"] == "lookup_order" && (attrs["toolbus.error_code"] != "server_unavailable" || attrs["toolbus.retry_reason"] != "orders backend returned 503") {
+				t.Errorf("failed attempt attributes %v", attrs)
+			}
+		case "attempt 2":
+			if attrs["toolbus.attempt"] != "2" || attrs["toolbus.error_code"] != "" {
+				t.Errorf("second attempt attributes %v", attrs)
+			}
+		}
+	}
+}
+
+func countNamed(spans []sdktrace.ReadOnlySpan, name string) int {
+	n := 0
+	for _, s := range spans {
+		if s.Name() == name {
+			n++
+		}
+	}
+	return n
+}
+
+// The trace reaches the MCP server: its tools/call request carries the attempt's W3C
+// traceparent both as an HTTP header and in _meta, in the orchestrator's trace.
+func TestTraceReachesTheMCPServer(t *testing.T) {
+	var mu sync.Mutex
+	var headers, metas []string
+	srv := mcp.NewServer(&mcp.Implementation{Name: "probe"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "lookup"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		tp, _ := req.Params.Meta["traceparent"].(string)
+		metas = append(metas, tp)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			mu.Lock()
+			headers = append(headers, r.Header.Get("traceparent"))
+			mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close) // after the services have stopped and closed their sessions
+
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	connect := startBus(t)
+	cfg := mcpConfig(t, `{"mcpServers": {"probe": {"type": "http", "url": "`+ts.URL+`"}}}`)
+	startEach(t, connect, toolbus.Options{Config: cfg, TracerProvider: tp}, toolbus.Parser, toolbus.Executor, toolbus.Formatter)
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rootCtx, root := tp.Tracer("orchestrator").Start(ctx, "agent turn")
+	out, err := c.Ask(rootCtx, "trace-mcp", `<tool_call>{"name": "probe__lookup", "arguments": {}}</tool_call>`, nil)
+	root.End()
+	if err != nil || !out.Results[0].Success {
+		t.Fatalf("%v %+v", err, out)
+	}
+	// A failed call marks its span as an error, so that a trace search for errors finds it.
+	if out, err := c.Ask(ctx, "trace-mcp", `<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>`, nil); err != nil || out.Results[0].Success {
+		t.Fatalf("%v %+v", err, out)
+	}
+	// Its span ends once the result is stored, maybe after the output arrived: wait.
+	failed := false
+	for deadline := time.Now().Add(30 * time.Second); !failed && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range rec.Ended() {
+			failed = failed || (s.Name() == "execute _unknown" && s.Status().Code == codes.Error && s.Status().Description == "unknown_tool")
+		}
+	}
+	if !failed {
+		t.Error("no execute span of the unknown tool with status Error unknown_tool")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(headers) != 1 || len(metas) != 1 {
+		t.Fatalf("tools/call requests: headers %q, _meta %q", headers, metas)
+	}
+	var clientSpan sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "attempt 1" {
+			attrs := spanAttrs(s)
+			if attrs["mcp.method.name"] != "tools/call" || attrs["gen_ai.tool.name"] != "lookup" {
+				t.Errorf("attempt span attributes %v, want the MCP method and the tool's name on its server", attrs)
+			}
+		}
+		if s.Name() == "tools/call lookup" {
+			clientSpan = s
+		}
+	}
+	if clientSpan == nil {
+		t.Fatal("no CLIENT span tools/call lookup")
+	}
+	// OpenTelemetry's MCP conventions on the request's own span.
+	attrs := spanAttrs(clientSpan)
+	u, _ := url.Parse(ts.URL)
+	for k, v := range map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "lookup", "gen_ai.operation.name": "execute_tool",
+		"network.transport": "tcp", "server.address": u.Hostname(), "server.port": u.Port(), "toolbus.server": "probe"} {
+		if attrs[k] != v {
+			t.Errorf("client span: %s = %q, want %q", k, attrs[k], v)
+		}
+	}
+	for _, k := range []string{"mcp.session.id", "jsonrpc.request.id", "mcp.protocol.version"} {
+		if attrs[k] == "" {
+			t.Errorf("client span: no %s in %v", k, attrs)
+		}
+	}
+	if clientSpan.SpanKind() != trace.SpanKindClient {
+		t.Errorf("client span kind %v", clientSpan.SpanKind())
+	}
+	want := "00-" + root.SpanContext().TraceID().String() + "-" + clientSpan.SpanContext().SpanID().String() + "-01"
+	if headers[0] != want || metas[0] != want {
+		t.Errorf("traceparent: header %q, _meta %q; want %q (the request's span, in the orchestrator's trace)", headers[0], metas[0], want)
+	}
+}
+
+// spanAttrs gives a span's attributes as text.
+func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
+	attrs := map[string]string{}
+	for _, a := range s.Attributes() {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	return attrs
+}
