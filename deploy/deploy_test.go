@@ -26,15 +26,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"github.com/toolbus/toolbus/pkg/bus"
-	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/internal/mcptest"
-	"github.com/toolbus/toolbus/pkg/toolbus"
-	"github.com/toolbus/toolbus/pkg/telemetry"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
 const (
@@ -191,7 +191,7 @@ func allowed(p *server.SubjectPermission, subject string) bool {
 
 // serviceNeeds is what each toolbus service does on NATS, derived from the code: the
 // streams, consumers and buckets bus.Topology provisions, each stage's consumer
-// (pkg/bus.Consume: fetch and ack) and the buckets internal/node hands each service
+// (pkg/bus.Consume: fetch and ack) and the buckets pkg/toolbus hands each service
 // (read and written, or watched: the parser follows the catalog, the executor the health
 // bucket and the catalog it mirrors, healthd lists the health bucket).
 type serviceNeeds struct {

@@ -336,17 +336,3 @@ func withExtras(out json.RawMessage, repairs, notes []string) json.RawMessage {
 	}
 	return mustJSON(m)
 }
-
-// DispatchReadOnly reports whether a dispatch_engineering call with these arguments
-// changes nothing: the info and list actions. activate changes the conversation's
-// session, so the calls after it depend on it.
-func DispatchReadOnly(args json.RawMessage) bool {
-	var a struct {
-		Action string `json:"action"`
-	}
-	if json.Unmarshal(args, &a) != nil {
-		return false
-	}
-	action := strings.ToLower(a.Action)
-	return action == actionInfo || action == actionList
-}

@@ -157,7 +157,8 @@ func New(opts *Options) *Suite {
 
 	s.tools = []messages.ToolInfo{
 		{Name: ToolClock, Description: descClock, InputSchema: clockSchema(), ReadOnly: true, Idempotent: true},
-		{Name: ToolDispatch, Description: descDispatch(s.domains), InputSchema: dispatchSchema(s.domains), Idempotent: true},
+		{Name: ToolDispatch, Description: descDispatch(s.domains), InputSchema: dispatchSchema(s.domains), Idempotent: true,
+			ReadOnlyWhen: &messages.ArgIn{Arg: "action", Values: []string{actionInfo, actionList}}},
 		{Name: ToolExecute, Description: descExec, InputSchema: executeSchema(), ReadOnly: true, Idempotent: true},
 	}
 	if s.flat {

@@ -400,3 +400,33 @@ func TestOptionsValidate(t *testing.T) {
 		t.Errorf("%d tools with an unknown expose", n)
 	}
 }
+
+// The dispatch tool says which of its calls change nothing: info and list are read-only
+// (they may run beside their neighbours), activate is not.
+func TestDispatchReadOnlyAnnotation(t *testing.T) {
+	var dispatch *messages.ToolInfo
+	tools := engineering.New(nil).Tools()
+	for i := range tools {
+		if tools[i].Name == engineering.ToolDispatch {
+			dispatch = &tools[i]
+		}
+	}
+	if dispatch == nil || dispatch.ReadOnly {
+		t.Fatalf("dispatch tool %+v: want it listed, and not read-only as a whole", dispatch)
+	}
+	for _, tt := range []struct {
+		args string
+		want bool
+	}{
+		{`{"action": "info"}`, true},
+		{`{"action": "LIST", "domain": "pressure"}`, true},
+		{`{"action": "activate", "domain": "pressure"}`, false},
+		{`{}`, false},
+		{`{"action": 1}`, false},
+		{`not json`, false},
+	} {
+		if got := dispatch.ReadOnlyWhen.Holds(json.RawMessage(tt.args)); got != tt.want {
+			t.Errorf("%s: read-only %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/messages"
 	"slices"
 	"sort"
 	"strings"
@@ -30,6 +31,8 @@ type Tool struct {
 	ReadOnly    bool `json:"readOnly,omitempty"`
 	Idempotent  bool `json:"idempotent,omitempty"`
 	Destructive bool `json:"destructive,omitempty"`
+	// ReadOnlyWhen: see [messages.ToolInfo]; set by in-process backends only.
+	ReadOnlyWhen *messages.ArgIn `json:"readOnlyWhen,omitempty"`
 }
 
 // Retryable reports whether running the tool twice does no harm.

@@ -3,6 +3,7 @@ package messages
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -260,6 +261,39 @@ type ToolInfo struct {
 	// call whose outcome is unknown may be repeated.
 	ReadOnly   bool `json:"readOnly,omitempty"`
 	Idempotent bool `json:"idempotent,omitempty"`
+	// ReadOnlyWhen marks some calls of a tool that is not ReadOnly as read-only: those
+	// whose argument ReadOnlyWhen.Arg is one of its values (engineering's dispatch: its
+	// info and list actions). The parser lets such calls run beside their neighbours.
+	ReadOnlyWhen *ArgIn `json:"readOnlyWhen,omitempty"`
+}
+
+// ArgIn is a condition on a call's arguments: the string argument Arg is one of Values
+// (compared without regard to case).
+type ArgIn struct {
+	Arg    string   `json:"arg"`
+	Values []string `json:"values"`
+}
+
+// Holds reports whether the arguments (a JSON object) meet the condition; a nil
+// condition never holds.
+func (a *ArgIn) Holds(args json.RawMessage) bool {
+	if a == nil {
+		return false
+	}
+	var v map[string]json.RawMessage
+	if json.Unmarshal(args, &v) != nil {
+		return false
+	}
+	var got string
+	if json.Unmarshal(v[a.Arg], &got) != nil {
+		return false
+	}
+	for _, want := range a.Values {
+		if strings.EqualFold(got, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // ElicitRequest is a server's question to the user, in the middle of a call, forwarded

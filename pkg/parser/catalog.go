@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"github.com/toolbus/toolbus/pkg/messages"
 	"log/slog"
 	"sort"
 	"sync"
@@ -23,6 +24,8 @@ type catalogTool struct {
 	Remote      string          `json:"remote,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 	ReadOnly    bool            `json:"readOnly,omitempty"`
+	// ReadOnlyWhen: some calls of the tool are read-only (messages.ToolInfo).
+	ReadOnlyWhen *messages.ArgIn `json:"readOnlyWhen,omitempty"`
 }
 
 // Catalog is the parser's view of the tools every backend offers: their names, so that

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolbus/toolbus/pkg/bus"
-	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/order"
 	"github.com/toolbus/toolbus/pkg/telemetry"
@@ -105,7 +104,7 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 
 // together reports whether c may run alongside its neighbours: a call answered with the
 // parser's error runs nothing; otherwise its server's mode decides, and under the safe
-// mode, whether the tool is read-only. A tool the catalog does not know runs alone.
+// mode, whether the tool's annotations make the call read-only. A tool the catalog does not know runs alone.
 func (s *Stage) together(snap *snapshot, c *messages.ToolCall) bool {
 	if c.Error != nil {
 		return true
@@ -120,10 +119,7 @@ func (s *Stage) together(snap *snapshot, c *messages.ToolCall) bool {
 	case order.Ordered:
 		return false
 	}
-	if t.Name == engineering.ToolDispatch && t.Server == "engineering" {
-		return engineering.DispatchReadOnly(c.Arguments)
-	}
-	return t.ReadOnly
+	return t.ReadOnly || t.ReadOnlyWhen.Holds(c.Arguments)
 }
 
 // Preview reads one response as Parse does, with the catalog it holds now and format

@@ -105,8 +105,11 @@ func TestParseSegments(t *testing.T) {
 	cat := NewCatalog()
 	cat.Set("fs", []catalogTool{{Name: "read_file", Server: "fs", Remote: "read_file", ReadOnly: true},
 		{Name: "write_file", Server: "fs", Remote: "write_file"}})
-	cat.Set("engineering", []catalogTool{{Name: "dispatch_engineering", Server: "engineering"},
+	cat.Set("engineering", []catalogTool{{Name: "dispatch_engineering", Server: "engineering",
+		ReadOnlyWhen: &messages.ArgIn{Arg: "action", Values: []string{"info", "list"}}},
 		{Name: "execute_tool", Server: "engineering", ReadOnly: true}})
+	// The same name elsewhere, without the annotation: a name decides nothing.
+	cat.Set("lookalike", []catalogTool{{Name: "lookalike__dispatch_engineering", Server: "lookalike", Remote: "dispatch_engineering"}})
 	call := func(name, args string) string {
 		return `<tool_call>{"name": "` + name + `", "arguments": ` + args + `}</tool_call>`
 	}
@@ -122,6 +125,7 @@ func TestParseSegments(t *testing.T) {
 		{"reads run together", read + read + read, order.Policy{}, []int{3}},
 		{"writes run alone, in order", write + read + read + write + read, order.Policy{}, []int{1, 2, 1, 1}},
 		{"activate is a barrier; info and execute_tool are not", info + activate + exec + exec + info, order.Policy{}, []int{1, 1, 3}},
+		{"read-only by annotation, not by name", info + call("lookalike__dispatch_engineering", `{"action": "info"}`) + info, order.Policy{}, []int{1, 1, 1}},
 		{"qualified spellings are the same tool", call("fs__read_file", `{}`) + call("fs::read_file", `{}`) + call("mcp__fs__write_file", `{}`), order.Policy{}, []int{2, 1}},
 		{"an unknown tool runs alone", read + call("mystery", `{}`) + read, order.Policy{}, []int{1, 1, 1}},
 		{"a call the parser answers runs nothing", read + `<tool_call>{"name": "read_file", "arguments": {"a": </tool_call>` + read, order.Policy{}, []int{3}},

@@ -54,7 +54,7 @@ func newFaultRig(t *testing.T) *faultRig {
 	os.MkdirAll(tools, 0o755)
 	r := &faultRig{t: t, countFile: filepath.Join(dir, "count.log"), cfgPath: filepath.Join(dir, "toolbus.json")}
 	r.executor = goBuild(t, dir, "./cmd/executor", "executor")
-	goBuild(t, tools, "./internal/node/testdata/counter", "count_effect")
+	goBuild(t, tools, "./pkg/toolbus/testdata/counter", "count_effect")
 	manifest := `{"name": "count_effect", "description": "records one effect per run",
 		"inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}, "timeout": "10s"}`
 	os.WriteFile(filepath.Join(tools, "count_effect.mcp.json"), []byte(manifest), 0o644)

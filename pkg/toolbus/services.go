@@ -470,7 +470,7 @@ func catalogTools(server string, infos []messages.ToolInfo) []mcpwire.Tool {
 	tools := make([]mcpwire.Tool, 0, len(infos))
 	for _, t := range infos {
 		tools = append(tools, mcpwire.Tool{Name: t.Name, Server: server, Remote: t.Name, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly, Idempotent: t.Idempotent})
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly, Idempotent: t.Idempotent, ReadOnlyWhen: t.ReadOnlyWhen})
 	}
 	return tools
 }
