@@ -1,4 +1,4 @@
-package executor
+package executor_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/engineering/backend"
+	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -21,7 +23,7 @@ func BenchmarkExecuteStage(b *testing.B) {
 	}
 	sessions := engineering.NewMemorySessions()
 	suite := engineering.New(&engineering.Options{Sessions: sessions})
-	exec := &Executor{Router: NewRouter(LocalBackend{Registry: reg}, EngineeringBackend{Suite: suite})}
+	exec := &executor.Executor{Router: executor.NewRouter(executor.LocalBackend{Registry: reg}, backend.New(suite))}
 	ctx := context.Background()
 	if _, err := suite.Call(ctx, "bench", engineering.ToolDispatch, json.RawMessage(`{"domain": "geometry", "action": "activate"}`)); err != nil {
 		b.Fatal(err)
@@ -48,7 +50,7 @@ func BenchmarkExecuteStage(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				res, _ := exec.ExecuteRoute(ctx, call, route, err, Earlier{})
+				res, _ := exec.ExecuteRoute(ctx, call, route, err, executor.Earlier{})
 				if !res.Success {
 					b.Fatal(res.Error)
 				}

@@ -5,9 +5,9 @@
 // ([Executor.ExecuteRoute]) and returns the [messages.ToolResult] for the runner to
 // publish with message id = call id.
 //
-// Backends, one file each: local tools ([LocalBackend], local.go), the engineering suite
-// ([EngineeringBackend], engineering.go, with the session stores that make an
-// activation visible to every replica: [KVSessions] and [CachedSessions]) and the MCP
-// servers of a pool ([MCPBackend], mcp.go). The circuit breaker over backends is
+// Backends implement [Backend]; this package has two, one file each: local tools
+// ([LocalBackend], local.go) and the MCP servers of a pool ([MCPBackend], mcp.go). Others
+// plug in from outside: the engineering calculators (pkg/engineering/backend) and a
+// program's own (toolbus.Options.Backends). The circuit breaker over backends is
 // [Breaker] (gate.go).
 package executor

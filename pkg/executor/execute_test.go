@@ -239,11 +239,12 @@ func counterSum(rm metricdata.ResourceMetrics, name string) int64 {
 // remote is a backend of one MCP server whose every call fails with err.
 type remote struct{ err *messages.ToolError }
 
+func (remote) Name() string                              { return "remote" }
 func (remote) Tools(context.Context) []messages.ToolInfo { return nil }
 
 func (b remote) Resolve(_ context.Context, name string) (Route, bool, error) {
 	return Route{Server: "mcp:x", Info: messages.ToolInfo{Name: name, Idempotent: true},
-		run: func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return nil, b.err }}, true, nil
+		Run: func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return nil, b.err }}, true, nil
 }
 
 // When the breaker stops a call, the answer says how many of its attempts reached the

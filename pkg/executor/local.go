@@ -11,6 +11,9 @@ import (
 // LocalBackend runs the tools of a [localtools.Registry].
 type LocalBackend struct{ Registry *localtools.Registry }
 
+// Name is "local".
+func (LocalBackend) Name() string { return "local" }
+
 func (b LocalBackend) Tools(context.Context) []messages.ToolInfo { return b.Registry.Tools() }
 
 func (b LocalBackend) Resolve(_ context.Context, name string) (Route, bool, error) {
@@ -18,7 +21,7 @@ func (b LocalBackend) Resolve(_ context.Context, name string) (Route, bool, erro
 	if !ok {
 		return Route{}, false, nil
 	}
-	return Route{Server: "local", Info: t.Info, run: func(ctx context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
+	return Route{Server: "local", Info: t.Info, Run: func(ctx context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
 		return t.Run(ctx, args)
 	}}, true, nil
 }

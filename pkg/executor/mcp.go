@@ -24,6 +24,9 @@ type MCPBackend struct {
 
 // Tools lists the servers' visible tools under the names a model calls them by, after
 // waiting (up to ctx) for every server's first answer.
+// Name is "mcp": the servers' tools are in the catalog under each server's name.
+func (MCPBackend) Name() string { return "mcp" }
+
 func (b MCPBackend) Tools(ctx context.Context) []messages.ToolInfo {
 	if b.RoutedOnly {
 		return nil
@@ -57,7 +60,7 @@ func (b MCPBackend) Resolve(ctx context.Context, name string) (Route, bool, erro
 	}
 	pool := b.Pool
 	return Route{Server: "mcp:" + t.Server, Info: info(name, t), MCP: t, Timeout: pool.Timeout(t.Server),
-		run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
+		Run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
 			// A server under the elicitation policy "ask" asks the conversation.
 			out, err := pool.CallTool(mcpwire.WithAsker(ctx, conversation), t, args)
 			if err != nil {

@@ -163,6 +163,8 @@ func TestMCPBackendTools(t *testing.T) {
 type localOK struct{}
 
 func (localOK) Tools(context.Context) []messages.ToolInfo { return []messages.ToolInfo{{Name: "ok"}} }
+func (localOK) Name() string                              { return "local" }
+
 func (localOK) Resolve(_ context.Context, name string) (executor.Route, bool, error) {
 	return executor.Route{Server: "local", Info: messages.ToolInfo{Name: name}}, name == "ok", nil
 }

@@ -12,8 +12,14 @@ import (
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
-// Backend runs the tools of one kind.
+// Backend runs the tools of one kind. Besides the backends of this package (local tools,
+// MCP servers), a program adds its own through toolbus.Options.Backends; the engineering
+// calculators are one (pkg/engineering/backend).
 type Backend interface {
+	// Name is the backend's name in the catalog ("local", "engineering", ...), where
+	// the parser finds its tools; the MCP servers' backend is "mcp", whose servers keep
+	// their tools under their own names.
+	Name() string
 	// Tools lists the tools a model may call.
 	Tools(ctx context.Context) []messages.ToolInfo
 	// Resolve finds the tool called name. ok is false when the tool is not this
@@ -36,7 +42,9 @@ type Route struct {
 	// configured timeout); see [Executor.Budget].
 	Timeout time.Duration
 
-	run func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error)
+	// Run runs the call for a conversation: the backend's work. A failure is a
+	// *messages.ToolError (or an error the executor reports as tool_error).
+	Run func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error)
 }
 
 // Label is the backend's name in metrics, spans and logs, spelled as the health bucket
@@ -52,10 +60,10 @@ func label(backend string) string {
 // Call runs the tool. A failure is a *messages.ToolError (or an error the executor
 // reports as tool_error).
 func (r Route) Call(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
-	if r.run == nil {
+	if r.Run == nil {
 		return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q", r.Info.Name)
 	}
-	return r.run(ctx, conversation, args)
+	return r.Run(ctx, conversation, args)
 }
 
 // Router picks the backend of a tool: the first backend that has it, in the order given.

@@ -151,20 +151,15 @@ type CatalogEntry struct {
 }
 
 // InProcessCatalog is what the executor keeps in the catalog for its in-process
-// backends (local and engineering), leaving out the names a route sends to a server:
+// backends (local, engineering, a program's own), each under its name, leaving out the names a route sends to a server:
 // the parser checks a call against the schema of the tool that runs it.
 func InProcessCatalog(router *executor.Router, pool *mcpwire.Pool) []CatalogEntry {
 	var out []CatalogEntry
 	for _, b := range router.Backends() {
-		var name string
-		switch b.(type) {
-		case executor.LocalBackend:
-			name = "local"
-		case executor.EngineeringBackend:
-			name = "engineering"
-		default:
-			continue
+		if _, ok := b.(executor.MCPBackend); ok {
+			continue // the pool keeps its servers' tools in the catalog itself
 		}
+		name := b.Name()
 		var tools []messages.ToolInfo
 		for _, t := range b.Tools(context.Background()) {
 			if pool != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/deadletter"
 	"github.com/toolbus/toolbus/pkg/engineering"
+	engbackend "github.com/toolbus/toolbus/pkg/engineering/backend"
 	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/formatter"
 	"github.com/toolbus/toolbus/pkg/healthd"
@@ -232,7 +233,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		if err != nil {
 			return nil, err
 		}
-		sessions := &executor.CachedSessions{KVSessions: executor.KVSessions{KV: kv}, Logger: log}
+		sessions := &engbackend.CachedSessions{KVSessions: engbackend.KVSessions{KV: kv}, Logger: log}
 		exec, err := NewExecutor(o.Config, o.Tools, sessions, pool, o.Backends...)
 		if err != nil {
 			pool.Close()
@@ -389,10 +390,10 @@ func runStage(js jetstream.JetStream, stream, consumer string, h bus.Handler, he
 }
 
 // WaitForCatalog waits up to wait until the parser's catalog holds the tools of every
-// backend of cfg (its enabled MCP servers, the tools folder and the engineering suite),
-// and returns the backends that are still missing.
-func WaitForCatalog(ctx context.Context, catalog *parser.Catalog, cfg *config.Config, wait time.Duration) []string {
-	want := []string{"local"}
+// backend of cfg (its enabled MCP servers, the tools folder and the engineering suite)
+// and of the extra backends named, and returns the backends that are still missing.
+func WaitForCatalog(ctx context.Context, catalog *parser.Catalog, cfg *config.Config, wait time.Duration, extra ...string) []string {
+	want := append([]string{"local"}, extra...)
 	if config.On(cfg.Engineering.Enabled) {
 		want = append(want, "engineering")
 	}
@@ -496,7 +497,7 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 	backends = append(backends, executor.LocalBackend{Registry: local})
 	if config.On(cfg.Engineering.Enabled) {
 		suite := engineering.New(&engineering.Options{Sessions: sessions, Expose: cfg.Engineering.Expose})
-		backends = append(backends, executor.EngineeringBackend{Suite: suite})
+		backends = append(backends, engbackend.New(suite))
 	}
 	backends = append(backends, extra...)
 	if pool != nil {

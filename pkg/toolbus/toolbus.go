@@ -176,6 +176,7 @@ type Toolbus struct {
 	cfg      *config.Config
 	catalog  *parser.Catalog // the parser's, when this process runs one
 	services []string
+	backends []string // the names of Options.Backends, whose tools WaitForTools waits for too
 	nc       *nats.Conn
 	ownConn  bool
 	server   func()
@@ -212,6 +213,9 @@ func Start(ctx context.Context, o Options) (*Toolbus, error) {
 		}
 	}
 	tb := &Toolbus{cfg: o.Config, catalog: parser.NewCatalog(), services: o.Services, server: func() {}}
+	for _, b := range o.Backends {
+		tb.backends = append(tb.backends, b.Name())
+	}
 	if err := tb.connect(o); err != nil {
 		return nil, err
 	}
@@ -332,7 +336,7 @@ func (tb *Toolbus) start(ctx, runCtx context.Context, o Options) error {
 }
 
 // WaitForTools waits until the parser of this process knows the tools of every
-// backend of the configuration (its MCP servers list theirs after they start), so that
+// backend of the configuration and of [Options.Backends] (its MCP servers list theirs after they start), so that
 // calls written without a marker — bare JSON, a pythonic list after a sentence — are
 // recognised from the first response; or until ctx is done, when it names the backends
 // still missing. Without a parser in this process it returns at once.
@@ -344,7 +348,7 @@ func (tb *Toolbus) WaitForTools(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok {
 		wait = time.Until(d)
 	}
-	if missing := WaitForCatalog(ctx, tb.catalog, tb.cfg, wait); len(missing) > 0 {
+	if missing := WaitForCatalog(ctx, tb.catalog, tb.cfg, wait, tb.backends...); len(missing) > 0 {
 		return &MissingToolsError{Backends: missing, Err: context.Cause(ctx)}
 	}
 	return nil

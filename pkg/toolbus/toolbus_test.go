@@ -17,6 +17,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolbus"
@@ -186,5 +187,53 @@ func TestWaitForTools(t *testing.T) {
 	out, err := tb.Client().Ask(ctx, "embed", "Let me look.\n[memory__read_graph()]", nil)
 	if err != nil || len(out.Results) != 1 || !out.Results[0].Success {
 		t.Fatalf("output %+v, %v", out, err)
+	}
+}
+
+// shout is a backend of the embedding program's own, plugged in from outside the
+// executor's package.
+type shout struct{}
+
+func (shout) Name() string { return "shout" }
+
+func (shout) Tools(context.Context) []messages.ToolInfo {
+	return []messages.ToolInfo{{Name: "shout", ReadOnly: true, InputSchema: json.RawMessage(`{"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}`)}}
+}
+
+func (b shout) Resolve(_ context.Context, name string) (executor.Route, bool, error) {
+	if name != "shout" {
+		return executor.Route{}, false, nil
+	}
+	return executor.Route{Server: "shout", Info: b.Tools(nil)[0], Run: func(_ context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
+		var in struct{ Text string }
+		if err := json.Unmarshal(args, &in); err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]string{"shouted": strings.ToUpper(in.Text), "conversation": conversation})
+	}}, true, nil
+}
+
+// A program's own backend runs its calls, and the parser checks them against the
+// schema it lists (a call without the required argument is answered, not run).
+func TestOwnBackend(t *testing.T) {
+	tb, err := toolbus.Start(context.Background(), toolbus.Options{Backends: []executor.Backend{shout{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tb.WaitForTools(ctx); err != nil {
+		t.Fatal(err) // the parser never learnt the backend's tools
+	}
+	out, err := tb.Client().Ask(ctx, "own-backend", `<tool_call>{"name": "shout", "arguments": {"text": "hi"}}</tool_call><tool_call>{"name": "shout", "arguments": {}}</tool_call>`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != 2 || !out.Results[0].Success || !strings.Contains(out.Text, `"shouted": "HI"`) || !strings.Contains(out.Text, `"conversation": "own-backend"`) {
+		t.Fatalf("first call: %+v\n%s", out.Results, out.Text)
+	}
+	if r := out.Results[1]; r.Success || r.Error == nil || r.Error.Code != messages.CodeInvalidArguments {
+		t.Fatalf("a call without the required argument: %+v, want invalid_arguments", r)
 	}
 }

@@ -1,4 +1,13 @@
-package executor
+// Package backend runs the engineering calculators (pkg/engineering) as one backend of
+// toolbus's executor, from outside the executor's core, and keeps each conversation's
+// activation in a JetStream key-value bucket so that every executor replica sees it:
+// [KVSessions], and [CachedSessions], which serves reads from memory behind a watch.
+//
+//	sessions := &backend.CachedSessions{KVSessions: backend.KVSessions{KV: kv}}
+//	go sessions.Follow(ctx)
+//	suite := engineering.New(&engineering.Options{Sessions: sessions})
+//	tb, err := toolbus.Start(ctx, toolbus.Options{Backends: []executor.Backend{backend.New(suite)}})
+package backend
 
 import (
 	"context"
@@ -12,17 +21,26 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/engineering"
+	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// EngineeringBackend runs the engineering suite's visible tools.
-type EngineeringBackend struct{ Suite *engineering.Suite }
+// Backend runs the engineering suite's visible tools.
+type Backend struct{ Suite *engineering.Suite }
 
-func (b EngineeringBackend) Tools(context.Context) []messages.ToolInfo { return b.Suite.Tools() }
+// New returns the backend of suite.
+func New(suite *engineering.Suite) Backend { return Backend{Suite: suite} }
 
-func (b EngineeringBackend) Resolve(_ context.Context, name string) (Route, bool, error) {
+var _ executor.Backend = Backend{}
+
+// Name is "engineering".
+func (Backend) Name() string { return "engineering" }
+
+func (b Backend) Tools(context.Context) []messages.ToolInfo { return b.Suite.Tools() }
+
+func (b Backend) Resolve(_ context.Context, name string) (executor.Route, bool, error) {
 	if !b.Suite.Has(name) {
-		return Route{}, false, nil
+		return executor.Route{}, false, nil
 	}
 	info := messages.ToolInfo{Name: name}
 	for _, t := range b.Suite.Tools() {
@@ -31,7 +49,7 @@ func (b EngineeringBackend) Resolve(_ context.Context, name string) (Route, bool
 			break
 		}
 	}
-	return Route{Server: "engineering", Info: info, run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
+	return executor.Route{Server: "engineering", Info: info, Run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
 		return b.Suite.Call(ctx, conversation, name, args)
 	}}, true, nil
 }
