@@ -68,23 +68,17 @@ func (s *Stage) fit(ctx context.Context, res messages.ToolResult) messages.ToolR
 	return messages.CapResult(res, max)
 }
 
-// quiet reports whether a call is one of QuietTools, by the name the model wrote or by
-// any spelling of the tool it resolved to (bare, "server__tool", "mcp__server__tool",
-// "server::tool").
+// quiet reports whether a call is one of QuietTools, by the name the model wrote, the
+// tool's name, or any spelling of the MCP tool it resolved to, read as allow-lists are
+// (mcpwire.MatchTool).
 func (s *Stage) quiet(name string, r Route) bool {
 	if len(s.QuietTools) == 0 {
 		return false
 	}
-	names := []string{name, r.Info.Name}
-	if m := r.MCP; m.Server != "" {
-		names = append(names, m.Remote, m.Server+mcpwire.Separator+m.Remote, "mcp"+mcpwire.Separator+m.Server+mcpwire.Separator+m.Remote, m.Server+"::"+m.Remote)
+	if slices.Contains(s.QuietTools, name) || slices.Contains(s.QuietTools, r.Info.Name) {
+		return true
 	}
-	for _, q := range s.QuietTools {
-		if slices.Contains(names, q) {
-			return true
-		}
-	}
-	return false
+	return r.MCP.Server != "" && mcpwire.MatchTool(s.QuietTools, r.MCP.Server, r.MCP.Remote)
 }
 
 // Decode reads a call message. A body that cannot be read is answered from the headers

@@ -90,9 +90,9 @@ type Catalog struct {
 // (server, tool) pair, whatever name a model spelled it with and whether or not the
 // server has listed its tools yet; every path to a server's tool asks it.
 func Permitted(cfg ServerConfig, allowed []string, server, tool string) bool {
-	return (len(cfg.AllowedTools) == 0 || matchTool(cfg.AllowedTools, server, tool)) &&
-		!matchTool(cfg.BlockedTools, server, tool) &&
-		(len(allowed) == 0 || matchTool(allowed, server, tool))
+	return (len(cfg.AllowedTools) == 0 || MatchTool(cfg.AllowedTools, server, tool)) &&
+		!MatchTool(cfg.BlockedTools, server, tool) &&
+		(len(allowed) == 0 || MatchTool(allowed, server, tool))
 }
 
 // catalogInput is what the catalog is built from: one entry per enabled server.

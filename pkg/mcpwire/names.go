@@ -137,10 +137,11 @@ func SplitAlias(name string, servers []string) (server, tool string, ok bool) {
 	return "", "", false
 }
 
-// matchTool reports whether any pattern matches the tool. A pattern is a tool name or a
-// glob ("get_*"), optionally qualified with its server as "server__tool",
-// "mcp__server__tool" or "server::tool".
-func matchTool(patterns []string, server, tool string) bool {
+// MatchTool reports whether any pattern matches the tool of a server. A pattern is a tool
+// name or a glob ("get_*"), optionally qualified with its server as "server__tool",
+// "mcp__server__tool" or "server::tool". Allow-lists, block-lists and the executor's
+// quiet tools are all read with it.
+func MatchTool(patterns []string, server, tool string) bool {
 	for _, p := range patterns {
 		p = strings.TrimPrefix(p, "mcp"+Separator)
 		if s, t, found := strings.Cut(p, "::"); found {

@@ -88,8 +88,8 @@ func TestMatchTool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := matchTool(tt.patterns, "tickets", "create"); got != tt.want {
-				t.Errorf("matchTool(%v) = %v, want %v", tt.patterns, got, tt.want)
+			if got := MatchTool(tt.patterns, "tickets", "create"); got != tt.want {
+				t.Errorf("MatchTool(%v) = %v, want %v", tt.patterns, got, tt.want)
 			}
 		})
 	}
