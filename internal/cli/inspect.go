@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/dialect"
 	"io"
 	"slices"
 	"strings"
@@ -37,8 +38,8 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	dialect := mcpwire.Dialect(*format)
-	if *format != "" && !slices.Contains(mcpwire.Dialects(), dialect) {
+	want := dialect.Dialect(*format)
+	if *format != "" && !slices.Contains(dialect.Dialects(), want) {
 		return usageError{fmt.Errorf("--format %q: want one of %s", *format, dialectNames())}
 	}
 	cfg, err := config.Load(*cfgPath)
@@ -51,14 +52,14 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	}
 	defer pool.Close()
 	tools := exec.Router.Tools(ctx)
-	if dialect != "" {
-		decls, err := mcpwire.Declarations(dialect, declared(ctx, pool, tools))
+	if want != "" {
+		decls, err := dialect.Declarations(want, declared(ctx, pool, tools))
 		if err != nil {
 			return err
 		}
-		if limit := maxVendorTools[dialect]; limit > 0 && len(tools) > limit {
+		if limit := maxVendorTools[want]; limit > 0 && len(tools) > limit {
 			fmt.Fprintf(env.Stderr, "toolbus tools: %d tools, more than %s accepts in one request (%d): expose the engineering suite hierarchically (engineering.expose) or narrow the servers with allowedTools\n",
-				len(tools), dialect, limit)
+				len(tools), want, limit)
 		}
 		return writeJSON(env.Stdout, decls)
 	}
@@ -98,11 +99,11 @@ func startTools(ctx context.Context, env Env, cmd string, cfg *config.Config, wa
 }
 
 // maxVendorTools is the most tools a vendor's API takes in one request.
-var maxVendorTools = map[mcpwire.Dialect]int{mcpwire.DialectOpenAI: 128}
+var maxVendorTools = map[dialect.Dialect]int{dialect.OpenAI: 128}
 
 func dialectNames() string {
 	var names []string
-	for _, d := range mcpwire.Dialects() {
+	for _, d := range dialect.Dialects() {
 		names = append(names, string(d))
 	}
 	return strings.Join(names, ", ")

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/dialect"
 	"slices"
 	"strings"
 	"time"
@@ -254,8 +255,8 @@ func (c *Console) Tools(ctx context.Context) ([]Tool, error) {
 		}
 		for _, t := range tools {
 			tool := Tool{Tool: t, Backend: key, Declarations: map[string]json.RawMessage{}}
-			for _, d := range []mcpwire.Dialect{mcpwire.DialectOpenAI, mcpwire.DialectAnthropic, mcpwire.DialectGemini} {
-				if decl, err := mcpwire.Declarations(d, []mcpwire.Tool{t}); err == nil {
+			for _, d := range []dialect.Dialect{dialect.OpenAI, dialect.Anthropic, dialect.Gemini} {
+				if decl, err := dialect.Declarations(d, []mcpwire.Tool{t}); err == nil {
 					tool.Declarations[string(d)] = decl
 				}
 			}

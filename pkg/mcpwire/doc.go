@@ -1,8 +1,7 @@
 // Package mcpwire connects toolbus to remote MCP servers. It owns their configuration,
 // in the "mcpServers" JSON format that Claude Desktop, Claude Code and Cursor use, their
-// sessions and reconnects, the catalog of their tools with its name spacing, and the
-// conversion of tool schemas to the function declarations of OpenAI, Anthropic and
-// Gemini. The protocol itself comes from github.com/modelcontextprotocol/go-sdk, but for
+// sessions and reconnects, and the catalog of their tools with its name spacing (the
+// vendors' function declarations of these tools are pkg/dialect's). The protocol itself comes from github.com/modelcontextprotocol/go-sdk, but for
 // tools/call on a streamable HTTP session, which toolbus sends and reads itself (see
 // directCalls in direct.go: the SDK allocates 128 KiB to read one call's answer).
 //
@@ -41,10 +40,4 @@
 // server has it, "mcp__<server>__<tool>" and "<server>::<tool>" are aliases, and a route
 // in [Options.Routes] wins over all of them. allowedTools, blockedTools, prefix and
 // enabled are applied per server.
-//
-// # Function declarations
-//
-// [Declarations] turns catalog tools into what each vendor's API takes in its "tools"
-// field: [DialectOpenAI], [DialectAnthropic], [DialectGemini] (whose OpenAPI subset
-// needs the schemas rewritten) or [DialectMCP].
 package mcpwire

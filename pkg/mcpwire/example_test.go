@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/dialect"
 	"log"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,7 +49,7 @@ func Example() {
 	out, err := pool.Call(ctx, "get_ticket_status", json.RawMessage(`{"id":"T-1"}`))
 	fmt.Println(string(out), err)
 
-	decls, _ := mcpwire.Declarations(mcpwire.DialectAnthropic, pool.Tools(ctx))
+	decls, _ := dialect.Declarations(dialect.Anthropic, pool.Tools(ctx))
 	fmt.Println(string(decls))
 	// Output:
 	// tickets__get_ticket_status read-only: true

@@ -141,42 +141,10 @@ func marshalIndent(t *testing.T, v any) []byte {
 // when mayUpdate, and skips the comparison otherwise (the file may be mid-write).
 func checkGolden(t *testing.T, file string, got []byte, mayUpdate bool) {
 	t.Helper()
-	if *update {
-		if mayUpdate {
-			if err := os.WriteFile(file, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+	if *update && !mayUpdate {
 		return
 	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from what the test produced (go test -update rewrites it):\n%s", file, diffLines(string(want), string(got)))
-	}
-}
-
-// diffLines shows the first lines that differ.
-func diffLines(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	shown := 0
-	for i := 0; i < max(len(w), len(g)) && shown < 10; i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			b.WriteString("line " + itoa(i+1) + ":\n  want: " + wl + "\n  got:  " + gl + "\n")
-			shown++
-		}
-	}
-	return b.String()
+	mcptest.Golden(t, file, got, *update)
 }
 
 // toolbus advertises roots only when a server's configuration gives some, and then

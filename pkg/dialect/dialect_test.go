@@ -1,13 +1,22 @@
-package mcpwire_test
+package dialect_test
 
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"testing"
 
+	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/pkg/dialect"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// everythingTools is server-everything's tool list, which pkg/mcpwire's TestEverything
+// captures.
+const everythingTools = "../mcpwire/testdata/everything-tools.json"
 
 // TestDeclarationsGolden converts server-everything's real tool list (captured by
 // TestEverything into testdata) into every vendor's declarations.
@@ -23,9 +32,9 @@ func TestDeclarationsGolden(t *testing.T) {
 	if len(tools) < 10 {
 		t.Fatalf("%s holds %d tools; it should be server-everything's whole list", everythingTools, len(tools))
 	}
-	for _, d := range mcpwire.Dialects() {
+	for _, d := range dialect.Dialects() {
 		t.Run(string(d), func(t *testing.T) {
-			got, err := mcpwire.Declarations(d, tools)
+			got, err := dialect.Declarations(d, tools)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -34,13 +43,13 @@ func TestDeclarationsGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			pretty.WriteByte('\n')
-			checkGolden(t, "testdata/everything."+string(d)+".json", pretty.Bytes(), true)
+			mcptest.Golden(t, "testdata/everything."+string(d)+".json", pretty.Bytes(), *update)
 		})
 	}
 }
 
 func TestDeclarationsUnknownDialect(t *testing.T) {
-	if _, err := mcpwire.Declarations("cobol", nil); err == nil {
+	if _, err := dialect.Declarations("cobol", nil); err == nil {
 		t.Error("no error for an unknown dialect")
 	}
 }
@@ -86,7 +95,7 @@ func TestGeminiSchemaOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := mcpwire.GeminiSchemaOf(json.RawMessage(tt.in))
+			got, err := dialect.GeminiSchemaOf(json.RawMessage(tt.in))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}

@@ -1,8 +1,16 @@
-package mcpwire
+// Package dialect writes tool declarations in the formats of the model vendors' APIs —
+// OpenAI's Chat Completions tools, Anthropic's Messages tools, Gemini's function
+// declarations with its OpenAPI subset of JSON Schema — and as MCP's tools/list gives
+// them, from the tools of an [mcpwire.Pool] (or any [mcpwire.Tool] list). `toolbus tools
+// --format` and the console print them.
+//
+//	decls, err := dialect.Declarations(dialect.OpenAI, pool.Tools(ctx))
+package dialect
 
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"slices"
 	"sort"
 	"strings"
@@ -13,53 +21,53 @@ type Dialect string
 
 // The dialects [Declarations] writes.
 const (
-	// DialectMCP: the tools as tools/list gives them.
-	DialectMCP Dialect = "mcp"
-	// DialectOpenAI: Chat Completions tools, {"type":"function","function":{...}}.
-	DialectOpenAI Dialect = "openai"
-	// DialectAnthropic: Messages API tools, {"name","description","input_schema"}.
-	DialectAnthropic Dialect = "anthropic"
-	// DialectGemini: one {"functionDeclarations":[...]} tool whose parameters use
-	// Gemini's OpenAPI subset of JSON Schema.
-	DialectGemini Dialect = "gemini"
+	// MCP: the tools as tools/list gives them.
+	MCP Dialect = "mcp"
+	// OpenAI: Chat Completions tools, {"type":"function","function":{...}}.
+	OpenAI Dialect = "openai"
+	// Anthropic: Messages API tools, {"name","description","input_schema"}.
+	Anthropic Dialect = "anthropic"
+	// Gemini: one {"functionDeclarations":[...]} tool whose parameters use Gemini's
+	// OpenAPI subset of JSON Schema.
+	Gemini Dialect = "gemini"
 )
 
 // Dialects lists every dialect.
 func Dialects() []Dialect {
-	return []Dialect{DialectMCP, DialectOpenAI, DialectAnthropic, DialectGemini}
+	return []Dialect{MCP, OpenAI, Anthropic, Gemini}
 }
 
 // Declarations returns tools as the value of the "tools" field of the dialect's API. The
-// vendors' dialects name each tool by its [VendorNames] alias, which toolbus accepts back.
-func Declarations(d Dialect, tools []Tool) (json.RawMessage, error) {
+// vendors' dialects name each tool by its [mcpwire.VendorNames] alias, which toolbus accepts back.
+func Declarations(d Dialect, tools []mcpwire.Tool) (json.RawMessage, error) {
 	var out any
 	names := make([]string, len(tools))
 	for i, t := range tools {
 		names[i] = t.Name
 	}
-	alias := VendorNames(names)
+	alias := mcpwire.VendorNames(names)
 	switch d {
-	case DialectMCP:
+	case MCP:
 		list := make([]mcpDeclaration, 0, len(tools))
 		for _, t := range tools {
 			list = append(list, mcpDeclaration{Name: t.Name, Title: t.Title, Description: t.Description,
 				InputSchema: objectSchema(t.InputSchema), OutputSchema: t.OutputSchema, Annotations: annotationsOf(t)})
 		}
 		out = list
-	case DialectOpenAI:
+	case OpenAI:
 		list := make([]OpenAITool, 0, len(tools))
 		for _, t := range tools {
 			list = append(list, OpenAITool{Type: "function", Function: OpenAIFunction{
 				Name: alias[t.Name], Description: t.Description, Parameters: objectSchema(t.InputSchema)}})
 		}
 		out = list
-	case DialectAnthropic:
+	case Anthropic:
 		list := make([]AnthropicTool, 0, len(tools))
 		for _, t := range tools {
 			list = append(list, AnthropicTool{Name: alias[t.Name], Description: t.Description, InputSchema: objectSchema(t.InputSchema)})
 		}
 		out = list
-	case DialectGemini:
+	case Gemini:
 		decls := make([]GeminiFunctionDeclaration, 0, len(tools))
 		for _, t := range tools {
 			params, err := GeminiSchemaOf(t.InputSchema)
@@ -93,7 +101,7 @@ type mcpDeclaration struct {
 	Annotations  map[string]bool `json:"annotations,omitempty"`
 }
 
-func annotationsOf(t Tool) map[string]bool {
+func annotationsOf(t mcpwire.Tool) map[string]bool {
 	if !t.ReadOnly && !t.Idempotent && t.Destructive {
 		return nil
 	}
