@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"html"
 	"io"
 	"net"
@@ -118,7 +119,7 @@ func authLoginCmd(ctx context.Context, env Env, args []string) error {
 	if sc.Transport() != mcpwire.TransportHTTP {
 		return fmt.Errorf("%s is a %s server: only an http server takes an OAuth login", name, sc.Transport())
 	}
-	if sc.OAuth != nil && sc.OAuth.Grant == mcpwire.GrantClientCredentials {
+	if sc.OAuth != nil && sc.OAuth.Grant == oauth.GrantClientCredentials {
 		return fmt.Errorf("%s uses the client credentials grant: it needs no login", name)
 	}
 	// Without a key the grant could not be kept: say so before the user logs in.
@@ -190,7 +191,7 @@ func authStatusCmd(ctx context.Context, env Env, args []string) error {
 	defer closeNATS()
 	names := map[string]bool{}
 	for name, sc := range cfg.MCPServers {
-		if sc.Transport() == mcpwire.TransportHTTP && (sc.OAuth == nil || sc.OAuth.Grant != mcpwire.GrantClientCredentials) {
+		if sc.Transport() == mcpwire.TransportHTTP && (sc.OAuth == nil || sc.OAuth.Grant != oauth.GrantClientCredentials) {
 			names[name] = true
 		}
 	}
@@ -256,7 +257,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // describeGrant says what a grant holds, never its tokens.
-func describeGrant(g *mcpwire.Grant) string {
+func describeGrant(g *oauth.Grant) string {
 	var parts []string
 	if g.Token != nil && !g.Token.Expiry.IsZero() {
 		if d := time.Until(g.Token.Expiry); d > 0 {
@@ -282,18 +283,18 @@ func describeGrant(g *mcpwire.Grant) string {
 // freshLogin hides the grant already stored, so that `auth login` logs in again, and
 // remembers the one the login saves.
 type freshLogin struct {
-	mcpwire.TokenStore
+	oauth.TokenStore
 	mu  sync.Mutex
-	new *mcpwire.Grant
+	new *oauth.Grant
 }
 
-func (f *freshLogin) Load(ctx context.Context, server string) (*mcpwire.Grant, error) {
+func (f *freshLogin) Load(ctx context.Context, server string) (*oauth.Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.new, nil
 }
 
-func (f *freshLogin) Save(ctx context.Context, server string, g *mcpwire.Grant) error {
+func (f *freshLogin) Save(ctx context.Context, server string, g *oauth.Grant) error {
 	if err := f.TokenStore.Save(ctx, server, g); err != nil {
 		return err
 	}
@@ -303,7 +304,7 @@ func (f *freshLogin) Save(ctx context.Context, server string, g *mcpwire.Grant) 
 	return nil
 }
 
-func (f *freshLogin) saved() *mcpwire.Grant {
+func (f *freshLogin) saved() *oauth.Grant {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.new
@@ -323,7 +324,7 @@ type loginUI struct {
 
 // login makes a server's callback: http://127.0.0.1:PORT/callback, PORT the entry's
 // callbackPort or a free one.
-func (u *loginUI) login(server string, cfg mcpwire.OAuthConfig) (*mcpwire.Login, error) {
+func (u *loginUI) login(server string, cfg oauth.Config) (*oauth.Login, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.CallbackPort)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: the login's callback port: %w", server, err)
@@ -387,7 +388,7 @@ func (u *loginUI) login(server string, cfg mcpwire.OAuthConfig) (*mcpwire.Login,
 			return nil, fmt.Errorf("%s: no login within the time given: %w", server, ctx.Err())
 		}
 	}
-	return &mcpwire.Login{RedirectURL: redirect, Fetch: fetch}, nil
+	return &oauth.Login{RedirectURL: redirect, Fetch: fetch}, nil
 }
 
 // close stops listening for callbacks.

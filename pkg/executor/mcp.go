@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"strings"
 
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -97,10 +98,10 @@ func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
 		return te(messages.CodeUnknownTool, "%s", err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return te(messages.CodeTimeout, "the tool %q did not finish in time", name)
-	case errors.Is(err, mcpwire.ErrNeedsLogin):
+	case errors.Is(err, oauth.ErrNeedsLogin):
 		// Nobody has authorized toolbus with the server (or the authorization was
 		// revoked): say who can, and do not retry.
-		var nl *mcpwire.NeedsLoginError
+		var nl *oauth.NeedsLoginError
 		reason := "it requires an OAuth authorization"
 		if errors.As(err, &nl) {
 			reason = nl.Reason

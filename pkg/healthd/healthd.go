@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -21,7 +22,6 @@ import (
 
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/config"
-	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/redact"
 )
@@ -54,7 +54,7 @@ type Options struct {
 	// HTTPClient is the base client of HTTP probes; see [TargetOptions].
 	HTTPClient *http.Client
 	// Tokens holds the OAuth grants of http servers; see [TargetOptions].
-	Tokens mcpwire.TokenStore
+	Tokens oauth.TokenStore
 	// Observe, when set, is told the duration and error of every probe (ops stats).
 	Observe func(time.Duration, error)
 	// TracerProvider records a span per probe; nil means the global provider.
@@ -369,10 +369,10 @@ func Next(prev messages.HealthStatus, r Result, threshold int, now time.Time) me
 		st.Failures++
 		st.Error = r.Err.Error()
 		switch {
-		case errors.Is(r.Err, mcpwire.ErrNeedsLogin):
+		case errors.Is(r.Err, oauth.ErrNeedsLogin):
 			// It answered: no threshold to wait for, and no retry will change it.
 			st.State = messages.HealthNeedsLogin
-			var nl *mcpwire.NeedsLoginError
+			var nl *oauth.NeedsLoginError
 			if errors.As(r.Err, &nl) {
 				st.Error = nl.Reason + "; an operator authorizes toolbus with `" + messages.LoginCommand(nl.Server) + "`"
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -62,7 +63,7 @@ type TargetOptions struct {
 	BaseDir string
 	// Tokens holds the OAuth grants of http servers (the executor's): a server that
 	// requires authorization is probed with its grant, and is "needs_login" without.
-	Tokens mcpwire.TokenStore
+	Tokens oauth.TokenStore
 }
 
 // Targets returns what cfg asks healthd to probe: "local" (the tools folder and the
@@ -103,7 +104,7 @@ const closeGrace = 2 * time.Second
 
 // serverTarget probes a configured server through mcpwire, which dials it exactly as the
 // executor's pool does.
-func serverTarget(name string, sc mcpwire.ServerConfig, base *http.Client, tokens mcpwire.TokenStore) Target {
+func serverTarget(name string, sc mcpwire.ServerConfig, base *http.Client, tokens oauth.TokenStore) Target {
 	spec, _ := json.Marshal(sc)
 	return Target{Name: name, Transport: string(sc.Transport()), spec: string(spec), Probe: func(ctx context.Context) Result {
 		r := mcpwire.Probe(ctx, name, sc, &mcpwire.ProbeOptions{HTTPClient: base, ClientName: "toolbus-healthd", Tokens: tokens})

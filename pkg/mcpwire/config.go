@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"net"
 	"net/http"
 	"net/url"
@@ -93,7 +94,7 @@ type ServerConfig struct {
 	// login (`toolbus auth login`) with a dynamically registered client; the entry names
 	// a pre-registered client, the scopes, the callback port, a client ID metadata
 	// document, or the client credentials grant (machine to machine).
-	OAuth *OAuthConfig `json:"oauth,omitempty"`
+	OAuth *oauth.Config `json:"oauth,omitempty"`
 }
 
 // UnmarshalJSON reads an entry as MCP clients write it, and also with "command" as a
@@ -255,50 +256,6 @@ func (c ServerConfig) Transport() Transport {
 	}
 }
 
-// OAuthConfig is a server's "oauth" entry, as Claude Code writes it ("clientId",
-// "callbackPort") and with what a gateway needs beyond that.
-type OAuthConfig struct {
-	// ClientID and ClientSecret name a client registered with the server's
-	// authorization server beforehand. Without them, toolbus registers itself (a client
-	// ID metadata document when ClientMetadataURL is set, else dynamic registration).
-	ClientID     string `json:"clientId,omitempty"`
-	ClientSecret string `json:"clientSecret,omitempty"` // write it as ${VAR}
-	// Grant is the OAuth grant toolbus uses: "authorization_code" (the default: a
-	// user's login, once, with `toolbus auth login SERVER`; refreshed from then on) or
-	// "client_credentials" (machine to machine: ClientID and ClientSecret, no login).
-	Grant string `json:"grant,omitempty"`
-	// Scopes requested at login; default: those the server's challenge or its
-	// protected resource metadata names.
-	Scopes []string `json:"scopes,omitempty"`
-	// CallbackPort is the local port of the login's redirect
-	// (http://127.0.0.1:PORT/callback); default: a free one. A pre-registered client
-	// usually names its redirect, hence its port.
-	CallbackPort int `json:"callbackPort,omitempty"`
-	// ClientMetadataURL is the https URL of toolbus's client ID metadata document,
-	// when the operator hosts one.
-	ClientMetadataURL string `json:"clientMetadataUrl,omitempty"`
-	// PrivateKey (PEM, written as ${VAR}) or PrivateKeyFile authenticates the client
-	// credentials grant with a signed assertion (private_key_jwt) instead of a secret;
-	// SigningAlgorithm defaults to the key's (ES256, RS256, EdDSA).
-	PrivateKey       string `json:"privateKey,omitempty"`
-	PrivateKeyFile   string `json:"privateKeyFile,omitempty"`
-	SigningAlgorithm string `json:"signingAlgorithm,omitempty"`
-}
-
-// OAuth grants an "oauth" entry names.
-const (
-	GrantAuthorizationCode = "authorization_code"
-	GrantClientCredentials = "client_credentials"
-)
-
-// grant is the entry's grant, the default filled in.
-func (o *OAuthConfig) grant() string {
-	if o == nil || o.Grant == "" {
-		return GrantAuthorizationCode
-	}
-	return o.Grant
-}
-
 // IsEnabled reports whether the server is switched on.
 func (c ServerConfig) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
 
@@ -341,26 +298,12 @@ func (c ServerConfig) Validate() error {
 			return fmt.Errorf("prefix: %q may only hold letters, digits, '_', '.' and '-'", c.Prefix)
 		}
 	}
-	if o := c.OAuth; o != nil {
-		switch {
-		case c.Transport() != TransportHTTP:
+	if c.OAuth != nil {
+		if c.Transport() != TransportHTTP {
 			return fmt.Errorf("oauth: only an http server takes oauth")
-		case o.grant() != GrantAuthorizationCode && o.grant() != GrantClientCredentials:
-			return fmt.Errorf("oauth.grant: %q is not a grant toolbus uses (want %q or %q)", o.Grant, GrantAuthorizationCode, GrantClientCredentials)
-		case o.grant() == GrantClientCredentials && o.ClientID == "":
-			return fmt.Errorf("oauth.clientId: the client credentials grant needs the client's id")
-		case o.grant() == GrantClientCredentials && o.ClientSecret == "" && o.PrivateKey == "" && o.PrivateKeyFile == "":
-			return fmt.Errorf("oauth.clientSecret: the client credentials grant needs the client's secret, or its privateKey or privateKeyFile (private_key_jwt)")
-		case (o.ClientSecret != "" && (o.PrivateKey != "" || o.PrivateKeyFile != "")) || (o.PrivateKey != "" && o.PrivateKeyFile != ""):
-			return fmt.Errorf("oauth: one of clientSecret, privateKey and privateKeyFile authenticates the client, not several")
-		case o.grant() != GrantClientCredentials && (o.PrivateKey != "" || o.PrivateKeyFile != ""):
-			return fmt.Errorf("oauth.privateKey: a private key authenticates the client credentials grant only (\"grant\": %q)", GrantClientCredentials)
-		case o.ClientSecret != "" && o.ClientID == "":
-			return fmt.Errorf("oauth.clientSecret: a secret needs the client's id (clientId)")
-		case o.CallbackPort < 0 || o.CallbackPort > 65535:
-			return fmt.Errorf("oauth.callbackPort: %d is not a port", o.CallbackPort)
-		case o.ClientMetadataURL != "" && !httpsWithPath(o.ClientMetadataURL):
-			return fmt.Errorf("oauth.clientMetadataUrl: %q must be an https URL with a path", o.ClientMetadataURL)
+		}
+		if err := c.OAuth.Validate(); err != nil {
+			return err
 		}
 	}
 	switch c.Elicitation {
@@ -407,11 +350,6 @@ func (c ServerConfig) declaredSchemas() map[string]*jsonschema.Resolved {
 // headers to every request, for the http, sse and jsonrpc transports.
 func (c ServerConfig) HTTPClient(base *http.Client) *http.Client {
 	return withHeaders(base, c.Headers)
-}
-
-func httpsWithPath(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && u.Scheme == "https" && u.Host != "" && u.Path != "" && u.Path != "/"
 }
 
 // maxMessage is MaxMessageBytes as a bound: 0 for none.

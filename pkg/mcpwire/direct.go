@@ -607,3 +607,10 @@ func (p *peer) answer(ctx context.Context, cs *mcp.ClientSession, method string,
 	}
 	return nil, &jsonrpc.Error{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
 }
+
+// drain reads what is left of a small body (up to 64 KiB) and closes it, so that its
+// connection serves the next request.
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+}

@@ -3,6 +3,7 @@ package mcpwire_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"reflect"
 	"testing"
 
@@ -92,7 +93,7 @@ func TestElicitationPolicyValidated(t *testing.T) {
 }
 
 func TestOAuthConfigValidated(t *testing.T) {
-	http := func(o *mcpwire.OAuthConfig) mcpwire.ServerConfig {
+	http := func(o *oauth.Config) mcpwire.ServerConfig {
 		return mcpwire.ServerConfig{Type: "http", URL: "https://api.example/mcp", OAuth: o}
 	}
 	tests := []struct {
@@ -100,19 +101,19 @@ func TestOAuthConfigValidated(t *testing.T) {
 		cfg  mcpwire.ServerConfig
 		ok   bool
 	}{
-		{"pre-registered client: authorization code by default", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s"}), true},
-		{"named grant", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s", Grant: "client_credentials"}), true},
-		{"client credentials without a secret", http(&mcpwire.OAuthConfig{ClientID: "a", Grant: "client_credentials"}), false},
-		{"client credentials without a client id", http(&mcpwire.OAuthConfig{ClientSecret: "s", Grant: "client_credentials"}), false},
-		{"a secret without a client id", http(&mcpwire.OAuthConfig{ClientSecret: "s"}), false},
-		{"authorization code, pre-registered", http(&mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s", Grant: "authorization_code"}), true},
-		{"Claude Code's entry", http(&mcpwire.OAuthConfig{ClientID: "a", CallbackPort: 8080}), true},
-		{"no client: dynamic registration", http(&mcpwire.OAuthConfig{Scopes: []string{"read"}}), true},
-		{"an unknown grant", http(&mcpwire.OAuthConfig{Grant: "password"}), false},
-		{"a port out of range", http(&mcpwire.OAuthConfig{CallbackPort: 70000}), false},
-		{"a metadata document over http", http(&mcpwire.OAuthConfig{ClientMetadataURL: "http://toolbus.example/client.json"}), false},
-		{"a metadata document", http(&mcpwire.OAuthConfig{ClientMetadataURL: "https://toolbus.example/client.json"}), true},
-		{"stdio server", mcpwire.ServerConfig{Command: "x", OAuth: &mcpwire.OAuthConfig{ClientID: "a", ClientSecret: "s"}}, false},
+		{"pre-registered client: authorization code by default", http(&oauth.Config{ClientID: "a", ClientSecret: "s"}), true},
+		{"named grant", http(&oauth.Config{ClientID: "a", ClientSecret: "s", Grant: "client_credentials"}), true},
+		{"client credentials without a secret", http(&oauth.Config{ClientID: "a", Grant: "client_credentials"}), false},
+		{"client credentials without a client id", http(&oauth.Config{ClientSecret: "s", Grant: "client_credentials"}), false},
+		{"a secret without a client id", http(&oauth.Config{ClientSecret: "s"}), false},
+		{"authorization code, pre-registered", http(&oauth.Config{ClientID: "a", ClientSecret: "s", Grant: "authorization_code"}), true},
+		{"Claude Code's entry", http(&oauth.Config{ClientID: "a", CallbackPort: 8080}), true},
+		{"no client: dynamic registration", http(&oauth.Config{Scopes: []string{"read"}}), true},
+		{"an unknown grant", http(&oauth.Config{Grant: "password"}), false},
+		{"a port out of range", http(&oauth.Config{CallbackPort: 70000}), false},
+		{"a metadata document over http", http(&oauth.Config{ClientMetadataURL: "http://toolbus.example/client.json"}), false},
+		{"a metadata document", http(&oauth.Config{ClientMetadataURL: "https://toolbus.example/client.json"}), true},
+		{"stdio server", mcpwire.ServerConfig{Command: "x", OAuth: &oauth.Config{ClientID: "a", ClientSecret: "s"}}, false},
 	}
 	for _, tt := range tests {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {

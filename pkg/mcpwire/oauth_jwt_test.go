@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -51,8 +52,8 @@ func TestClientCredentialsPrivateKeyJWT(t *testing.T) {
 
 	call := func(pemText string) (json.RawMessage, error) {
 		t.Helper()
-		pool, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{"secure": {Type: "http", URL: as.URL, OAuth: &mcpwire.OAuthConfig{
-			Grant: mcpwire.GrantClientCredentials, ClientID: "toolbus-m2m", PrivateKey: pemText,
+		pool, err := mcpwire.NewPool(map[string]mcpwire.ServerConfig{"secure": {Type: "http", URL: as.URL, OAuth: &oauth.Config{
+			Grant: oauth.GrantClientCredentials, ClientID: "toolbus-m2m", PrivateKey: pemText,
 		}}}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -78,19 +79,19 @@ func TestClientCredentialsPrivateKeyJWT(t *testing.T) {
 
 func TestPrivateKeyConfigValidated(t *testing.T) {
 	_, keyPEM := ecKeyPEM(t)
-	http := func(o *mcpwire.OAuthConfig) mcpwire.ServerConfig {
+	http := func(o *oauth.Config) mcpwire.ServerConfig {
 		return mcpwire.ServerConfig{Type: "http", URL: "https://api.example/mcp", OAuth: o}
 	}
 	for _, tt := range []struct {
 		name string
-		o    *mcpwire.OAuthConfig
+		o    *oauth.Config
 		ok   bool
 	}{
-		{"private key", &mcpwire.OAuthConfig{Grant: "client_credentials", ClientID: "a", PrivateKey: keyPEM}, true},
-		{"key file", &mcpwire.OAuthConfig{Grant: "client_credentials", ClientID: "a", PrivateKeyFile: "/run/secrets/key.pem"}, true},
-		{"secret and key", &mcpwire.OAuthConfig{Grant: "client_credentials", ClientID: "a", ClientSecret: "s", PrivateKey: keyPEM}, false},
-		{"key with a login", &mcpwire.OAuthConfig{ClientID: "a", PrivateKey: keyPEM}, false},
-		{"key without a client", &mcpwire.OAuthConfig{Grant: "client_credentials", PrivateKey: keyPEM}, false},
+		{"private key", &oauth.Config{Grant: "client_credentials", ClientID: "a", PrivateKey: keyPEM}, true},
+		{"key file", &oauth.Config{Grant: "client_credentials", ClientID: "a", PrivateKeyFile: "/run/secrets/key.pem"}, true},
+		{"secret and key", &oauth.Config{Grant: "client_credentials", ClientID: "a", ClientSecret: "s", PrivateKey: keyPEM}, false},
+		{"key with a login", &oauth.Config{ClientID: "a", PrivateKey: keyPEM}, false},
+		{"key without a client", &oauth.Config{Grant: "client_credentials", PrivateKey: keyPEM}, false},
 	} {
 		if err := http(tt.o).Validate(); (err == nil) != tt.ok {
 			t.Errorf("%s: %v", tt.name, err)
@@ -98,7 +99,7 @@ func TestPrivateKeyConfigValidated(t *testing.T) {
 	}
 	// A key that does not parse, or an algorithm that is no private key's, fails the
 	// server's connection with the reason.
-	for _, o := range []*mcpwire.OAuthConfig{
+	for _, o := range []*oauth.Config{
 		{Grant: "client_credentials", ClientID: "a", PrivateKey: "not a key"},
 		{Grant: "client_credentials", ClientID: "a", PrivateKey: keyPEM, SigningAlgorithm: "HS256"},
 	} {
@@ -130,14 +131,14 @@ func TestNeedsLoginSaidOnce(t *testing.T) {
 	defer pool.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := pool.Connect(ctx); !errors.Is(err, mcpwire.ErrNeedsLogin) {
+	if err := pool.Connect(ctx); !errors.Is(err, oauth.ErrNeedsLogin) {
 		t.Fatalf("Connect = %v, want ErrNeedsLogin", err)
 	}
 	for as.Refused() < 10 && ctx.Err() == nil { // the pool keeps trying
 		time.Sleep(5 * time.Millisecond)
 	}
 	_, err = pool.Call(ctx, "secure__whoami", json.RawMessage(`{}`))
-	if !errors.Is(err, mcpwire.ErrNeedsLogin) {
+	if !errors.Is(err, oauth.ErrNeedsLogin) {
 		t.Errorf("Call = %v, want ErrNeedsLogin", err)
 	}
 	n := strings.Count(logs.String(), "needs an OAuth login")
@@ -148,12 +149,12 @@ func TestNeedsLoginSaidOnce(t *testing.T) {
 
 // countingTokens counts the lookups of a TokenStore.
 type countingTokens struct {
-	mcpwire.MemoryTokens
+	oauth.MemoryTokens
 	mu    sync.Mutex
 	loads int
 }
 
-func (c *countingTokens) Load(ctx context.Context, server string) (*mcpwire.Grant, error) {
+func (c *countingTokens) Load(ctx context.Context, server string) (*oauth.Grant, error) {
 	c.mu.Lock()
 	c.loads++
 	c.mu.Unlock()
@@ -196,7 +197,7 @@ func TestNoGrantLookupWithoutOAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer secure.Close()
-	if err := secure.Connect(ctx); !errors.Is(err, mcpwire.ErrNeedsLogin) {
+	if err := secure.Connect(ctx); !errors.Is(err, oauth.ErrNeedsLogin) {
 		t.Fatalf("Connect = %v", err)
 	}
 	counted.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -51,12 +52,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Tokens keeps the OAuth grants of http servers (a login's token, refreshed by one
 	// replica at a time); nil keeps them in memory, for this pool only.
-	Tokens TokenStore
+	Tokens oauth.TokenStore
 	// Login, when set, runs a user's authorization-code login for an http server that
 	// requires one (`toolbus auth login`, `toolbus run`); it is called once per server,
 	// on first need. Without it (a headless executor), such a server is unavailable
-	// with [ErrNeedsLogin] until a grant turns up in Tokens.
-	Login func(server string, cfg OAuthConfig) (*Login, error)
+	// with [oauth.ErrNeedsLogin] until a grant turns up in Tokens.
+	Login func(server string, cfg oauth.Config) (*oauth.Login, error)
 	// Ask puts the elicitation requests of servers under the policy "ask" to whoever
 	// made the call ([WithAsker]); nil declines them.
 	Ask AskFunc
@@ -496,7 +497,7 @@ type server struct {
 	// oauth authorizes an http server's requests, across its sessions; oc is it when it
 	// is toolbus's own (not the client credentials grant).
 	oauth    auth.OAuthHandler
-	oc       *oauthClient
+	oc       *oauth.Client
 	oauthErr error
 
 	ctx     context.Context // ends when the server is removed or the pool closes
@@ -532,7 +533,7 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 	}
 	s.ctx, s.cancel = context.WithCancel(p.ctx)
 	if cfg.Transport() == TransportHTTP {
-		s.oauth, s.oc, s.oauthErr = newOAuthHandler(name, cfg, p.opts.Tokens, p.opts.Login, p.opts.HTTPClient)
+		s.oauth, s.oc, s.oauthErr = oauth.NewHandler(name, cfg.URL, cfg.OAuth, p.opts.Tokens, p.opts.Login, p.opts.HTTPClient)
 	}
 	var ask func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	if cfg.Elicitation == ElicitAsk {
@@ -610,7 +611,7 @@ func (s *server) run(ctx context.Context) {
 				b.Reset()
 				continue
 			}
-		} else if errors.Is(err, ErrNeedsLogin) {
+		} else if errors.Is(err, oauth.ErrNeedsLogin) {
 			// Said once: trying again shows the same until someone logs in.
 			if !loggedLogin {
 				s.log.Warn("the server needs an OAuth login; calls of its tools are answered server_unavailable until then", "err", err)
@@ -643,8 +644,8 @@ func (s *server) connect(ctx context.Context) (session, error) {
 	}
 	sess, err := dial(ctx, s.name, s.cfg, s.client, t, s.pool.opts.HTTPClient, s.oauth, s.log, s.cfg.CallTimeout())
 	if err != nil {
-		if s.oc != nil && !errors.Is(err, ErrNeedsLogin) {
-			if nl := s.oc.needsLogin(); nl != nil {
+		if s.oc != nil && !errors.Is(err, oauth.ErrNeedsLogin) {
+			if nl := s.oc.NeedsLogin(); nl != nil {
 				err = fmt.Errorf("%w (%v)", nl, err)
 			}
 		}

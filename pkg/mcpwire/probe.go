@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -23,8 +24,8 @@ type ProbeOptions struct {
 	Logger     *slog.Logger
 	// Tokens holds the OAuth grants logins left, as in [Options]: an http server that
 	// requires authorization is probed with its grant, and without one fails with
-	// [ErrNeedsLogin].
-	Tokens TokenStore
+	// [oauth.ErrNeedsLogin].
+	Tokens oauth.TokenStore
 }
 
 // ProbeResult is the outcome of one [Probe].
@@ -65,18 +66,18 @@ func Probe(ctx context.Context, name string, cfg ServerConfig, opts *ProbeOption
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	var oauth auth.OAuthHandler
-	var oc *oauthClient
+	var handler auth.OAuthHandler
+	var oc *oauth.Client
 	if cfg.Transport() == TransportHTTP {
 		var err error
-		if oauth, oc, err = newOAuthHandler(name, cfg, o.Tokens, nil, o.HTTPClient); err != nil {
+		if handler, oc, err = oauth.NewHandler(name, cfg.URL, cfg.OAuth, o.Tokens, nil, o.HTTPClient); err != nil {
 			return ProbeResult{Err: err}
 		}
 	}
-	sess, err := dial(ctx, name, cfg, newClient(&mcp.Implementation{Name: o.ClientName, Version: "0.1.0"}, cfg, nil), nil, o.HTTPClient, oauth, o.Logger.With("server", name), timeout)
+	sess, err := dial(ctx, name, cfg, newClient(&mcp.Implementation{Name: o.ClientName, Version: "0.1.0"}, cfg, nil), nil, o.HTTPClient, handler, o.Logger.With("server", name), timeout)
 	if err != nil {
-		if oc != nil && !errors.Is(err, ErrNeedsLogin) {
-			if nl := oc.needsLogin(); nl != nil {
+		if oc != nil && !errors.Is(err, oauth.ErrNeedsLogin) {
+			if nl := oc.NeedsLogin(); nl != nil {
 				err = nl
 			}
 		}

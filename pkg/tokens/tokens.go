@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"os"
 	"strings"
 	"time"
@@ -29,7 +30,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolbus/toolbus/pkg/bus"
-	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -76,7 +76,7 @@ func NewKey() []byte {
 	return k
 }
 
-// Store is an [mcpwire.TokenStore] in the bucket.
+// Store is an [oauth.TokenStore] in the bucket.
 type Store struct {
 	kv   jetstream.KeyValue
 	aead cipher.AEAD // nil without a key
@@ -85,7 +85,7 @@ type Store struct {
 	now func() time.Time
 }
 
-var _ mcpwire.TokenStore = (*Store)(nil)
+var _ oauth.TokenStore = (*Store)(nil)
 
 // Open returns the store of the bucket (provisioned with the others), sealing with key;
 // a nil key gives a store that holds nothing and says why ([ErrNoKey]) when asked to.
@@ -129,7 +129,7 @@ func (s *Store) get(ctx context.Context, server string) (*record, uint64, error)
 	return &r, e.Revision(), nil
 }
 
-func (s *Store) seal(server string, g *mcpwire.Grant) ([]byte, error) {
+func (s *Store) seal(server string, g *oauth.Grant) ([]byte, error) {
 	if s.aead == nil {
 		return nil, ErrNoKey
 	}
@@ -142,7 +142,7 @@ func (s *Store) seal(server string, g *mcpwire.Grant) ([]byte, error) {
 	return s.aead.Seal(nonce, nonce, plain, []byte(server)), nil
 }
 
-func (s *Store) open(server string, sealed []byte) (*mcpwire.Grant, error) {
+func (s *Store) open(server string, sealed []byte) (*oauth.Grant, error) {
 	if len(sealed) == 0 {
 		return nil, nil
 	}
@@ -157,7 +157,7 @@ func (s *Store) open(server string, sealed []byte) (*mcpwire.Grant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the grant of %s does not open with this token key (another key sealed it?)", server)
 	}
-	var g mcpwire.Grant
+	var g oauth.Grant
 	if err := json.Unmarshal(plain, &g); err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (s *Store) open(server string, sealed []byte) (*mcpwire.Grant, error) {
 }
 
 // Load returns the server's grant, nil when there is none.
-func (s *Store) Load(ctx context.Context, server string) (*mcpwire.Grant, error) {
+func (s *Store) Load(ctx context.Context, server string) (*oauth.Grant, error) {
 	r, _, err := s.get(ctx, server)
 	if err != nil || r == nil {
 		return nil, err
@@ -174,7 +174,7 @@ func (s *Store) Load(ctx context.Context, server string) (*mcpwire.Grant, error)
 }
 
 // Save stores a login's grant, in place of any other (and of a lease).
-func (s *Store) Save(ctx context.Context, server string, g *mcpwire.Grant) error {
+func (s *Store) Save(ctx context.Context, server string, g *oauth.Grant) error {
 	sealed, err := s.seal(server, g)
 	if err != nil {
 		return err
@@ -208,7 +208,7 @@ func (s *Store) Servers(ctx context.Context) ([]string, error) {
 
 // Refresh replaces the grant whose token stale holds, taking the key's lease first; see
 // the package comment.
-func (s *Store) Refresh(ctx context.Context, server string, stale *mcpwire.Grant, refresh func(*mcpwire.Grant) (*mcpwire.Grant, error)) (*mcpwire.Grant, error) {
+func (s *Store) Refresh(ctx context.Context, server string, stale *oauth.Grant, refresh func(*oauth.Grant) (*oauth.Grant, error)) (*oauth.Grant, error) {
 	key := bus.Key(server)
 	for {
 		r, rev, err := s.get(ctx, server)
@@ -219,7 +219,7 @@ func (s *Store) Refresh(ctx context.Context, server string, stale *mcpwire.Grant
 		if err != nil || cur == nil {
 			return cur, err
 		}
-		if !mcpwire.SameToken(cur, stale) {
+		if !oauth.SameToken(cur, stale) {
 			return cur, nil // refreshed by another replica, or a new login
 		}
 		now := s.now()

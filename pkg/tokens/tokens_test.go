@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,6 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
-	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/tokens"
 )
@@ -28,8 +28,8 @@ func jetStream(t *testing.T) jetstream.JetStream {
 	return js
 }
 
-func grant(access, refresh string) *mcpwire.Grant {
-	return &mcpwire.Grant{
+func grant(access, refresh string) *oauth.Grant {
+	return &oauth.Grant{
 		URL: "https://mcp.example/mcp", ClientID: "toolbus-client", ClientSecret: "client-secret-value",
 		TokenURL: "https://auth.example/token", Scopes: []string{"read"},
 		Token: &oauth2.Token{AccessToken: access, RefreshToken: refresh, TokenType: "Bearer", Expiry: time.Now().Add(time.Hour)},
@@ -107,14 +107,14 @@ func TestRefreshOnce(t *testing.T) {
 	}
 	var refreshes atomic.Int32
 	var wg sync.WaitGroup
-	got := make([]*mcpwire.Grant, 8)
+	got := make([]*oauth.Grant, 8)
 	errs := make([]error, 8)
 	for i := range got {
 		replica, _ := tokens.Open(ctx, js, key) // a replica of its own: its own lease id
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], errs[i] = replica.Refresh(ctx, "notes", stale, func(cur *mcpwire.Grant) (*mcpwire.Grant, error) {
+			got[i], errs[i] = replica.Refresh(ctx, "notes", stale, func(cur *oauth.Grant) (*oauth.Grant, error) {
 				if cur.Token.RefreshToken != "refresh-1" {
 					return nil, errors.New("refreshed with " + cur.Token.RefreshToken)
 				}
@@ -135,7 +135,7 @@ func TestRefreshOnce(t *testing.T) {
 	}
 	// A refresh that fails gives the lease back: the next replica may try.
 	stale2, _ := first.Load(ctx, "notes")
-	_, err := first.Refresh(ctx, "notes", stale2, func(*mcpwire.Grant) (*mcpwire.Grant, error) {
+	_, err := first.Refresh(ctx, "notes", stale2, func(*oauth.Grant) (*oauth.Grant, error) {
 		return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant"}
 	})
 	var re *oauth2.RetrieveError
@@ -145,7 +145,7 @@ func TestRefreshOnce(t *testing.T) {
 	second, _ := tokens.Open(ctx, js, key)
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	g, err := second.Refresh(rctx, "notes", stale2, func(*mcpwire.Grant) (*mcpwire.Grant, error) { return grant("third", "refresh-3"), nil })
+	g, err := second.Refresh(rctx, "notes", stale2, func(*oauth.Grant) (*oauth.Grant, error) { return grant("third", "refresh-3"), nil })
 	if err != nil || g.Token.AccessToken != "third" {
 		t.Fatalf("after a failed refresh: %+v, %v", g, err)
 	}

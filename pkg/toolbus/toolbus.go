@@ -53,6 +53,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"log/slog"
 	"math"
 	"slices"
@@ -70,7 +71,6 @@ import (
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/localtools"
-	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/ops"
 	"github.com/toolbus/toolbus/pkg/parser"
 	"github.com/toolbus/toolbus/pkg/redact"
@@ -139,14 +139,14 @@ type Options struct {
 
 	// Tokens keeps the OAuth grants of http servers; nil: the toolbus_auth bucket, sealed
 	// with TokenKey (pkg/tokens).
-	Tokens mcpwire.TokenStore
+	Tokens oauth.TokenStore
 	// TokenKey seals the grants in the bucket (32 bytes; the binaries read it from
 	// TOOLBUS_TOKEN_KEY). Without it, a server that requires a login is answered
 	// server_unavailable, naming `toolbus auth login`.
 	TokenKey []byte
 	// Login, when set, lets the executor run a user's login for a server that requires
 	// one (`toolbus run`, attended); nil: such a server needs `toolbus auth login`.
-	Login func(server string, cfg mcpwire.OAuthConfig) (*mcpwire.Login, error)
+	Login func(server string, cfg oauth.Config) (*oauth.Login, error)
 
 	// Harden makes the process non-dumpable when an executor starts: the tools and
 	// stdio servers it runs as the same user can then neither read its

@@ -1,4 +1,4 @@
-package mcpwire
+package oauth
 
 import (
 	"context"
@@ -48,7 +48,7 @@ type jwtCredentials struct {
 // newJWTCredentials reads the entry's private key (PEM: PKCS#8, SEC 1 or PKCS#1) and
 // picks the signing method: the entry's, else ES256 for a P-256 key, RS256 for RSA,
 // EdDSA for Ed25519.
-func newJWTCredentials(o OAuthConfig, hc *http.Client) (*jwtCredentials, error) {
+func newJWTCredentials(o Config, hc *http.Client) (*jwtCredentials, error) {
 	text := o.PrivateKey
 	if o.PrivateKeyFile != "" {
 		b, err := os.ReadFile(o.PrivateKeyFile)

@@ -1,4 +1,9 @@
-package mcpwire
+// Package oauth authorizes toolbus with the http MCP servers that require OAuth: a
+// server's "oauth" entry ([Config], as Claude Code writes it), the authorization-code
+// login whose grant every replica shares through a [TokenStore] and refreshes one at a
+// time, and the client credentials grant (a secret, or a signed private_key_jwt
+// assertion). pkg/mcpwire's sessions authorize their requests with [NewHandler].
+package oauth
 
 import (
 	"context"
@@ -6,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +21,73 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 )
+
+// Config is a server's "oauth" entry, as Claude Code writes it ("clientId",
+// "callbackPort") and with what a gateway needs beyond that.
+type Config struct {
+	// ClientID and ClientSecret name a client registered with the server's
+	// authorization server beforehand. Without them, toolbus registers itself (a client
+	// ID metadata document when ClientMetadataURL is set, else dynamic registration).
+	ClientID     string `json:"clientId,omitempty"`
+	ClientSecret string `json:"clientSecret,omitempty"` // write it as ${VAR}
+	// Grant is the OAuth grant toolbus uses: "authorization_code" (the default: a
+	// user's login, once, with `toolbus auth login SERVER`; refreshed from then on) or
+	// "client_credentials" (machine to machine: ClientID and ClientSecret, no login).
+	Grant string `json:"grant,omitempty"`
+	// Scopes requested at login; default: those the server's challenge or its
+	// protected resource metadata names.
+	Scopes []string `json:"scopes,omitempty"`
+	// CallbackPort is the local port of the login's redirect
+	// (http://127.0.0.1:PORT/callback); default: a free one. A pre-registered client
+	// usually names its redirect, hence its port.
+	CallbackPort int `json:"callbackPort,omitempty"`
+	// ClientMetadataURL is the https URL of toolbus's client ID metadata document,
+	// when the operator hosts one.
+	ClientMetadataURL string `json:"clientMetadataUrl,omitempty"`
+	// PrivateKey (PEM, written as ${VAR}) or PrivateKeyFile authenticates the client
+	// credentials grant with a signed assertion (private_key_jwt) instead of a secret;
+	// SigningAlgorithm defaults to the key's (ES256, RS256, EdDSA).
+	PrivateKey       string `json:"privateKey,omitempty"`
+	PrivateKeyFile   string `json:"privateKeyFile,omitempty"`
+	SigningAlgorithm string `json:"signingAlgorithm,omitempty"`
+}
+
+// OAuth grants an "oauth" entry names.
+const (
+	GrantAuthorizationCode = "authorization_code"
+	GrantClientCredentials = "client_credentials"
+)
+
+// GrantType is the entry's grant, the default filled in.
+func (o *Config) GrantType() string {
+	if o == nil || o.Grant == "" {
+		return GrantAuthorizationCode
+	}
+	return o.Grant
+}
+
+// Validate says what is wrong with the entry, naming the key ("oauth.clientId").
+func (o *Config) Validate() error {
+	switch {
+	case o.GrantType() != GrantAuthorizationCode && o.GrantType() != GrantClientCredentials:
+		return fmt.Errorf("oauth.grant: %q is not a grant toolbus uses (want %q or %q)", o.Grant, GrantAuthorizationCode, GrantClientCredentials)
+	case o.GrantType() == GrantClientCredentials && o.ClientID == "":
+		return fmt.Errorf("oauth.clientId: the client credentials grant needs the client's id")
+	case o.GrantType() == GrantClientCredentials && o.ClientSecret == "" && o.PrivateKey == "" && o.PrivateKeyFile == "":
+		return fmt.Errorf("oauth.clientSecret: the client credentials grant needs the client's secret, or its privateKey or privateKeyFile (private_key_jwt)")
+	case (o.ClientSecret != "" && (o.PrivateKey != "" || o.PrivateKeyFile != "")) || (o.PrivateKey != "" && o.PrivateKeyFile != ""):
+		return fmt.Errorf("oauth: one of clientSecret, privateKey and privateKeyFile authenticates the client, not several")
+	case o.GrantType() != GrantClientCredentials && (o.PrivateKey != "" || o.PrivateKeyFile != ""):
+		return fmt.Errorf("oauth.privateKey: a private key authenticates the client credentials grant only (\"grant\": %q)", GrantClientCredentials)
+	case o.ClientSecret != "" && o.ClientID == "":
+		return fmt.Errorf("oauth.clientSecret: a secret needs the client's id (clientId)")
+	case o.CallbackPort < 0 || o.CallbackPort > 65535:
+		return fmt.Errorf("oauth.callbackPort: %d is not a port", o.CallbackPort)
+	case o.ClientMetadataURL != "" && !httpsWithPath(o.ClientMetadataURL):
+		return fmt.Errorf("oauth.clientMetadataUrl: %q must be an https URL with a path", o.ClientMetadataURL)
+	}
+	return nil
+}
 
 // ErrNeedsLogin: the server requires an OAuth authorization that nobody has given yet,
 // or that was revoked or no longer refreshes. Trying again changes nothing until a
@@ -142,7 +215,7 @@ type Login struct {
 	Fetch auth.AuthorizationCodeFetcher
 }
 
-// oauthClient authorizes the requests of one http server: it implements the go-sdk's
+// Client authorizes the requests of one http server: it implements the go-sdk's
 // auth.OAuthHandler. The token comes from the store (a login's grant, shared by every
 // replica) and is refreshed through the store, one replica at a time. When the server
 // refuses and nobody can log in here (a headless executor), the server needs a login;
@@ -151,12 +224,12 @@ type Login struct {
 // authorization server metadata (with the 2025-03-26 fallbacks), registration (client
 // ID metadata document, pre-registered client or dynamic registration), PKCE, scope
 // selection and step-up, and offline access.
-type oauthClient struct {
+type Client struct {
 	server string
 	url    string
-	cfg    OAuthConfig
+	cfg    Config
 	tokens TokenStore
-	login  func(server string, cfg OAuthConfig) (*Login, error)
+	login  func(server string, cfg Config) (*Login, error)
 	hc     *http.Client
 
 	mu    sync.Mutex
@@ -171,18 +244,19 @@ type oauthClient struct {
 	refused *NeedsLoginError
 }
 
-// newOAuthHandler returns the authorization of an http server: the client credentials
-// grant when its "oauth" entry names it, else the authorization-code login.
-func newOAuthHandler(name string, cfg ServerConfig, tokens TokenStore, login func(string, OAuthConfig) (*Login, error), hc *http.Client) (auth.OAuthHandler, *oauthClient, error) {
-	var o OAuthConfig
-	if cfg.OAuth != nil {
-		o = *cfg.OAuth
+// NewHandler returns the authorization of the http server name at url: the client
+// credentials grant when its "oauth" entry (cfg, nil for none) names it, else the
+// authorization-code login, whose *Client is returned too (nil otherwise).
+func NewHandler(name, url string, cfg *Config, tokens TokenStore, login func(string, Config) (*Login, error), hc *http.Client) (auth.OAuthHandler, *Client, error) {
+	var o Config
+	if cfg != nil {
+		o = *cfg
 	}
-	if o.grant() == GrantClientCredentials && (o.PrivateKey != "" || o.PrivateKeyFile != "") {
+	if o.GrantType() == GrantClientCredentials && (o.PrivateKey != "" || o.PrivateKeyFile != "") {
 		h, err := newJWTCredentials(o, hc)
 		return h, nil, err
 	}
-	if o.grant() == GrantClientCredentials {
+	if o.GrantType() == GrantClientCredentials {
 		h, err := extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{
 			Credentials: &oauthex.ClientCredentials{
 				ClientID:         o.ClientID,
@@ -195,7 +269,7 @@ func newOAuthHandler(name string, cfg ServerConfig, tokens TokenStore, login fun
 	if tokens == nil {
 		tokens = &MemoryTokens{}
 	}
-	c := &oauthClient{server: name, url: cfg.URL, cfg: o, tokens: tokens, login: login, hc: hc}
+	c := &Client{server: name, url: url, cfg: o, tokens: tokens, login: login, hc: hc}
 	return c, c, nil
 }
 
@@ -204,7 +278,7 @@ const tokenTimeout = 30 * time.Second
 
 // TokenSource returns the client itself once a grant for the server's URL exists; nil
 // (no Authorization header) before that.
-func (c *oauthClient) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+func (c *Client) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
 	g, err := c.current(ctx)
 	if err != nil || g == nil {
 		return nil, err
@@ -214,7 +288,7 @@ func (c *oauthClient) TokenSource(ctx context.Context) (oauth2.TokenSource, erro
 
 // current returns the grant last seen, loading it from the store when none was seen
 // or it is stale.
-func (c *oauthClient) current(ctx context.Context) (*Grant, error) {
+func (c *Client) current(ctx context.Context) (*Grant, error) {
 	c.mu.Lock()
 	g, protected := c.grant, c.protected
 	c.mu.Unlock()
@@ -241,7 +315,7 @@ func (c *oauthClient) current(ctx context.Context) (*Grant, error) {
 // A refresh the authorization server refuses (invalid_grant: revoked, expired) is
 // returned as the go-sdk expects it: the request goes without a token, the server
 // answers 401, and Authorize says the server needs a login.
-func (c *oauthClient) Token() (*oauth2.Token, error) {
+func (c *Client) Token() (*oauth2.Token, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), tokenTimeout)
 	defer cancel()
 	g, err := c.current(ctx)
@@ -279,7 +353,7 @@ func (c *oauthClient) Token() (*oauth2.Token, error) {
 }
 
 // Authorize answers the server's 401, or its 403 asking for more scope.
-func (c *oauthClient) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+func (c *Client) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
 	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
 	bearerErr := ""
 	for _, ch := range challenges {
@@ -330,8 +404,8 @@ func (c *oauthClient) Authorize(ctx context.Context, req *http.Request, resp *ht
 	return h.Authorize(ctx, req, resp)
 }
 
-// needsLogin returns why the server last refused with nobody to log in, or nil.
-func (c *oauthClient) needsLogin() error {
+// NeedsLogin returns why the server last refused with nobody to log in, or nil.
+func (c *Client) NeedsLogin() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.refused == nil {
@@ -342,7 +416,7 @@ func (c *oauthClient) needsLogin() error {
 
 // handler returns the go-sdk's authorization-code handler of the server, made on first
 // need: one per server, so that scopes granted earlier are kept on step-up.
-func (c *oauthClient) handler() (*auth.AuthorizationCodeHandler, error) {
+func (c *Client) handler() (*auth.AuthorizationCodeHandler, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sdk != nil {
@@ -390,7 +464,7 @@ func (c *oauthClient) handler() (*auth.AuthorizationCodeHandler, error) {
 
 // saveGrant keeps the token a login obtained, with what refreshing it needs, in the
 // store: from then on every replica uses it.
-func (c *oauthClient) saveGrant(ctx context.Context, cfg *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
+func (c *Client) saveGrant(ctx context.Context, cfg *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
 	g := &Grant{
 		URL: c.url, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
 		TokenURL: cfg.Endpoint.TokenURL, AuthStyle: cfg.Endpoint.AuthStyle,
@@ -405,7 +479,14 @@ func (c *oauthClient) saveGrant(ctx context.Context, cfg *oauth2.Config, tok *oa
 	return c, nil
 }
 
+// drain reads what is left of a small body and closes it (the connection is reused).
 func drain(resp *http.Response) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
+}
+
+// httpsWithPath reports whether s is an https URL with a host and a path.
+func httpsWithPath(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme == "https" && u.Host != "" && u.Path != "" && u.Path != "/"
 }
