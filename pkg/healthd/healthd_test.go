@@ -181,25 +181,36 @@ func TestApplyFollowsConfig(t *testing.T) {
 	}
 }
 
-// A server that hangs costs its own probe the timeout, and nobody else anything.
+// A server that hangs costs its own probe the timeout, and nobody else anything: while
+// one probe of it hangs, the other server is probed on, interval after interval. The
+// test waits for events, not for a length of time, so a busy machine cannot fail it:
+// the probe's timeout is longer than the test waits.
 func TestHangingServerDoesNotDelayOthers(t *testing.T) {
 	nc, js := natsJS(t)
 	kv := healthKV(t, js)
 	fast, stuck := startMCPHTTP(t, nil), startMCPHTTP(t, nil)
 	stuck.hang.Store(true)
-	const interval, timeout = 100 * time.Millisecond, time.Second
-	_, stop := startHealthd(t, nc, js, serversConfig(map[string]string{"fast": fast.URL(), "stuck": stuck.URL()}), healthd.Options{
-		Interval: interval, Timeout: timeout, LeaseTTL: 3 * time.Second,
-	})
-	waitFor(t, 5*time.Second, "fast up", func() bool { st, _ := status(t, kv, "fast"); return st.State == messages.HealthUp })
+	cfg := serversConfig(map[string]string{"fast": fast.URL(), "stuck": stuck.URL()})
+	const interval = 100 * time.Millisecond
+	_, stop := startHealthd(t, nc, js, cfg, healthd.Options{Interval: interval, Timeout: time.Minute, LeaseTTL: 3 * time.Second})
+	waitFor(t, 10*time.Second, "fast up", func() bool { st, _ := status(t, kv, "fast"); return st.State == messages.HealthUp })
+	waitFor(t, 10*time.Second, "a probe of stuck hanging", func() bool { return stuck.hanging.Load() == 1 })
 	before := fast.lists.Load()
-	time.Sleep(timeout) // one hanging probe of stuck
-	probes := fast.lists.Load() - before
-	t.Logf("fast was probed %d times while one probe of stuck hung for %v", probes, timeout)
-	if probes < 4 {
-		t.Errorf("fast was probed %d times in %v at an interval of %v: the hanging server held it up", probes, timeout, interval)
+	waitFor(t, 30*time.Second, "fast probed 4 times while stuck's probe hangs", func() bool { return fast.lists.Load() >= before+4 })
+	if n := stuck.hanging.Load(); n != 1 {
+		t.Fatalf("%d probes of stuck hanging, want its one probe still", n)
 	}
-	waitFor(t, 3*timeout, "stuck's failed probe recorded", func() bool {
+	if _, ok := status(t, kv, "stuck"); ok {
+		t.Errorf("stuck has a status while its first probe hangs")
+	}
+	begin := time.Now()
+	stop()
+	t.Logf("stopped in %v with a probe hanging", time.Since(begin))
+
+	// The hanging probe ends at its timeout, a failure, and costs no more than it.
+	const timeout = time.Second
+	startHealthd(t, nc, js, cfg, healthd.Options{Interval: interval, Timeout: timeout, LeaseTTL: 3 * time.Second})
+	waitFor(t, 10*timeout, "stuck's failed probe recorded", func() bool {
 		st, _ := status(t, kv, "stuck")
 		return st.Failures >= 1 && st.State == messages.HealthUnknown
 	})
@@ -208,9 +219,6 @@ func TestHangingServerDoesNotDelayOthers(t *testing.T) {
 	if st.LatencyMS < float64(timeout.Milliseconds())/2 {
 		t.Errorf("stuck's probe took %vms, its timeout is %v", st.LatencyMS, timeout)
 	}
-	begin := time.Now()
-	stop()
-	t.Logf("stopped in %v with a probe hanging", time.Since(begin))
 }
 
 // Two replicas: one probes, both agree on one status, and when the leader stops the

@@ -61,6 +61,7 @@ type mcpHTTP struct {
 	handler http.Handler
 	lists   atomic.Int64
 	hang    atomic.Bool
+	hanging atomic.Int64  // requests hanging now
 	release chan struct{} // closed when the test ends: hanging requests return
 
 	mu sync.Mutex
@@ -74,6 +75,8 @@ func startMCPHTTP(t *testing.T, opts *mcp.StreamableHTTPOptions) *mcpHTTP {
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts)
 	m.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if m.hang.Load() {
+			m.hanging.Add(1)
+			defer m.hanging.Add(-1)
 			select {
 			case <-r.Context().Done():
 			case <-m.release:

@@ -1,6 +1,7 @@
 package healthd_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -134,6 +135,9 @@ func TestProbe(t *testing.T) {
 		wantErr      string
 		wantProtocol string
 		wantTools    int
+		// timeout is the probe's (default: a minute, so that a busy machine does not turn
+		// a slow answer into a failure).
+		timeout time.Duration
 	}{
 		{name: "http", server: mcpwire.ServerConfig{Type: "http", URL: stateful.URL()}, wantProtocol: "2025-11-25", wantTools: 2},
 		{name: "http stateless, 2026-07-28", server: mcpwire.ServerConfig{Type: "http", URL: stateless.URL()}, wantProtocol: "2026-07-28", wantTools: 2},
@@ -144,7 +148,9 @@ func TestProbe(t *testing.T) {
 		{name: "jsonrpc without tools/list", server: mcpwire.ServerConfig{Type: "jsonrpc", URL: noListTS.URL}},
 		{name: "jsonrpc refused", server: mcpwire.ServerConfig{Type: "jsonrpc", URL: refused}, wantErr: "refused"},
 		{name: "http refused", server: mcpwire.ServerConfig{Type: "http", URL: refused}, wantErr: "refused"},
-		{name: "http hanging", server: mcpwire.ServerConfig{Type: "http", URL: hanging.URL()}, wantErr: "no answer"},
+		// The server never answers while the test runs: the probe ends by its own deadline
+		// ("in time"), not by the backstop that gives up on a probe ignoring it ("within").
+		{name: "http hanging", server: mcpwire.ServerConfig{Type: "http", URL: hanging.URL()}, timeout: 500 * time.Millisecond, wantErr: "no answer in time"},
 		{name: "stdio, no such command", server: mcpwire.ServerConfig{Command: filepath.Join(t.TempDir(), "missing")}, wantErr: "connect"},
 	}
 	for _, tt := range tests {
@@ -156,19 +162,10 @@ func TestProbe(t *testing.T) {
 			if len(targets) != 2 || targets[1].Name != "s" {
 				t.Fatalf("targets %v", targets)
 			}
-			// A server that answers is given all the time a busy machine may need (the
-			// probe returns as soon as it answers); one that cannot answer, a short
-			// timeout that the probe must keep.
-			timeout := time.Minute
-			if tt.wantErr != "" {
-				timeout = 500 * time.Millisecond
-			}
+			timeout := cmp.Or(tt.timeout, time.Minute)
 			start := time.Now()
 			st := healthd.ProbeAll(context.Background(), targets[1:], timeout)[0]
-			took := time.Since(start)
-			if tt.wantErr != "" && took > 3*time.Second {
-				t.Errorf("the probe took %v, its timeout is %v", took, timeout)
-			}
+			t.Logf("probed in %v (timeout %v)", time.Since(start), timeout)
 			if tt.wantErr != "" {
 				if st.State != messages.HealthDown || !strings.Contains(st.Error, tt.wantErr) {
 					t.Fatalf("state %s, error %q; want down with %q", st.State, st.Error, tt.wantErr)
