@@ -524,7 +524,7 @@ func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.T
 			cancel()
 			t.Fatal(err)
 		}
-		n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Services: []string{name}, Topology: topo, Tools: bigReport(t), CheckOnly: true, MeterProvider: mp})
+		n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Services: []string{name}, Topology: topo, Tools: bigReport(t), MeterProvider: mp})
 		if err != nil {
 			cancel()
 			t.Fatalf("%s under its own user: %v", name, err)

@@ -78,8 +78,8 @@ func main() {
 	o := toolbus.Options{Config: cfg, Tools: tools}
 	if *natsURL != "" {
 		// The cluster's streams and buckets are provisioned already (toolbus provision):
-		// an executor's NATS user only checks them.
-		o.NATSURL, o.Services, o.CheckOnly = *natsURL, []string{toolbus.Executor}, true
+		// an executor on a URL only checks them.
+		o.NATSURL, o.Services = *natsURL, []string{toolbus.Executor}
 	}
 	tb, err := toolbus.Start(ctx, o)
 	if err != nil {

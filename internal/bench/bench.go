@@ -322,7 +322,7 @@ func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, p
 		local = workTool(o.ToolLatency)
 	}
 	tb, err := toolbus.Start(ctx, toolbus.Options{
-		Config: o.Config, Replicas: o.Executors, Logger: o.Logger, Tools: local, EmbeddedOverTCP: !o.InProcess,
+		Config: o.Config, Replicas: o.Executors, Logger: o.Logger, Tools: local, EmbeddedOverTCP: !o.InProcess, Harden: true,
 		Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter},
 	})
 	if err != nil {

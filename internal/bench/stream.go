@@ -99,7 +99,7 @@ func RunStream(ctx context.Context, o StreamOptions) (*StreamReport, error) {
 	r := &StreamReport{Responses: o.Responses, Calls: o.Calls, Concurrency: o.Concurrency, Rate: o.Rate, Tokens: len(tokens),
 		ToolLatencyMS: float64(o.ToolLatency) / float64(time.Millisecond), WriteSeconds: float64(len(tokens)) / o.Rate, NumCPU: runtime.NumCPU()}
 
-	tb, err := toolbus.Start(ctx, toolbus.Options{Config: o.Config, Logger: o.Logger, Tools: workTool(o.ToolLatency), EmbeddedOverTCP: !o.InProcess,
+	tb, err := toolbus.Start(ctx, toolbus.Options{Config: o.Config, Logger: o.Logger, Tools: workTool(o.ToolLatency), EmbeddedOverTCP: !o.InProcess, Harden: true,
 		Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
 	if err != nil {
 		return nil, err

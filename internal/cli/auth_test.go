@@ -61,7 +61,7 @@ func TestOAuthLoginThroughThePipeline(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	start := func(services ...string) func() {
 		ctx, cancel := context.WithCancel(context.Background())
-		n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: cfg, Services: services, Logger: log, TracerProvider: tp, Topology: bus.Topology{Memory: true}, TokenKey: key})
+		n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg, Services: services, Logger: log, TracerProvider: tp, Topology: bus.Topology{Memory: true}, TokenKey: key})
 		if err != nil {
 			cancel()
 			t.Fatal(err)

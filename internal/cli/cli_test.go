@@ -466,7 +466,7 @@ func startPipeline(t *testing.T) (string, *nats.Conn) {
 	url := bustest.Server(t)
 	nc, _ := bustest.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: &config.Config{}, Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
+	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: &config.Config{}, Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -259,7 +259,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	o := toolbus.Options{
 		Config: cfg, Replicas: *replicas, Services: splitList(*services), Logger: log, Ops: opsAddr.options("toolbus"),
 		Topology: topology(cfg, *streamReplicas), TokenKey: tokenKey, Harden: true,
-		NATSURL: *url, NATSOptions: []nats.Option{nats.Name("toolbus serve"), nats.MaxReconnects(-1)},
+		NATSURL: *url, NATSOptions: []nats.Option{nats.Name("toolbus serve"), nats.MaxReconnects(-1)}, Provision: true,
 	}
 	if *url == "" {
 		// The services reach their own server in process, as `toolbus run`'s do: no

@@ -62,7 +62,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 		}
 		tb, err := toolbus.Start(ctx, toolbus.Options{
 			Config: cfg, Services: []string{name}, Replicas: *replicas, Logger: log, Ops: ops.options("toolbus-" + name),
-			Topology: topology(cfg, *streamReplicas), CheckOnly: !*provision, TokenKey: tokenKey, Harden: true,
+			Topology: topology(cfg, *streamReplicas), Provision: *provision, TokenKey: tokenKey, Harden: true,
 			NATSURL: cf.URL(cfg), NATSOptions: cf.options("toolbus "+name, cf.URL(cfg), log),
 		})
 		if err != nil {

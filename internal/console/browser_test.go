@@ -116,7 +116,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	url := bustest.Server(t)
 	nc, _ := bustest.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: cfg, TracerProvider: sdktrace.NewTracerProvider(), Ops: &toolbus.OpsOptions{}} /* status replies: replicas ready, breakers */)
+	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg, TracerProvider: sdktrace.NewTracerProvider(), Ops: &toolbus.OpsOptions{}} /* status replies: replicas ready, breakers */)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestElicitationAsk(t *testing.T) {
 	nc, _ := bustest.Provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: cfg, Topology: bus.Topology{Memory: true}})
+	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg, Topology: bus.Topology{Memory: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func startToolbus(ctx context.Context) (c *client.Client, stop func(), err error
 	}
 	undo = append(undo, nc.Close)
 	sctx, cancel := context.WithCancel(ctx)
-	services, err := toolbus.Start(sctx, toolbus.Options{Conn: nc})
+	services, err := toolbus.Start(sctx, toolbus.Options{Provision: true, Conn: nc})
 	if err != nil {
 		cancel()
 		return nil, nil, err

@@ -23,11 +23,11 @@ type MCPBackend struct {
 	RoutedOnly bool
 }
 
-// Tools lists the servers' visible tools under the names a model calls them by, after
-// waiting (up to ctx) for every server's first answer.
 // Name is "mcp": the servers' tools are in the catalog under each server's name.
 func (MCPBackend) Name() string { return "mcp" }
 
+// Tools lists the servers' visible tools under the names a model calls them by, after
+// waiting (up to ctx) for every server's first answer.
 func (b MCPBackend) Tools(ctx context.Context) []messages.ToolInfo {
 	if b.RoutedOnly {
 		return nil

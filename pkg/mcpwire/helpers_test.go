@@ -21,8 +21,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestMain(m *testing.M) {
-	flag.Parse()
 	reaper.Main() // the stdio servers the tests start run under reapers
+	flag.Parse()
 	code := m.Run()
 	if builtPath != "" && buildErr == nil {
 		os.RemoveAll(filepath.Dir(builtPath))

@@ -146,6 +146,17 @@ func reap(path string, argv []string) int {
 		return 126
 	}
 	me := os.Getpid()
+	// A stop signal sent to the reaper itself (a service manager stopping every process,
+	// `pkill toolbus`) is passed on to the program, and the reaper stays to sweep what is
+	// left: left to the runtime's default, it would die at once and leave the program's
+	// descendants to init. This handler exists only in a reaper's own process.
+	signals := make(chan os.Signal, 8)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	go func() {
+		for s := range signals {
+			_ = syscall.Kill(pid, s.(syscall.Signal))
+		}
+	}()
 	go func() {
 		// Each byte is a signal for the program; the end of the lifeline (cut, or the
 		// caller gone) kills the tree.

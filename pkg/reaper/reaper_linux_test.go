@@ -149,22 +149,43 @@ func TestKillStopsTheWholeTree(t *testing.T) {
 	}
 }
 
+// A stop signal reaches the program whether the caller sends it through the lifeline
+// (Containment.Signal) or somebody sends it to the reaper's process (a service manager
+// stopping everything): the program stops on its own terms, and what it started is
+// swept.
 func TestStopSignalsReachTheProgram(t *testing.T) {
-	path := script(t, `trap 'echo stopped > "$DIR/out"; exit 0' TERM
+	for _, tt := range []struct {
+		name string
+		send func(cmd *exec.Cmd, c *Containment) error
+	}{
+		{"through the lifeline", func(_ *exec.Cmd, c *Containment) error { return c.Signal(syscall.SIGTERM) }},
+		{"to the reaper", func(cmd *exec.Cmd, _ *Containment) error { return cmd.Process.Signal(syscall.SIGTERM) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := script(t, escapes+`trap 'echo stopped > "$DIR/out"; exit 0' TERM
 touch "$DIR/ready"
 while :; do sleep 0.05; done
 `)
-	cmd, c, pidFile := contained(t, path)
-	dir := filepath.Dir(pidFile)
-	waitFile(t, filepath.Join(dir, "ready"))
-	if err := c.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("Wait = %v, want the program's own clean exit", err)
-	}
-	if out, err := os.ReadFile(filepath.Join(dir, "out")); err != nil || string(out) != "stopped\n" {
-		t.Fatalf("the program did not handle SIGTERM: %q, %v", out, err)
+			cmd, c, pidFile := contained(t, path)
+			dir := filepath.Dir(pidFile)
+			waitFile(t, filepath.Join(dir, "ready"))
+			pids := readPids(t, pidFile, 4)
+			if err := tt.send(cmd, c); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("Wait = %v, want the program's own clean exit", err)
+			}
+			c.Kill()
+			if out, err := os.ReadFile(filepath.Join(dir, "out")); err != nil || string(out) != "stopped\n" {
+				t.Fatalf("the program did not handle SIGTERM: %q, %v", out, err)
+			}
+			for _, pid := range pids {
+				if alive(pid) {
+					t.Errorf("process %d outlived the program", pid)
+				}
+			}
+		})
 	}
 }
 

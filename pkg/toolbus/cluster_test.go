@@ -120,7 +120,7 @@ func TestClusterFailover(t *testing.T) {
 		{"parser", toolbus.Parser}, {"executor-1", toolbus.Executor}, {"executor-2", toolbus.Executor},
 		{"formatter", toolbus.Formatter}, {"healthd", toolbus.Healthd},
 	} {
-		n, err := toolbus.Start(ctx, toolbus.Options{Conn: connectCluster(t, servers, svc.conn), Services: []string{svc.service}, Topology: topo})
+		n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: connectCluster(t, servers, svc.conn), Services: []string{svc.service}, Topology: topo})
 		if err != nil {
 			cancel()
 			t.Fatalf("%s: %v", svc.conn, err)

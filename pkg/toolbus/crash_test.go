@@ -141,7 +141,7 @@ func (r *faultRig) pipeline(ctx context.Context) *client.Client {
 		r.t.Cleanup(nc.Close)
 		return nc
 	}
-	n, err := toolbus.Start(ctx, toolbus.Options{Conn: connect("pipeline"), Config: r.cfg, Services: []string{toolbus.Parser, toolbus.Formatter}})
+	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: connect("pipeline"), Config: r.cfg, Services: []string{toolbus.Parser, toolbus.Formatter}})
 	if err != nil {
 		r.t.Fatal(err)
 	}

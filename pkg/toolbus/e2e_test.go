@@ -45,7 +45,7 @@ func startEach(t *testing.T, connect func(string) *nats.Conn, o toolbus.Options,
 		}
 	})
 	for _, svc := range services {
-		o.Services, o.Conn = []string{svc}, connect(svc)
+		o.Services, o.Conn, o.Provision = []string{svc}, connect(svc), true
 		n, err := toolbus.Start(ctx, o)
 		if err != nil {
 			t.Fatal(err)
@@ -77,7 +77,7 @@ func startServices(t *testing.T, connect func(string) *nats.Conn, executors int)
 	ctx, cancel := context.WithCancel(context.Background())
 	var nodes []*toolbus.Toolbus
 	start := func(name string, services ...string) {
-		n, err := toolbus.Start(ctx, toolbus.Options{Conn: connect(name), Services: services})
+		n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: connect(name), Services: services})
 		if err != nil {
 			t.Fatal(err)
 		}

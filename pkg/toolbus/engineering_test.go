@@ -19,7 +19,7 @@ func TestEngineeringWorkflowAcrossReplicas(t *testing.T) {
 	connect := startBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pipeline, err := toolbus.Start(ctx, toolbus.Options{Conn: connect("pipeline"), Services: []string{toolbus.Parser, toolbus.Formatter}})
+	pipeline, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: connect("pipeline"), Services: []string{toolbus.Parser, toolbus.Formatter}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestEngineeringWorkflowAcrossReplicas(t *testing.T) {
 	}
 	startExecutor := func(name string) (stop func()) {
 		ectx, ecancel := context.WithCancel(ctx)
-		n, err := toolbus.Start(ectx, toolbus.Options{Conn: connect(name), Services: []string{toolbus.Executor}})
+		n, err := toolbus.Start(ectx, toolbus.Options{Provision: true, Conn: connect(name), Services: []string{toolbus.Executor}})
 		if err != nil {
 			t.Fatal(err)
 		}

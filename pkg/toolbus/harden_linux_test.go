@@ -33,7 +33,7 @@ func TestExecutorProcessIsNotDumpable(t *testing.T) {
 	nc, _ := bustest.JetStream(t)
 	for _, harden := range []bool{false, true} {
 		ctx, cancel := context.WithCancel(context.Background())
-		n, err := Start(ctx, Options{Conn: nc, Config: &config.Config{}, Services: []string{Executor}, Harden: harden})
+		n, err := Start(ctx, Options{Provision: true, Conn: nc, Config: &config.Config{}, Services: []string{Executor}, Harden: harden})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,7 +41,7 @@ func TestConversationsAreIsolated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	nc, js := bustest.Connect(t, url, nats.Name("services"))
-	n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: &config.Config{}, Tools: local, Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
+	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: &config.Config{}, Tools: local, Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
 	if err != nil {
 		t.Fatal(err)
 	}

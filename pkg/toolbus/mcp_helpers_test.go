@@ -63,7 +63,7 @@ func startMCPPipeline(t *testing.T, cfg *config.Config, local *localtools.Regist
 		return nc
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := toolbus.Start(ctx, toolbus.Options{Conn: connect("node"),
+	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: connect("node"),
 		Config: cfg, Tools: local, Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter},
 	})
 	if err != nil {

@@ -45,7 +45,7 @@ func TestMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := toolbus.Start(sctx, toolbus.Options{Conn: connect(fmt.Sprint("node", i)), Services: services, Tools: local, MeterProvider: mp})
+		n, err := toolbus.Start(sctx, toolbus.Options{Provision: true, Conn: connect(fmt.Sprint("node", i)), Services: services, Tools: local, MeterProvider: mp})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestInventedToolNamesAreBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sctx, stop := context.WithCancel(ctx)
-	n, err := toolbus.Start(sctx, toolbus.Options{Conn: connect("node"), Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter},
+	n, err := toolbus.Start(sctx, toolbus.Options{Provision: true, Conn: connect("node"), Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter},
 		MeterProvider: mp, TracerProvider: tp, Config: &config.Config{Executor: config.Executor{Parallel: "all"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,9 @@ import (
 	"github.com/toolbus/toolbus/pkg/telemetry"
 )
 
-// startOps serves /healthz, /readyz, /metrics and the micro registrations until ctx is
-// done; it returns the meter provider whose metrics /metrics serves.
+// startOps makes the ops server of o (/healthz, /readyz, /metrics and the micro
+// registrations; the caller runs it) and the meter provider whose metrics /metrics
+// serves.
 func startOps(ctx context.Context, nc *nats.Conn, o *OpsOptions, log *slog.Logger) (*ops.Server, metric.MeterProvider, error) {
 	res, err := telemetry.Resource(ctx, cmp.Or(o.Service, "toolbus"))
 	if err != nil {
@@ -24,15 +25,13 @@ func startOps(ctx context.Context, nc *nats.Conn, o *OpsOptions, log *slog.Logge
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := ops.New(nc, &ops.Options{Addr: o.Addr, AnyPortIfTaken: o.AnyPortIfTaken, Metrics: metrics, Logger: log})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w on %s: %w", ErrOps, o.Addr, err)
-	}
-	// /readyz as a metric, for the alert on a stage without a ready replica.
+	// /readyz as a metric, for the alert on a stage without a ready replica; registered
+	// before the server exists so that the server is the last thing that can fail.
+	var srv *ops.Server
 	if _, err := mp.Meter(telemetry.Scope).Int64ObservableGauge("toolbus.ready",
 		metric.WithDescription("1 while this process is ready (its /readyz answers 200), else 0"),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			if srv.Ready(ctx).Ready {
+			if srv != nil && srv.Ready(ctx).Ready {
 				o.Observe(1)
 			} else {
 				o.Observe(0)
@@ -41,11 +40,10 @@ func startOps(ctx context.Context, nc *nats.Conn, o *OpsOptions, log *slog.Logge
 		})); err != nil {
 		return nil, nil, err
 	}
-	go func() {
-		if err := srv.Run(ctx); err != nil {
-			log.Error("ops server stopped", "err", err)
-		}
-	}()
+	srv, err = ops.New(nc, &ops.Options{Addr: o.Addr, AnyPortIfTaken: o.AnyPortIfTaken, Metrics: metrics, Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w on %s: %w", ErrOps, o.Addr, err)
+	}
 	log.Info("ops: /metrics, /healthz and /readyz", "addr", srv.Addr())
 	return srv, mp, nil
 }

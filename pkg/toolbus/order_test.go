@@ -176,7 +176,7 @@ func TestOrderActivateThenFiftyCalls(t *testing.T) {
 	})
 	for i, services := range [][]string{{toolbus.Parser, toolbus.Executor, toolbus.Formatter}, {toolbus.Executor}} {
 		nc, _ := bustest.Connect(t, url, nats.Name(fmt.Sprint("node-", i)))
-		n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: &config.Config{}, Services: services, Replicas: 2})
+		n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: &config.Config{}, Services: services, Replicas: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,10 @@ func WatchConfig(ctx context.Context, path string, apply func(*config.Config) er
 
 	// Applied at the start too, for a change between the caller's load and now;
 	// applying an unchanged configuration changes nothing.
+	// The reload channel is taken before each check, so that a reload asked for while a
+	// check runs is not lost.
 	w := &configWatch{path: path, apply: apply, log: log}
+	asked := reload()
 	w.check(true)
 	tick := time.NewTicker(ConfigPollInterval)
 	defer tick.Stop()
@@ -50,7 +53,8 @@ func WatchConfig(ctx context.Context, path string, apply func(*config.Config) er
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-reload():
+		case <-asked:
+			asked = reload()
 			log.Info("reloading the configuration, as asked")
 			w.check(true)
 		case <-tick.C:

@@ -173,7 +173,7 @@ func startReloadingPipeline(t *testing.T, path string) *client.Client {
 	}
 	log := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := Start(ctx, Options{Conn: nc, Config: cfg, Services: []string{Parser, Formatter}})
+	n, err := Start(ctx, Options{Provision: true, Conn: nc, Config: cfg, Services: []string{Parser, Formatter}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,5 +275,41 @@ func TestReloadThroughPipeline(t *testing.T) {
 	waitFor(t, "alpha gone", func() bool { return code(ask("alpha")[0]) == "unknown_tool" })
 	if r := ask("a__alpha", "b__beta"); code(r[0]) != "unknown_tool" || code(r[1]) != `ok {"answer":"from beta"}` {
 		t.Errorf("after the removal: a__alpha %s, b__beta %s", code(r[0]), code(r[1]))
+	}
+}
+
+// A reload asked for while the configuration is being applied is not lost: it applies
+// the file once more when the apply under way is done.
+func TestReloadDuringApply(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolbus.json")
+	writeConfig(t, path, `{"executor": {"concurrency": 2}}`)
+	started, release := make(chan struct{}), make(chan struct{})
+	applies := make(chan int, 8)
+	n := 0
+	apply := func(*config.Config) error {
+		n++
+		if n == 1 {
+			close(started)
+			<-release
+		}
+		applies <- n
+		return nil
+	}
+	var reload trigger
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go WatchConfig(ctx, path, apply, reload.wait, nil)
+	<-started
+	reload.fire() // while the first apply runs
+	close(release)
+	for want := 1; want <= 2; want++ {
+		select {
+		case got := <-applies:
+			if got != want {
+				t.Fatalf("apply %d, want %d", got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("apply %d never came: the reload asked for during the first was lost", want)
+		}
 	}
 }

@@ -76,7 +76,7 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	var nodes []*toolbus.Toolbus
 	for _, svc := range []string{toolbus.Parser, toolbus.Executor, toolbus.Executor, toolbus.Formatter} {
 		// A short AckWait: acks lost with the connection come back as redeliveries soon.
-		n, err := toolbus.Start(sctx, toolbus.Options{Conn: connect(svc), Services: []string{svc}, Topology: bus.Topology{AckWait: 2 * time.Second}})
+		n, err := toolbus.Start(sctx, toolbus.Options{Provision: true, Conn: connect(svc), Services: []string{svc}, Topology: bus.Topology{AckWait: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func TestNATSRestartKnownOutcomes(t *testing.T) {
 	sctx, stopServices := context.WithCancel(ctx)
 	var nodes []*toolbus.Toolbus
 	for _, svc := range []string{toolbus.Parser, toolbus.Executor, toolbus.Executor, toolbus.Formatter} {
-		n, err := toolbus.Start(sctx, toolbus.Options{Conn: connect(svc), Services: []string{svc}, Tools: local, Topology: bus.Topology{AckWait: 2 * time.Second}})
+		n, err := toolbus.Start(sctx, toolbus.Options{Provision: true, Conn: connect(svc), Services: []string{svc}, Tools: local, Topology: bus.Topology{AckWait: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func pipelineWith(t *testing.T, cfgJSON string) *client.Client {
 	}
 	connect := startBus(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := toolbus.Start(ctx, toolbus.Options{Conn: connect("node"), Config: cfg, Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
+	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: connect("node"), Config: cfg, Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
 	if err != nil {
 		t.Fatal(err)
 	}

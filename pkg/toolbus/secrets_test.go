@@ -49,7 +49,7 @@ func TestSecretsDoNotLeak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	nc, _ := bustest.Connect(t, url, nats.Name("services"))
-	n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Config: cfg, TracerProvider: tp,
+	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg, TracerProvider: tp,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)

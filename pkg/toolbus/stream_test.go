@@ -293,7 +293,7 @@ func TestCrashParsersMidStream(t *testing.T) {
 		return nc
 	}
 	sctx, stop := context.WithCancel(ctx)
-	n, err := toolbus.Start(sctx, toolbus.Options{Conn: connect("executor-formatter"), Config: r.cfg, Services: []string{toolbus.Executor, toolbus.Formatter}})
+	n, err := toolbus.Start(sctx, toolbus.Options{Provision: true, Conn: connect("executor-formatter"), Config: r.cfg, Services: []string{toolbus.Executor, toolbus.Formatter}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,9 @@
 // (with [Options.NATSOptions]); else an embedded nats-server with JetStream is started
 // in the process ([Options.Embedded]) and the services reach it in process. With an
 // embedded server the streams, consumers and buckets are provisioned at start; against
-// a deployment they are checked when [Options.CheckOnly] says so (a service whose NATS
-// user may not change them, with provisioning done by `toolbus provision`).
+// a connection or URL they are only checked, unless [Options.Provision] says otherwise
+// (a service's NATS user need not be allowed to change them; `toolbus provision` makes
+// them once).
 //
 // # What runs
 //
@@ -50,6 +51,7 @@
 package toolbus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,9 +117,10 @@ type Options struct {
 	// EmbeddedOverTCP connects to the embedded server over its loopback port instead of
 	// in process (to measure the socket, as `toolbus bench` does without --in-process).
 	EmbeddedOverTCP bool
-	// CheckOnly checks that the streams, consumers and buckets exist as they should
-	// (waiting, and saying what is missing) instead of creating or updating them.
-	CheckOnly bool
+	// Provision creates or updates the streams, consumers and buckets at start on a Conn
+	// or NATSURL too. Without it they are only checked there (waiting, and saying what
+	// is missing); an embedded server's are always provisioned.
+	Provision bool
 	// Topology of streams and buckets; the zero value means the configuration's.
 	Topology bus.Topology
 
@@ -214,6 +217,15 @@ func Start(ctx context.Context, o Options) (*Toolbus, error) {
 	}
 	tb := &Toolbus{cfg: o.Config, catalog: parser.NewCatalog(), services: o.Services, server: func() {}}
 	for _, b := range o.Backends {
+		// Each in-process backend keeps its tools in the catalog under its name.
+		taken := []string{"local", "mcp"}
+		if config.On(o.Config.Engineering.Enabled) {
+			taken = append(taken, "engineering")
+		}
+		_, server := o.Config.MCPServers[b.Name()]
+		if name := b.Name(); name == "" || server || slices.Contains(taken, name) || slices.Contains(tb.backends, name) {
+			return nil, fmt.Errorf("toolbus: a backend named %q: the name is empty or taken (another backend's, a configured server's)", name)
+		}
 		tb.backends = append(tb.backends, b.Name())
 	}
 	if err := tb.connect(o); err != nil {
@@ -262,7 +274,7 @@ func (tb *Toolbus) connect(o Options) error {
 	if err != nil {
 		tb.server()
 		// The error may quote the URL, and with it a password.
-		return errors.New((*redact.Redactor)(nil).String(fmt.Sprintf("toolbus: connect to NATS: %v", err)))
+		return errors.New((*redact.Redactor)(nil).String(fmt.Sprintf("toolbus: connect to %s: %v", cmp.Or(url, "the embedded server"), err)))
 	}
 	tb.nc, tb.ownConn = nc, true
 	return nil
@@ -284,6 +296,13 @@ func (tb *Toolbus) start(ctx, runCtx context.Context, o Options) error {
 			return err
 		}
 		tb.ops = srv
+		tb.wg.Add(1)
+		go func() {
+			defer tb.wg.Done()
+			if err := srv.Run(runCtx); err != nil {
+				o.Logger.Error("ops server stopped", "err", err)
+			}
+		}()
 		if o.MeterProvider == nil {
 			o.MeterProvider = mp
 		}
@@ -303,7 +322,8 @@ func (tb *Toolbus) start(ctx, runCtx context.Context, o Options) error {
 	if o.Topology == (bus.Topology{}) {
 		o.Topology = o.Config.Topology()
 	}
-	if err := provision(ctx, js, o.Topology, o.CheckOnly, o.Logger); err != nil {
+	checkOnly := (o.Conn != nil || o.NATSURL != "") && !o.Provision
+	if err := provision(ctx, js, o.Topology, checkOnly, o.Logger); err != nil {
 		return err
 	}
 	w := &wiring{nc: tb.nc, js: js, o: o, secrets: secrets, catalog: tb.catalog, ops: tb.ops,

@@ -19,6 +19,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
@@ -235,5 +236,42 @@ func TestOwnBackend(t *testing.T) {
 	}
 	if r := out.Results[1]; r.Success || r.Error == nil || r.Error.Code != messages.CodeInvalidArguments {
 		t.Fatalf("a call without the required argument: %+v, want invalid_arguments", r)
+	}
+}
+
+// named is a backend with nothing but a name.
+type named string
+
+func (n named) Name() string                            { return string(n) }
+func (named) Tools(context.Context) []messages.ToolInfo { return nil }
+func (named) Resolve(context.Context, string) (executor.Route, bool, error) {
+	return executor.Route{}, false, nil
+}
+
+// A backend's name is its key in the catalog: one that another backend or a configured
+// server has would overwrite its tools there, so Start refuses it.
+func TestBackendNamesAreUnique(t *testing.T) {
+	cfg := &config.Config{MCPServers: map[string]mcpwire.ServerConfig{"files": {Command: "x", Enabled: new(false)}}}
+	for _, tt := range []struct {
+		name     string
+		backends []executor.Backend
+		wantErr  bool
+	}{
+		{"a name of its own", []executor.Backend{named("mine")}, false},
+		{"two of the same", []executor.Backend{named("mine"), named("mine")}, true},
+		{"the local tools'", []executor.Backend{named("local")}, true},
+		{"the calculators'", []executor.Backend{named("engineering")}, true},
+		{"a configured server's", []executor.Backend{named("files")}, true},
+		{"empty", []executor.Backend{named("")}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tb, err := toolbus.Start(context.Background(), toolbus.Options{Config: cfg, Backends: tt.backends, Services: []string{toolbus.Parser}})
+			if err == nil {
+				tb.Close()
+			}
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Start: %v, want an error %v", err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -3,10 +3,15 @@
 // activation in a JetStream key-value bucket so that every executor replica sees it:
 // [KVSessions], and [CachedSessions], which serves reads from memory behind a watch.
 //
+// toolbus.Start builds it when the configuration's engineering section is on (the
+// default); a program that wants the suite with options of its own turns that off and
+// adds it as one of its backends:
+//
 //	sessions := &backend.CachedSessions{KVSessions: backend.KVSessions{KV: kv}}
 //	go sessions.Follow(ctx)
-//	suite := engineering.New(&engineering.Options{Sessions: sessions})
-//	tb, err := toolbus.Start(ctx, toolbus.Options{Backends: []executor.Backend{backend.New(suite)}})
+//	suite := engineering.New(&engineering.Options{Sessions: sessions, Expose: engineering.ExposeFlat})
+//	cfg.Engineering.Enabled = new(false)
+//	tb, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Backends: []executor.Backend{backend.New(suite)}})
 package backend
 
 import (
