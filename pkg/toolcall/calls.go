@@ -308,7 +308,7 @@ func (x *extractor) callFromObject(obj string) parsed {
 	if name == "" {
 		// {"get_weather": {"city": "Paris"}}: the tool's name as the only key.
 		if n == 1 && onlyValue[0] == '{' {
-			if k := decodeString(onlyKey); x.known(k) {
+			if k := decodeString(onlyKey); x.known(k) || x.anyKey && k != "" {
 				return parsed{name: k, args: x.copyArgs(onlyValue)}
 			}
 		}

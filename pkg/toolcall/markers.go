@@ -28,6 +28,28 @@ const (
 	litDSMLFunctionCalls
 	litDSMLToolCalls
 	litDSMLInvoke
+	litSeedThink
+	litMistralThink
+	litCohereThink
+	litKimiThink
+	litHarmonyStart
+	litHarmonyChannel
+	litGemma4
+	litFunctionGemma
+	litMiniMax
+	litSeedToolCall
+	litStep3
+	litStep3Call
+	litApertus
+	litCohere
+	litFunctionary
+	litLFM2
+	litLongCat
+	litRoleSep
+	litGigaChatCall
+	litNemotron
+	litGranite
+	litPhi4
 	litFence
 	litBrace
 	litBracket
@@ -48,6 +70,24 @@ const (
 	litFunctionEnd
 	litDSMLFunctionCallsEnd
 	litDSMLToolCallsEnd
+	litSeedThinkEnd
+	litMistralThinkEnd
+	litCohereThinkEnd
+	litKimiThinkEnd
+	litHarmonyMessage
+	litHarmonyEnd
+	litHarmonyCall
+	litHarmonyReturn
+	litGemma4End
+	litFunctionGemmaEnd
+	litMiniMaxEnd
+	litSeedToolCallEnd
+	litStep3End
+	litStep3CallEnd
+	litApertusEnd
+	litCohereEnd
+	litLongCatEnd
+	litNemotronEnd
 	numLits
 )
 
@@ -67,6 +107,28 @@ var litText = [numLits]string{
 	litDSMLFunctionCalls:    "<｜DSML｜function_calls>",
 	litDSMLToolCalls:        "<｜DSML｜tool_calls>",
 	litDSMLInvoke:           "<｜DSML｜invoke",
+	litSeedThink:            "<seed:think>",
+	litMistralThink:         "[THINK]",
+	litCohereThink:          "<|START_THINKING|>",
+	litKimiThink:            "◁think▷",
+	litHarmonyStart:         "<|start|>",
+	litHarmonyChannel:       "<|channel|>",
+	litGemma4:               "<|tool_call>",
+	litFunctionGemma:        "<start_function_call>",
+	litMiniMax:              "<minimax:tool_call>",
+	litSeedToolCall:         "<seed:tool_call>",
+	litStep3:                "<｜tool_calls_begin｜>",
+	litStep3Call:            "<｜tool_call_begin｜>",
+	litApertus:              "<|tools_prefix|>",
+	litCohere:               "<|START_ACTION|>",
+	litFunctionary:          ">>>",
+	litLFM2:                 "<|tool_call_start|>",
+	litLongCat:              "<longcat_tool_call>",
+	litRoleSep:              "<|role_sep|>",
+	litGigaChatCall:         "<|function_call|>",
+	litNemotron:             "<TOOLCALL>",
+	litGranite:              "<|tool_call|>",
+	litPhi4:                 "functools[",
 	litFence:                "```",
 	litBrace:                "{",
 	litBracket:              "[",
@@ -84,6 +146,41 @@ var litText = [numLits]string{
 	litFunctionEnd:          "</function>",
 	litDSMLFunctionCallsEnd: "</｜DSML｜function_calls>",
 	litDSMLToolCallsEnd:     "</｜DSML｜tool_calls>",
+	litSeedThinkEnd:         "</seed:think>",
+	litMistralThinkEnd:      "[/THINK]",
+	litCohereThinkEnd:       "<|END_THINKING|>",
+	litKimiThinkEnd:         "◁/think▷",
+	litHarmonyMessage:       "<|message|>",
+	litHarmonyEnd:           "<|end|>",
+	litHarmonyCall:          "<|call|>",
+	litHarmonyReturn:        "<|return|>",
+	litGemma4End:            "<tool_call|>",
+	litFunctionGemmaEnd:     "<end_function_call>",
+	litMiniMaxEnd:           "</minimax:tool_call>",
+	litSeedToolCallEnd:      "</seed:tool_call>",
+	litStep3End:             "<｜tool_calls_end｜>",
+	litStep3CallEnd:         "<｜tool_call_end｜>",
+	litApertusEnd:           "<|tools_suffix|>",
+	litCohereEnd:            "<|END_ACTION|>",
+	litLongCatEnd:           "</longcat_tool_call>",
+	litNemotronEnd:          "</TOOLCALL>",
+}
+
+// reasoningMarkers open reasoning in every format; thinkEnd gives each one's closer.
+var reasoningMarkers = []lit{litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink}
+
+func thinkEnd(m lit) lit {
+	switch m {
+	case litSeedThink:
+		return litSeedThinkEnd
+	case litMistralThink:
+		return litMistralThinkEnd
+	case litCohereThink:
+		return litCohereThinkEnd
+	case litKimiThink:
+		return litKimiThinkEnd
+	}
+	return litThinkEnd
 }
 
 // cursor caches where a literal next occurs, so that searching the text for it again
@@ -94,11 +191,16 @@ type cursor struct {
 	gen  uint64 // the run of the extractor it was for (extractor.gen); else unset
 }
 
-// The markers each format enables, in priority order; think and fences always count.
+// The markers each format enables, in priority order; reasoning and fences always count.
 var (
-	autoMarkers = []lit{litThink, litToolCall, litToolCalls, litFunctionCalls, litFunctionEq,
+	autoMarkers = []lit{litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink,
+		litToolCall, litToolCalls, litFunctionCalls, litFunctionEq,
 		litPythonTag, litPythonStart, litMistral, litDeepSeek, litDeepSeekCall, litKimi,
-		litKimiCall, litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke, litFence}
+		litKimiCall, litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke,
+		litHarmonyStart, litHarmonyChannel, litGemma4, litFunctionGemma, litMiniMax,
+		litSeedToolCall, litStep3, litStep3Call, litApertus, litCohere, litFunctionary,
+		litLFM2, litLongCat, litRoleSep, litGigaChatCall, litNemotron, litGranite, litPhi4,
+		litFence}
 	autoKnownMarkers = append(slices.Clip(autoMarkers), litBrace, litBracket)
 	pinnedMarkers    = map[Format][]lit{
 		FormatToolCallTag:   {litThink, litToolCall, litFence},
@@ -114,6 +216,24 @@ var (
 		FormatToolCallsTag:  {litThink, litToolCalls, litFence},
 		FormatFunctionCalls: {litThink, litFunctionCalls, litFence},
 		FormatJSON:          {litThink, litFence, litBrace, litBracket},
+		// Qwen3-Coder's bare <function=…> serves Functionary v3.1.
+		FormatFunctionaryV31: {litThink, litFunctionEq, litFence},
+		FormatHarmony:        {litThink, litHarmonyStart, litHarmonyChannel, litFence},
+		FormatGemma4:         {litThink, litGemma4, litFence},
+		FormatFunctionGemma:  {litThink, litFunctionGemma, litFence},
+		FormatToolCode:       {litThink, litFence},
+		FormatMiniMax:        {litThink, litMiniMax, litFence},
+		FormatSeedOSS:        {litThink, litSeedToolCall, litFence},
+		FormatStep3:          {litThink, litStep3, litStep3Call, litFence},
+		FormatApertus:        {litThink, litApertus, litFence},
+		FormatCohere:         {litThink, litCohere, litFence},
+		FormatFunctionaryV32: {litThink, litFunctionary, litFence},
+		FormatLFM2:           {litThink, litLFM2, litFence},
+		FormatLongCat:        {litThink, litLongCat, litFence},
+		FormatGigaChat:       {litThink, litRoleSep, litGigaChatCall, litFence},
+		FormatNemotron:       {litThink, litNemotron, litFence},
+		FormatGranite:        {litThink, litGranite, litFence},
+		FormatPhi4Mini:       {litThink, litPhi4, litFence},
 	}
 )
 
@@ -124,13 +244,17 @@ type markerSet struct {
 }
 
 func newMarkerSet(markers []lit) *markerSet {
+	if markers[0] == litThink && !slices.Contains(markers, litSeedThink) {
+		markers = append(slices.Clone(reasoningMarkers), markers[1:]...)
+	}
 	set := &markerSet{markers: markers}
 	for _, m := range markers {
-		first := litText[m][0]
-		i := slices.IndexFunc(set.groups, func(g markerGroup) bool { return g.first == first })
+		off := keyOffset(m)
+		first := litText[m][off]
+		i := slices.IndexFunc(set.groups, func(g markerGroup) bool { return g.first == first && g.off == off })
 		if i < 0 {
 			i = len(set.groups)
-			set.groups = append(set.groups, markerGroup{first: first})
+			set.groups = append(set.groups, markerGroup{first: first, off: off})
 		}
 		set.groups[i].markers[set.groups[i].n] = m
 		set.groups[i].n++
@@ -163,11 +287,21 @@ func enabledMarkers(o *Options) *markerSet {
 	return autoSet
 }
 
-// A markerGroup finds the enabled markers that start with one byte, with one scan for
-// that byte instead of one per marker.
+// keyOffset is the byte of marker m that its group scans for: the first, except where
+// that byte is common in prose (the f of functools[).
+func keyOffset(m lit) int {
+	if m == litPhi4 {
+		return len(litText[m]) - 1
+	}
+	return 0
+}
+
+// A markerGroup finds the enabled markers that have one byte at one offset (the first,
+// mostly), with one scan for that byte instead of one per marker.
 type markerGroup struct {
 	first   byte
-	markers [16]lit
+	off     int
+	markers [48]lit
 	n       int
 	// the cached result of the last search
 	from, at int
@@ -181,12 +315,13 @@ func (g *markerGroup) next(text string, from int) (lit, int) {
 		return g.found, g.at
 	}
 	g.from, g.done, g.at = from, true, -1
-	for i := from; i < len(text); i++ {
-		j := strings.IndexByte(text[i:], g.first)
+	for k := from + g.off; k < len(text); k++ {
+		j := strings.IndexByte(text[k:], g.first)
 		if j < 0 {
 			break
 		}
-		i += j
+		k += j
+		i := k - g.off
 		for _, m := range g.markers[:g.n] {
 			if strings.HasPrefix(text[i:], litText[m]) && (m != litBrace && m != litBracket || bareCandidate(text, i)) {
 				g.found, g.at = m, i

@@ -75,7 +75,7 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 		}
 		r.out = appendString(r.out, key)
 		r.out = append(r.out, ':')
-		valueAt, outAt := r.pos, len(r.out)
+		valueAt, outAt, fixesBefore := r.pos, len(r.out), r.fixes
 		if r.eof() || s[r.pos] == ',' || s[r.pos] == ')' {
 			r.fixes.add(fixMissingValue)
 			r.out = append(r.out, "null"...)
@@ -85,6 +85,10 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 			}
 			se := r.syntaxError()
 			return parsed{name: name, err: fmt.Sprintf("in %s(…): %s", name, syntaxMessage(se)), cause: se}, se.Offset, true
+		} else if num, ok := leadingZeroNumber(s[valueAt:r.pos]); ok && x.schemaFor(name).prop(key).typeName() != "string" {
+			// month=07: not Python, but what the model means is 7 (as vLLM reads it),
+			// unless the tool wants a string.
+			r.out, r.fixes = append(r.out[:outAt], num...), fixesBefore
 		} else if what := noJSONEquivalent(s[valueAt:r.pos], r.out[outAt:]); what != "" && noJSON == "" {
 			noJSON = fmt.Sprintf("in %s(…), %s=%s is %s, which JSON cannot hold; pass it as a string or a number JSON can hold", name, key, s[valueAt:r.pos], what)
 		}
@@ -177,4 +181,51 @@ func (x *extractor) pyCalls(b blk, from, to int) {
 			pos++
 		}
 	}
+}
+
+// lfm2 reads LFM2's <|tool_call_start|>[NAME(key=value), …]<|tool_call_end|>. A call
+// that cannot be read fails alone: the calls around it are read.
+func (x *extractor) lfm2(at, limit int) (int, bool) {
+	from := at + len(litText[litLFM2])
+	bodyEnd, end, closed := x.blockEnd(from, limit, litLFM2, litKimiCallEnd)
+	b := blk{format: FormatLFM2, start: at, end: end}
+	if !closed {
+		b.fixes.add(fixUnclosedTag)
+	}
+	ts, te := trimSpan(x.text, from, bodyEnd)
+	switch {
+	case ts == te:
+		x.fail(b, "", nil, "the block is empty")
+	case x.text[ts] == '{' || x.text[ts] == '[' && jsonAhead(x.text[:te], ts+1):
+		x.jsonCalls(b, ts, te)
+	case x.text[ts] == '[' && strings.TrimSpace(x.text[ts+1:te]) == "]":
+		// [] or [ ]: no call
+	default:
+		x.pyCalls(b, ts, te)
+	}
+	return end, true
+}
+
+// leadingZeroNumber returns the number written with leading zeros in text (07, -007.5)
+// as JSON (7, -7.5); ok is false for anything else.
+func leadingZeroNumber(text string) (string, bool) {
+	t := strings.TrimSpace(text)
+	neg := strings.HasPrefix(t, "-")
+	if neg {
+		t = t[1:]
+	}
+	if len(t) < 2 || t[0] != '0' || !jsonscan.IsDigit(t[1]) {
+		return "", false
+	}
+	digits := strings.TrimLeft(t, "0")
+	if digits == "" || digits[0] == '.' {
+		digits = "0" + digits
+	}
+	if jsonscan.Number(digits, 0) != len(digits) {
+		return "", false
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	return digits, true
 }

@@ -1,0 +1,48 @@
+package toolcall
+
+// Reasoning: the text a model thinks in, whose calls never run. Each family marks it its
+// own way (<think>, <seed:think>, [THINK], <|START_THINKING|>, ◁think▷; Harmony's
+// analysis channel is read in harmony.go). Kimi-K2-Thinking is the exception: it writes
+// its calls inside its reasoning, before </think>, and llama.cpp runs them; so does
+// toolbus, for Kimi's call sections only (their tokens are special: a model does not
+// quote them by accident).
+
+// think reads the reasoning that marker m opens at text[at].
+func (x *extractor) think(m lit, at, limit int) int {
+	start := at + len(litText[m])
+	end := x.findBefore(thinkEnd(m), start, limit)
+	if end < 0 {
+		x.reasoning(start, limit)
+		return limit
+	}
+	x.reasoning(start, end)
+	return end + len(litText[thinkEnd(m)])
+}
+
+// reasoning keeps text[from:to] as reasoning, except Kimi K2's call sections in it, which
+// are calls where Kimi's markers are enabled.
+func (x *extractor) reasoning(from, to int) {
+	for from < to && x.kimiEnabled() {
+		m, at := litKimi, x.findBefore(litKimi, from, to)
+		if c := x.findBefore(litKimiCall, from, to); c >= 0 && (at < 0 || c < at) {
+			m, at = litKimiCall, c
+		}
+		if at < 0 {
+			break
+		}
+		x.addReason(from, at)
+		end, _ := x.kimi(m, at, to)
+		from = min(max(end, at+1), to)
+	}
+	x.addReason(from, to)
+}
+
+func (x *extractor) addReason(from, to int) {
+	if from < to {
+		x.reason = append(x.reason, span{from, to})
+	}
+}
+
+func (x *extractor) kimiEnabled() bool {
+	return x.o.Format == FormatAuto || x.o.Format == FormatKimiK2
+}
