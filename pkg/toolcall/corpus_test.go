@@ -69,7 +69,7 @@ type corpusCase struct {
 }
 
 // loadCorpus reads the cases of every archive in testdata/dir.
-func loadCorpus(t *testing.T, dir string) map[string][]corpusCase {
+func loadCorpus(t testing.TB, dir string) map[string][]corpusCase {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.txtar"))
 	if err != nil || len(files) == 0 {
@@ -339,3 +339,64 @@ func TestCorpusEveryFormat(t *testing.T) {
 var newFormatArchives = map[string]bool{"harmony.txtar": true, "gemma.txtar": true,
 	"xml_sections.txtar": true, "json_sections.txtar": true, "functionary.txtar": true,
 	"lfm2.txtar": true, "reasoning_families.txtar": true}
+
+// TestAutoMatchesPinned checks that auto-detection never mistakes one format for another
+// on the corpus: every call found without a format pin is found alike — name, arguments,
+// error — with the format pinned to the one detected.
+func TestAutoMatchesPinned(t *testing.T) {
+	for f, cases := range loadCorpus(t, "extract") {
+		for _, tt := range cases {
+			opts := corpusOpts(t, tt.opts)
+			if opts == nil {
+				opts = &Options{}
+			}
+			if opts.Format != FormatAuto || len(opts.KnownTools) == 0 && strings.Contains(tt.want, "(json)") {
+				continue
+			}
+			auto := Extract(tt.in, opts)
+			formats := map[Format]bool{}
+			for _, c := range auto.Calls {
+				formats[c.Format] = true
+			}
+			for format := range formats {
+				var pinned []Call
+				for _, pin := range pinnedAs(format) {
+					o := *opts
+					o.Format = pin
+					pinned = append(pinned, Extract(tt.in, &o).Calls...)
+				}
+				for _, c := range auto.Calls {
+					if c.Format != format || format == FormatPythonic && strings.HasPrefix(c.Raw, "[") {
+						continue // a bare pythonic list counts by the known tools, pinned or not
+					}
+					if !samePinned(c, pinned) {
+						t.Errorf("%s/%s: call %d %s (%s) is not found with the format pinned to %v: %s",
+							filepath.Base(f), tt.name, c.Index, c.Name, c.Format, pinnedAs(format), callsOf(Extraction{Calls: pinned}))
+					}
+				}
+			}
+		}
+	}
+}
+
+// pinnedAs is the pin that reads calls detected as format f: the formats that share a
+// marker are pinned by the first of them.
+func pinnedAs(f Format) []Format {
+	switch f {
+	case FormatDeepSeekV31:
+		return []Format{FormatDeepSeekV3}
+	case FormatLlamaJSON:
+		return []Format{FormatLlamaJSON, FormatPythonic} // JSON in <|python_start|>
+	}
+	return []Format{f}
+}
+
+// samePinned reports whether calls holds a call read as c is.
+func samePinned(c Call, calls []Call) bool {
+	for _, p := range calls {
+		if p.Name == c.Name && p.Format == c.Format && bytes.Equal(p.Arguments, c.Arguments) && (p.Err == nil) == (c.Err == nil) {
+			return true
+		}
+	}
+	return false
+}

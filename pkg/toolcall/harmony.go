@@ -17,6 +17,10 @@ import "strings"
 // The content type after the recipient (<|constrain|>json, or a bare json) is ignored.
 // The last message may lack its <|call|>: it ends with the response.
 
+// maxHarmonyHeader bounds a message header (role, channel, recipient, content type), so
+// that a token in prose far from any <|message|> is not read as one.
+const maxHarmonyHeader = 256
+
 // harmonyEnds are the tokens that end a message's body, the next message's first.
 var harmonyEnds = [...]lit{litHarmonyCall, litHarmonyEnd, litHarmonyReturn, litHarmonyStart, litHarmonyChannel}
 
@@ -28,7 +32,7 @@ func (x *extractor) harmony(at, limit int) (int, bool) {
 		start = x.roleHeader(at)
 	}
 	msg := x.findBefore(litHarmonyMessage, at, limit)
-	if msg < 0 {
+	if msg < 0 || msg-at > maxHarmonyHeader {
 		return at + 1, false // a header the text ends in, or no message at all
 	}
 	header := s[at:msg]

@@ -157,6 +157,12 @@ func FuzzStream(f *testing.F) {
 	} {
 		f.Add(s, uint8(3), uint8(1))
 	}
+	// Every case of the extraction corpus, the new formats' above all, in chunks of 3.
+	for _, cases := range loadCorpus(f, "extract") {
+		for _, tt := range cases {
+			f.Add(tt.in, uint8(2), uint8(0))
+		}
+	}
 	formats := append([]Format{FormatAuto}, Formats()...)
 	f.Fuzz(func(t *testing.T, text string, size, format uint8) {
 		opts := &Options{
