@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -264,7 +265,12 @@ func formatNames() string {
 	for _, f := range toolcall.Formats() {
 		names = append(names, string(f))
 	}
-	return "auto, " + strings.Join(names, ", ")
+	var aliases []string
+	for alias, f := range toolcall.FormatAliases() {
+		aliases = append(aliases, alias+"="+string(f))
+	}
+	sort.Strings(aliases)
+	return "auto, " + strings.Join(names, ", ") + "; or a model's name: " + strings.Join(aliases, ", ")
 }
 
 func repairCmd(ctx context.Context, env Env, args []string) error {

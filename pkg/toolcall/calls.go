@@ -242,12 +242,39 @@ func (x *extractor) jsonCalls(b blk, from, to int) int {
 		}
 		v, end, fixes, err := x.repairValue(s, pos)
 		if err != nil {
-			x.fail(b, salvageName(s[pos:to]), err, "%s", syntaxMessage(err))
-			return to
+			// One call that cannot be read fails alone: the calls on the lines after it
+			// are read on (JSON Lines, as MiniMax-M1 writes them).
+			next := nextLineValue(s, pos, to)
+			x.fail(b, salvageName(s[pos:next]), err, "%s", syntaxMessage(err))
+			if next == to {
+				return to
+			}
+			pos = next
+			continue
 		}
 		x.callsFromValue(b, v, fixes)
 		pos = end
 	}
+}
+
+// nextLineValue returns where the next line of s[from:to] that starts with '{' starts
+// (after its indentation), or to.
+func nextLineValue(s string, from, to int) int {
+	for i := from; i < to; {
+		j := strings.IndexByte(s[i:to], '\n')
+		if j < 0 {
+			return to
+		}
+		i += j + 1
+		k := i
+		for k < to && (s[k] == ' ' || s[k] == '\t') {
+			k++
+		}
+		if k < to && s[k] == '{' {
+			return k
+		}
+	}
+	return to
 }
 
 // syntaxMessage words a RepairJSON error for a call's message.

@@ -180,6 +180,8 @@ func (x *extractor) block(m lit, at, limit int) (end int, isCall bool) {
 		return x.xmlSection(m, at, limit)
 	case litApertus, litCohere, litLongCat, litNemotron, litGranite, litPhi4, litRoleSep, litGigaChatCall:
 		return x.jsonSection(m, at, limit)
+	case litCohereResponse, litCohereResponseEnd:
+		return at + len(litText[m]), true // Cohere's answer: its text is content, its tokens not
 	case litFunctionary:
 		return x.functionaryV32(at, limit)
 	case litLFM2:

@@ -42,6 +42,8 @@ const (
 	litStep3Call
 	litApertus
 	litCohere
+	litCohereResponse
+	litCohereResponseEnd
 	litFunctionary
 	litLFM2
 	litLongCat
@@ -121,6 +123,8 @@ var litText = [numLits]string{
 	litStep3Call:            "<｜tool_call_begin｜>",
 	litApertus:              "<|tools_prefix|>",
 	litCohere:               "<|START_ACTION|>",
+	litCohereResponse:       "<|START_RESPONSE|>",
+	litCohereResponseEnd:    "<|END_RESPONSE|>",
 	litFunctionary:          ">>>",
 	litLFM2:                 "<|tool_call_start|>",
 	litLongCat:              "<longcat_tool_call>",
@@ -198,7 +202,8 @@ var (
 		litPythonTag, litPythonStart, litMistral, litDeepSeek, litDeepSeekCall, litKimi,
 		litKimiCall, litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke,
 		litHarmonyStart, litHarmonyChannel, litGemma4, litFunctionGemma, litMiniMax,
-		litSeedToolCall, litStep3, litStep3Call, litApertus, litCohere, litFunctionary,
+		litSeedToolCall, litStep3, litStep3Call, litApertus, litCohere, litCohereResponse,
+		litCohereResponseEnd, litFunctionary,
 		litLFM2, litLongCat, litRoleSep, litGigaChatCall, litNemotron, litGranite, litPhi4,
 		litFence}
 	autoKnownMarkers = append(slices.Clip(autoMarkers), litBrace, litBracket)
@@ -226,7 +231,7 @@ var (
 		FormatSeedOSS:        {litThink, litSeedToolCall, litFence},
 		FormatStep3:          {litThink, litStep3, litStep3Call, litFence},
 		FormatApertus:        {litThink, litApertus, litFence},
-		FormatCohere:         {litThink, litCohere, litFence},
+		FormatCohere:         {litThink, litCohere, litCohereResponse, litCohereResponseEnd, litFence},
 		FormatFunctionaryV32: {litThink, litFunctionary, litFence},
 		FormatLFM2:           {litThink, litLFM2, litFence},
 		FormatLongCat:        {litThink, litLongCat, litFence},
