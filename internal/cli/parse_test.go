@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // TestParseTools checks that `toolbus parse --tools FILE` reads as the parser does with
@@ -79,5 +81,29 @@ func TestParseTools(t *testing.T) {
 	}
 	if _, _, code := runMain(t, "x", "parse", "--tools", filepath.Join(dir, "mcp.json"), "--known-tools", "a"); code == 0 {
 		t.Error("--tools with --known-tools: exit 0")
+	}
+}
+
+// TestParseFormatFlag checks that --format takes every format and every model alias, and
+// reads the format's marker with it.
+func TestParseFormatFlag(t *testing.T) {
+	names := []string{"auto"}
+	for _, f := range toolcall.Formats() {
+		names = append(names, string(f))
+	}
+	for alias := range toolcall.FormatAliases() {
+		names = append(names, alias)
+	}
+	for _, name := range names {
+		if _, stderr, code := runMain(t, "no call here", "parse", "--format", name); code != 0 {
+			t.Errorf("--format %s: exit %d: %s", name, code, stderr)
+		}
+	}
+	if _, _, code := runMain(t, "x", "parse", "--format", "no_such_format"); code == 0 {
+		t.Error("--format no_such_format: exit 0")
+	}
+	stdout, _, _ := runMain(t, `<|channel|>commentary to=functions.clock <|constrain|>json<|message|>{}<|call|>`, "parse", "--format", "gpt_oss")
+	if !strings.Contains(stdout, `"format": "harmony"`) {
+		t.Errorf("--format gpt_oss: %s", stdout)
 	}
 }

@@ -233,7 +233,7 @@ func (x *extractor) known(name string) bool {
 func (x *extractor) jsonCalls(b blk, from, to int) int {
 	s := x.text[:to]
 	pos := from
-	for n := 0; ; n++ {
+	for n := 0; x.overflow == 0; n++ {
 		for pos < to && (s[pos] <= ' ' || s[pos] == ';' || s[pos] == ',' && n > 0) {
 			pos++
 		}
@@ -255,6 +255,7 @@ func (x *extractor) jsonCalls(b blk, from, to int) int {
 		x.callsFromValue(b, v, fixes)
 		pos = end
 	}
+	return to
 }
 
 // nextLineValue returns where the next line of s[from:to] that starts with '{' starts

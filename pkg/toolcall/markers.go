@@ -261,8 +261,15 @@ func newMarkerSet(markers []lit) *markerSet {
 			i = len(set.groups)
 			set.groups = append(set.groups, markerGroup{first: first, off: off})
 		}
-		set.groups[i].markers[set.groups[i].n] = m
-		set.groups[i].n++
+		g := &set.groups[i]
+		g.markers[g.n] = m
+		g.n++
+		if len(litText[m]) == off+1 {
+			g.short = true // a one-byte marker: any byte may follow
+		} else {
+			c := litText[m][off+1]
+			g.next2[c>>6] |= 1 << (c & 63)
+		}
 	}
 	return set
 }
@@ -308,6 +315,11 @@ type markerGroup struct {
 	off     int
 	markers [48]lit
 	n       int
+	// next2 holds the bytes that follow the key byte in the group's markers, so that a
+	// key byte followed by another (an HTML tag's <p) costs one test; short: a marker is
+	// the key byte alone.
+	next2 [4]uint64
+	short bool
 	// the cached result of the last search
 	from, at int
 	found    lit
@@ -326,6 +338,9 @@ func (g *markerGroup) next(text string, from int) (lit, int) {
 			break
 		}
 		k += j
+		if !g.short && (k+1 >= len(text) || g.next2[text[k+1]>>6]&(1<<(text[k+1]&63)) == 0) {
+			continue
+		}
 		i := k - g.off
 		for _, m := range g.markers[:g.n] {
 			if strings.HasPrefix(text[i:], litText[m]) && (m != litBrace && m != litBracket || bareCandidate(text, i)) {

@@ -125,10 +125,51 @@ func (x *extractor) pyList(s string, i int) (calls []parsed, end int, ok bool) {
 		}
 		calls = append(calls, p)
 		if p.err != "" && !p.whole {
+			// The call fails alone when another follows it: "), NAME(".
+			if next := nextPyCall(s, e); next >= 0 && !x.quiet && len(calls) < overflowCap*x.o.MaxCalls {
+				pos = next
+				continue
+			}
 			return calls, e, true
 		}
 		pos = e
 	}
+}
+
+// nextPyCall returns where the next call of a list starts after a call that could not be
+// read at s[from]: at the NAME of the first "), NAME(" after it; -1 when there is none.
+func nextPyCall(s string, from int) int {
+	for i := from; i < len(s); i++ {
+		j := strings.IndexByte(s[i:], ')')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		k := i + 1
+		for k < len(s) && (s[k] == ' ' || s[k] == '\n' || s[k] == '\t') {
+			k++
+		}
+		if k >= len(s) || s[k] != ',' {
+			continue
+		}
+		k++
+		for k < len(s) && (s[k] == ' ' || s[k] == '\n' || s[k] == '\t') {
+			k++
+		}
+		if startsPyCall(s, k) {
+			return k
+		}
+	}
+	return -1
+}
+
+// startsPyCall reports whether s[i:] starts with NAME(.
+func startsPyCall(s string, i int) bool {
+	n := i
+	for n < len(s) && (isWordByte(s[n]) || s[n] == '.') {
+		n++
+	}
+	return n > i && n < len(s) && s[n] == '(' && (isLetter(s[i]) || s[i] == '_')
 }
 
 // noJSONEquivalent says what a pythonic value is when it has no JSON equivalent: a
@@ -174,7 +215,18 @@ func (x *extractor) pyCalls(b blk, from, to int) {
 		}
 		x.add(b, p)
 		if p.err != "" && !p.whole {
-			return
+			// The call fails alone: the calls on the lines after it are read.
+			next := to
+			for i := e; i < to; i++ {
+				if s[i] == '\n' && startsPyCall(s[:to], i+1) {
+					next = i + 1
+					break
+				}
+			}
+			if next == to {
+				return
+			}
+			e = next
 		}
 		pos = e
 		for pos < to && (s[pos] <= ' ' || s[pos] == ';' || s[pos] == ',') {
