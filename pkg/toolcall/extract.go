@@ -115,23 +115,6 @@ func (x *extractor) promptReasoning(wantOpen bool) (end int, open bool) {
 	return i, false
 }
 
-// ownReasoning reports whether s opens reasoning itself (<think>), or shows the
-// reasoning syntax of a model whose template never opens <think> in the prompt.
-func ownReasoning(s string) bool {
-	if strings.Contains(s, litText[litThink]) {
-		return true
-	}
-	if strings.IndexByte(s, '<') < 0 && strings.IndexByte(s, '[') < 0 && !strings.Contains(s, litText[litKimiThink]) {
-		return false
-	}
-	for _, l := range [...]lit{litSeedThink, litMistralThink, litCohereThink, litKimiThink, litHarmonyChannel} {
-		if strings.Contains(s, litText[l]) {
-			return true
-		}
-	}
-	return false
-}
-
 // scan extracts the calls in text[pos:limit], keeping the rest as content.
 func (x *extractor) scan(pos, limit int) {
 	for pos < limit {

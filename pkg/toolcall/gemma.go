@@ -29,7 +29,9 @@ func (x *extractor) gemma(m lit, at, limit int) (int, bool) {
 	}
 	s := x.text[:bodyEnd]
 	i, _ := trimSpan(s, from, bodyEnd)
-	i += len("call:") * boolInt(strings.HasPrefix(s[i:], "call:"))
+	if strings.HasPrefix(s[i:], "call:") {
+		i += len("call:")
+	}
 	ns := i
 	for i < bodyEnd && (isWordByte(s[i]) || s[i] == '-' || s[i] == '.') {
 		i++
@@ -80,11 +82,4 @@ func unquoteGemma(text, q string) string {
 		text = text[j+len(q):]
 	}
 	return string(append(b, text...))
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -254,22 +254,28 @@ func newMarkerSet(markers []lit) *markerSet {
 	}
 	set := &markerSet{markers: markers}
 	for _, m := range markers {
-		off := keyOffset(m)
-		first := litText[m][off]
-		i := slices.IndexFunc(set.groups, func(g markerGroup) bool { return g.first == first && g.off == off })
+		t := litText[m]
+		key := t[0]
+		if lookBack(m) {
+			key = t[len(t)-1]
+		}
+		i := slices.IndexFunc(set.groups, func(g markerGroup) bool { return g.first == key })
 		if i < 0 {
 			i = len(set.groups)
-			set.groups = append(set.groups, markerGroup{first: first, off: off})
+			set.groups = append(set.groups, markerGroup{first: key})
 		}
 		g := &set.groups[i]
+		switch {
+		case lookBack(m):
+			g.back, g.hasBack = m, true
+			continue
+		case len(t) == 1:
+			g.short = true // a one-byte marker: any byte may follow
+		default:
+			g.next2[t[1]>>6] |= 1 << (t[1] & 63)
+		}
 		g.markers[g.n] = m
 		g.n++
-		if len(litText[m]) == off+1 {
-			g.short = true // a one-byte marker: any byte may follow
-		} else {
-			c := litText[m][off+1]
-			g.next2[c>>6] |= 1 << (c & 63)
-		}
 	}
 	return set
 }
@@ -299,22 +305,19 @@ func enabledMarkers(o *Options) *markerSet {
 	return autoSet
 }
 
-// keyOffset is the byte of marker m that its group scans for: the first, except where
-// that byte is common in prose (the f of functools[).
-func keyOffset(m lit) int {
-	if m == litPhi4 {
-		return len(litText[m]) - 1
-	}
-	return 0
-}
+// lookBack reports whether marker m is found by its last byte, looking back, rather than
+// by its first: the f of functools[ is everywhere in prose, its [ is not, and a scan for
+// [ is made anyway (Mistral's [TOOL_CALLS]).
+func lookBack(m lit) bool { return m == litPhi4 }
 
-// A markerGroup finds the enabled markers that have one byte at one offset (the first,
-// mostly), with one scan for that byte instead of one per marker.
+// A markerGroup finds the enabled markers that start with one byte, with one scan for
+// that byte instead of one per marker; and the marker that ends with it (back), if any.
 type markerGroup struct {
 	first   byte
-	off     int
 	markers [48]lit
 	n       int
+	back    lit
+	hasBack bool
 	// next2 holds the bytes that follow the key byte in the group's markers, so that a
 	// key byte followed by another (an HTML tag's <p) costs one test; short: a marker is
 	// the key byte alone.
@@ -332,16 +335,21 @@ func (g *markerGroup) next(text string, from int) (lit, int) {
 		return g.found, g.at
 	}
 	g.from, g.done, g.at = from, true, -1
-	for k := from + g.off; k < len(text); k++ {
-		j := strings.IndexByte(text[k:], g.first)
+	for i := from; i < len(text); i++ {
+		j := strings.IndexByte(text[i:], g.first)
 		if j < 0 {
 			break
 		}
-		k += j
-		if !g.short && (k+1 >= len(text) || g.next2[text[k+1]>>6]&(1<<(text[k+1]&63)) == 0) {
+		i += j
+		// A marker ending at i starts before any starting at i; it holds no byte of the
+		// group, so none starts within it.
+		if b := i + 1 - len(litText[g.back]); g.hasBack && b >= from && strings.HasPrefix(text[b:], litText[g.back]) {
+			g.found, g.at = g.back, b
+			return g.back, b
+		}
+		if !g.short && (i+1 >= len(text) || g.next2[text[i+1]>>6]&(1<<(text[i+1]&63)) == 0) {
 			continue
 		}
-		i := k - g.off
 		for _, m := range g.markers[:g.n] {
 			if strings.HasPrefix(text[i:], litText[m]) && (m != litBrace && m != litBracket || bareCandidate(text, i)) {
 				g.found, g.at = m, i

@@ -1,5 +1,7 @@
 package toolcall
 
+import "strings"
+
 // Reasoning: the text a model thinks in, whose calls never run. Each family marks it its
 // own way (<think>, <seed:think>, [THINK], <|START_THINKING|>, ◁think▷; Harmony's
 // analysis channel is read in harmony.go). Kimi-K2-Thinking is the exception: it writes
@@ -45,4 +47,21 @@ func (x *extractor) addReason(from, to int) {
 
 func (x *extractor) kimiEnabled() bool {
 	return x.o.Format == FormatAuto || x.o.Format == FormatKimiK2
+}
+
+// ownReasoning reports whether s opens reasoning itself (<think>), or shows the
+// reasoning syntax of a model whose template never opens <think> in the prompt.
+func ownReasoning(s string) bool {
+	if strings.Contains(s, litText[litThink]) {
+		return true
+	}
+	if strings.IndexByte(s, '<') < 0 && strings.IndexByte(s, '[') < 0 && !strings.Contains(s, litText[litKimiThink]) {
+		return false
+	}
+	for _, l := range [...]lit{litSeedThink, litMistralThink, litCohereThink, litKimiThink, litHarmonyChannel} {
+		if strings.Contains(s, litText[l]) {
+			return true
+		}
+	}
+	return false
 }

@@ -47,9 +47,9 @@ func (x *extractor) xmlSection(m lit, at, limit int) (int, bool) {
 	return end, true
 }
 
-// jsonSections: the closer of each JSON section's marker (none: the section ends with its
-// JSON), and its format.
-func jsonSection(m lit) (close lit, format Format) {
+// jsonSectionKind returns the closer of a JSON section's marker m (none: the section
+// ends with its JSON) and its format.
+func jsonSectionKind(m lit) (close lit, format Format) {
 	switch m {
 	case litApertus:
 		return litApertusEnd, FormatApertus
@@ -69,7 +69,7 @@ func jsonSection(m lit) (close lit, format Format) {
 
 // jsonSection reads the JSON calls of the section that marker m opens at text[at].
 func (x *extractor) jsonSection(m lit, at, limit int) (int, bool) {
-	close, format := jsonSection(m)
+	close, format := jsonSectionKind(m)
 	start, from := at, at+len(litText[m])
 	switch m {
 	case litPhi4:

@@ -168,7 +168,8 @@ type Extraction struct {
 	Calls []Call
 	// Content is the text that is neither a call nor reasoning, trimmed.
 	Content string
-	// Reasoning is the text inside <think>…</think>; calls in it are never extracted.
+	// Reasoning is the text inside <think>…</think> and the other families' reasoning
+	// markers (see the package doc); calls in it are never extracted, except Kimi K2's.
 	Reasoning string
 }
 
@@ -205,10 +206,12 @@ type Options struct {
 type Reasoning string
 
 const (
-	// ReasoningAuto: the text inside <think>…</think>, and the text before a </think>
-	// that no <think> precedes (a template that opens <think> in the prompt, so that
-	// the response holds only the closing tag). A streamed call before any think tag
-	// waits for the end of the response: a </think> may still come.
+	// ReasoningAuto: the text inside <think>…</think> (and the other families'
+	// markers), and the text before a </think> that no <think> or other reasoning
+	// marker precedes (a template that opens <think> in the prompt, so that the response
+	// holds only the closing tag). A streamed call before any think tag waits for the
+	// end of the response, a </think> may still come, unless the response shows a
+	// family's own reasoning syntax (Harmony channels, <seed:think>, [THINK], …).
 	ReasoningAuto Reasoning = ""
 	// ReasoningTagged: only the text inside <think>…</think>; a </think> alone is
 	// content. Streamed calls run as soon as their block is complete.
