@@ -245,7 +245,7 @@ var (
 // A markerSet is the markers a format enables, in priority order, and their groups.
 type markerSet struct {
 	markers []lit
-	groups  []markerGroup
+	groups  []markerGroup // without a search cached: copied into each extractor
 }
 
 func newMarkerSet(markers []lit) *markerSet {
@@ -262,9 +262,9 @@ func newMarkerSet(markers []lit) *markerSet {
 		i := slices.IndexFunc(set.groups, func(g markerGroup) bool { return g.first == key })
 		if i < 0 {
 			i = len(set.groups)
-			set.groups = append(set.groups, markerGroup{first: key})
+			set.groups = append(set.groups, markerGroup{groupSpec: &groupSpec{first: key}})
 		}
-		g := &set.groups[i]
+		g := set.groups[i].groupSpec
 		switch {
 		case lookBack(m):
 			g.back, g.hasBack = m, true
@@ -313,8 +313,17 @@ func lookBack(m lit) bool { return m == litPhi4 }
 // A markerGroup finds the enabled markers that start with one byte, with one scan for
 // that byte instead of one per marker; and the marker that ends with it (back), if any.
 type markerGroup struct {
+	*groupSpec
+	// the cached result of the last search
+	from, at int
+	found    lit
+	done     bool
+}
+
+// A groupSpec is what a markerGroup looks for, shared by every extractor.
+type groupSpec struct {
 	first   byte
-	markers [48]lit
+	markers [40]lit
 	n       int
 	back    lit
 	hasBack bool
@@ -323,10 +332,6 @@ type markerGroup struct {
 	// the key byte alone.
 	next2 [4]uint64
 	short bool
-	// the cached result of the last search
-	from, at int
-	found    lit
-	done     bool
 }
 
 // next returns the first marker of the group at or after from in text, or -1.
