@@ -142,7 +142,7 @@ func blockNoun(f Format) string {
 	case FormatPythonic:
 		return "pythonic call"
 	case FormatHarmony:
-		return "Harmony commentary message"
+		return "Harmony message"
 	case FormatGemma4:
 		return "<|tool_call> call"
 	case FormatFunctionGemma:

@@ -11,8 +11,10 @@ import "strings"
 // The prompt ends with <|start|>assistant, so a response opens with <|channel|> (or
 // with " to=functions.NAME" when the recipient is in the role header). A message on the
 // commentary channel addressed to=functions.NAME is a call; the analysis channel is
-// reasoning, and calls quoted there never run; the final channel and commentary without
-// a recipient (a preamble) are content. A message to one of gpt-oss's built-in tools
+// reasoning, and calls quoted there never run: an analysis message addressed
+// to=functions.NAME is answered parse_error, asking for it on commentary (llama.cpp runs
+// it; issue 34 says analysis is reasoning); the final channel and commentary without a
+// recipient (a preamble) are content. A message to one of gpt-oss's built-in tools
 // (to=browser.search, to=python), which toolbus does not serve, is kept as reasoning.
 // The content type after the recipient (<|constrain|>json, or a bare json) is ignored.
 // The last message may lack its <|call|>: it ends with the response.
@@ -51,16 +53,25 @@ func (x *extractor) harmony(at, limit int) (int, bool) {
 		}
 	}
 	channel, recipient := harmonyHeader(header)
+	name, isFunction := strings.CutPrefix(recipient, "functions.")
 	switch {
-	case channel == "analysis" || recipient != "" && !strings.HasPrefix(recipient, "functions."):
+	case channel == "analysis" && isFunction:
+		// A call written as reasoning: not run, but answered, so that the model sends
+		// it again where calls go (llama.cpp runs it; the analysis channel is never
+		// acted on, in Harmony's own words).
 		x.addReason(body, bodyEnd)
-	case recipient != "":
+		b := blk{format: FormatHarmony, start: start, end: end}
+		x.add(b, parsed{name: name, err: "the call was written on the analysis channel, which is reasoning, so it was not run; " +
+			"send it again on the commentary channel (<|channel|>commentary to=functions." + name + ")"})
+	case channel == "analysis" || recipient != "" && !isFunction:
+		x.addReason(body, bodyEnd)
+	case isFunction:
 		b := blk{format: FormatHarmony, start: start, end: end}
 		if !closed {
 			b.fixes.add(fixUnclosedTag)
 		}
 		p, _ := x.argsAt(body, bodyEnd)
-		p.name = strings.TrimPrefix(recipient, "functions.")
+		p.name = name
 		if p.name == "" && p.err == "" {
 			p.err = "the recipient to=functions. names no tool"
 		}
