@@ -338,7 +338,7 @@ func TestCorpusEveryFormat(t *testing.T) {
 // newFormatArchives are the archives of issue 34, whose cases all name their source.
 var newFormatArchives = map[string]bool{"harmony.txtar": true, "gemma.txtar": true,
 	"xml_sections.txtar": true, "json_sections.txtar": true, "functionary.txtar": true,
-	"lfm2.txtar": true, "reasoning_families.txtar": true, "model_aliases.txtar": true}
+	"lfm2.txtar": true, "reasoning_families.txtar": true, "model_aliases.txtar": true, "llama_cpp.txtar": true}
 
 // TestAutoMatchesPinned checks that auto-detection never mistakes one format for another
 // on the corpus: every call found without a format pin is found alike — name, arguments,

@@ -78,6 +78,9 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 		valueAt, outAt, fixesBefore := r.pos, len(r.out), r.fixes
 		if r.eof() || s[r.pos] == ',' || s[r.pos] == ')' {
 			r.fixes.add(fixMissingValue)
+			if r.eof() {
+				r.fixes.add(fixTruncatedValue) // the text ended before the value began
+			}
 			r.out = append(r.out, "null"...)
 		} else if !r.value() {
 			if x.quiet {
