@@ -119,7 +119,7 @@ func FormatAliases() map[string]Format {
 		"command_a": FormatCohere, "command_r7b": FormatCohere,
 		"kimi_k2_thinking": FormatKimiK2, "functionary_v3_1": FormatFunctionaryV31,
 		"functionary_v3_2": FormatFunctionaryV32, "llama3_2": FormatPythonic, "llama4_pythonic": FormatPythonic,
-		"olmo3": FormatFunctionCalls,
+		"olmo3": FormatFunctionCalls, "firefunction": FormatPhi4Mini, "apriel": FormatToolCallsTag,
 	}
 }
 
