@@ -152,6 +152,9 @@ func (x *extractor) nextMarker(pos, limit int) (lit, int) {
 // where the block ends, and false when it turned out not to be calls, so that its
 // text is content.
 func (x *extractor) block(m lit, at, limit int) (end int, isCall bool) {
+	if at > 0 && x.text[at-1] == '`' && m > litToolCall && m < litFence {
+		return at + len(litText[m]), false // `<|tool_call>` named in prose, as inline code
+	}
 	switch m {
 	case litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink:
 		return x.think(m, at, limit), true
