@@ -11,7 +11,8 @@
 // where and why, in words a model can act on, next to the calls that could be read.
 //
 // Reasoning is the text inside <think>…</think> and the other families' markers
-// (<seed:think>, [THINK], <|START_THINKING|>, ◁think▷, Harmony's analysis channel), and,
+// (<seed:think>, [THINK], <|START_THINKING|>, ◁think▷, Gemma 4's <|channel>thought,
+// Harmony's analysis channel), and,
 // under [ReasoningAuto] (the default), the text before a </think> that no <think> or
 // other reasoning marker precedes (a template that opens <think> in the prompt);
 // [Options].Reasoning chooses [ReasoningTagged] or [ReasoningOpen] instead. Kimi K2's

@@ -156,7 +156,7 @@ func (x *extractor) block(m lit, at, limit int) (end int, isCall bool) {
 		return at + len(litText[m]), false // `<|tool_call>` named in prose, as inline code
 	}
 	switch m {
-	case litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink:
+	case litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink, litGemmaThink:
 		return x.think(m, at, limit), true
 	case litHarmonyStart, litHarmonyChannel:
 		return x.harmony(at, limit)

@@ -17,18 +17,29 @@ func gemmaQuote(m lit) string {
 
 // gemma reads one call that marker m opens at text[at].
 func (x *extractor) gemma(m lit, at, limit int) (int, bool) {
+	return x.gemmaCall(m, at, at+len(litText[m]), limit)
+}
+
+// gemmaCall reads the call of the format marker m opens whose block starts at text[at]
+// and its body at text[from]: after the marker, or at a bare call:NAME{…}.
+func (x *extractor) gemmaCall(m lit, at, from, limit int) (int, bool) {
 	close, format := litGemma4End, FormatGemma4
 	if m == litFunctionGemma {
 		close, format = litFunctionGemmaEnd, FormatFunctionGemma
 	}
-	from := at + len(litText[m])
 	bodyEnd, end, closed := x.blockEnd(from, limit, m, close)
+	if t := x.findBefore(litGemmaTurnEnd, from, bodyEnd); m == litGemma4 && t >= 0 {
+		bodyEnd, end, closed = t, t+len(litText[litGemmaTurnEnd]), true // Gemma 4 may end the call with its turn
+	}
 	b := blk{format: format, start: at, end: end}
 	if !closed {
 		b.fixes.add(fixUnclosedTag)
 	}
 	s := x.text[:bodyEnd]
 	i, _ := trimSpan(s, from, bodyEnd)
+	if strings.HasPrefix(s[i:], ":call:") {
+		i++ // <|tool_call>:call:NAME, a stray colon
+	}
 	if strings.HasPrefix(s[i:], "call:") {
 		i += len("call:")
 	}

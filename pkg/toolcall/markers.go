@@ -32,6 +32,7 @@ const (
 	litMistralThink
 	litCohereThink
 	litKimiThink
+	litGemmaThink
 	litHarmonyStart
 	litHarmonyChannel
 	litGemma4
@@ -76,6 +77,8 @@ const (
 	litMistralThinkEnd
 	litCohereThinkEnd
 	litKimiThinkEnd
+	litGemmaThinkEnd
+	litGemmaTurnEnd
 	litHarmonyMessage
 	litHarmonyEnd
 	litHarmonyCall
@@ -113,6 +116,7 @@ var litText = [numLits]string{
 	litMistralThink:         "[THINK]",
 	litCohereThink:          "<|START_THINKING|>",
 	litKimiThink:            "◁think▷",
+	litGemmaThink:           "<|channel>",
 	litHarmonyStart:         "<|start|>",
 	litHarmonyChannel:       "<|channel|>",
 	litGemma4:               "<|tool_call>",
@@ -154,6 +158,8 @@ var litText = [numLits]string{
 	litMistralThinkEnd:      "[/THINK]",
 	litCohereThinkEnd:       "<|END_THINKING|>",
 	litKimiThinkEnd:         "◁/think▷",
+	litGemmaThinkEnd:        "<channel|>",
+	litGemmaTurnEnd:         "<turn|>",
 	litHarmonyMessage:       "<|message|>",
 	litHarmonyEnd:           "<|end|>",
 	litHarmonyCall:          "<|call|>",
@@ -171,7 +177,7 @@ var litText = [numLits]string{
 }
 
 // reasoningMarkers open reasoning in every format; thinkEnd gives each one's closer.
-var reasoningMarkers = []lit{litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink}
+var reasoningMarkers = []lit{litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink, litGemmaThink}
 
 func thinkEnd(m lit) lit {
 	switch m {
@@ -183,6 +189,8 @@ func thinkEnd(m lit) lit {
 		return litCohereThinkEnd
 	case litKimiThink:
 		return litKimiThinkEnd
+	case litGemmaThink:
+		return litGemmaThinkEnd
 	}
 	return litThinkEnd
 }
@@ -197,7 +205,7 @@ type cursor struct {
 
 // The markers each format enables, in priority order; reasoning and fences always count.
 var (
-	autoMarkers = []lit{litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink,
+	autoMarkers = []lit{litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink, litGemmaThink,
 		litToolCall, litToolCalls, litFunctionCalls, litFunctionEq,
 		litPythonTag, litPythonStart, litMistral, litDeepSeek, litDeepSeekCall, litKimi,
 		litKimiCall, litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke,

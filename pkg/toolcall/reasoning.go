@@ -3,7 +3,8 @@ package toolcall
 import "strings"
 
 // Reasoning: the text a model thinks in, whose calls never run. Each family marks it its
-// own way (<think>, <seed:think>, [THINK], <|START_THINKING|>, ◁think▷; Harmony's
+// own way (<think>, <seed:think>, [THINK], <|START_THINKING|>, ◁think▷, Gemma 4's
+// <|channel>thought…<channel|>; Harmony's
 // analysis channel is read in harmony.go). Kimi-K2-Thinking is the exception: it writes
 // its calls inside its reasoning, before </think>, and llama.cpp runs them; so does
 // toolbus, for Kimi's call sections only (their tokens are special: a model does not
@@ -12,13 +13,24 @@ import "strings"
 // think reads the reasoning that marker m opens at text[at].
 func (x *extractor) think(m lit, at, limit int) int {
 	start := at + len(litText[m])
+	if m == litGemmaThink {
+		// Gemma 4's <|channel>thought\n…<channel|>: the channel's name is no reasoning.
+		if rest, ok := strings.CutPrefix(x.text[start:limit], "thought"); ok {
+			start = limit - len(strings.TrimLeft(rest, " \n"))
+		}
+	}
 	end := x.findBefore(thinkEnd(m), start, limit)
 	if end < 0 {
 		x.reasoning(start, limit)
 		return limit
 	}
 	x.reasoning(start, end)
-	return end + len(litText[thinkEnd(m)])
+	end += len(litText[thinkEnd(m)])
+	if m == litGemmaThink && strings.HasPrefix(x.text[end:limit], "call:") {
+		// Gemma 4 may drop <|tool_call> right after its thought (vLLM reads it).
+		end, _ = x.gemmaCall(litGemma4, end, end, limit)
+	}
+	return end
 }
 
 // reasoning keeps text[from:to] as reasoning, except Kimi K2's call sections in it, which
@@ -58,7 +70,7 @@ func ownReasoning(s string) bool {
 	if strings.IndexByte(s, '<') < 0 && strings.IndexByte(s, '[') < 0 && !strings.Contains(s, litText[litKimiThink]) {
 		return false
 	}
-	for _, l := range [...]lit{litSeedThink, litMistralThink, litCohereThink, litKimiThink, litHarmonyChannel} {
+	for _, l := range [...]lit{litSeedThink, litMistralThink, litCohereThink, litKimiThink, litGemmaThink, litHarmonyChannel} {
 		if strings.Contains(s, litText[l]) {
 			return true
 		}
