@@ -69,7 +69,8 @@
 //     ([FormatApertus], [FormatCohere], [FormatLongCat], [FormatNemotron], [FormatGranite],
 //     [FormatPhi4Mini], [FormatGigaChat]).
 //   - Functionary: v3.1's <function=NAME>{…}</function> ([FormatFunctionaryV31]) and
-//     v3.2's >>>NAME followed by a JSON object, >>>all for text ([FormatFunctionaryV32]);
+//     v3.2's >>>NAME followed by a JSON object, >>>all for text ([FormatFunctionaryV32],
+//     with the format pinned only: >>> also begins a Python prompt);
 //     LFM2's <|tool_call_start|>[NAME(key=value)]<|tool_call_end|> ([FormatLFM2]).
 //   - A bare or ```json-fenced JSON object or array shaped like a call, an OpenAI
 //     assistant message written into the text ({"tool_calls": [...]}), or a pythonic

@@ -151,7 +151,7 @@ func TestExtractLinear(t *testing.T) {
 		{name: "harmony starts", in: strings.Repeat("<|start|>assistant", n/18) + "<|message|>"},
 		{name: "harmony messages", in: strings.Repeat("<|channel|>commentary to=functions.a<|message|>{", n/48)},
 		{name: "gemma calls", in: strings.Repeat(`<|tool_call>call:a{x:<|"|>`, n/26)},
-		{name: "functionary parts", in: strings.Repeat(">>>a\n{", n/6)},
+		{name: "functionary parts", in: strings.Repeat(">>>a\n{", n/6), opts: &Options{Format: FormatFunctionaryV32, MaxInputSize: 2 * n}},
 		{name: "functools", in: strings.Repeat("functools[{", n/11)},
 		{name: "role separators", in: strings.Repeat("function call<|role_sep|>", n/25)},
 		{name: "steptml invokes", in: strings.Repeat(`<｜tool_call_begin｜><steptml:invoke name="a">`, n/45)},

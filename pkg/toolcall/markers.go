@@ -211,7 +211,7 @@ var (
 		litKimiCall, litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke,
 		litHarmonyStart, litHarmonyChannel, litGemma4, litFunctionGemma, litMiniMax,
 		litSeedToolCall, litStep3, litStep3Call, litApertus, litCohere, litCohereResponse,
-		litCohereResponseEnd, litFunctionary,
+		litCohereResponseEnd,
 		litLFM2, litLongCat, litRoleSep, litGigaChatCall, litNemotron, litGranite, litPhi4,
 		litFence}
 	autoKnownMarkers = append(slices.Clip(autoMarkers), litBrace, litBracket)
@@ -276,16 +276,32 @@ func newMarkerSet(markers []lit) *markerSet {
 		switch {
 		case lookBack(m):
 			g.back, g.hasBack = m, true
-			continue
 		case len(t) == 1:
-			g.short = true // a one-byte marker: any byte may follow
+			g.shorts[g.nShort] = m // a one-byte marker: any byte may follow
+			g.nShort++
 		default:
-			g.next2[t[1]>>6] |= 1 << (t[1] & 63)
+			g.markers[g.n] = m
+			g.n++
 		}
-		g.markers[g.n] = m
-		g.n++
+	}
+	for _, g := range set.groups {
+		g.index()
 	}
 	return set
+}
+
+// index orders the group's markers by their second byte, in priority order within one
+// byte, so that a key byte is tried against the markers its next byte may begin only.
+func (g *groupSpec) index() {
+	byte2 := func(m lit) byte { return litText[m][1] }
+	slices.SortStableFunc(g.markers[:g.n], func(a, b lit) int { return int(byte2(a)) - int(byte2(b)) })
+	for k, m := range g.markers[:g.n] {
+		c := byte2(m)
+		if g.count[c] == 0 {
+			g.start[c] = uint8(k)
+		}
+		g.count[c]++
+	}
 }
 
 var (
@@ -330,16 +346,18 @@ type markerGroup struct {
 
 // A groupSpec is what a markerGroup looks for, shared by every extractor.
 type groupSpec struct {
-	first   byte
-	markers [40]lit
-	n       int
+	first byte
+	// markers, ordered by their second byte: start[c] and count[c] give those whose
+	// second byte is c, so that a key byte followed by another (an HTML tag's <p)
+	// costs one test.
+	markers      [40]lit
+	n            int
+	start, count [256]uint8
+	// shorts are the markers that are the key byte alone, tried last.
+	shorts  [2]lit
+	nShort  int
 	back    lit
 	hasBack bool
-	// next2 holds the bytes that follow the key byte in the group's markers, so that a
-	// key byte followed by another (an HTML tag's <p) costs one test; short: a marker is
-	// the key byte alone.
-	next2 [4]uint64
-	short bool
 }
 
 // next returns the first marker of the group at or after from in text, or -1.
@@ -360,11 +378,17 @@ func (g *markerGroup) next(text string, from int) (lit, int) {
 			g.found, g.at = g.back, b
 			return g.back, b
 		}
-		if !g.short && (i+1 >= len(text) || g.next2[text[i+1]>>6]&(1<<(text[i+1]&63)) == 0) {
-			continue
+		if i+1 < len(text) {
+			c := text[i+1]
+			for _, m := range g.markers[g.start[c] : g.start[c]+g.count[c]] {
+				if strings.HasPrefix(text[i:], litText[m]) {
+					g.found, g.at = m, i
+					return m, i
+				}
+			}
 		}
-		for _, m := range g.markers[:g.n] {
-			if strings.HasPrefix(text[i:], litText[m]) && (m != litBrace && m != litBracket || bareCandidate(text, i)) {
+		for _, m := range g.shorts[:g.nShort] {
+			if m != litBrace && m != litBracket || bareCandidate(text, i) {
 				g.found, g.at = m, i
 				return m, i
 			}

@@ -126,7 +126,7 @@ func TestStreamSettles(t *testing.T) {
 		{"gemma4", tagged, `<|tool_call>call:clock{}<tool_call|><|tool_call>call:add{a:1`, 1},
 		{"granite at the end", tagged, `<|tool_call|>[{"name": "clock", "arguments": {}}]`, 0},
 		{"granite and text", tagged, `<|tool_call|>[{"name": "clock", "arguments": {}}] ok`, 1},
-		{"functionary v3.2 and the next", tagged, ">>>clock\n{}\n>>>add\n{\"a\": 1", 1},
+		{"functionary v3.2 and the next", &Options{Reasoning: ReasoningTagged, Format: FormatFunctionaryV32}, ">>>clock\n{}\n>>>add\n{\"a\": 1", 1},
 		{"kimi in reasoning", &Options{}, `<think>x<|tool_calls_section_begin|><|tool_call_begin|>functions.clock:0<|tool_call_argument_begin|>{}<|tool_call_end|>`, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
