@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -74,6 +76,7 @@ func parseCmd(ctx context.Context, env Env, args []string) error {
 	cfgPath := fs.String("config", "", "configuration file: read the responses as its parser does, with the names and input schemas of its tools (its MCP servers are started to list theirs), its format pin and limits")
 	wait := fs.Duration("wait", 20*time.Second, "with --config: how long to wait for the MCP servers to list their tools")
 	known := fs.String("known-tools", "", "comma-separated tool names, for formats that need them (bare JSON); without --config")
+	toolsPath := fs.String("tools", "", `JSON file of tool definitions, {"tools": [{"name", "inputSchema"}]} or OpenAI's tools array: read the responses as the parser does with that catalog (names, schema typing and checks); without --config`)
 	format := fs.String("format", "auto", "pin the tool-call format: "+formatNames())
 	jsonl := fs.Bool("jsonl", false, "each input line is a JSON string; print one object per line")
 	if err := parseFlags(fs, args); err != nil {
@@ -86,6 +89,20 @@ func parseCmd(ctx context.Context, env Env, args []string) error {
 	parse := func(text string) parsed {
 		return parseText(text, &toolcall.Options{KnownTools: splitList(*known), Format: f})
 	}
+	pin := ""
+	if f != toolcall.FormatAuto {
+		pin = string(f)
+	}
+	if *toolsPath != "" {
+		if *known != "" || *cfgPath != "" {
+			return usageError{fmt.Errorf("--tools with --known-tools or --config: the file's tools are the known ones")}
+		}
+		stage, err := toolsStage(*toolsPath)
+		if err != nil {
+			return err
+		}
+		parse = func(text string) parsed { return previewText(stage, text, pin) }
+	}
 	if *cfgPath != "" {
 		if *known != "" {
 			return usageError{fmt.Errorf("--known-tools and --config: the configuration's tools are the known ones")}
@@ -95,10 +112,6 @@ func parseCmd(ctx context.Context, env Env, args []string) error {
 			return err
 		}
 		defer closeTools()
-		pin := ""
-		if f != toolcall.FormatAuto {
-			pin = string(f)
-		}
 		parse = func(text string) parsed { return previewText(stage, text, pin) }
 	}
 	enc := json.NewEncoder(env.Stdout)
@@ -152,6 +165,82 @@ func previewStage(ctx context.Context, env Env, path string, wait time.Duration)
 	return toolbus.ParserStage(cfg, catalog), func() { pool.Close() }, nil
 }
 
+// toolsStage is a parser whose catalog is the tool definitions in the file at path:
+// {"tools": [{"name": …, "inputSchema": {…}}]} (an MCP tools/list result), a bare array
+// of those, or OpenAI's tools array ([{"type": "function", "function": {"name": …,
+// "parameters": {…}}}]), bare or as "tools".
+func toolsStage(path string) (*parser.Stage, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := toolDefinitions(data)
+	if err != nil {
+		return nil, fmt.Errorf("--tools %s: %w", path, err)
+	}
+	body, err := json.Marshal(tools)
+	if err != nil {
+		return nil, err
+	}
+	catalog := parser.NewCatalog()
+	if err := catalog.Put("tools", body); err != nil {
+		return nil, fmt.Errorf("--tools %s: %w", path, err)
+	}
+	return &parser.Stage{Catalog: catalog}, nil
+}
+
+// toolDefinition is a tool as the catalog holds it.
+type toolDefinition struct {
+	Name        string          `json:"name"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+// toolDefinitions reads a tools file (see toolsStage).
+func toolDefinitions(data []byte) ([]toolDefinition, error) {
+	type entry struct {
+		Name        string          `json:"name"`
+		InputSchema json.RawMessage `json:"inputSchema"`
+		Parameters  json.RawMessage `json:"parameters"` // a bare OpenAI function
+		Function    *struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	var list []entry
+	if err := json.Unmarshal(data, &list); err != nil {
+		var doc struct {
+			Tools []entry `json:"tools"`
+		}
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return nil, fmt.Errorf(`expected {"tools": [...]} or an array of tools: %w`, err)
+		}
+		list = doc.Tools
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("no tools")
+	}
+	out := make([]toolDefinition, 0, len(list))
+	for i, e := range list {
+		t := toolDefinition{Name: e.Name, InputSchema: cmpRaw(e.InputSchema, e.Parameters)}
+		if e.Function != nil {
+			t = toolDefinition{Name: e.Function.Name, InputSchema: e.Function.Parameters}
+		}
+		if t.Name == "" {
+			return nil, fmt.Errorf("tool %d has no name", i+1)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// cmpRaw returns the first of a and b that is set.
+func cmpRaw(a, b json.RawMessage) json.RawMessage {
+	if len(a) > 0 {
+		return a
+	}
+	return b
+}
+
 // previewText is what the parser of stage makes of one response: the calls it would
 // send, with their schema's defaults, and the errors they would be answered with.
 func previewText(stage *parser.Stage, text, format string) parsed {
@@ -176,7 +265,12 @@ func formatNames() string {
 	for _, f := range toolcall.Formats() {
 		names = append(names, string(f))
 	}
-	return "auto, " + strings.Join(names, ", ")
+	var aliases []string
+	for alias, f := range toolcall.FormatAliases() {
+		aliases = append(aliases, alias+"="+string(f))
+	}
+	sort.Strings(aliases)
+	return "auto, " + strings.Join(names, ", ") + "; or a model's name: " + strings.Join(aliases, ", ")
 }
 
 func repairCmd(ctx context.Context, env Env, args []string) error {

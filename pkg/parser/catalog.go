@@ -124,6 +124,22 @@ func (c *Catalog) Set(server string, tools []catalogTool) {
 			s.checks[name] = r
 		}
 	}
+	// A server's tool called by a qualified spelling (server__tool, mcp__server__tool,
+	// server::tool) has its values typed by its schema too; its arguments are checked by
+	// the server, as before.
+	for server, tools := range s.byServer {
+		for remote, t := range tools {
+			if len(t.InputSchema) == 0 {
+				continue
+			}
+			sep := mcpwire.Separator
+			for _, q := range [...]string{server + sep + remote, "mcp" + sep + server + sep + remote, server + "::" + remote} {
+				if _, taken := s.schemas[q]; !taken && owners[q] == 0 {
+					s.schemas[q] = t.InputSchema
+				}
+			}
+		}
+	}
 	sort.Strings(s.known)
 	c.snap.Store(s)
 }

@@ -39,3 +39,18 @@ func TestCatalogSet(t *testing.T) {
 		t.Error("save, read-only in one backend only, runs alongside others")
 	}
 }
+
+// TestCatalogQualifiedTyping checks that a server's tool called by a qualified spelling
+// has its XML-style values typed by its schema, as when called by its name.
+func TestCatalogQualifiedTyping(t *testing.T) {
+	c := NewCatalog()
+	c.Set("everything", []catalogTool{{Name: "add", Server: "everything", Remote: "add",
+		InputSchema: json.RawMessage(`{"type": "object", "properties": {"a": {"type": "integer"}}}`)}})
+	s := &Stage{Catalog: c}
+	for _, name := range []string{"add", "everything__add", "mcp__everything__add", "everything::add"} {
+		_, w := s.Preview("<tool_call><function="+name+"><parameter=a>07</parameter></function></tool_call>", "")
+		if len(w.Calls) != 1 || string(w.Calls[0].Arguments) != `{"a":7}` {
+			t.Errorf("%s: %+v", name, w.Calls)
+		}
+	}
+}

@@ -46,6 +46,15 @@ func TestParse(t *testing.T) {
 		{name: "format pinned by header", text: `[TOOL_CALLS][{"name": "clock", "arguments": {}}]`, header: map[string]string{messages.HeaderFormat: "mistral"},
 			meta: bus.Meta{Conversation: "c1", ResponseID: "r5"}, wantSubj: messages.CallSubject("c1"),
 			wantIDs: []string{"c1/r5/0"}, wantArgs: []string{`{}`}, wantCode: []messages.ErrorCode{""}},
+		{name: "format pinned by a model's name", text: `<tool_calls>[{"name": "clock", "arguments": {}}]</tool_calls>`, header: map[string]string{messages.HeaderFormat: "hunyuan"},
+			meta: bus.Meta{Conversation: "c1", ResponseID: "r6"}, wantSubj: messages.CallSubject("c1"),
+			wantIDs: []string{"c1/r6/0"}, wantArgs: []string{`{}`}, wantCode: []messages.ErrorCode{""}},
+		{name: "pinned to another format, a marker is text", text: `<tool_calls>[{"name": "clock", "arguments": {}}]</tool_calls>`, header: map[string]string{messages.HeaderFormat: "harmony"},
+			meta: bus.Meta{Conversation: "c1", ResponseID: "r7"}, wantSubj: messages.OutputSubject("c1"),
+			wantIDs: []string{"c1/r7"}, wantArgs: []string{""}, wantCode: []messages.ErrorCode{""}},
+		{name: "a Harmony call, typed by the catalog's schema (a leading zero)", text: `<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>commentary to=functions.add <|constrain|>json<|message|>{"a": "07"}<|call|>`,
+			meta: bus.Meta{Conversation: "c1", ResponseID: "r8"}, wantSubj: messages.CallSubject("c1"),
+			wantIDs: []string{"c1/r8/0"}, wantArgs: []string{`{"a":7,"b":2}`}, wantCode: []messages.ErrorCode{""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,17 @@ func (x *extractor) fence(at, limit int) (int, bool) {
 		}
 		return end, false
 	}
+	if strings.EqualFold(info, "tool_code") && (x.o.Format == FormatAuto || x.o.Format == FormatToolCode) {
+		// Gemma 3 writes its calls in a tool_code fence, sometimes as print(CALL).
+		if strings.HasPrefix(t, "print(") && t[len(t)-1] == ')' {
+			ts, te = ts+len("print("), te-1
+		}
+		if _, _, isCall := x.pyCall(s[:te], ts); isCall {
+			b.format, b.fixes = FormatToolCode, 0
+			x.pyCalls(b, ts, te)
+			return end, true
+		}
+	}
 	switch strings.ToLower(info) {
 	case "", "python", "py", "tool_code", "tool_call":
 		if calls, e, ok := x.candidatePyCalls(ts, te); ok && jsonscan.SkipSpace(s[:te], e) == te {

@@ -141,8 +141,36 @@ func blockNoun(f Format) string {
 		return "<|python_tag|> call"
 	case FormatPythonic:
 		return "pythonic call"
-	case FormatDeepSeekV3, FormatDeepSeekV31, FormatKimiK2:
-		return "tool call"
+	case FormatHarmony:
+		return "Harmony message"
+	case FormatGemma4:
+		return "<|tool_call> call"
+	case FormatFunctionGemma:
+		return "<start_function_call> call"
+	case FormatToolCode:
+		return "tool_code call"
+	case FormatMiniMax:
+		return "<minimax:tool_call> block"
+	case FormatSeedOSS:
+		return "<seed:tool_call> block"
+	case FormatApertus:
+		return "<|tools_prefix|> block"
+	case FormatCohere:
+		return "<|START_ACTION|> block"
+	case FormatFunctionaryV31:
+		return "<function=…> call"
+	case FormatFunctionaryV32:
+		return ">>> call"
+	case FormatLFM2:
+		return "<|tool_call_start|> block"
+	case FormatLongCat:
+		return "<longcat_tool_call> block"
+	case FormatNemotron:
+		return "<TOOLCALL> block"
+	case FormatGranite:
+		return "<|tool_call|> block"
+	case FormatPhi4Mini:
+		return "functools[…] block"
 	}
 	return "tool call"
 }
@@ -167,6 +195,30 @@ func formatHint(f Format) string {
 		return "Write each call as <|tool_call_begin|>functions.TOOL_NAME:0<|tool_call_argument_begin|>{...}<|tool_call_end|>."
 	case FormatDeepSeekV32:
 		return `Write each call as <｜DSML｜invoke name="TOOL_NAME"><｜DSML｜parameter name="NAME" string="true">value</｜DSML｜parameter></｜DSML｜invoke> inside <｜DSML｜function_calls>.`
+	case FormatHarmony:
+		return "Write each call as a commentary message to=functions.TOOL_NAME whose body is a JSON object of arguments."
+	case FormatGemma4:
+		return `Write each call as <|tool_call>call:TOOL_NAME{name:<|"|>text<|"|>,number:1}<tool_call|>.`
+	case FormatFunctionGemma:
+		return "Write each call as <start_function_call>call:TOOL_NAME{name:<escape>text<escape>}<end_function_call>."
+	case FormatToolCode:
+		return "Write each call as TOOL_NAME(name=value, ...) with Python literals as values, in a tool_code fence."
+	case FormatMiniMax, FormatStep3:
+		return `Write each call as <invoke name="TOOL_NAME"><parameter name="NAME">value</parameter></invoke>.`
+	case FormatSeedOSS:
+		return "Write each call as <seed:tool_call><function=TOOL_NAME><parameter=NAME>value</parameter></function></seed:tool_call>."
+	case FormatApertus:
+		return `Write the calls as <|tools_prefix|>[{"TOOL_NAME": {...}}]<|tools_suffix|>.`
+	case FormatCohere:
+		return `Write the calls as <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "TOOL_NAME", "parameters": {...}}]<|END_ACTION|>.`
+	case FormatFunctionaryV31:
+		return "Write each call as <function=TOOL_NAME>{...}</function> with a JSON object of arguments."
+	case FormatFunctionaryV32:
+		return "Write each call as >>>TOOL_NAME followed by a line holding a JSON object of arguments."
+	case FormatLFM2:
+		return "Write the calls as <|tool_call_start|>[TOOL_NAME(name=value, ...)]<|tool_call_end|> with Python literals as values."
+	case FormatLongCat, FormatNemotron, FormatGranite, FormatPhi4Mini, FormatGigaChat:
+		return `Write each call as {"name": "TOOL_NAME", "arguments": {...}} with valid JSON.`
 	}
 	return `Write each call as <tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call> with valid JSON.`
 }
@@ -181,7 +233,7 @@ func (x *extractor) known(name string) bool {
 func (x *extractor) jsonCalls(b blk, from, to int) int {
 	s := x.text[:to]
 	pos := from
-	for n := 0; ; n++ {
+	for n := 0; x.overflow == 0; n++ {
 		for pos < to && (s[pos] <= ' ' || s[pos] == ';' || s[pos] == ',' && n > 0) {
 			pos++
 		}
@@ -190,12 +242,40 @@ func (x *extractor) jsonCalls(b blk, from, to int) int {
 		}
 		v, end, fixes, err := x.repairValue(s, pos)
 		if err != nil {
-			x.fail(b, salvageName(s[pos:to]), err, "%s", syntaxMessage(err))
-			return to
+			// One call that cannot be read fails alone: the calls on the lines after it
+			// are read on (JSON Lines, as MiniMax-M1 writes them).
+			next := nextLineValue(s, pos, to)
+			x.fail(b, salvageName(s[pos:next]), err, "%s", syntaxMessage(err))
+			if next == to {
+				return to
+			}
+			pos = next
+			continue
 		}
 		x.callsFromValue(b, v, fixes)
 		pos = end
 	}
+	return to
+}
+
+// nextLineValue returns where the next line of s[from:to] that starts with '{' starts
+// (after its indentation), or to.
+func nextLineValue(s string, from, to int) int {
+	for i := from; i < to; {
+		j := strings.IndexByte(s[i:to], '\n')
+		if j < 0 {
+			return to
+		}
+		i += j + 1
+		k := i
+		for k < to && (s[k] == ' ' || s[k] == '\t') {
+			k++
+		}
+		if k < to && s[k] == '{' {
+			return k
+		}
+	}
+	return to
 }
 
 // syntaxMessage words a RepairJSON error for a call's message.
@@ -308,7 +388,7 @@ func (x *extractor) callFromObject(obj string) parsed {
 	if name == "" {
 		// {"get_weather": {"city": "Paris"}}: the tool's name as the only key.
 		if n == 1 && onlyValue[0] == '{' {
-			if k := decodeString(onlyKey); x.known(k) {
+			if k := decodeString(onlyKey); x.known(k) || x.anyKey && k != "" {
 				return parsed{name: k, args: x.copyArgs(onlyValue)}
 			}
 		}

@@ -15,7 +15,9 @@ var update = flag.Bool("update", false, "rewrite the .want sections of testdata/
 
 // The corpus is txtar archives: a comment, then sections "-- NAME --". A case is the
 // sections that share a prefix: CASE.in (the input; its final newline is not part of
-// it), CASE.opts (Options as JSON, for extraction) and CASE.want (the expected result).
+// it), CASE.opts (Options as JSON, for extraction), CASE.want (the expected result) and
+// CASE.source (where the input comes from: an upstream test, a chat template, a format
+// document).
 
 type section struct{ name, data string }
 
@@ -63,10 +65,11 @@ type corpusCase struct {
 	opts    string
 	want    string
 	wantErr bool // the expected result is an error (repair) or has a failed call (extract)
+	source  string
 }
 
 // loadCorpus reads the cases of every archive in testdata/dir.
-func loadCorpus(t *testing.T, dir string) map[string][]corpusCase {
+func loadCorpus(t testing.TB, dir string) map[string][]corpusCase {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.txtar"))
 	if err != nil || len(files) == 0 {
@@ -97,6 +100,8 @@ func loadCorpus(t *testing.T, dir string) map[string][]corpusCase {
 				cases[i].in = strings.TrimSuffix(s.data, "\n")
 			case "opts":
 				cases[i].opts = s.data
+			case "source":
+				cases[i].source = strings.TrimSpace(s.data)
 			case "want":
 				cases[i].want = s.data
 				cases[i].wantErr = strings.HasPrefix(s.data, "error:") || strings.Contains(s.data, ": error (")
@@ -296,4 +301,102 @@ func checkExtraction(t *testing.T, in string, ex Extraction) {
 			t.Errorf("call %d: Raw %q is not in[%d:%d]", i, c.Raw, c.Start, c.End)
 		}
 	}
+}
+
+// TestCorpusEveryFormat checks that the corpus holds, for every format, the two halves of
+// the cut-off rule: a call the response ends inside of a value of (a parse_error, never
+// run), and a call that lacks only closers after complete values (repaired, and run);
+// and that every case of the formats added with issue 34 says where its input comes from.
+func TestCorpusEveryFormat(t *testing.T) {
+	cut, closers := map[Format]bool{}, map[Format]bool{}
+	for f, cases := range loadCorpus(t, "extract") {
+		for _, tt := range cases {
+			if newFormatArchives[filepath.Base(f)] && tt.source == "" {
+				t.Errorf("%s/%s: no .source section", filepath.Base(f), tt.name)
+			}
+			ex := Extract(tt.in, corpusOpts(t, tt.opts))
+			for _, c := range ex.Calls {
+				switch {
+				case c.Err != nil && strings.Contains(c.Err.Message, "was cut off"):
+					cut[c.Format] = true
+				case c.Err == nil && strings.HasSuffix(tt.name, "cut_closers") && c.Index == len(ex.Calls)-1:
+					closers[c.Format] = true
+				}
+			}
+		}
+	}
+	for _, f := range Formats() {
+		if !cut[f] {
+			t.Errorf("format %s: no case of a call cut off inside a value", f)
+		}
+		if !closers[f] {
+			t.Errorf("format %s: no case *cut_closers of a call lacking only its closers", f)
+		}
+	}
+}
+
+// newFormatArchives are the archives of issue 34, whose cases all name their source.
+var newFormatArchives = map[string]bool{"harmony.txtar": true, "gemma.txtar": true,
+	"xml_sections.txtar": true, "json_sections.txtar": true, "functionary.txtar": true,
+	"lfm2.txtar": true, "reasoning_families.txtar": true, "model_aliases.txtar": true, "llama_cpp.txtar": true}
+
+// TestAutoMatchesPinned checks that auto-detection never mistakes one format for another
+// on the corpus: every call found without a format pin is found alike — name, arguments,
+// error — with the format pinned to the one detected.
+func TestAutoMatchesPinned(t *testing.T) {
+	for f, cases := range loadCorpus(t, "extract") {
+		for _, tt := range cases {
+			opts := corpusOpts(t, tt.opts)
+			if opts == nil {
+				opts = &Options{}
+			}
+			if opts.Format != FormatAuto || len(opts.KnownTools) == 0 && strings.Contains(tt.want, "(json)") {
+				continue
+			}
+			auto := Extract(tt.in, opts)
+			formats := map[Format]bool{}
+			for _, c := range auto.Calls {
+				formats[c.Format] = true
+			}
+			for format := range formats {
+				var pinned []Call
+				for _, pin := range pinnedAs(format) {
+					o := *opts
+					o.Format = pin
+					pinned = append(pinned, Extract(tt.in, &o).Calls...)
+				}
+				for _, c := range auto.Calls {
+					if c.Format != format || format == FormatPythonic && strings.HasPrefix(c.Raw, "[") {
+						continue // a bare pythonic list counts by the known tools, pinned or not
+					}
+					if !samePinned(c, pinned) {
+						t.Errorf("%s/%s: call %d %s (%s) is not found with the format pinned to %v: %s",
+							filepath.Base(f), tt.name, c.Index, c.Name, c.Format, pinnedAs(format), callsOf(Extraction{Calls: pinned}))
+					}
+				}
+			}
+		}
+	}
+}
+
+// pinnedAs is the pin that reads calls detected as format f: the formats that share a
+// marker are pinned by the first of them.
+func pinnedAs(f Format) []Format {
+	switch f {
+	case FormatDeepSeekV31:
+		return []Format{FormatDeepSeekV3}
+	case FormatLlamaJSON:
+		return []Format{FormatLlamaJSON, FormatPythonic} // JSON in <|python_start|>
+	}
+	return []Format{f}
+}
+
+// samePinned reports whether calls holds a call read as c is.
+func samePinned(c Call, calls []Call) bool {
+	for _, p := range calls {
+		if p.Name == c.Name && p.Format == c.Format && bytes.Equal(p.Arguments, c.Arguments) && (p.Err == nil) == (c.Err == nil) {
+			return true
+		}
+	}
+	return false
 }

@@ -10,10 +10,14 @@
 // call but cannot be read becomes a [Call] whose Err (code messages.CodeParseError) says
 // where and why, in words a model can act on, next to the calls that could be read.
 //
-// Reasoning is the text inside <think>…</think>, and, under [ReasoningAuto] (the
-// default), the text before a </think> that no <think> precedes (a template that opens
-// <think> in the prompt); [Options].Reasoning chooses [ReasoningTagged] or
-// [ReasoningOpen] instead.
+// Reasoning is the text inside <think>…</think> and the other families' markers
+// (<seed:think>, [THINK], <|START_THINKING|>, ◁think▷, Gemma 4's <|channel>thought,
+// Harmony's analysis channel), and,
+// under [ReasoningAuto] (the default), the text before a </think> that no <think> or
+// other reasoning marker precedes (a template that opens <think> in the prompt);
+// [Options].Reasoning chooses [ReasoningTagged] or [ReasoningOpen] instead. Kimi K2's
+// call sections are the exception: Kimi-K2-Thinking writes its calls inside its
+// reasoning, and they are extracted there (as llama.cpp does).
 //
 // # Streams
 //
@@ -48,6 +52,26 @@
 //     say string="false" when their value is JSON ([FormatDeepSeekV32]).
 //   - <tool_calls>[…]</tool_calls> (Jamba, [FormatToolCallsTag]) and <function_calls>
 //     holding pythonic calls (OLMo 3) or <invoke name="…"> XML ([FormatFunctionCalls]).
+//   - gpt-oss's Harmony messages ([FormatHarmony]): a commentary message addressed
+//     to=functions.NAME (in the channel header or the role header, with <|constrain|>json,
+//     a bare json or no content type; its <|call|> may be missing at the end) is a call;
+//     the analysis channel is reasoning (a call addressed there is answered with a
+//     parse error, not run), the final channel content.
+//   - Gemma 4's <|tool_call>call:NAME{key:<|"|>text<|"|>}<tool_call|> and FunctionGemma's
+//     <start_function_call>call:NAME{key:<escape>text<escape>}<end_function_call>
+//     ([FormatGemma4], [FormatFunctionGemma]); Gemma 3's ```tool_code fence ([FormatToolCode]).
+//   - XML-style sections: MiniMax-M2's <minimax:tool_call> of <invoke> calls, Seed-OSS's
+//     <seed:tool_call> of <function=…> calls, Step-3's <｜tool_calls_begin｜> of
+//     <steptml:invoke> calls ([FormatMiniMax], [FormatSeedOSS], [FormatStep3]).
+//   - JSON sections: Apertus's <|tools_prefix|>[{"NAME": {…}}], Cohere's <|START_ACTION|>,
+//     LongCat's <longcat_tool_call>, Nemotron's <TOOLCALL>, Granite 3's <|tool_call|>,
+//     Phi-4-mini's functools[…], GigaChat's function call<|role_sep|> and <|function_call|>
+//     ([FormatApertus], [FormatCohere], [FormatLongCat], [FormatNemotron], [FormatGranite],
+//     [FormatPhi4Mini], [FormatGigaChat]).
+//   - Functionary: v3.1's <function=NAME>{…}</function> ([FormatFunctionaryV31]) and
+//     v3.2's >>>NAME followed by a JSON object, >>>all for text ([FormatFunctionaryV32],
+//     with the format pinned only: >>> also begins a Python prompt);
+//     LFM2's <|tool_call_start|>[NAME(key=value)]<|tool_call_end|> ([FormatLFM2]).
 //   - A bare or ```json-fenced JSON object or array shaped like a call, an OpenAI
 //     assistant message written into the text ({"tool_calls": [...]}), or a pythonic
 //     list, only when it names one of [Options].KnownTools, so that ordinary JSON in an

@@ -66,3 +66,28 @@ func ExampleRepairArguments() {
 	// Output:
 	// {"p": 10} [string_arguments]
 }
+
+func ExampleExtract_harmony() {
+	// gpt-oss: the analysis channel is reasoning, a commentary message to=functions.NAME
+	// is a call, the final channel is content.
+	response := `<|channel|>analysis<|message|>The user wants the weather.<|end|>` +
+		`<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}<|call|>`
+	ex := toolcall.Extract(response, nil)
+	fmt.Println(ex.Calls[0].Name, string(ex.Calls[0].Arguments), ex.Calls[0].Format)
+	fmt.Printf("reasoning: %q\n", ex.Reasoning)
+	// Output:
+	// get_weather {"city": "Oslo"} harmony
+	// reasoning: "The user wants the weather."
+}
+
+func ExampleParseFormat() {
+	// A format by its name, or by the model that writes it.
+	for _, name := range []string{"gemma4", "hunyuan", "gpt_oss"} {
+		f, err := toolcall.ParseFormat(name)
+		fmt.Println(name, f, err)
+	}
+	// Output:
+	// gemma4 gemma4 <nil>
+	// hunyuan tool_calls <nil>
+	// gpt_oss harmony <nil>
+}

@@ -36,7 +36,7 @@ type runState struct {
 	o       Options
 	markers []lit // enabled, in priority order
 	groups  []markerGroup
-	group   [4]markerGroup // backs groups
+	group   [8]markerGroup // backs groups
 	calls   []Call
 	content []span
 	reason  []span
@@ -44,6 +44,7 @@ type runState struct {
 	budget   int
 	slab     []byte // backs the calls' arguments (copyArgs)
 	quiet    bool   // trying text that may not be calls: errors need no position
+	anyKey   bool   // {"NAME": {…}} names a tool whether it is known or not (Apertus)
 	overflow int    // calls beyond MaxCalls
 	// line numbering, advanced lazily
 	lineAt, line int
@@ -78,8 +79,8 @@ func (x *extractor) run() {
 	pos := 0
 	// A reasoning model's template may open <think> in the prompt, so that the response
 	// holds only the closing tag.
-	if end, _ := x.promptReasoning(); end >= 0 {
-		x.reason = append(x.reason, span{0, min(end, len(x.text))})
+	if end, _ := x.promptReasoning(false); end >= 0 {
+		x.reasoning(0, min(end, len(x.text)))
 		pos = min(end+len(litText[litThinkEnd]), len(x.text))
 	}
 	if x.wholeResponse(pos) {
@@ -90,8 +91,9 @@ func (x *extractor) run() {
 
 // promptReasoning returns where the reasoning opened in the prompt ends (at its
 // </think>; the text's length when it never does), or -1 when there is none; and whether
-// text written after x.text may still change that (a stream's later chunks).
-func (x *extractor) promptReasoning() (end int, open bool) {
+// text written after x.text may still change that (a stream's later chunks), when
+// wantOpen.
+func (x *extractor) promptReasoning(wantOpen bool) (end int, open bool) {
 	switch x.o.Reasoning {
 	case ReasoningTagged:
 		return -1, false
@@ -104,10 +106,10 @@ func (x *extractor) promptReasoning() (end int, open bool) {
 	i := x.find(litThinkEnd, 0)
 	if i < 0 {
 		// A </think> written later would make everything before it reasoning, unless a
-		// <think> comes first.
-		return -1, !strings.Contains(x.text, litText[litThink])
+		// <think> comes first, or the model is one that marks its reasoning otherwise.
+		return -1, wantOpen && !ownReasoning(x.text)
 	}
-	if strings.Contains(x.text[:i], litText[litThink]) {
+	if ownReasoning(x.text[:i]) {
 		return -1, false
 	}
 	return i, false
@@ -150,9 +152,26 @@ func (x *extractor) nextMarker(pos, limit int) (lit, int) {
 // where the block ends, and false when it turned out not to be calls, so that its
 // text is content.
 func (x *extractor) block(m lit, at, limit int) (end int, isCall bool) {
+	if at > 0 && x.text[at-1] == '`' && m > litToolCall && m < litFence {
+		return at + len(litText[m]), false // `<|tool_call>` named in prose, as inline code
+	}
 	switch m {
-	case litThink:
-		return x.think(at, limit), true
+	case litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink, litGemmaThink:
+		return x.think(m, at, limit), true
+	case litHarmonyStart, litHarmonyChannel:
+		return x.harmony(at, limit)
+	case litGemma4, litFunctionGemma:
+		return x.gemma(m, at, limit)
+	case litMiniMax, litSeedToolCall, litStep3, litStep3Call:
+		return x.xmlSection(m, at, limit)
+	case litApertus, litCohere, litLongCat, litNemotron, litGranite, litPhi4, litRoleSep, litGigaChatCall:
+		return x.jsonSection(m, at, limit)
+	case litCohereResponse, litCohereResponseEnd:
+		return at + len(litText[m]), true // Cohere's answer: its text is content, its tokens not
+	case litFunctionary:
+		return x.functionaryV32(at, limit)
+	case litLFM2:
+		return x.lfm2(at, limit)
 	case litToolCall:
 		return x.toolCallTag(at, limit)
 	case litToolCalls:
@@ -190,17 +209,6 @@ func (x *extractor) addContent(start, end int) {
 		return
 	}
 	x.content = append(x.content, span{start, end})
-}
-
-func (x *extractor) think(at, limit int) int {
-	start := at + len(litText[litThink])
-	end := x.findBefore(litThinkEnd, start, limit)
-	if end < 0 {
-		x.reason = append(x.reason, span{start, limit})
-		return limit
-	}
-	x.reason = append(x.reason, span{start, end})
-	return end + len(litText[litThinkEnd])
 }
 
 func (x *extractor) result() Extraction {
@@ -247,7 +255,8 @@ func (x *extractor) cutOff(c *Call) {
 // closedByTag reports whether a call of format f ends with a closing tag when complete.
 func closedByTag(f Format) bool {
 	switch f {
-	case FormatLlamaJSON, FormatPythonic, FormatMistral, FormatJSON:
+	case FormatLlamaJSON, FormatPythonic, FormatMistral, FormatJSON, FormatToolCode,
+		FormatFunctionaryV32, FormatGigaChat, FormatGranite, FormatPhi4Mini:
 		return false
 	}
 	return true

@@ -146,6 +146,20 @@ func TestExtractLinear(t *testing.T) {
 		{name: "qwen parameters", in: "<tool_call><function=a>" + strings.Repeat("<parameter=x>", n/13)},
 		{name: "glm keys", in: "<tool_call>a" + strings.Repeat("<arg_key>x", n/10)},
 		{name: "angle brackets", in: strings.Repeat("<", n)},
+		// Issue 34's formats, and reading on after a call that fails.
+		{name: "harmony channels", in: strings.Repeat("<|channel|>", n/11) + "<|message|>"},
+		{name: "harmony starts", in: strings.Repeat("<|start|>assistant", n/18) + "<|message|>"},
+		{name: "harmony messages", in: strings.Repeat("<|channel|>commentary to=functions.a<|message|>{", n/48)},
+		{name: "gemma calls", in: strings.Repeat(`<|tool_call>call:a{x:<|"|>`, n/26)},
+		{name: "functionary parts", in: strings.Repeat(">>>a\n{", n/6), opts: &Options{Format: FormatFunctionaryV32, MaxInputSize: 2 * n}},
+		{name: "functools", in: strings.Repeat("functools[{", n/11)},
+		{name: "role separators", in: strings.Repeat("function call<|role_sep|>", n/25)},
+		{name: "steptml invokes", in: strings.Repeat(`<｜tool_call_begin｜><steptml:invoke name="a">`, n/45)},
+		{name: "lfm2 broken siblings", in: "<|tool_call_start|>[" + strings.Repeat("a(x 1), ", n/8)},
+		{name: "lfm2 open strings", in: "<|tool_call_start|>[" + strings.Repeat("a('), ", n/7)},
+		{name: "broken lines of calls", in: "<function_calls>\n" + strings.Repeat("a(x 1)\n", n/7)},
+		{name: "broken JSON lines", in: "<tool_calls>\n" + strings.Repeat("{\"a\", \n", n/7)},
+		{name: "kimi sections in reasoning", in: "<think>" + strings.Repeat("<|tool_calls_section_begin|>", n/28)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,6 +28,31 @@ const (
 	litDSMLFunctionCalls
 	litDSMLToolCalls
 	litDSMLInvoke
+	litSeedThink
+	litMistralThink
+	litCohereThink
+	litKimiThink
+	litGemmaThink
+	litHarmonyStart
+	litHarmonyChannel
+	litGemma4
+	litFunctionGemma
+	litMiniMax
+	litSeedToolCall
+	litStep3
+	litStep3Call
+	litApertus
+	litCohere
+	litCohereResponse
+	litCohereResponseEnd
+	litFunctionary
+	litLFM2
+	litLongCat
+	litRoleSep
+	litGigaChatCall
+	litNemotron
+	litGranite
+	litPhi4
 	litFence
 	litBrace
 	litBracket
@@ -48,6 +73,26 @@ const (
 	litFunctionEnd
 	litDSMLFunctionCallsEnd
 	litDSMLToolCallsEnd
+	litSeedThinkEnd
+	litMistralThinkEnd
+	litCohereThinkEnd
+	litKimiThinkEnd
+	litGemmaThinkEnd
+	litGemmaTurnEnd
+	litHarmonyMessage
+	litHarmonyEnd
+	litHarmonyCall
+	litHarmonyReturn
+	litGemma4End
+	litFunctionGemmaEnd
+	litMiniMaxEnd
+	litSeedToolCallEnd
+	litStep3End
+	litStep3CallEnd
+	litApertusEnd
+	litCohereEnd
+	litLongCatEnd
+	litNemotronEnd
 	numLits
 )
 
@@ -67,6 +112,31 @@ var litText = [numLits]string{
 	litDSMLFunctionCalls:    "<｜DSML｜function_calls>",
 	litDSMLToolCalls:        "<｜DSML｜tool_calls>",
 	litDSMLInvoke:           "<｜DSML｜invoke",
+	litSeedThink:            "<seed:think>",
+	litMistralThink:         "[THINK]",
+	litCohereThink:          "<|START_THINKING|>",
+	litKimiThink:            "◁think▷",
+	litGemmaThink:           "<|channel>",
+	litHarmonyStart:         "<|start|>",
+	litHarmonyChannel:       "<|channel|>",
+	litGemma4:               "<|tool_call>",
+	litFunctionGemma:        "<start_function_call>",
+	litMiniMax:              "<minimax:tool_call>",
+	litSeedToolCall:         "<seed:tool_call>",
+	litStep3:                "<｜tool_calls_begin｜>",
+	litStep3Call:            "<｜tool_call_begin｜>",
+	litApertus:              "<|tools_prefix|>",
+	litCohere:               "<|START_ACTION|>",
+	litCohereResponse:       "<|START_RESPONSE|>",
+	litCohereResponseEnd:    "<|END_RESPONSE|>",
+	litFunctionary:          ">>>",
+	litLFM2:                 "<|tool_call_start|>",
+	litLongCat:              "<longcat_tool_call>",
+	litRoleSep:              "<|role_sep|>",
+	litGigaChatCall:         "<|function_call|>",
+	litNemotron:             "<TOOLCALL>",
+	litGranite:              "<|tool_call|>",
+	litPhi4:                 "functools[",
 	litFence:                "```",
 	litBrace:                "{",
 	litBracket:              "[",
@@ -84,6 +154,45 @@ var litText = [numLits]string{
 	litFunctionEnd:          "</function>",
 	litDSMLFunctionCallsEnd: "</｜DSML｜function_calls>",
 	litDSMLToolCallsEnd:     "</｜DSML｜tool_calls>",
+	litSeedThinkEnd:         "</seed:think>",
+	litMistralThinkEnd:      "[/THINK]",
+	litCohereThinkEnd:       "<|END_THINKING|>",
+	litKimiThinkEnd:         "◁/think▷",
+	litGemmaThinkEnd:        "<channel|>",
+	litGemmaTurnEnd:         "<turn|>",
+	litHarmonyMessage:       "<|message|>",
+	litHarmonyEnd:           "<|end|>",
+	litHarmonyCall:          "<|call|>",
+	litHarmonyReturn:        "<|return|>",
+	litGemma4End:            "<tool_call|>",
+	litFunctionGemmaEnd:     "<end_function_call>",
+	litMiniMaxEnd:           "</minimax:tool_call>",
+	litSeedToolCallEnd:      "</seed:tool_call>",
+	litStep3End:             "<｜tool_calls_end｜>",
+	litStep3CallEnd:         "<｜tool_call_end｜>",
+	litApertusEnd:           "<|tools_suffix|>",
+	litCohereEnd:            "<|END_ACTION|>",
+	litLongCatEnd:           "</longcat_tool_call>",
+	litNemotronEnd:          "</TOOLCALL>",
+}
+
+// reasoningMarkers open reasoning in every format; thinkEnd gives each one's closer.
+var reasoningMarkers = []lit{litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink, litGemmaThink}
+
+func thinkEnd(m lit) lit {
+	switch m {
+	case litSeedThink:
+		return litSeedThinkEnd
+	case litMistralThink:
+		return litMistralThinkEnd
+	case litCohereThink:
+		return litCohereThinkEnd
+	case litKimiThink:
+		return litKimiThinkEnd
+	case litGemmaThink:
+		return litGemmaThinkEnd
+	}
+	return litThinkEnd
 }
 
 // cursor caches where a literal next occurs, so that searching the text for it again
@@ -94,11 +203,17 @@ type cursor struct {
 	gen  uint64 // the run of the extractor it was for (extractor.gen); else unset
 }
 
-// The markers each format enables, in priority order; think and fences always count.
+// The markers each format enables, in priority order; reasoning and fences always count.
 var (
-	autoMarkers = []lit{litThink, litToolCall, litToolCalls, litFunctionCalls, litFunctionEq,
+	autoMarkers = []lit{litThink, litSeedThink, litMistralThink, litCohereThink, litKimiThink, litGemmaThink,
+		litToolCall, litToolCalls, litFunctionCalls, litFunctionEq,
 		litPythonTag, litPythonStart, litMistral, litDeepSeek, litDeepSeekCall, litKimi,
-		litKimiCall, litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke, litFence}
+		litKimiCall, litDSMLFunctionCalls, litDSMLToolCalls, litDSMLInvoke,
+		litHarmonyStart, litHarmonyChannel, litGemma4, litFunctionGemma, litMiniMax,
+		litSeedToolCall, litStep3, litStep3Call, litApertus, litCohere, litCohereResponse,
+		litCohereResponseEnd,
+		litLFM2, litLongCat, litRoleSep, litGigaChatCall, litNemotron, litGranite, litPhi4,
+		litFence}
 	autoKnownMarkers = append(slices.Clip(autoMarkers), litBrace, litBracket)
 	pinnedMarkers    = map[Format][]lit{
 		FormatToolCallTag:   {litThink, litToolCall, litFence},
@@ -114,28 +229,79 @@ var (
 		FormatToolCallsTag:  {litThink, litToolCalls, litFence},
 		FormatFunctionCalls: {litThink, litFunctionCalls, litFence},
 		FormatJSON:          {litThink, litFence, litBrace, litBracket},
+		// Qwen3-Coder's bare <function=…> serves Functionary v3.1.
+		FormatFunctionaryV31: {litThink, litFunctionEq, litFence},
+		FormatHarmony:        {litThink, litHarmonyStart, litHarmonyChannel, litFence},
+		FormatGemma4:         {litThink, litGemma4, litFence},
+		FormatFunctionGemma:  {litThink, litFunctionGemma, litFence},
+		FormatToolCode:       {litThink, litFence},
+		FormatMiniMax:        {litThink, litMiniMax, litFence},
+		FormatSeedOSS:        {litThink, litSeedToolCall, litFence},
+		FormatStep3:          {litThink, litStep3, litStep3Call, litFence},
+		FormatApertus:        {litThink, litApertus, litFence},
+		FormatCohere:         {litThink, litCohere, litCohereResponse, litCohereResponseEnd, litFence},
+		FormatFunctionaryV32: {litThink, litFunctionary, litFence},
+		FormatLFM2:           {litThink, litLFM2, litFence},
+		FormatLongCat:        {litThink, litLongCat, litFence},
+		FormatGigaChat:       {litThink, litRoleSep, litGigaChatCall, litFence},
+		FormatNemotron:       {litThink, litNemotron, litFence},
+		FormatGranite:        {litThink, litGranite, litFence},
+		FormatPhi4Mini:       {litThink, litPhi4, litFence},
 	}
 )
 
 // A markerSet is the markers a format enables, in priority order, and their groups.
 type markerSet struct {
 	markers []lit
-	groups  []markerGroup
+	groups  []markerGroup // without a search cached: copied into each extractor
 }
 
 func newMarkerSet(markers []lit) *markerSet {
+	if markers[0] == litThink && !slices.Contains(markers, litSeedThink) {
+		markers = append(slices.Clone(reasoningMarkers), markers[1:]...)
+	}
 	set := &markerSet{markers: markers}
 	for _, m := range markers {
-		first := litText[m][0]
-		i := slices.IndexFunc(set.groups, func(g markerGroup) bool { return g.first == first })
+		t := litText[m]
+		key := t[0]
+		if lookBack(m) {
+			key = t[len(t)-1]
+		}
+		i := slices.IndexFunc(set.groups, func(g markerGroup) bool { return g.first == key })
 		if i < 0 {
 			i = len(set.groups)
-			set.groups = append(set.groups, markerGroup{first: first})
+			set.groups = append(set.groups, markerGroup{groupSpec: &groupSpec{first: key}})
 		}
-		set.groups[i].markers[set.groups[i].n] = m
-		set.groups[i].n++
+		g := set.groups[i].groupSpec
+		switch {
+		case lookBack(m):
+			g.back, g.hasBack = m, true
+		case len(t) == 1:
+			g.shorts[g.nShort] = m // a one-byte marker: any byte may follow
+			g.nShort++
+		default:
+			g.markers[g.n] = m
+			g.n++
+		}
+	}
+	for _, g := range set.groups {
+		g.index()
 	}
 	return set
+}
+
+// index orders the group's markers by their second byte, in priority order within one
+// byte, so that a key byte is tried against the markers its next byte may begin only.
+func (g *groupSpec) index() {
+	byte2 := func(m lit) byte { return litText[m][1] }
+	slices.SortStableFunc(g.markers[:g.n], func(a, b lit) int { return int(byte2(a)) - int(byte2(b)) })
+	for k, m := range g.markers[:g.n] {
+		c := byte2(m)
+		if g.count[c] == 0 {
+			g.start[c] = uint8(k)
+		}
+		g.count[c]++
+	}
 }
 
 var (
@@ -163,16 +329,35 @@ func enabledMarkers(o *Options) *markerSet {
 	return autoSet
 }
 
+// lookBack reports whether marker m is found by its last byte, looking back, rather than
+// by its first: the f of functools[ is everywhere in prose, its [ is not, and a scan for
+// [ is made anyway (Mistral's [TOOL_CALLS]).
+func lookBack(m lit) bool { return m == litPhi4 }
+
 // A markerGroup finds the enabled markers that start with one byte, with one scan for
-// that byte instead of one per marker.
+// that byte instead of one per marker; and the marker that ends with it (back), if any.
 type markerGroup struct {
-	first   byte
-	markers [16]lit
-	n       int
+	*groupSpec
 	// the cached result of the last search
 	from, at int
 	found    lit
 	done     bool
+}
+
+// A groupSpec is what a markerGroup looks for, shared by every extractor.
+type groupSpec struct {
+	first byte
+	// markers, ordered by their second byte: start[c] and count[c] give those whose
+	// second byte is c, so that a key byte followed by another (an HTML tag's <p)
+	// costs one test.
+	markers      [40]lit
+	n            int
+	start, count [256]uint8
+	// shorts are the markers that are the key byte alone, tried last.
+	shorts  [2]lit
+	nShort  int
+	back    lit
+	hasBack bool
 }
 
 // next returns the first marker of the group at or after from in text, or -1.
@@ -187,8 +372,23 @@ func (g *markerGroup) next(text string, from int) (lit, int) {
 			break
 		}
 		i += j
-		for _, m := range g.markers[:g.n] {
-			if strings.HasPrefix(text[i:], litText[m]) && (m != litBrace && m != litBracket || bareCandidate(text, i)) {
+		// A marker ending at i starts before any starting at i; it holds no byte of the
+		// group, so none starts within it.
+		if b := i + 1 - len(litText[g.back]); g.hasBack && b >= from && strings.HasPrefix(text[b:], litText[g.back]) {
+			g.found, g.at = g.back, b
+			return g.back, b
+		}
+		if i+1 < len(text) {
+			c := text[i+1]
+			for _, m := range g.markers[g.start[c] : g.start[c]+g.count[c]] {
+				if strings.HasPrefix(text[i:], litText[m]) {
+					g.found, g.at = m, i
+					return m, i
+				}
+			}
+		}
+		for _, m := range g.shorts[:g.nShort] {
+			if m != litBrace && m != litBracket || bareCandidate(text, i) {
 				g.found, g.at = m, i
 				return m, i
 			}

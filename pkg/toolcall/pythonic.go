@@ -75,9 +75,12 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 		}
 		r.out = appendString(r.out, key)
 		r.out = append(r.out, ':')
-		valueAt, outAt := r.pos, len(r.out)
+		valueAt, outAt, fixesBefore := r.pos, len(r.out), r.fixes
 		if r.eof() || s[r.pos] == ',' || s[r.pos] == ')' {
 			r.fixes.add(fixMissingValue)
+			if r.eof() {
+				r.fixes.add(fixTruncatedValue) // the text ended before the value began
+			}
 			r.out = append(r.out, "null"...)
 		} else if !r.value() {
 			if x.quiet {
@@ -85,6 +88,10 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 			}
 			se := r.syntaxError()
 			return parsed{name: name, err: fmt.Sprintf("in %s(…): %s", name, syntaxMessage(se)), cause: se}, se.Offset, true
+		} else if num, ok := leadingZeroNumber(s[valueAt:r.pos]); ok && x.schemaFor(name).prop(key).typeName() != "string" {
+			// month=07: not Python, but what the model means is 7 (as vLLM reads it),
+			// unless the tool wants a string.
+			r.out, r.fixes = append(r.out[:outAt], num...), fixesBefore
 		} else if what := noJSONEquivalent(s[valueAt:r.pos], r.out[outAt:]); what != "" && noJSON == "" {
 			noJSON = fmt.Sprintf("in %s(…), %s=%s is %s, which JSON cannot hold; pass it as a string or a number JSON can hold", name, key, s[valueAt:r.pos], what)
 		}
@@ -121,10 +128,51 @@ func (x *extractor) pyList(s string, i int) (calls []parsed, end int, ok bool) {
 		}
 		calls = append(calls, p)
 		if p.err != "" && !p.whole {
+			// The call fails alone when another follows it: "), NAME(".
+			if next := nextPyCall(s, e); next >= 0 && !x.quiet && len(calls) < overflowCap*x.o.MaxCalls {
+				pos = next
+				continue
+			}
 			return calls, e, true
 		}
 		pos = e
 	}
+}
+
+// nextPyCall returns where the next call of a list starts after a call that could not be
+// read at s[from]: at the NAME of the first "), NAME(" after it; -1 when there is none.
+func nextPyCall(s string, from int) int {
+	for i := from; i < len(s); i++ {
+		j := strings.IndexByte(s[i:], ')')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		k := i + 1
+		for k < len(s) && (s[k] == ' ' || s[k] == '\n' || s[k] == '\t') {
+			k++
+		}
+		if k >= len(s) || s[k] != ',' {
+			continue
+		}
+		k++
+		for k < len(s) && (s[k] == ' ' || s[k] == '\n' || s[k] == '\t') {
+			k++
+		}
+		if startsPyCall(s, k) {
+			return k
+		}
+	}
+	return -1
+}
+
+// startsPyCall reports whether s[i:] starts with NAME(.
+func startsPyCall(s string, i int) bool {
+	n := i
+	for n < len(s) && (isWordByte(s[n]) || s[n] == '.') {
+		n++
+	}
+	return n > i && n < len(s) && s[n] == '(' && (isLetter(s[i]) || s[i] == '_')
 }
 
 // noJSONEquivalent says what a pythonic value is when it has no JSON equivalent: a
@@ -170,11 +218,69 @@ func (x *extractor) pyCalls(b blk, from, to int) {
 		}
 		x.add(b, p)
 		if p.err != "" && !p.whole {
-			return
+			// The call fails alone: the calls on the lines after it are read.
+			next := to
+			for i := e; i < to; i++ {
+				if s[i] == '\n' && startsPyCall(s[:to], i+1) {
+					next = i + 1
+					break
+				}
+			}
+			if next == to {
+				return
+			}
+			e = next
 		}
 		pos = e
 		for pos < to && (s[pos] <= ' ' || s[pos] == ';' || s[pos] == ',') {
 			pos++
 		}
 	}
+}
+
+// lfm2 reads LFM2's <|tool_call_start|>[NAME(key=value), …]<|tool_call_end|>. A call
+// that cannot be read fails alone: the calls around it are read.
+func (x *extractor) lfm2(at, limit int) (int, bool) {
+	from := at + len(litText[litLFM2])
+	bodyEnd, end, closed := x.blockEnd(from, limit, litLFM2, litKimiCallEnd)
+	b := blk{format: FormatLFM2, start: at, end: end}
+	if !closed {
+		b.fixes.add(fixUnclosedTag)
+	}
+	ts, te := trimSpan(x.text, from, bodyEnd)
+	switch {
+	case ts == te:
+		x.fail(b, "", nil, "the block is empty")
+	case x.text[ts] == '{' || x.text[ts] == '[' && jsonAhead(x.text[:te], ts+1):
+		x.jsonCalls(b, ts, te)
+	case x.text[ts] == '[' && strings.TrimSpace(x.text[ts+1:te]) == "]":
+		// [] or [ ]: no call
+	default:
+		x.pyCalls(b, ts, te)
+	}
+	return end, true
+}
+
+// leadingZeroNumber returns the number written with leading zeros in text (07, -007.5)
+// as JSON (7, -7.5); ok is false for anything else.
+func leadingZeroNumber(text string) (string, bool) {
+	t := strings.TrimSpace(text)
+	neg := strings.HasPrefix(t, "-")
+	if neg {
+		t = t[1:]
+	}
+	if len(t) < 2 || t[0] != '0' || !jsonscan.IsDigit(t[1]) {
+		return "", false
+	}
+	digits := strings.TrimLeft(t, "0")
+	if digits == "" || digits[0] == '.' {
+		digits = "0" + digits
+	}
+	if jsonscan.Number(digits, 0) != len(digits) {
+		return "", false
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	return digits, true
 }

@@ -178,6 +178,9 @@ func (x *extractor) convert(typ, text string) ([]byte, bool) {
 		if end := jsonscan.Number(text, 0); end == len(text) {
 			return []byte(text), true
 		}
+		if num, ok := leadingZeroNumber(text); ok {
+			return []byte(num), true
+		}
 	case "boolean":
 		switch strings.ToLower(text) {
 		case "true":

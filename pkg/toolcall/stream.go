@@ -32,7 +32,7 @@ func ExtractPartial(text string, opts *Options) (Extraction, int) {
 	}
 	ex := Extract(text, &o)
 	x := extractor{runState: runState{text: text, o: o}, gen: 1}
-	if _, open := x.promptReasoning(); open {
+	if _, open := x.promptReasoning(true); open {
 		return ex, 0
 	}
 	n := 0

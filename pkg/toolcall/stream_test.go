@@ -118,6 +118,16 @@ func TestStreamSettles(t *testing.T) {
 		{"bare json and text", tagged, `{"name": "clock", "arguments": {}} done`, 1},
 		{"pythonic list open", tagged, `[clock(), add(a=1`, 0},
 		{"mistral", tagged, `[TOOL_CALLS]clock{}[TOOL_CALLS]add{"a": 1`, 1},
+		// Issue 34's formats: a model with its own reasoning syntax settles under auto.
+		{"harmony at <|call|>", &Options{}, `<|channel|>commentary to=functions.clock<|message|>{}<|call|>`, 1},
+		{"harmony without <|call|> yet", &Options{}, `<|channel|>commentary to=functions.clock<|message|>{}`, 0},
+		{"harmony at the next message", &Options{}, `<|channel|>commentary to=functions.clock<|message|>{}<|start|>`, 1},
+		{"seed_oss after its reasoning", &Options{}, `<seed:think>x</seed:think><seed:tool_call><function=clock></function></seed:tool_call>`, 1},
+		{"gemma4", tagged, `<|tool_call>call:clock{}<tool_call|><|tool_call>call:add{a:1`, 1},
+		{"granite at the end", tagged, `<|tool_call|>[{"name": "clock", "arguments": {}}]`, 0},
+		{"granite and text", tagged, `<|tool_call|>[{"name": "clock", "arguments": {}}] ok`, 1},
+		{"functionary v3.2 and the next", &Options{Reasoning: ReasoningTagged, Format: FormatFunctionaryV32}, ">>>clock\n{}\n>>>add\n{\"a\": 1", 1},
+		{"kimi in reasoning", &Options{}, `<think>x<|tool_calls_section_begin|><|tool_call_begin|>functions.clock:0<|tool_call_argument_begin|>{}<|tool_call_end|>`, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ex, n := ExtractPartial(tt.prefix, tt.opts)
@@ -156,6 +166,12 @@ func FuzzStream(f *testing.F) {
 		`{"name": "clock", "arguments": {}} {"name": "a", "arguments": {"b": "c\"d"}} ok`,
 	} {
 		f.Add(s, uint8(3), uint8(1))
+	}
+	// Every case of the extraction corpus, the new formats' above all, in chunks of 3.
+	for _, cases := range loadCorpus(f, "extract") {
+		for _, tt := range cases {
+			f.Add(tt.in, uint8(2), uint8(0))
+		}
 	}
 	formats := append([]Format{FormatAuto}, Formats()...)
 	f.Fuzz(func(t *testing.T, text string, size, format uint8) {

@@ -263,13 +263,22 @@ func (x *extractor) qwenFunctions(b blk, from, to int) {
 		} else {
 			p.fixes.add(fixUnclosedTag)
 		}
-		var fixes fixSet
-		p.args, fixes, p.err = x.xmlArgs(name, body, fe, qwenStyle)
-		p.fixes |= fixes
+		cb := b
+		if bs, _ := trimSpan(s, body, fe); bs < fe && s[bs] == '{' && !strings.Contains(s[bs:fe], qwenStyle.keyOpen) {
+			// Functionary v3.1 and Llama 3.1: <function=NAME>{…}</function>.
+			cb.format = FormatFunctionaryV31
+			args, _ := x.argsAt(bs, fe)
+			args.name, args.fixes = name, args.fixes|p.fixes
+			p = args
+		} else {
+			var fixes fixSet
+			p.args, fixes, p.err = x.xmlArgs(name, body, fe, qwenStyle)
+			p.fixes |= fixes
+		}
 		if name == "" {
 			p.err = "the function name after <function= is empty"
 		}
-		x.add(b, p)
+		x.add(cb, p)
 		pos = after
 	}
 }

@@ -50,6 +50,49 @@ const (
 	// FormatJSON: a bare or ```json-fenced JSON object or array shaped like a call. In
 	// auto-detection it counts only when it names one of Options.KnownTools.
 	FormatJSON Format = "json"
+	// FormatHarmony: gpt-oss's Harmony messages; a call is a message on the commentary
+	// channel addressed to=functions.NAME, <|channel|>commentary to=functions.NAME
+	// <|constrain|>json<|message|>{…}<|call|>; the analysis channel is reasoning.
+	FormatHarmony Format = "harmony"
+	// FormatGemma4: <|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|> (Gemma 4).
+	FormatGemma4 Format = "gemma4"
+	// FormatFunctionGemma: <start_function_call>call:NAME{key:<escape>text<escape>}<end_function_call>.
+	FormatFunctionGemma Format = "functiongemma"
+	// FormatToolCode: Gemma 3's ```tool_code fence holding pythonic calls.
+	FormatToolCode Format = "tool_code"
+	// FormatMiniMax: <minimax:tool_call><invoke name="NAME"><parameter name="KEY">value
+	// </parameter></invoke></minimax:tool_call> (MiniMax-M2).
+	FormatMiniMax Format = "minimax_m2"
+	// FormatSeedOSS: <seed:tool_call><function=NAME><parameter=KEY>value</parameter>
+	// </function></seed:tool_call> (Seed-OSS), its reasoning in <seed:think>.
+	FormatSeedOSS Format = "seed_oss"
+	// FormatStep3: <｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name="NAME">
+	// <steptml:parameter name="KEY">value</steptml:parameter></steptml:invoke>… (Step-3).
+	FormatStep3 Format = "step3"
+	// FormatApertus: <|tools_prefix|>[{"NAME": {…}}]<|tools_suffix|> (Apertus).
+	FormatApertus Format = "apertus"
+	// FormatCohere: <|START_ACTION|>[{"tool_call_id": "0", "tool_name": …, "parameters": {…}}]
+	// <|END_ACTION|> (Command R7B, Command A), reasoning in <|START_THINKING|>.
+	FormatCohere Format = "cohere"
+	// FormatFunctionaryV31: <function=NAME>{…}</function> (Functionary v3.1, Llama 3.1's
+	// custom tool format).
+	FormatFunctionaryV31 Format = "functionary_v31"
+	// FormatFunctionaryV32: >>>NAME\n{…}, >>>all\n for text (Functionary v3.2).
+	FormatFunctionaryV32 Format = "functionary_v32"
+	// FormatLFM2: <|tool_call_start|>[NAME(key=value), …]<|tool_call_end|> (LFM2, LFM2.5).
+	FormatLFM2 Format = "lfm2"
+	// FormatLongCat: <longcat_tool_call>{"name": …, "arguments": {…}}</longcat_tool_call>.
+	FormatLongCat Format = "longcat"
+	// FormatGigaChat: function call<|role_sep|>\n{"name": …, "arguments": {…}} (GigaChat 3)
+	// or <|function_call|>{…} (GigaChat 3.1).
+	FormatGigaChat Format = "gigachat"
+	// FormatNemotron: <TOOLCALL>[{"name": …, "arguments": {…}}]</TOOLCALL> (Llama-Nemotron,
+	// Nemotron Nano v2).
+	FormatNemotron Format = "nemotron"
+	// FormatGranite: <|tool_call|>[{"name": …, "arguments": {…}}] (Granite 3.x).
+	FormatGranite Format = "granite"
+	// FormatPhi4Mini: functools[{"name": …, "arguments": {…}}] (Phi-4-mini).
+	FormatPhi4Mini Format = "phi4_mini"
 )
 
 // Formats lists every format, in the order of the constants.
@@ -57,11 +100,31 @@ func Formats() []Format {
 	return []Format{
 		FormatToolCallTag, FormatQwen3Coder, FormatGLM, FormatLlamaJSON, FormatPythonic,
 		FormatMistral, FormatDeepSeekV3, FormatDeepSeekV31, FormatKimiK2, FormatDeepSeekV32,
-		FormatToolCallsTag, FormatFunctionCalls, FormatJSON,
+		FormatToolCallsTag, FormatFunctionCalls, FormatJSON, FormatHarmony, FormatGemma4,
+		FormatFunctionGemma, FormatToolCode, FormatMiniMax, FormatSeedOSS, FormatStep3,
+		FormatApertus, FormatCohere, FormatFunctionaryV31, FormatFunctionaryV32, FormatLFM2,
+		FormatLongCat, FormatGigaChat, FormatNemotron, FormatGranite, FormatPhi4Mini,
 	}
 }
 
-// ParseFormat returns the format named s; "" and "auto" give FormatAuto.
+// FormatAliases maps the models whose calls are written in another model's format to
+// that format: ParseFormat accepts these names too.
+func FormatAliases() map[string]Format {
+	return map[string]Format{
+		"hermes": FormatToolCallTag, "qwen": FormatToolCallTag, "ernie": FormatToolCallTag,
+		"granite4": FormatToolCallTag, "granite3": FormatGranite,
+		"hunyuan": FormatToolCallsTag, "minimax_m1": FormatToolCallsTag, "jamba": FormatToolCallsTag,
+		"minimax": FormatMiniMax, "gpt_oss": FormatHarmony, "openai": FormatHarmony,
+		"gemma3": FormatToolCode, "xlam": FormatJSON, "command_r_plus": FormatJSON,
+		"command_a": FormatCohere, "command_r7b": FormatCohere,
+		"kimi_k2_thinking": FormatKimiK2, "functionary_v3_1": FormatFunctionaryV31,
+		"functionary_v3_2": FormatFunctionaryV32, "llama3_2": FormatPythonic, "llama4_pythonic": FormatPythonic,
+		"olmo3": FormatFunctionCalls, "firefunction": FormatPhi4Mini, "apriel": FormatToolCallsTag,
+	}
+}
+
+// ParseFormat returns the format named s, by its name or by an alias of
+// [FormatAliases]; "" and "auto" give FormatAuto.
 func ParseFormat(s string) (Format, error) {
 	if s == "" || s == "auto" {
 		return FormatAuto, nil
@@ -70,6 +133,9 @@ func ParseFormat(s string) (Format, error) {
 		if string(f) == s {
 			return f, nil
 		}
+	}
+	if f, ok := FormatAliases()[s]; ok {
+		return f, nil
 	}
 	return "", fmt.Errorf("unknown tool-call format %q", s)
 }
@@ -102,7 +168,8 @@ type Extraction struct {
 	Calls []Call
 	// Content is the text that is neither a call nor reasoning, trimmed.
 	Content string
-	// Reasoning is the text inside <think>…</think>; calls in it are never extracted.
+	// Reasoning is the text inside <think>…</think> and the other families' reasoning
+	// markers (see the package doc); calls in it are never extracted, except Kimi K2's.
 	Reasoning string
 }
 
@@ -139,10 +206,12 @@ type Options struct {
 type Reasoning string
 
 const (
-	// ReasoningAuto: the text inside <think>…</think>, and the text before a </think>
-	// that no <think> precedes (a template that opens <think> in the prompt, so that
-	// the response holds only the closing tag). A streamed call before any think tag
-	// waits for the end of the response: a </think> may still come.
+	// ReasoningAuto: the text inside <think>…</think> (and the other families'
+	// markers), and the text before a </think> that no <think> or other reasoning
+	// marker precedes (a template that opens <think> in the prompt, so that the response
+	// holds only the closing tag). A streamed call before any think tag waits for the
+	// end of the response, a </think> may still come, unless the response shows a
+	// family's own reasoning syntax (Harmony channels, <seed:think>, [THINK], …).
 	ReasoningAuto Reasoning = ""
 	// ReasoningTagged: only the text inside <think>…</think>; a </think> alone is
 	// content. Streamed calls run as soon as their block is complete.
