@@ -19,10 +19,13 @@
 // process-wide subreaper would have to reap strangers' zombies and could steal the
 // exit statuses os/exec waits for).
 //
-// Reaper mode is a mode of the running binary, entered only when main asks: a binary
-// whose programs should run under reapers calls [Main] first thing in main (every
-// toolbus binary does; so should a program embedding toolbus, see pkg/toolbus). Nothing
-// happens at import time; without Main, Contain runs the program in a process group of
+// Reaper mode is a mode of the running binary, entered only when the program asks: a
+// binary whose programs should run under reapers calls [Main] first thing in main (a
+// program embedding toolbus, see pkg/toolbus), or from the init of a small package of its
+// own that its main package imports, which runs Main before the binary's heavier
+// packages are initialized — each reaper pays for what is initialized before Main (the
+// toolbus binaries do that: cmd/internal/reapfirst). Nothing happens at import time of
+// this package; without Main, Contain runs the program in a process group of
 // its own. On systems other than Linux, Contain keeps the program in a process group of
 // its own and Kill kills that group.
 //
