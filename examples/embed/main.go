@@ -54,7 +54,7 @@ func convert(_ context.Context, in temperature) (converted, error) {
 func main() {
 	// Tools and stdio servers run under a reaper, which is this binary started again in
 	// reaper mode: Main runs it then, and otherwise returns at once.
-	reaper.Main()
+	reaper.Main(&reaper.Options{Notify: signal.Notify})
 	natsURL := flag.String("nats", "", "run as an executor against this NATS cluster instead of the whole pipeline in process")
 	configFile := flag.String("config", "", "toolbus configuration file")
 	flag.Parse()

@@ -10,6 +10,6 @@ import (
 // TestMain makes the test binary answer to reaper mode, as a toolbus binary's main
 // does: the tools and stdio servers the tests start run under reapers.
 func TestMain(m *testing.M) {
-	reaper.Main()
+	reaper.Main(nil)
 	os.Exit(m.Run())
 }

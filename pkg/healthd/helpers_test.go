@@ -25,7 +25,7 @@ import (
 const stdioServerEnv = "TOOLBUS_HEALTHD_TEST_STDIO_SERVER"
 
 func TestMain(m *testing.M) {
-	reaper.Main() // the stdio servers the tests start run under reapers
+	reaper.Main(nil) // the stdio servers the tests start run under reapers
 	if os.Getenv(stdioServerEnv) == "1" {
 		_ = newMCPServer(nil, nil).Run(context.Background(), &mcp.StdioTransport{})
 		os.Exit(0)

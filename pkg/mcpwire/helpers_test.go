@@ -21,7 +21,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestMain(m *testing.M) {
-	reaper.Main() // the stdio servers the tests start run under reapers
+	reaper.Main(nil) // the stdio servers the tests start run under reapers
 	flag.Parse()
 	code := m.Run()
 	if builtPath != "" && buildErr == nil {

@@ -30,7 +30,7 @@
 // its own and Kill kills that group.
 //
 //	func main() {
-//		reaper.Main() // returns at once, unless this process is a reaper
+//		reaper.Main(&reaper.Options{Notify: signal.Notify}) // returns at once, unless this process is a reaper
 //		...
 //	}
 package reaper

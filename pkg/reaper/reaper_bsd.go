@@ -29,7 +29,7 @@ func (c *Containment) Kill() {
 }
 
 // Main does nothing here: there is no reaper mode without subreapers.
-func Main() {}
+func Main(*Options) {}
 
 // Signal sends sig to the program.
 func (c *Containment) Signal(sig syscall.Signal) error {

@@ -31,10 +31,14 @@ const self = "/proc/self/exe"
 // Main runs the reaper and exits when this process was started as one (by Contain in
 // another process of this binary); otherwise it lets Contain use reapers from now on,
 // and returns. Call it first thing in main: a binary that never calls it runs its
-// programs in a process group of their own, without a reaper.
-func Main() {
+// programs in a process group of their own, without a reaper. o may be nil.
+func Main(o *Options) {
 	if len(os.Args) >= 3 && os.Args[0] == arg0 {
-		os.Exit(reap(os.Args[1], os.Args[2:]))
+		var notify func(chan<- os.Signal, ...os.Signal)
+		if o != nil {
+			notify = o.Notify
+		}
+		os.Exit(reap(os.Args[1], os.Args[2:], notify))
 	}
 	enabled.Store(true)
 }
@@ -128,7 +132,7 @@ func (c *Containment) Signal(sig syscall.Signal) error {
 // reap is the reaper: it starts the program at path with argv, passes on the signals
 // the lifeline carries, and once the program has exited or the lifeline is cut, kills
 // and waits for every descendant; it returns the program's exit code.
-func reap(path string, argv []string) int {
+func reap(path string, argv []string, notify func(chan<- os.Signal, ...os.Signal)) int {
 	// An old kernel without subreapers still gets the program's own group killed.
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	syscall.CloseOnExec(lifelineFD)
@@ -149,14 +153,17 @@ func reap(path string, argv []string) int {
 	// A stop signal sent to the reaper itself (a service manager stopping every process,
 	// `pkill toolbus`) is passed on to the program, and the reaper stays to sweep what is
 	// left: left to the runtime's default, it would die at once and leave the program's
-	// descendants to init. This handler exists only in a reaper's own process.
-	signals := make(chan os.Signal, 8)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-	go func() {
-		for s := range signals {
-			_ = syscall.Kill(pid, s.(syscall.Signal))
-		}
-	}()
+	// descendants to init. The binary gives the way (Options.Notify): the library
+	// subscribes to no signal of its own accord.
+	if notify != nil {
+		signals := make(chan os.Signal, 8)
+		notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+		go func() {
+			for s := range signals {
+				_ = syscall.Kill(pid, s.(syscall.Signal))
+			}
+		}()
+	}
 	go func() {
 		// Each byte is a signal for the program; the end of the lifeline (cut, or the
 		// caller gone) kills the tree.

@@ -27,7 +27,7 @@ func (c *Containment) Kill() {
 }
 
 // Main does nothing here: there is no reaper mode.
-func Main() {}
+func Main(*Options) {}
 
 // Signal sends sig to the program.
 func (c *Containment) Signal(sig os.Signal) error {

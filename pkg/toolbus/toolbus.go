@@ -35,7 +35,7 @@
 // # Example
 //
 //	func main() {
-//		reaper.Main() // tools and stdio servers die with their call, descendants included
+//		reaper.Main(&reaper.Options{Notify: signal.Notify}) // tools and stdio servers die with their call
 //		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 //		defer stop()
 //		cfg, err := config.Load("toolbus.json")

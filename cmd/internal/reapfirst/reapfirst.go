@@ -13,6 +13,11 @@
 // reaper.Main first thing in main, or imports a package like this one of its own.
 package reapfirst
 
-import "github.com/toolbus/toolbus/pkg/reaper"
+import (
+	"os/signal"
 
-func init() { reaper.Main() }
+	"github.com/toolbus/toolbus/pkg/reaper"
+)
+
+// The binary's reapers pass on stop signals sent to them (reaper.Options.Notify).
+func init() { reaper.Main(&reaper.Options{Notify: signal.Notify}) }
