@@ -1,15 +1,10 @@
 package executor
 
 import (
-	"os"
-	"testing"
-
 	"github.com/toolbus/toolbus/pkg/reaper"
 )
 
-// TestMain makes the test binary answer to reaper mode, as a toolbus binary's main
-// does: the tools and stdio servers the tests start run under reapers.
-func TestMain(m *testing.M) {
-	reaper.Main(nil)
-	os.Exit(m.Run())
-}
+// The test binary answers to reaper mode, as a toolbus binary does, and from an init
+// rather than TestMain: a reaper starts for each tool or stdio server the tests run, and
+// each package initialized before reaper.Main is time each of them waits.
+func init() { reaper.Main(nil) }

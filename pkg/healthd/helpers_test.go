@@ -3,7 +3,6 @@ package healthd_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/toolbus/toolbus/pkg/reaper"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,7 +24,6 @@ import (
 const stdioServerEnv = "TOOLBUS_HEALTHD_TEST_STDIO_SERVER"
 
 func TestMain(m *testing.M) {
-	reaper.Main(nil) // the stdio servers the tests start run under reapers
 	if os.Getenv(stdioServerEnv) == "1" {
 		_ = newMCPServer(nil, nil).Run(context.Background(), &mcp.StdioTransport{})
 		os.Exit(0)

@@ -256,7 +256,9 @@ func TestFolderTimeoutKillsEverything(t *testing.T) {
 	t.Run("go tool stopped by the caller's deadline", func(t *testing.T) {
 		os.Remove(pidFile)
 		tool, _ := r.Lookup("gotool")
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		// Long enough for the tool to start and write its pid on a busy machine; it
+		// sleeps far longer.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		_, err := tool.Run(ctx, json.RawMessage(`{"action": "sleep"}`))
 		if te := messages.AsToolError(err); te.Code != messages.CodeTimeout {

@@ -3,7 +3,6 @@ package mcpwire_test
 import (
 	"context"
 	"flag"
-	"github.com/toolbus/toolbus/pkg/reaper"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestMain(m *testing.M) {
-	reaper.Main(nil) // the stdio servers the tests start run under reapers
 	flag.Parse()
 	code := m.Run()
 	if builtPath != "" && buildErr == nil {

@@ -1,13 +1,10 @@
 package reaper
 
 import (
-	"os"
 	"os/signal"
-	"testing"
 )
 
-// TestMain makes the test binary answer to reaper mode, as a toolbus binary's main does.
-func TestMain(m *testing.M) {
-	Main(&Options{Notify: signal.Notify}) // as the toolbus binaries do
-	os.Exit(m.Run())
-}
+// The test binary answers to reaper mode, as a toolbus binary does, and from an init
+// rather than TestMain: a reaper starts for each tool or stdio server the tests run, and
+// each package initialized before reaper.Main is time each of them waits.
+func init() { Main(&Options{Notify: signal.Notify}) }
