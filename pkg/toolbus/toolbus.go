@@ -184,7 +184,6 @@ type Toolbus struct {
 	ownConn  bool
 	server   func()
 	url      string // the embedded server's client URL
-	ops      *ops.Server
 	client   *client.Client
 	reload   trigger
 
@@ -290,12 +289,13 @@ func (tb *Toolbus) closeConn() {
 // start provisions the streams and buckets and starts the services: the ops
 // endpoints first, then each service's runs, which end with runCtx.
 func (tb *Toolbus) start(ctx, runCtx context.Context, o Options) error {
+	var opsSrv *ops.Server
 	if o.Ops != nil {
 		srv, mp, err := startOps(runCtx, tb.nc, o.Ops, o.Logger)
 		if err != nil {
 			return err
 		}
-		tb.ops = srv
+		opsSrv = srv
 		tb.wg.Add(1)
 		go func() {
 			defer tb.wg.Done()
@@ -326,7 +326,7 @@ func (tb *Toolbus) start(ctx, runCtx context.Context, o Options) error {
 	if err := provision(ctx, js, o.Topology, checkOnly, o.Logger); err != nil {
 		return err
 	}
-	w := &wiring{nc: tb.nc, js: js, o: o, secrets: secrets, catalog: tb.catalog, ops: tb.ops,
+	w := &wiring{nc: tb.nc, js: js, o: o, secrets: secrets, catalog: tb.catalog, ops: opsSrv,
 		metrics: telemetry.NewMetrics(o.MeterProvider), reload: &tb.reload}
 	for _, name := range o.Services {
 		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -397,9 +397,6 @@ func (tb *Toolbus) Conn() *nats.Conn { return tb.nc }
 // ServerURL is the embedded server's client URL, for orchestrators in other processes;
 // empty without an embedded server.
 func (tb *Toolbus) ServerURL() string { return tb.url }
-
-// Ops is the operations server of [Options.Ops]; nil without.
-func (tb *Toolbus) Ops() *ops.Server { return tb.ops }
 
 // Reload makes every service that follows the configuration file (executor, healthd)
 // read it again now, whether or not it changed; the binaries call it on SIGHUP.
