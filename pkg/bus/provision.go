@@ -129,6 +129,9 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		kv(messages.BucketSessions, "conversation → engineering session", 0),
 		kv(messages.BucketCalls, "call id → claim and result", t.DuplicateWindow*6),
+		// A conversation's record outlives its sessions (sessionIdle) so that the next
+		// call can say the state was reset; a day without a change forgets it.
+		kv(messages.BucketOwners, "server and conversation → executor holding its MCP session", 24*time.Hour),
 		kv(messages.BucketHealth, "server → last probe", 0),
 		kv(messages.BucketCatalog, "server → tools", 0),
 		kv(messages.BucketAuth, "server → OAuth grant (sealed)", 0),

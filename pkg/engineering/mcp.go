@@ -22,7 +22,7 @@ const DefaultServerName = "EngineersCalc"
 
 // Keys of a tool call's _meta that name the conversation whose activation to use.
 const (
-	MetaConversation      = "toolbus/conversation"
+	MetaConversation      = messages.MetaConversation
 	MetaConversationShort = "conversation_id"
 )
 

@@ -60,10 +60,16 @@ func (b MCPBackend) Resolve(ctx context.Context, name string) (Route, bool, erro
 		return Route{}, false, nil
 	}
 	pool := b.Pool
-	return Route{Server: "mcp:" + t.Server, Info: info(name, t), MCP: t, Timeout: pool.Timeout(t.Server),
+	session := ""
+	if pool.Scoped(t.Server) {
+		session = t.Server
+	}
+	return Route{Server: "mcp:" + t.Server, Info: info(name, t), MCP: t, Timeout: pool.Timeout(t.Server), Session: session,
 		Run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
-			// A server under the elicitation policy "ask" asks the conversation.
-			out, err := pool.CallTool(mcpwire.WithAsker(ctx, conversation), t, args)
+			// The conversation is in the request's _meta; a server under the
+			// elicitation policy "ask" asks it; a conversation-scoped server runs the
+			// call in the conversation's own session.
+			out, err := pool.CallTool(mcpwire.WithConversation(ctx, conversation), t, args)
 			if err != nil {
 				return nil, mcpError(err, name, t)
 			}

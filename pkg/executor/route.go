@@ -41,6 +41,10 @@ type Route struct {
 	// Timeout, when set, is the time budget of calls on this route (an MCP server's
 	// configured timeout); see [Executor.Budget].
 	Timeout time.Duration
+	// Session, when set, names the server in whose conversation's own session the call
+	// runs (a conversation-scoped MCP server): every call of the conversation must reach
+	// the replica holding that session ([Stage.Owners]).
+	Session string
 
 	// Run runs the call for a conversation: the backend's work. A failure is a
 	// *messages.ToolError (or an error the executor reports as tool_error).

@@ -3,12 +3,14 @@ package executor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/toolbus/toolbus/pkg/affinity"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/claims"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -43,7 +45,11 @@ type Stage struct {
 	Results results.Fitter
 	// QuietTools are logged at debug level instead of info (tools polled often).
 	QuietTools []string
-	Logger     *slog.Logger
+	// Owners, when set, keeps every call of a conversation to a conversation-scoped
+	// server on the replica that holds the conversation's session with it: a call this
+	// replica pulled for a session another holds is run there ([affinity.Owners]).
+	Owners *affinity.Owners
+	Logger *slog.Logger
 }
 
 // DefaultMaxInlineResultBytes is the default of [Stage.MaxInlineResultBytes].
@@ -134,6 +140,15 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		span.SetName("execute " + tool)
 		span.SetAttributes(telemetry.Tool.String(tool))
 	}
+	var lease affinity.Lease
+	if routeErr == nil && route.Session != "" && s.Owners != nil {
+		var out []bus.Outgoing
+		var there bool
+		var err error
+		if out, there, lease, err = s.place(ctx, route.Session, call, d); err != nil || there {
+			return out, err
+		}
+	}
 	safe := route.Info.ReadOnly || route.Info.Idempotent
 	claimed := d.Delivered > 1 || !safe
 	var claim claims.Claim
@@ -174,7 +189,11 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	if first.IsZero() {
 		first = time.Now()
 	}
-	res, oc := s.Exec.ExecuteRoute(ctx, call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts})
+	var session mcpwire.SessionReport
+	res, oc := s.Exec.ExecuteRoute(mcpwire.WithReport(ctx, &session), call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts})
+	if session.Opened {
+		res.Notice = s.reset(ctx, route.Session, session, lease)
+	}
 	if res.Error != nil {
 		res.Error.Message = s.Exec.Redact.String(res.Error.Message)
 		span.SetStatus(codes.Error, string(res.Error.Code)) // the call failed, as the model is told: Jaeger's error filter finds it
@@ -207,6 +226,48 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	}
 	s.Exec.RecordCall(ctx, call, route, routeErr, res, first) // once, answered
 	return s.finish(ctx, call, res, claimed, !res.Success && oc.Retryable)
+}
+
+// place finds the replica that holds the conversation's session with server: this one
+// (there false, with the lease), or another, which ran the call (there true, with what
+// it answered). A holder that is gone is replaced by this replica.
+func (s *Stage) place(ctx context.Context, server string, call messages.ToolCall, d *bus.Delivery) (out []bus.Outgoing, there bool, l affinity.Lease, err error) {
+	l, err = s.Owners.Acquire(ctx, server, call.Conversation)
+	if err != nil {
+		return nil, false, l, bus.Retry(fmt.Errorf("the holder of the conversation's session with %q: %w", server, err), s.redeliveryDelay())
+	}
+	if l.Mine || affinity.Forwarded(ctx) {
+		// A forwarded call runs here, whoever the bucket names by now.
+		return nil, false, l, nil
+	}
+	for range 3 {
+		out, err = s.Owners.Forward(ctx, l.Owner, d)
+		if !errors.Is(err, affinity.ErrGone) {
+			return out, true, l, err
+		}
+		if l, err = s.Owners.TakeOver(ctx, l, server, call.Conversation); err != nil {
+			return nil, false, l, bus.Retry(err, s.redeliveryDelay())
+		}
+		if l.Mine {
+			return nil, false, l, nil
+		}
+	}
+	return nil, false, l, bus.Retry(fmt.Errorf("the holder of the conversation's session with %q keeps changing", server), s.redeliveryDelay())
+}
+
+// reset records a conversation's new session with server, and is the notice of the
+// call that opened it when the conversation had one before: its state is gone.
+func (s *Stage) reset(ctx context.Context, server string, r mcpwire.SessionReport, l affinity.Lease) string {
+	why := cmp.Or(r.Ended, l.Ended)
+	if s.Owners != nil && server != "" {
+		s.Owners.Opened(ctx, l)
+	}
+	if why == "" && !l.Opened {
+		return "" // the conversation's first session
+	}
+	return fmt.Sprintf("this call ran in a new session of the server %q: the conversation's previous session ended (%s), "+
+		"so whatever earlier calls set in it (a working directory, an open page, an activated mode) is gone and may need to be set again",
+		server, cmp.Or(why, "it was closed"))
 }
 
 // finish stores the result of a claimed call and answers it; an exhausted call is also

@@ -95,6 +95,21 @@ type ServerConfig struct {
 	// a pre-registered client, the scopes, the callback port, a client ID metadata
 	// document, or the client credentials grant (machine to machine).
 	OAuth *oauth.Config `json:"oauth,omitempty"`
+	// Sessions says who shares the server's MCP session: "conversation" (each
+	// conversation has its own session, for a stdio server its own process, opened on its
+	// first call and reached by all its calls whichever executor replica pulls them),
+	// "shared" (one session for every conversation), or "" (auto): "conversation" for a
+	// stdio or sse server and for an http server that gives its session an id —
+	// toolbus cannot tell that such a server keeps no state in the session — and
+	// "shared" for an http server without session ids and for a jsonrpc service.
+	Sessions string `json:"sessions,omitempty"`
+	// SessionIdle closes a conversation's session after this long without a call.
+	// Default [DefaultSessionIdle].
+	SessionIdle messages.Duration `json:"sessionIdle,omitzero"`
+	// MaxSessions bounds the conversations' sessions open at once per executor
+	// replica; the least recently used idle one is closed to make room. Default
+	// [DefaultMaxSessions].
+	MaxSessions int `json:"maxSessions,omitempty"`
 }
 
 // UnmarshalJSON reads an entry as MCP clients write it, and also with "command" as a
@@ -305,6 +320,14 @@ func (c ServerConfig) Validate() error {
 		if err := c.OAuth.Validate(); err != nil {
 			return err
 		}
+	}
+	switch c.Sessions {
+	case "", SessionsConversation, SessionsShared:
+	default:
+		return fmt.Errorf("sessions: %q is not a scope (want %q or %q)", c.Sessions, SessionsConversation, SessionsShared)
+	}
+	if c.SessionIdle < 0 || c.MaxSessions < 0 {
+		return fmt.Errorf("sessionIdle, maxSessions: must not be negative")
 	}
 	switch c.Elicitation {
 	case "", ElicitDecline, ElicitDefaults, ElicitAsk:

@@ -18,15 +18,6 @@ const (
 // conversation's orchestrator), within ctx (the call's time), and returns the answer.
 type AskFunc func(ctx context.Context, server, asker string, req *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
-type askerKey struct{}
-
-// WithAsker returns ctx naming who answers the elicitation requests of calls made with
-// it, under the policy "ask" (toolbus: the call's conversation); [Options.Ask] is given
-// the name.
-func WithAsker(ctx context.Context, asker string) context.Context {
-	return context.WithValue(ctx, askerKey{}, asker)
-}
-
 // inflight is a call under way on a server, for the "ask" policy: a request that comes
 // in the middle of a call carries nothing that names the call, so the server's calls
 // under way say whom to ask.
@@ -40,7 +31,7 @@ func (s *server) track(ctx context.Context) func() {
 	if s.cfg.Elicitation != ElicitAsk {
 		return func() {}
 	}
-	asker, _ := ctx.Value(askerKey{}).(string)
+	asker := conversationOf(ctx)
 	c := &inflight{ctx: ctx, asker: asker}
 	s.mu.Lock()
 	if s.inflight == nil {

@@ -59,7 +59,7 @@ type Options struct {
 	// with [oauth.ErrNeedsLogin] until a grant turns up in Tokens.
 	Login func(server string, cfg oauth.Config) (*oauth.Login, error)
 	// Ask puts the elicitation requests of servers under the policy "ask" to whoever
-	// made the call ([WithAsker]); nil declines them.
+	// made the call ([WithConversation]); nil declines them.
 	Ask AskFunc
 	// MeterProvider records the mcp.client.operation.duration histogram; nil records
 	// none. Spans need no option: a call's span is a child of the span in its context,
@@ -114,6 +114,7 @@ func NewPool(servers map[string]ServerConfig, opts *Options) (*Pool, error) {
 	}
 	p.log = p.opts.Logger
 	p.opDuration = newOperationDuration(p.opts.MeterProvider)
+	p.observeSessions(p.opts.MeterProvider)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if err := p.Update(servers, p.opts.Routes, p.opts.AllowedTools); err != nil {
 		p.cancel()
@@ -364,12 +365,25 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
 	defer s.track(ctx)()
+	// A conversation-scoped server runs the call in the conversation's own session.
+	conv := conversationOf(ctx)
+	if conv != "" && !s.scoped() {
+		conv = ""
+	}
 	for attempt := 0; ; attempt++ {
-		sess, err := s.session(ctx)
+		var sess session
+		var err error
+		release := func() {}
+		if conv != "" {
+			sess, release, err = s.conversationSession(ctx, conv)
+		} else {
+			sess, err = s.session(ctx)
+		}
 		if err != nil {
 			return nil, err
 		}
 		res, err := s.callTool(ctx, sess, t.Remote, args)
+		release()
 		if err == nil {
 			return resultValue(s.name, t.Remote, res)
 		}
@@ -383,7 +397,11 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 		if !brokeConnection(err) && !isDone(sess.done()) {
 			return nil, fmt.Errorf("%s: %s: %w", s.name, t.Remote, err)
 		}
-		s.broken(sess, err)
+		if conv != "" {
+			s.dropConversation(conv, sess, err)
+		} else {
+			s.broken(sess, err)
+		}
 		switch {
 		case attempt > 0 && neverSent(err):
 			return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, s.name, err)
@@ -518,6 +536,11 @@ type server struct {
 	listed   bool
 	connects int
 	inflight map[*inflight]struct{} // calls under way, under the policy "ask"
+	// convs are the conversations' own sessions, when the server is scoped so.
+	convs conversations
+	// knownStateless: a session of this http server had no session id, so under the
+	// automatic scope its session is shared.
+	knownStateless bool
 }
 
 func newServer(p *Pool, name string, cfg ServerConfig) *server {
@@ -586,7 +609,10 @@ const minHealthy = 5 * time.Second
 func (s *server) run(ctx context.Context) {
 	b := s.cfg.Backoff()
 	first, loggedLogin := true, false
+	expired := make(chan struct{})
+	go func() { defer close(expired); s.expireConversations(ctx) }()
 	defer func() {
+		<-expired // the conversations' sessions are closed too
 		s.mu.Lock()
 		s.err = ErrClosed
 		close(s.attempt)
@@ -716,6 +742,9 @@ func (s *server) finish(sess session, err error) {
 	s.sess, s.err = sess, err
 	if sess != nil {
 		s.connects++
+		if id, _ := sess.describe(); id == "" && s.cfg.Transport() == TransportHTTP {
+			s.knownStateless = true
+		}
 	}
 	close(s.attempt)
 	s.attempt = make(chan struct{})

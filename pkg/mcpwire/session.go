@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/reaper"
 )
 
@@ -357,16 +358,21 @@ func nameRequestID(span trace.Span, body []byte) {
 var traceContext propagation.TraceContext
 
 // traceMeta is the _meta of a request made in ctx: its traceparent and tracestate, as the
-// MCP specification's trace context convention carries them (nil without a trace).
+// MCP specification's trace context convention carries them, and the conversation the
+// call is made for (messages.MetaConversation); nil with neither.
 func traceMeta(ctx context.Context) mcp.Meta {
 	carrier := propagation.MapCarrier{}
 	traceContext.Inject(ctx, carrier)
-	if len(carrier) == 0 {
+	conv := conversationOf(ctx)
+	if len(carrier) == 0 && conv == "" {
 		return nil
 	}
-	meta := make(mcp.Meta, len(carrier))
+	meta := make(mcp.Meta, len(carrier)+1)
 	for k, v := range carrier {
 		meta[k] = v
+	}
+	if conv != "" {
+		meta[messages.MetaConversation] = conv
 	}
 	return meta
 }

@@ -166,6 +166,8 @@ func (r *reader) resultMember(res *ToolResult, key string) bool {
 		return r.resultError(res.Error)
 	case "attempts":
 		return r.int(&res.Attempts)
+	case "notice":
+		return r.str(&res.Notice)
 	case "stored":
 		res.Stored = new(StoredResult)
 		return r.stored(res.Stored)
@@ -210,6 +212,8 @@ func decodeOutput(data []byte, o *Output) bool {
 						return r.resultError(or.Error)
 					case "attempts":
 						return r.int(&or.Attempts)
+					case "notice":
+						return r.str(&or.Notice)
 					case "stored":
 						or.Stored = new(StoredResult)
 						return r.stored(or.Stored)

@@ -55,7 +55,7 @@ func AppendCall(b []byte, c *ToolCall) []byte {
 // AppendResult appends the JSON encoding of r to b.
 func AppendResult(b []byte, r *ToolResult) []byte {
 	b = appendAddress(b, `{"call_id":`, r.CallID, r.ResponseID, r.Conversation, r.Index, r.Count, r.Next, r.Tool)
-	b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Stored)
+	b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Notice, r.Stored)
 	if r.Backend != "" {
 		b = append(b, `,"backend":`...)
 		b = appendString(b, r.Backend)
@@ -92,7 +92,7 @@ func AppendOutput(b []byte, o *Output) []byte {
 			}
 			b = append(b, `{"tool":`...)
 			b = appendString(b, r.Tool)
-			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Stored)
+			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Notice, r.Stored)
 			b = appendCost(b, r.DurationMS, r.ArgumentsBytes)
 			b = append(b, '}')
 		}
@@ -135,9 +135,9 @@ func appendAddress(b []byte, idKey, id, responseID, conversation string, index, 
 	return appendString(b, tool)
 }
 
-// appendOutcome writes how a call ended: "success", and "result", "error", "attempts"
-// and "stored" when set.
-func appendOutcome(b []byte, success bool, result []byte, e *ResultError, attempts int, stored *StoredResult) []byte {
+// appendOutcome writes how a call ended: "success", and "result", "error", "attempts",
+// "notice" and "stored" when set.
+func appendOutcome(b []byte, success bool, result []byte, e *ResultError, attempts int, notice string, stored *StoredResult) []byte {
 	b = append(b, `,"success":`...)
 	b = strconv.AppendBool(b, success)
 	if len(result) > 0 {
@@ -151,6 +151,10 @@ func appendOutcome(b []byte, success bool, result []byte, e *ResultError, attemp
 	if attempts != 0 {
 		b = append(b, `,"attempts":`...)
 		b = strconv.AppendInt(b, int64(attempts), 10)
+	}
+	if notice != "" {
+		b = append(b, `,"notice":`...)
+		b = appendString(b, notice)
 	}
 	if stored != nil {
 		b = append(b, `,"stored":{"bucket":`...)

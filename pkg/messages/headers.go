@@ -8,6 +8,10 @@ const (
 	HeaderResponseID = "Toolbus-Response-Id"
 	// HeaderConversation repeats the conversation of the subject.
 	HeaderConversation = "Toolbus-Conversation"
+	// MetaConversation is the key of an MCP request's _meta naming the conversation a
+	// tools/call is made for: toolbus sends it with every call, and servers that keep
+	// state (the engineering server's activations) key it by the conversation.
+	MetaConversation = "toolbus/conversation"
 	// HeaderCallIndex is the 0-based position of a call within its response.
 	HeaderCallIndex = "Toolbus-Call-Index"
 	// HeaderCallCount is the number of calls the parser found in the response.

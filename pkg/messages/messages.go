@@ -79,6 +79,9 @@ type ToolResult struct {
 	Error *ResultError `json:"error,omitempty"`
 	// Attempts counts the times the call was tried.
 	Attempts int `json:"attempts,omitempty"`
+	// Notice tells the model something it must know besides the outcome: that the
+	// call ran in a new session of its server, the state of the earlier one lost.
+	Notice string `json:"notice,omitempty"`
 	// Stored, when set, names where the whole result is kept: Result is then a preview
 	// of it (see [Preview]).
 	Stored *StoredResult `json:"stored,omitempty"`
@@ -149,6 +152,8 @@ type OutputResult struct {
 	Error   *ResultError    `json:"error,omitempty"`
 	// Attempts counts the times the call was tried (0 when it was never tried).
 	Attempts int `json:"attempts,omitempty"`
+	// Notice is the result's [ToolResult.Notice].
+	Notice string `json:"notice,omitempty"`
 	// Stored, when set, names where the whole result is kept; Result is a preview.
 	Stored *StoredResult `json:"stored,omitempty"`
 	// DurationMS is how long the call ran (its last attempt), ArgumentsBytes the size

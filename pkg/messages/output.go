@@ -45,6 +45,10 @@ func Block(r ToolResult) string {
 		buf.WriteString(",\n  \"error_code\": ")
 		writeString(&buf, string(e.Code))
 	}
+	if r.Notice != "" {
+		buf.WriteString(",\n  \"notice\": ")
+		writeString(&buf, r.Notice)
+	}
 	buf.WriteString("\n}\n")
 	// A result must not be able to close its own block early.
 	body := buf.Bytes()[len("<tool_result>\n"):]
@@ -76,7 +80,7 @@ func RenderOutput(responseID, conversation string, results []ToolResult) Output 
 	blocks := make([]string, len(sorted))
 	for i, r := range sorted {
 		blocks[i] = Block(r)
-		out.Results[i] = OutputResult{Tool: r.Tool, Success: r.Success, Error: r.Error, Attempts: r.Attempts, Stored: r.Stored,
+		out.Results[i] = OutputResult{Tool: r.Tool, Success: r.Success, Error: r.Error, Attempts: r.Attempts, Notice: r.Notice, Stored: r.Stored,
 			DurationMS: r.DurationMS, ArgumentsBytes: r.ArgumentsBytes}
 	}
 	out.Text = strings.Join(blocks, "\n")

@@ -23,6 +23,9 @@ const (
 
 	// BucketSessions: conversation → engineering session (active domains).
 	BucketSessions = "toolbus_sessions"
+	// BucketOwners: (server, conversation) → the executor replica that holds the
+	// conversation's session with a conversation-scoped MCP server (pkg/affinity).
+	BucketOwners = "toolbus_owners"
 	// BucketCalls: call id → claim and stored result.
 	BucketCalls = "toolbus_calls"
 	// BucketHealth: server name → last [HealthStatus], and [HealthLeaderKey].

@@ -18,6 +18,7 @@ const (
 	elicitRoot    = "toolbus.elicit"
 	streamRoot    = "toolbus.stream"
 	progressRoot  = "toolbus.progress"
+	execRoot      = "toolbus.exec"
 )
 
 // Wildcards that match every subject of one kind; streams and consumers filter on them.
@@ -52,6 +53,11 @@ func ResponseSubject(conversation string) string { return responsesRoot + "." + 
 
 // CallSubject carries the tool calls the parser found.
 func CallSubject(conversation string) string { return callsRoot + "." + conversation }
+
+// ExecSubject is where the executor replica named owner takes the calls other replicas
+// forward to it: the calls of conversations whose session with a server it holds
+// (pkg/affinity). Core NATS request/reply, no stream.
+func ExecSubject(owner string) string { return execRoot + "." + owner }
 
 // ResultSubject carries the executor's answer to one call.
 func ResultSubject(conversation string) string { return resultsRoot + "." + conversation }

@@ -129,7 +129,7 @@ func New(nc *nats.Conn, opts *Options) (*Server, error) {
 			messages.StreamOutput, messages.StreamDead, messages.StreamAdvisories}
 	}
 	if o.Buckets == nil {
-		o.Buckets = []string{messages.BucketSessions, messages.BucketCalls, messages.BucketHealth, messages.BucketAuth,
+		o.Buckets = []string{messages.BucketSessions, messages.BucketOwners, messages.BucketCalls, messages.BucketHealth, messages.BucketAuth,
 			messages.BucketCatalog, messages.BucketGather}
 	}
 	if o.CheckTimeout <= 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/pkg/affinity"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/claims"
 	"github.com/toolbus/toolbus/pkg/config"
@@ -37,6 +38,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/tokens"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // provision creates or updates the streams and buckets (checkOnly: checks that they
@@ -286,6 +288,16 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			return nil, err
 		}
 		owner := "executor-" + nuid.Next()
+		// The calls of a conversation to a conversation-scoped server reach the replica
+		// that holds the conversation's session (pkg/affinity); this executor's replicas
+		// share one pool, so they are one holder.
+		var owners *affinity.Owners
+		if ownersKV, err := js.KeyValue(ctx, messages.BucketOwners); err == nil {
+			owners = &affinity.Owners{KV: ownersKV, Conn: nc, Self: owner, Logger: log}
+		} else {
+			log.Warn("executor: no sessions owners bucket (provision the streams again): calls of conversation-scoped servers are run by whichever replica pulls them",
+				"bucket", messages.BucketOwners, "err", err)
+		}
 		for i := range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
@@ -293,7 +305,17 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			}
 			st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: owner}, QuietTools: o.Config.Executor.QuietTools, Logger: log,
 				MaxInlineResultBytes: min(cmp.Or(o.Config.Executor.MaxInlineResultBytes, executor.DefaultMaxInlineResultBytes), int(nc.MaxPayload())/4),
-				Results:              kept}
+				Results:              kept, Owners: owners}
+			if i == 0 && owners != nil {
+				handle := bus.Decoded(executor.Decode, st.Execute)
+				runs = append(runs, func(ctx context.Context) error {
+					return owners.Serve(ctx, func(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
+						ctx, span := tracer.Start(ctx, "execute forwarded", trace.WithSpanKind(trace.SpanKindConsumer))
+						defer span.End()
+						return handle(ctx, d)
+					})
+				})
+			}
 			runs = append(runs, runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true,
 				bus.RunOptions{Concurrency: cmp.Or(o.Config.Executor.Concurrency, 16), Prefetch: executorPrefetch(o.Config.Executor.Prefetch), SpanName: "execute", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 			if i == 0 {

@@ -43,6 +43,11 @@ func main() {
 			tp, _ := req.Params.Meta["traceparent"].(string)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tp}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "conversation", Description: "Returns the toolbus/conversation of the request's _meta.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			c, _ := req.Params.Meta["toolbus/conversation"].(string)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: c}}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo"},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat(in.Text, max(in.Times, 1))}}}, nil, nil

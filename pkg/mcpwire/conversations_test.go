@@ -1,0 +1,169 @@
+package mcpwire_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
+)
+
+// convPID calls the stdio server's pid tool for a conversation ("" for none).
+func convPID(t *testing.T, p *mcpwire.Pool, conv string, report *mcpwire.SessionReport) int {
+	t.Helper()
+	ctx := ctxT(t)
+	if conv != "" {
+		ctx = mcpwire.WithConversation(ctx, conv)
+	}
+	if report != nil {
+		ctx = mcpwire.WithReport(ctx, report)
+	}
+	out, err := p.Call(ctx, "pid", nil)
+	if err != nil {
+		t.Fatalf("pid in %q: %v", conv, err)
+	}
+	var r struct{ PID int }
+	if err := json.Unmarshal(out, &r); err != nil || r.PID == 0 {
+		t.Fatalf("pid = %s, %v", out, err)
+	}
+	return r.PID
+}
+
+// serverProcs counts the live processes of the stdio test server.
+func serverProcs(t *testing.T) int {
+	t.Helper()
+	path := stdioServer(t)
+	return len(mcptest.Procs(t, func(p mcptest.Proc) bool {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
+		return err == nil && strings.HasPrefix(string(cmd), path+"\x00")
+	}))
+}
+
+// A stdio server keeps state in its process: each conversation gets its own, opened on
+// its first call and reached by every later one; calls without a conversation share the
+// server's own session, and every call's _meta names its conversation.
+func TestConversationsHaveTheirOwnSessions(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t)}}, nil)
+	if !p.Scoped("local") {
+		t.Fatal("a stdio server is not conversation-scoped by default")
+	}
+	shared := convPID(t, p, "", nil)
+	var first, second mcpwire.SessionReport
+	a := convPID(t, p, "conv-a", &first)
+	if again := convPID(t, p, "conv-a", &second); again != a {
+		t.Errorf("conversation a's second call ran in process %d, its first in %d", again, a)
+	}
+	if !first.Opened || first.Ended != "" || second.Opened {
+		t.Errorf("reports %+v, %+v: want the first call to open the session, the second not", first, second)
+	}
+	b := convPID(t, p, "conv-b", nil)
+	if a == shared || b == shared || a == b {
+		t.Errorf("processes: shared %d, conversation a %d, b %d: want three", shared, a, b)
+	}
+	out, err := p.Call(mcpwire.WithConversation(ctxT(t), "conv-a"), "conversation", nil)
+	if err != nil || string(out) != `"conv-a"` {
+		t.Errorf("the server saw _meta %s %q = %s, %v; want \"conv-a\"", messages.MetaConversation, "conv-a", out, err)
+	}
+	if got := p.Sessions()["local"]; len(got) != 2 {
+		t.Errorf("sessions open: %v, want conv-a and conv-b", got)
+	}
+
+	// A shared server keeps one session for all.
+	ps := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t), Sessions: mcpwire.SessionsShared}}, nil)
+	if s, x := convPID(t, ps, "", nil), convPID(t, ps, "conv-x", nil); s != x {
+		t.Errorf("a shared server ran conversation x's call in process %d, its own session is %d", x, s)
+	}
+}
+
+// Memory and processes stay bounded: many conversations against a stdio server with
+// maxSessions 4 never leave more than 4 of its processes besides its own session's, the
+// least recently used idle session makes room, and none is left after sessionIdle. A
+// conversation whose session was closed is told why on its next call.
+func TestConversationSessionsAreBounded(t *testing.T) {
+	const max = 4
+	idle := 400 * time.Millisecond
+	p := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t), MaxSessions: max,
+		SessionIdle: messages.Duration(idle)}}, nil)
+	convPID(t, p, "", nil) // the server's own session
+
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := int64(len(p.Sessions()["local"])); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range 60 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			convPID(t, p, fmt.Sprintf("conv-%d", i), nil)
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	if n := peak.Load(); n > max {
+		t.Errorf("%d conversations' sessions open at once, want at most %d", n, max)
+	}
+	eventually(t, "closed sessions' processes gone", func() bool { return serverProcs(t) <= max+1 })
+
+	// Conversation 0's session made room for later ones: its next call says so.
+	var r mcpwire.SessionReport
+	convPID(t, p, "conv-0", &r)
+	if !r.Opened || !strings.Contains(r.Ended, "make room") {
+		t.Errorf("conversation 0 after eviction: %+v, want a new session and why the old one ended", r)
+	}
+	eventually(t, "idle sessions closed", func() bool { return len(p.Sessions()["local"]) == 0 })
+	eventually(t, "idle sessions' processes gone", func() bool { return serverProcs(t) == 1 })
+	r = mcpwire.SessionReport{}
+	convPID(t, p, "conv-0", &r)
+	if !r.Opened || !strings.Contains(r.Ended, "without a call") {
+		t.Errorf("conversation 0 after idling: %+v, want a new session and why the old one ended", r)
+	}
+}
+
+// A conversation's session whose process died is replaced on the next call, which is
+// told so; other conversations keep theirs.
+func TestConversationSessionLost(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t)}}, nil)
+	a, b := convPID(t, p, "conv-a", nil), convPID(t, p, "conv-b", nil)
+	proc, err := os.FindProcess(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc.Kill()
+	var r mcpwire.SessionReport
+	eventually(t, "a new session for conversation a", func() bool {
+		ctx, cancel := context.WithTimeout(mcpwire.WithReport(mcpwire.WithConversation(ctxT(t), "conv-a"), &r), 5*time.Second)
+		defer cancel()
+		out, err := p.Call(ctx, "pid", nil)
+		return err == nil && !strings.Contains(string(out), fmt.Sprint(a))
+	})
+	if !r.Opened || r.Ended == "" {
+		t.Errorf("report after the process died: %+v, want a new session and why the old one ended", r)
+	}
+	if got := convPID(t, p, "conv-b", nil); got != b {
+		t.Errorf("conversation b moved from process %d to %d", b, got)
+	}
+}
