@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/internal/mcptest"
-	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // convPID calls the stdio server's pid tool for a conversation ("" for none).
