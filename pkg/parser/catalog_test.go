@@ -55,3 +55,20 @@ func TestCatalogQualifiedTyping(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogBareName: a bare name that one server alone has is that server's tool to
+// the parser, as to the executor that runs it; one that several have is not known.
+func TestCatalogBareName(t *testing.T) {
+	c := NewCatalog()
+	c.Set("fs", []catalog.Tool{{Name: "fs__read", Server: "fs", Remote: "read", ReadOnly: true}})
+	c.Set("db", []catalog.Tool{{Name: "db__read", Server: "db", Remote: "read", ReadOnly: true},
+		{Name: "db__stat", Server: "db", Remote: "stat", ReadOnly: true}})
+	st := &Stage{Catalog: c}
+	snap := c.current()
+	if !st.together(snap, &messages.ToolCall{Tool: "stat"}) {
+		t.Error("stat, db's read-only tool, runs alone")
+	}
+	if st.together(snap, &messages.ToolCall{Tool: "read"}) {
+		t.Error("read, of two servers, runs alongside others")
+	}
+}
