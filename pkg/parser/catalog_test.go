@@ -64,11 +64,18 @@ func TestCatalogBareName(t *testing.T) {
 	c.Set("db", []catalog.Tool{{Name: "db__read", Server: "db", Remote: "read", ReadOnly: true},
 		{Name: "db__stat", Server: "db", Remote: "stat", ReadOnly: true}})
 	st := &Stage{Catalog: c}
-	snap := c.current()
-	if !st.together(snap, &messages.ToolCall{Tool: "stat"}) {
-		t.Error("stat, db's read-only tool, runs alone")
-	}
-	if st.together(snap, &messages.ToolCall{Tool: "read"}) {
-		t.Error("read, of two servers, runs alongside others")
+	for _, tt := range []struct {
+		name, tool string
+		want       bool
+	}{
+		{name: "one server's read-only tool runs with others", tool: "stat", want: true},
+		{name: "a name of two servers' tools runs alone", tool: "read", want: false},
+		{name: "by its qualified name it runs with others", tool: "fs::read", want: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := st.together(c.current(), &messages.ToolCall{Tool: tt.tool}); got != tt.want {
+				t.Errorf("together(%q) = %v, want %v", tt.tool, got, tt.want)
+			}
+		})
 	}
 }
