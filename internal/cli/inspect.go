@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/executor"
@@ -110,22 +111,22 @@ func dialectNames() string {
 }
 
 // declared is the catalog a model sees (the router's visible tools, in its order) as
-// mcpwire tools: those of MCP servers with everything their server said about them
+// catalog tools: those of MCP servers with everything their server said about them
 // (title, destructiveHint), the others from their description.
-func declared(ctx context.Context, pool *mcpwire.Pool, tools []messages.ToolInfo) []mcpwire.Tool {
+func declared(ctx context.Context, pool *mcpwire.Pool, tools []messages.ToolInfo) []catalog.Tool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second) // the servers answered (or not) already
 	defer cancel()
-	remote := map[string]mcpwire.Tool{}
+	remote := map[string]catalog.Tool{}
 	for _, t := range pool.Tools(ctx) {
 		remote[t.Name] = t
 	}
-	out := make([]mcpwire.Tool, 0, len(tools))
+	out := make([]catalog.Tool, 0, len(tools))
 	for _, t := range tools {
 		if rt, ok := remote[t.Name]; ok {
 			out = append(out, rt)
 			continue
 		}
-		out = append(out, mcpwire.Tool{
+		out = append(out, catalog.Tool{
 			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
 			ReadOnly: t.ReadOnly, Idempotent: t.Idempotent || t.ReadOnly, Destructive: !t.ReadOnly && !t.Idempotent,
 		})

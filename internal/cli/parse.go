@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/config"
-	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/parser"
 	"github.com/toolbus/toolbus/pkg/toolbus"
@@ -143,9 +143,9 @@ func previewStage(ctx context.Context, env Env, path string, wait time.Duration)
 	if err != nil {
 		return nil, nil, err
 	}
-	catalog := parser.NewCatalog()
+	cat := parser.NewCatalog()
 	entries := toolbus.InProcessCatalog(exec.Router, pool)
-	byServer := map[string][]mcpwire.Tool{}
+	byServer := map[string][]catalog.Tool{}
 	for _, t := range pool.Tools(ctx) {
 		byServer[t.Server] = append(byServer[t.Server], t)
 	}
@@ -155,14 +155,14 @@ func previewStage(ctx context.Context, env Env, path string, wait time.Duration)
 	for _, e := range entries {
 		body, err := json.Marshal(e.Tools) // as the executors write the catalog bucket
 		if err == nil {
-			err = catalog.Put(e.Key, body)
+			err = cat.Put(e.Key, body)
 		}
 		if err != nil {
 			pool.Close()
 			return nil, nil, fmt.Errorf("catalog of %s: %w", e.Key, err)
 		}
 	}
-	return toolbus.ParserStage(cfg, catalog), func() { pool.Close() }, nil
+	return toolbus.ParserStage(cfg, cat), func() { pool.Close() }, nil
 }
 
 // toolsStage is a parser whose catalog is the tool definitions in the file at path:
@@ -178,25 +178,13 @@ func toolsStage(path string) (*parser.Stage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--tools %s: %w", path, err)
 	}
-	body, err := json.Marshal(tools)
-	if err != nil {
-		return nil, err
-	}
-	catalog := parser.NewCatalog()
-	if err := catalog.Put("tools", body); err != nil {
-		return nil, fmt.Errorf("--tools %s: %w", path, err)
-	}
-	return &parser.Stage{Catalog: catalog}, nil
-}
-
-// toolDefinition is a tool as the catalog holds it.
-type toolDefinition struct {
-	Name        string          `json:"name"`
-	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	cat := parser.NewCatalog()
+	cat.Set("tools", tools)
+	return &parser.Stage{Catalog: cat}, nil
 }
 
 // toolDefinitions reads a tools file (see toolsStage).
-func toolDefinitions(data []byte) ([]toolDefinition, error) {
+func toolDefinitions(data []byte) ([]catalog.Tool, error) {
 	type entry struct {
 		Name        string          `json:"name"`
 		InputSchema json.RawMessage `json:"inputSchema"`
@@ -219,11 +207,11 @@ func toolDefinitions(data []byte) ([]toolDefinition, error) {
 	if len(list) == 0 {
 		return nil, fmt.Errorf("no tools")
 	}
-	out := make([]toolDefinition, 0, len(list))
+	out := make([]catalog.Tool, 0, len(list))
 	for i, e := range list {
-		t := toolDefinition{Name: e.Name, InputSchema: cmpRaw(e.InputSchema, e.Parameters)}
+		t := catalog.Tool{Name: e.Name, InputSchema: cmpRaw(e.InputSchema, e.Parameters)}
 		if e.Function != nil {
-			t = toolDefinition{Name: e.Function.Name, InputSchema: e.Function.Parameters}
+			t = catalog.Tool{Name: e.Function.Name, InputSchema: e.Function.Parameters}
 		}
 		if t.Name == "" {
 			return nil, fmt.Errorf("tool %d has no name", i+1)

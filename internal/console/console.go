@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/client"
-	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/ops"
 	"github.com/toolbus/toolbus/pkg/redact"
@@ -228,7 +228,7 @@ func (c *Console) Servers(ctx context.Context) ([]Server, error) {
 
 // Tool is one tool of the catalog, with its declaration in each vendor's API.
 type Tool struct {
-	mcpwire.Tool
+	catalog.Tool
 	Backend      string                     `json:"backend"`
 	Declarations map[string]json.RawMessage `json:"declarations"`
 }
@@ -249,14 +249,14 @@ func (c *Console) Tools(ctx context.Context) ([]Tool, error) {
 		if err != nil {
 			continue
 		}
-		var tools []mcpwire.Tool
+		var tools []catalog.Tool
 		if json.Unmarshal(e.Value(), &tools) != nil {
 			continue
 		}
 		for _, t := range tools {
 			tool := Tool{Tool: t, Backend: key, Declarations: map[string]json.RawMessage{}}
 			for _, d := range []dialect.Dialect{dialect.OpenAI, dialect.Anthropic, dialect.Gemini} {
-				if decl, err := dialect.Declarations(d, []mcpwire.Tool{t}); err == nil {
+				if decl, err := dialect.Declarations(d, []catalog.Tool{t}); err == nil {
 					tool.Declarations[string(d)] = decl
 				}
 			}

@@ -1,7 +1,7 @@
 // Package dialect writes tool declarations in the formats of the model vendors' APIs —
 // OpenAI's Chat Completions tools, Anthropic's Messages tools, Gemini's function
 // declarations with its OpenAPI subset of JSON Schema — and as MCP's tools/list gives
-// them, from the tools of an [mcpwire.Pool] (or any [mcpwire.Tool] list). `toolbus tools
+// them, from a list of [catalog.Tool] (an MCP pool's, the catalog bucket's). `toolbus tools
 // --format` and the console print them.
 //
 //	decls, err := dialect.Declarations(dialect.OpenAI, pool.Tools(ctx))
@@ -10,7 +10,7 @@ package dialect
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"slices"
 	"sort"
 	"strings"
@@ -38,14 +38,14 @@ func Dialects() []Dialect {
 }
 
 // Declarations returns tools as the value of the "tools" field of the dialect's API. The
-// vendors' dialects name each tool by its [mcpwire.VendorNames] alias, which toolbus accepts back.
-func Declarations(d Dialect, tools []mcpwire.Tool) (json.RawMessage, error) {
+// vendors' dialects name each tool by its [catalog.VendorNames] alias, which toolbus accepts back.
+func Declarations(d Dialect, tools []catalog.Tool) (json.RawMessage, error) {
 	var out any
 	names := make([]string, len(tools))
 	for i, t := range tools {
 		names[i] = t.Name
 	}
-	alias := mcpwire.VendorNames(names)
+	alias := catalog.VendorNames(names)
 	switch d {
 	case MCP:
 		list := make([]mcpDeclaration, 0, len(tools))
@@ -101,7 +101,7 @@ type mcpDeclaration struct {
 	Annotations  map[string]bool `json:"annotations,omitempty"`
 }
 
-func annotationsOf(t mcpwire.Tool) map[string]bool {
+func annotationsOf(t catalog.Tool) map[string]bool {
 	if !t.ReadOnly && !t.Idempotent && t.Destructive {
 		return nil
 	}

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"strings"
 
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -52,7 +53,7 @@ func (b MCPBackend) Resolve(ctx context.Context, name string) (Route, bool, erro
 	t, err := b.Pool.Lookup(ctx, name)
 	switch {
 	case err == nil:
-	case errors.Is(err, mcpwire.ErrNotAllowed), errors.Is(err, mcpwire.ErrAmbiguous):
+	case errors.Is(err, catalog.ErrNotAllowed), errors.Is(err, catalog.ErrAmbiguous):
 		return Route{Server: "mcp:" + t.Server, Info: messages.ToolInfo{Name: name}, MCP: t}, true, mcpError(err, name, t)
 	case b.RoutedOnly:
 		return Route{Info: messages.ToolInfo{Name: name}}, true, mcpError(err, name, t)
@@ -77,7 +78,7 @@ func (b MCPBackend) Resolve(ctx context.Context, name string) (Route, bool, erro
 		}}, true, nil
 }
 
-func info(name string, t mcpwire.Tool) messages.ToolInfo {
+func info(name string, t catalog.Tool) messages.ToolInfo {
 	return messages.ToolInfo{Name: name, Description: t.Description, InputSchema: t.InputSchema,
 		OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly, Idempotent: t.Idempotent}
 }
@@ -86,7 +87,7 @@ func info(name string, t mcpwire.Tool) messages.ToolInfo {
 // tool_error, rejected arguments → invalid_arguments, unreachable server →
 // server_unavailable, deadline → timeout, and a connection lost during a call of a tool
 // that is neither read-only nor idempotent → outcome_unknown.
-func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
+func mcpError(err error, name string, t catalog.Tool) *messages.ToolError {
 	te := func(code messages.ErrorCode, format string, args ...any) *messages.ToolError {
 		return &messages.ToolError{Code: code, Message: fmt.Sprintf(format, args...), Err: err}
 	}
@@ -98,9 +99,9 @@ func mcpError(err error, name string, t mcpwire.Tool) *messages.ToolError {
 		return te(messages.CodeInvalidArguments, "the arguments of %q were rejected: %s", name, tool.Message)
 	case errors.As(err, &tool):
 		return te(messages.CodeToolError, "%s", tool.Message)
-	case errors.Is(err, mcpwire.ErrNotAllowed):
+	case errors.Is(err, catalog.ErrNotAllowed):
 		return te(messages.CodeNotAllowed, "the tool %q is not allowed by the configuration", name)
-	case errors.Is(err, mcpwire.ErrUnknownTool), errors.Is(err, mcpwire.ErrAmbiguous):
+	case errors.Is(err, catalog.ErrUnknownTool), errors.Is(err, catalog.ErrAmbiguous):
 		return te(messages.CodeUnknownTool, "%s", err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return te(messages.CodeTimeout, "the tool %q did not finish in time", name)

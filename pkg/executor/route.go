@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
@@ -37,7 +37,7 @@ type Route struct {
 	// Info describes the tool; its annotations decide claims and retries.
 	Info messages.ToolInfo
 	// MCP is the server's tool, for a route to an MCP server.
-	MCP mcpwire.Tool
+	MCP catalog.Tool
 	// Timeout, when set, is the time budget of calls on this route (an MCP server's
 	// configured timeout); see [Executor.Budget].
 	Timeout time.Duration
@@ -90,11 +90,9 @@ func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
 	}
 	names := r.names(ctx)
 	// The name a vendor's API was given for a tool whose own name it rejects
-	// (mcpwire.VendorNames: "geometry_solve_circle_area" for "geometry.solve_circle_area").
-	for original, alias := range mcpwire.VendorNames(names) {
-		if alias == name && original != name {
-			return r.Resolve(ctx, original)
-		}
+	// (catalog.VendorNames: "geometry_solve_circle_area" for "geometry.solve_circle_area").
+	if original, ok := catalog.Unalias(name, names); ok {
+		return r.Resolve(ctx, original)
 	}
 	closest := toolcall.ClosestNames(name, names, maxSuggestions)
 	if len(closest) == len(names) {

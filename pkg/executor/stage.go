@@ -12,8 +12,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/toolbus/toolbus/pkg/affinity"
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/claims"
-	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/results"
 	"github.com/toolbus/toolbus/pkg/telemetry"
@@ -76,7 +76,7 @@ func (s *Stage) fit(ctx context.Context, res messages.ToolResult) messages.ToolR
 
 // quiet reports whether a call is one of QuietTools, by the name the model wrote, the
 // tool's name, or any spelling of the MCP tool it resolved to, read as allow-lists are
-// (mcpwire.MatchTool).
+// (catalog.MatchTool).
 func (s *Stage) quiet(name string, r Route) bool {
 	if len(s.QuietTools) == 0 {
 		return false
@@ -84,7 +84,7 @@ func (s *Stage) quiet(name string, r Route) bool {
 	if slices.Contains(s.QuietTools, name) || slices.Contains(s.QuietTools, r.Info.Name) {
 		return true
 	}
-	return r.MCP.Server != "" && mcpwire.MatchTool(s.QuietTools, r.MCP.Server, r.MCP.Remote)
+	return r.MCP.Server != "" && catalog.MatchTool(s.QuietTools, r.MCP.Server, r.MCP.Remote)
 }
 
 // Decode reads a call message. A body that cannot be read is answered from the headers

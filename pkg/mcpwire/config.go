@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
@@ -303,15 +303,13 @@ func (c ServerConfig) Validate() error {
 		patterns []string
 	}{{"allowedTools", c.AllowedTools}, {"blockedTools", c.BlockedTools}} {
 		for _, p := range list.patterns {
-			if _, err := path.Match(p, ""); err != nil {
+			if !catalog.ValidPattern(p) {
 				return fmt.Errorf("%s: %q is not a valid pattern", list.key, p)
 			}
 		}
 	}
-	for _, r := range c.Prefix {
-		if !validNameRune(r) {
-			return fmt.Errorf("prefix: %q may only hold letters, digits, '_', '.' and '-'", c.Prefix)
-		}
+	if !catalog.ValidPrefix(c.Prefix) {
+		return fmt.Errorf("prefix: %q may only hold letters, digits, '_', '.' and '-'", c.Prefix)
 	}
 	if c.OAuth != nil {
 		if c.Transport() != TransportHTTP {

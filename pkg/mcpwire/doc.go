@@ -1,7 +1,8 @@
 // Package mcpwire connects toolbus to remote MCP servers. It owns their configuration,
 // in the "mcpServers" JSON format that Claude Desktop, Claude Code and Cursor use, their
-// sessions and reconnects, and the catalog of their tools with its name spacing (the
-// vendors' function declarations of these tools are pkg/dialect's). The protocol itself comes from github.com/modelcontextprotocol/go-sdk, but for
+// sessions and reconnects, and the catalog of their tools (the names and the lookup are
+// pkg/catalog's; the vendors' function declarations of these tools are pkg/dialect's).
+// The protocol itself comes from github.com/modelcontextprotocol/go-sdk, but for
 // tools/call on a streamable HTTP session, which toolbus sends and reads itself (see
 // directCalls in direct.go: the SDK allocates 128 KiB to read one call's answer).
 //
@@ -34,10 +35,11 @@
 //
 // # Catalog and names
 //
-// The [Catalog] is built from each server's own tools/list, refreshed on connect, on
-// notifications/tools/list_changed and every [ServerConfig.Refresh]. A tool is exposed
-// as "<server>__<tool>" (see [ExposedName]); a bare tool name works when exactly one
-// server has it, "mcp__<server>__<tool>" and "<server>::<tool>" are aliases, and a route
-// in [Options.Routes] wins over all of them. allowedTools, blockedTools, prefix and
-// enabled are applied per server.
+// The pool's [catalog.Catalog] ([Pool.Catalog]) is built from each server's own
+// tools/list, refreshed on connect, on notifications/tools/list_changed and every
+// [ServerConfig.Refresh]. A tool is exposed as "<server>__<tool>" (see
+// [catalog.ExposedName]); a bare tool name works when exactly one server has it,
+// "mcp__<server>__<tool>" and "<server>::<tool>" are aliases, and a route in
+// [Options.Routes] wins over all of them ([catalog.Catalog.Resolve]). allowedTools,
+// blockedTools ([Permitted]), prefix and enabled are applied per server.
 package mcpwire

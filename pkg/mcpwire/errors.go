@@ -3,17 +3,23 @@ package mcpwire
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/toolbus/toolbus/pkg/catalog"
 )
 
 // Sentinel errors of [Pool.Call] and [Pool.Lookup]. Callers branch on them with
 // errors.Is; a deadline shows as context.DeadlineExceeded.
 var (
-	// ErrUnknownTool: no configured server offers a tool of that name.
-	ErrUnknownTool = errors.New("unknown tool")
-	// ErrAmbiguous: a bare tool name that more than one server offers.
-	ErrAmbiguous = errors.New("ambiguous tool name")
-	// ErrNotAllowed: the tool exists but configuration forbids it.
-	ErrNotAllowed = errors.New("tool not allowed")
+	// ErrUnknownTool: no configured server offers a tool of that name
+	// ([catalog.ErrUnknownTool]).
+	ErrUnknownTool = catalog.ErrUnknownTool
+	// ErrAmbiguous: a bare tool name that more than one server offers
+	// ([catalog.ErrAmbiguous]).
+	ErrAmbiguous = catalog.ErrAmbiguous
+	// ErrNotAllowed: the tool exists but configuration forbids it
+	// ([catalog.ErrNotAllowed]).
+	ErrNotAllowed = catalog.ErrNotAllowed
 	// ErrUnavailable: the server could not be reached. The request never left, so
 	// trying again later is always safe.
 	ErrUnavailable = errors.New("server unavailable")
@@ -57,4 +63,8 @@ func (e *ToolError) InvalidArguments() bool {
 // its tools changed after the catalog was last refreshed.
 func (e *ToolError) UnknownTool() bool {
 	return e.Code == codeMethodNotFound || (e.Code == codeInvalidParams && containsFold(e.Message, "unknown tool"))
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
 }

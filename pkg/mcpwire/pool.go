@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
@@ -91,7 +92,7 @@ type Pool struct {
 	// rebuildMu serializes catalog rebuilds, so that a slower one never replaces a
 	// newer one.
 	rebuildMu sync.Mutex
-	catalog   atomic.Pointer[Catalog]
+	catalog   atomic.Pointer[catalog.Catalog]
 }
 
 // NewPool returns a pool over servers, keyed by name; disabled servers are left out.
@@ -250,7 +251,7 @@ func (p *Pool) Connect(ctx context.Context) error {
 
 // Catalog returns the current catalog, after waiting (up to ctx) for every server's
 // first answer.
-func (p *Pool) Catalog(ctx context.Context) *Catalog {
+func (p *Pool) Catalog(ctx context.Context) *catalog.Catalog {
 	_ = p.Connect(ctx)
 	return p.catalog.Load()
 }
@@ -258,7 +259,7 @@ func (p *Pool) Catalog(ctx context.Context) *Catalog {
 // Tools lists the tools a model may call; see [Pool.Catalog].
 func (p *Pool) Tools(ctx context.Context) []Tool { return p.Catalog(ctx).Tools() }
 
-// Lookup resolves a tool name as [Catalog.Resolve] does. A name the servers listed so
+// Lookup resolves a tool name as [catalog.Catalog.Resolve] does. A name the servers listed so
 // far resolve is answered at once; a name they do not know (or refuse) waits (up to
 // ctx) only while a server that has not answered its first connection attempt could
 // still list it, and is resolved again as each one answers. A server that never answers thus delays only
@@ -477,7 +478,7 @@ func (p *Pool) sorted() []*server {
 }
 
 // rebuild swaps in a catalog made of every server's last tools.
-func (p *Pool) rebuild() *Catalog {
+func (p *Pool) rebuild() *catalog.Catalog {
 	p.rebuildMu.Lock()
 	defer p.rebuildMu.Unlock()
 	p.mu.RLock()

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/catalog"
 )
 
 // BenchmarkParseStage is the parser's handler without the bus: a response of one clean
@@ -15,7 +16,7 @@ import (
 // the tool's schema, and its call message encoded.
 func BenchmarkParseStage(b *testing.B) {
 	cat := NewCatalog()
-	cat.Set("engineering", []catalogTool{{Name: "execute_tool", InputSchema: json.RawMessage(
+	cat.Set("engineering", []catalog.Tool{{Name: "execute_tool", InputSchema: json.RawMessage(
 		`{"type": "object", "properties": {"tool_name": {"type": "string"}, "parameters": {"type": "object"}}, "required": ["tool_name"]}`)}})
 	s := &Stage{Catalog: cat}
 	text := "I will use the tools now.\n" +

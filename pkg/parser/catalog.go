@@ -1,146 +1,122 @@
 package parser
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"github.com/toolbus/toolbus/pkg/messages"
+	"errors"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
-// catalogTool is the part of a catalog entry the parser needs; the executors write the
-// entries (one key per server, plus "local" and "engineering").
-type catalogTool struct {
-	Name        string          `json:"name"`
-	Server      string          `json:"server,omitempty"`
-	Remote      string          `json:"remote,omitempty"`
-	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-	ReadOnly    bool            `json:"readOnly,omitempty"`
-	// ReadOnlyWhen: some calls of the tool are read-only (messages.ToolInfo).
-	ReadOnlyWhen *messages.ArgIn `json:"readOnlyWhen,omitempty"`
-}
-
-// Catalog is the parser's view of the tools every backend offers: their names, so that
-// formats without a call marker (bare or fenced JSON) are recognised, and their input
-// schemas, to coerce and validate arguments. It follows the catalog bucket.
+// Catalog is the parser's view of the tools every backend offers, which the executors
+// write into the catalog bucket (one key per server, plus "local" and "engineering"):
+// their names, so that formats without a call marker (bare or fenced JSON) are
+// recognised, their input schemas, to coerce and validate arguments, and what a model
+// means by a name ([catalog.Catalog.Resolve]), to tell which calls may run together. It
+// follows the catalog bucket.
 type Catalog struct {
 	mu      sync.Mutex
-	servers map[string][]catalogTool
+	servers map[string][]catalog.Tool
 	snap    atomic.Pointer[snapshot]
 }
 
 type snapshot struct {
+	tools   *catalog.Catalog
 	known   []string
 	schemas map[string]json.RawMessage
 	checks  map[string]*jsonschema.Resolved
-	// tools are the tools by the name a model calls them, and by server and remote name
-	// for the qualified spellings; a name several backends offer is there without a
-	// server (its route decides, and the parser cannot tell which), read-only only if
-	// every backend's tool is.
-	tools    map[string]catalogTool
-	byServer map[string]map[string]catalogTool
-	servers  []string
+	// shared are the names several backends offer (the local and the engineering clock):
+	// the executor's route decides which runs, and the parser cannot tell which, so such
+	// a tool has no server and is read-only only if every backend's is.
+	shared map[string]catalog.Tool
 }
 
-// tool finds the tool a model calls name: by its name, or by a qualified spelling
-// ("server__tool", "mcp__server__tool", "server::tool").
-func (s *snapshot) tool(name string) (catalogTool, bool) {
-	if t, ok := s.tools[name]; ok {
-		return t, true
+// tool finds the tool a model calls name, as the executors resolve it.
+func (s *snapshot) tool(name string) (catalog.Tool, bool) {
+	if s.tools == nil {
+		return catalog.Tool{}, false
 	}
-	if server, remote, ok := mcpwire.SplitAlias(name, s.servers); ok {
-		t, ok := s.byServer[server][remote]
+	t, err := s.tools.Resolve(name)
+	var amb *catalog.AmbiguousError
+	switch {
+	case err == nil:
+		return t, true
+	case errors.As(err, &amb):
+		t, ok := s.shared[amb.Name]
 		return t, ok
 	}
-	return catalogTool{}, false
+	return catalog.Tool{}, false
 }
 
 // NewCatalog returns an empty catalog.
 func NewCatalog() *Catalog {
-	c := &Catalog{servers: map[string][]catalogTool{}}
+	c := &Catalog{servers: map[string][]catalog.Tool{}}
 	c.snap.Store(&snapshot{})
 	return c
 }
 
-// Set replaces the tools of one server; nil removes the server.
-func (c *Catalog) Set(server string, tools []catalogTool) {
+// Set replaces the tools listed under a key of the bucket; nil removes the key.
+func (c *Catalog) Set(key string, tools []catalog.Tool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if tools == nil {
-		delete(c.servers, server)
+		delete(c.servers, key)
 	} else {
-		c.servers[server] = tools
+		c.servers[key] = tools
 	}
-	s := &snapshot{schemas: map[string]json.RawMessage{}, checks: map[string]*jsonschema.Resolved{},
-		tools: map[string]catalogTool{}, byServer: map[string]map[string]catalogTool{}}
-	owners := map[string]int{}
+	// By their own servers: a key is the server's name spelled for NATS.
+	byServer := map[string][]catalog.Tool{}
 	for _, tools := range c.servers {
 		for _, t := range tools {
-			if owners[t.Name]++; owners[t.Name] == 1 {
-				s.known = append(s.known, t.Name)
-				s.tools[t.Name] = t
-			} else {
-				// A name several backends offer (the local and the engineering clock):
-				// its route decides which runs, so it is read-only only if every
-				// backend's tool is, and no server's own mode applies.
-				prev := s.tools[t.Name]
-				s.tools[t.Name] = catalogTool{Name: t.Name, ReadOnly: prev.ReadOnly && t.ReadOnly}
-			}
-			if t.Server != "" {
-				if s.byServer[t.Server] == nil {
-					s.byServer[t.Server] = map[string]catalogTool{}
-					s.servers = append(s.servers, t.Server)
-				}
-				s.byServer[t.Server][cmp.Or(t.Remote, t.Name)] = t
-			}
+			byServer[t.Server] = append(byServer[t.Server], t)
+		}
+	}
+	s := &snapshot{tools: catalog.New(byServer, &catalog.Options{VendorAliases: true}),
+		schemas: map[string]json.RawMessage{}, checks: map[string]*jsonschema.Resolved{}, shared: map[string]catalog.Tool{}}
+	all := s.tools.Tools()
+	owners := map[string]int{}
+	for _, t := range all {
+		owners[t.Name]++
+	}
+	for _, t := range all {
+		switch owners[t.Name] {
+		case 1:
+			s.known = append(s.known, t.Name)
+			// A name several backends offer (a local tool and a routed remote one) is
+			// checked by the backend the executor routes it to, not here.
 			if len(t.InputSchema) != 0 {
 				s.schemas[t.Name] = t.InputSchema
-			}
-		}
-	}
-	// The names vendors' APIs were given for tools whose own names they reject
-	// (mcpwire.VendorNames) are the same tools.
-	for original, alias := range mcpwire.VendorNames(s.known) {
-		if t, ok := s.tools[original]; ok && alias != original {
-			s.tools[alias] = t
-		}
-	}
-	for name, schema := range s.schemas {
-		// A name several backends offer (a local tool and a routed remote one) is checked
-		// by the backend the executor routes it to, not here.
-		if owners[name] > 1 {
-			delete(s.schemas, name)
-			continue
-		}
-		if r, err := toolcall.ResolveSchema(schema); err == nil {
-			s.checks[name] = r
-		}
-	}
-	// A server's tool called by a qualified spelling (server__tool, mcp__server__tool,
-	// server::tool) has its values typed by its schema too; its arguments are checked by
-	// the server, as before.
-	for server, tools := range s.byServer {
-		for remote, t := range tools {
-			if len(t.InputSchema) == 0 {
-				continue
-			}
-			sep := mcpwire.Separator
-			for _, q := range [...]string{server + sep + remote, "mcp" + sep + server + sep + remote, server + "::" + remote} {
-				if _, taken := s.schemas[q]; !taken && owners[q] == 0 {
-					s.schemas[q] = t.InputSchema
+				if r, err := toolcall.ResolveSchema(t.InputSchema); err == nil {
+					s.checks[t.Name] = r
 				}
 			}
+		default:
+			prev, seen := s.shared[t.Name]
+			if !seen {
+				s.known = append(s.known, t.Name)
+				prev.ReadOnly = true
+			}
+			s.shared[t.Name] = catalog.Tool{Name: t.Name, ReadOnly: prev.ReadOnly && t.ReadOnly}
 		}
 	}
-	sort.Strings(s.known)
+	// A server's tool called by a qualified spelling has its values typed by its schema
+	// too; its arguments are checked by the server, as before.
+	for _, t := range all {
+		if t.Server == "" || len(t.InputSchema) == 0 {
+			continue
+		}
+		for _, q := range catalog.Qualified(t.Server, t.Remote) {
+			if _, taken := s.schemas[q]; !taken && owners[q] == 0 {
+				s.schemas[q] = t.InputSchema
+			}
+		}
+	}
 	c.snap.Store(s)
 }
 
@@ -183,16 +159,16 @@ func (c *Catalog) Follow(ctx context.Context, kv jetstream.KeyValue, log *slog.L
 	}
 }
 
-// Put sets the tools of one server from a catalog bucket entry: the JSON of a list of
-// mcpwire.Tool, as the executors write it.
-func (c *Catalog) Put(server string, entry []byte) error {
-	var tools []catalogTool
+// Put sets the tools listed under a key of the bucket from its entry: the JSON of a list
+// of [catalog.Tool], as the executors write it.
+func (c *Catalog) Put(key string, entry []byte) error {
+	var tools []catalog.Tool
 	if err := json.Unmarshal(entry, &tools); err != nil {
 		return err
 	}
 	if tools == nil {
-		tools = []catalogTool{}
+		tools = []catalog.Tool{}
 	}
-	c.Set(server, tools)
+	c.Set(key, tools)
 	return nil
 }

@@ -8,13 +8,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/order"
 )
 
 func TestParse(t *testing.T) {
 	cat := NewCatalog()
-	cat.Set("local", []catalogTool{{Name: "add", InputSchema: json.RawMessage(
+	cat.Set("local", []catalog.Tool{{Name: "add", InputSchema: json.RawMessage(
 		`{"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number", "default": 2}}, "required": ["a"]}`)}})
 	tests := []struct {
 		name     string
@@ -112,13 +113,13 @@ func (p *savedPlans) Save(_ context.Context, _ string, segs []order.Segment) (or
 // publishes the first and saves the plan.
 func TestParseSegments(t *testing.T) {
 	cat := NewCatalog()
-	cat.Set("fs", []catalogTool{{Name: "read_file", Server: "fs", Remote: "read_file", ReadOnly: true},
+	cat.Set("fs", []catalog.Tool{{Name: "read_file", Server: "fs", Remote: "read_file", ReadOnly: true},
 		{Name: "write_file", Server: "fs", Remote: "write_file"}})
-	cat.Set("engineering", []catalogTool{{Name: "dispatch_engineering", Server: "engineering",
+	cat.Set("engineering", []catalog.Tool{{Name: "dispatch_engineering", Server: "engineering",
 		ReadOnlyWhen: &messages.ArgIn{Arg: "action", Values: []string{"info", "list"}}},
 		{Name: "execute_tool", Server: "engineering", ReadOnly: true}})
 	// The same name elsewhere, without the annotation: a name decides nothing.
-	cat.Set("lookalike", []catalogTool{{Name: "lookalike__dispatch_engineering", Server: "lookalike", Remote: "dispatch_engineering"}})
+	cat.Set("lookalike", []catalog.Tool{{Name: "lookalike__dispatch_engineering", Server: "lookalike", Remote: "dispatch_engineering"}})
 	call := func(name, args string) string {
 		return `<tool_call>{"name": "` + name + `", "arguments": ` + args + `}</tool_call>`
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/order/ordertest"
 )
@@ -49,7 +50,7 @@ func chunk(r string, n int, text string, final bool, h map[string]string) *bus.D
 func TestChunkAnyOrder(t *testing.T) {
 	kv := gatherKV(t)
 	cat := NewCatalog()
-	cat.Set("local", []catalogTool{{Name: "a", ReadOnly: true}, {Name: "b", ReadOnly: true}})
+	cat.Set("local", []catalog.Tool{{Name: "a", ReadOnly: true}, {Name: "b", ReadOnly: true}})
 	text := `<tool_call>{"name": "a", "arguments": {}}</tool_call> and <tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call> done`
 	var parts []string
 	for i := 0; i < len(text); i += 9 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -151,7 +152,7 @@ func mirrorInProcess(kv jetstream.KeyValue, router *executor.Router, pool *mcpwi
 // CatalogEntry is one key of the catalog bucket: a backend's tools.
 type CatalogEntry struct {
 	Key   string
-	Tools []mcpwire.Tool
+	Tools []catalog.Tool
 }
 
 // InProcessCatalog is what the executor keeps in the catalog for its in-process

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/pkg/affinity"
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/claims"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/deadletter"
@@ -470,7 +471,7 @@ func NewPool(cfg *config.Config, o mcpwire.Options) (*mcpwire.Pool, error) {
 
 // mirrorCatalog keeps a server's tools in the catalog bucket for the parser, healthd and
 // `toolbus tools`; a nil list (server removed) deletes the key.
-func mirrorCatalog(kv jetstream.KeyValue, server string, tools []mcpwire.Tool, log *slog.Logger) {
+func mirrorCatalog(kv jetstream.KeyValue, server string, tools []catalog.Tool, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	key := bus.Key(server)
@@ -489,10 +490,10 @@ func mirrorCatalog(kv jetstream.KeyValue, server string, tools []mcpwire.Tool, l
 	}
 }
 
-func catalogTools(server string, infos []messages.ToolInfo) []mcpwire.Tool {
-	tools := make([]mcpwire.Tool, 0, len(infos))
+func catalogTools(server string, infos []messages.ToolInfo) []catalog.Tool {
+	tools := make([]catalog.Tool, 0, len(infos))
 	for _, t := range infos {
-		tools = append(tools, mcpwire.Tool{Name: t.Name, Server: server, Remote: t.Name, Description: t.Description,
+		tools = append(tools, catalog.Tool{Name: t.Name, Server: server, Remote: t.Name, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly, Idempotent: t.Idempotent, ReadOnlyWhen: t.ReadOnlyWhen})
 	}
 	return tools

@@ -1,9 +1,8 @@
-package mcpwire
+package catalog
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"strings"
 	"testing"
 )
@@ -42,7 +41,7 @@ func hash8(s string) string {
 }
 
 func TestSplitAlias(t *testing.T) {
-	servers := []string{"a", "a__b", "tickets", "mcp", "My Server"}
+	servers := []string{"a", "a__b", "tickets", "mcp", "My Server", "x::y"}
 	tests := []struct {
 		name, in           string
 		wantServer, wantTo string
@@ -55,12 +54,15 @@ func TestSplitAlias(t *testing.T) {
 		{name: "tool with separator", in: "a__x__y", wantServer: "a", wantTo: "x__y", wantOK: true},
 		{name: "unknown server", in: "zz__create", wantOK: false},
 		{name: "unknown server with colons", in: "zz::create", wantOK: false},
+		{name: "nothing after the colons", in: "tickets::", wantOK: false},
 		{name: "bare", in: "create", wantOK: false},
 		{name: "nothing after the server", in: "tickets__", wantOK: false},
 		{name: "a server called mcp does not take the prefix", in: "mcp__tickets__create", wantServer: "tickets", wantTo: "create", wantOK: true},
 		{name: "a tool of the server called mcp", in: "mcp__echo", wantServer: "mcp", wantTo: "echo", wantOK: true},
 		{name: "Claude Code's spelling of a server name", in: "mcp__My_Server__echo", wantServer: "My Server", wantTo: "echo", wantOK: true},
 		{name: "the exposed spelling", in: "My_Server__echo", wantServer: "My Server", wantTo: "echo", wantOK: true},
+		{name: "colons in the tool's name", in: "tickets__a::b", wantServer: "tickets", wantTo: "a::b", wantOK: true},
+		{name: "a server whose name has colons", in: "x::y::echo", wantServer: "x::y", wantTo: "echo", wantOK: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,6 +97,59 @@ func TestMatchTool(t *testing.T) {
 	}
 }
 
+func TestValidPrefixAndPattern(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		prefix  string
+		pattern string
+		want    bool
+	}{
+		{name: "names' characters", prefix: "t-1.x_", pattern: "get_*", want: true},
+		{name: "empty", want: true},
+		{name: "a space, an open bracket", prefix: "t ", pattern: "get_[", want: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ValidPrefix(tt.prefix); got != tt.want {
+				t.Errorf("ValidPrefix(%q) = %v", tt.prefix, got)
+			}
+			if got := ValidPattern(tt.pattern); got != tt.want {
+				t.Errorf("ValidPattern(%q) = %v", tt.pattern, got)
+			}
+		})
+	}
+}
+
+func TestVendorNames(t *testing.T) {
+	long := strings.Repeat("y", 70)
+	names := []string{"geometry.solve_circle_area", "add", "a.b", "a_b", "", "d.e", long}
+	tests := []struct {
+		name, in, want string
+	}{
+		{name: "a valid name is its own", in: "add", want: "add"},
+		{name: "other characters become '_'", in: "geometry.solve_circle_area", want: "geometry_solve_circle_area"},
+		{name: "an alias another name takes ends in a hash", in: "a.b", want: "a_b_" + hash8("a.b")},
+		{name: "the name that takes it stays", in: "a_b", want: "a_b"},
+		{name: "empty", in: "", want: "_" + hash8("")},
+		{name: "too long", in: long, want: strings.Repeat("y", 55) + "_" + hash8(long)},
+	}
+	got := VendorNames(names)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got[tt.in] != tt.want {
+				t.Errorf("VendorNames[%q] = %q, want %q", tt.in, got[tt.in], tt.want)
+			}
+			name, ok := Unalias(tt.want, names)
+			if tt.want == tt.in {
+				if ok {
+					t.Errorf("Unalias(%q) = %q: a name of its own is no alias", tt.want, name)
+				}
+			} else if !ok || name != tt.in {
+				t.Errorf("Unalias(%q) = %q, %v; want %q", tt.want, name, ok, tt.in)
+			}
+		})
+	}
+}
+
 func FuzzExposedName(f *testing.F) {
 	f.Add("server", "", "tool")
 	f.Add("a b", "p.", strings.Repeat("é", 40))
@@ -109,28 +164,4 @@ func FuzzExposedName(f *testing.F) {
 			}
 		}
 	})
-}
-
-// The allow-lists decide from the configuration alone: a server that has not listed its
-// tools yet (the first response after start or a reload) refuses a tool they forbid under
-// every spelling, and still resolves the ones they allow.
-func TestAllowListsBeforeListing(t *testing.T) {
-	in := map[string]catalogInput{
-		"everything": {cfg: ServerConfig{Command: "x", AllowedTools: []string{"echo"}}},
-		"blocky":     {cfg: ServerConfig{Command: "x", BlockedTools: []string{"rm*"}}},
-		"open":       {cfg: ServerConfig{Command: "x"}},
-	}
-	routed := "everything"
-	c := newCatalog(in, map[string]*string{"sum": &routed}, []string{"everything__*", "blocky__*"})
-	for _, name := range []string{"everything__get-sum", "mcp__everything__get-sum", "everything::get-sum", "sum",
-		"blocky__rm_rf", "mcp__blocky__rmdir", "blocky::rm", "open__anything", "open::anything", "mcp__open__x"} {
-		if _, err := c.Resolve(name); !errors.Is(err, ErrNotAllowed) {
-			t.Errorf("Resolve(%q) = %v, want not allowed", name, err)
-		}
-	}
-	for _, name := range []string{"everything__echo", "mcp__everything__echo", "everything::echo", "blocky__ls"} {
-		if _, err := c.Resolve(name); err != nil {
-			t.Errorf("Resolve(%q) = %v, want the tool", name, err)
-		}
-	}
 }
