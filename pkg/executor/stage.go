@@ -14,6 +14,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/claims"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/results"
 	"github.com/toolbus/toolbus/pkg/telemetry"
