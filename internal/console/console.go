@@ -174,6 +174,9 @@ type Server struct {
 	// Breaker is "closed", "open" (every executor refuses its calls at once) or "open in
 	// k of n executors"; "" when no executor answered a status request.
 	Breaker string `json:"breaker,omitempty"`
+	// Sessions counts the conversations' sessions open with a conversation-scoped
+	// server, over every executor that answered; nil for other servers.
+	Sessions *int `json:"sessions,omitempty"`
 }
 
 // Servers returns every server's last status, by name.
@@ -186,10 +189,13 @@ func (c *Console) Servers(ctx context.Context) ([]Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	executors, open := 0, map[string]int{}
+	executors, open, sessions := 0, map[string]int{}, map[string]int{}
 	for _, st := range c.statuses(ctx) {
 		if st.Stage == "executor" {
 			executors++
+			for server, n := range st.Sessions {
+				sessions[server] += n
+			}
 			for server, o := range st.Breakers {
 				if o {
 					open[server]++
@@ -210,6 +216,9 @@ func (c *Console) Servers(ctx context.Context) ([]Server, error) {
 		if json.Unmarshal(e.Value(), &st) == nil {
 			st.Error = c.Redact.String(st.Error)
 			s := Server{HealthStatus: st}
+			if n, ok := sessions[st.Server]; ok {
+				s.Sessions = &n
+			}
 			switch n := open[st.Server]; {
 			case executors == 0 || st.Transport == "in-process": // breakers guard MCP servers
 			case n == 0:

@@ -99,6 +99,16 @@ type Server struct {
 	checks   []check
 	stages   []*Stage
 	breakers func() map[string]bool
+	sessions func() map[string]int
+}
+
+// SetSessions makes the status replies of the process's first executor stage carry the
+// conversations' MCP sessions open in the process, by server, as count returns them
+// (the process's executor replicas share them).
+func (s *Server) SetSessions(count func() map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions = count
 }
 
 // SetBreakers makes the executor stages' status replies carry the state of the
@@ -326,6 +336,9 @@ type StatusReply struct {
 	// Breakers, on an executor's reply, says for each MCP server whether the
 	// executor's circuit breaker is open (its calls refused at once).
 	Breakers map[string]bool `json:"breakers,omitempty"`
+	// Sessions, on the reply of a process's first executor stage, counts the
+	// conversations' sessions open in the process, by conversation-scoped MCP server.
+	Sessions map[string]int `json:"sessions,omitempty"`
 }
 
 // AddStage registers a stage replica as the micro service "toolbus-<name>". Call it
@@ -367,10 +380,20 @@ func (st *Stage) ID() string { return st.svc.Info().ID }
 func (st *Stage) status(req micro.Request) {
 	reply := StatusReply{Stage: st.name, ID: st.ID(), Ready: st.srv.Ready(context.Background()), Stats: st.Stats()}
 	st.srv.mu.Lock()
-	open := st.srv.breakers
+	open, sessions := st.srv.breakers, st.srv.sessions
+	first := false
+	for _, other := range st.srv.stages {
+		if other.name == st.name {
+			first = other == st
+			break
+		}
+	}
 	st.srv.mu.Unlock()
 	if open != nil && st.name == "executor" {
 		reply.Breakers = open()
+	}
+	if sessions != nil && st.name == "executor" && first {
+		reply.Sessions = sessions()
 	}
 	_ = req.RespondJSON(reply)
 }

@@ -238,3 +238,35 @@ func requestMany(t *testing.T, nc *nats.Conn, subject string) [][]byte {
 		out = append(out, msg.Data)
 	}
 }
+
+// The conversations' sessions of a process are counted once: only its first executor
+// replica's status reply carries them.
+func TestStatusCarriesSessionsOnce(t *testing.T) {
+	_, nc := natsConn(t, true)
+	srv, err := ops.New(nc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := srv.AddStage("executor", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.SetSessions(func() map[string]int { return map[string]int{"git": 3} })
+	run(t, srv)
+	replies := requestMany(t, nc, messages.StatusSubject("executor"))
+	if len(replies) != 2 {
+		t.Fatalf("%d executor replicas answered", len(replies))
+	}
+	total := 0
+	for _, data := range replies {
+		var r ops.StatusReply
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatal(err)
+		}
+		total += r.Sessions["git"]
+	}
+	if total != 3 {
+		t.Errorf("the replies count %d sessions of git, want 3 (once)", total)
+	}
+}

@@ -251,6 +251,13 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		gate := executor.NewBreaker(&executor.BreakerOptions{StaleAfter: 4 * o.Config.HealthInterval(), Logger: log})
 		if w.ops != nil {
 			w.ops.SetBreakers(gate.Open)
+			w.ops.SetSessions(func() map[string]int {
+				out := map[string]int{}
+				for server, convs := range pool.Sessions() {
+					out[server] = len(convs)
+				}
+				return out
+			})
 		}
 		exec.Gate = gate
 		// Each executor's breaker is its own: the gauge is per process (take the max).

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ type statefulServer struct {
 	saw map[string]map[string]bool // conversation → session ids
 }
 
-func newStatefulServer(t *testing.T) *statefulServer {
+func newStatefulServer(t testing.TB) *statefulServer {
 	s := &statefulServer{dir: map[string]string{}, saw: map[string]map[string]bool{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "stateful"}, nil)
 	record := func(req *mcp.CallToolRequest) string {
@@ -303,6 +304,61 @@ func TestEngineeringServerBehindTwoExecutors(t *testing.T) {
 			if r := ask("fresh", calc); r.Success || !strings.Contains(r.Error.Message, "activate") {
 				t.Errorf("a conversation that never activated: %+v, want refused", r)
 			}
+		})
+	}
+}
+
+// The cost of a session per conversation: calls/s of a read-only tool of an http server
+// that keeps state per session, scoped per conversation (32 conversations, each session
+// opened before the timing) and shared, in one process with the whole pipeline.
+//
+//	go test -run '^$' -bench ConversationSessions -count 6 ./pkg/toolbus/
+func BenchmarkConversationSessions(b *testing.B) {
+	srv := newStatefulServer(b)
+	for _, scope := range []string{"shared", "conversation"} {
+		b.Run(scope, func(b *testing.B) {
+			cfg, err := config.Parse([]byte(fmt.Sprintf(`{"engineering": {"enabled": false},
+				"mcpServers": {"git": {"type": "http", "url": %q, "sessions": %q, "maxSessions": 64}}}`, srv.url, scope)),
+				"bench.json", func(string) (string, bool) { return "", false })
+			if err != nil {
+				b.Fatal(err)
+			}
+			url := bustest.Server(b)
+			nc, _ := bustest.Connect(b, url, nats.Name("node"))
+			ctx, cancel := context.WithCancel(context.Background())
+			tb, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg,
+				Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { cancel(); tb.Wait() }()
+			oc, _ := bustest.Connect(b, url, nats.Name("orchestrator"))
+			c, err := client.New(oc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			text := `<tool_call>{"name": "get_dir", "arguments": {}}</tool_call>`
+			const convs = 32
+			for i := range convs {
+				if out, err := c.Ask(ctx, fmt.Sprintf("bench-%d", i), text, nil); err != nil || !out.Results[0].Success {
+					b.Fatalf("warm-up: %v %+v", err, out)
+				}
+			}
+			var next atomic.Int64
+			b.SetParallelism(8)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				conv := fmt.Sprintf("bench-%d", next.Add(1)%convs)
+				for pb.Next() {
+					out, err := c.Ask(ctx, conv, text, nil)
+					if err != nil || !out.Results[0].Success {
+						b.Errorf("%v %+v", err, out)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
 		})
 	}
 }

@@ -83,7 +83,7 @@ function live() {
 function loadServers() {
   api("api/servers").then(list => {
     $("#server-table tbody").innerHTML = list.map(s => `<tr data-server="${esc(s.server)}"><td>${esc(s.server)}</td>
-      <td class="state ${esc(s.state)}">${esc(s.state)}</td><td class="breaker">${esc(s.breaker)}</td><td>${esc(s.transport)}</td><td>${s.tools ?? ""}</td>
+      <td class="state ${esc(s.state)}">${esc(s.state)}</td><td class="breaker">${esc(s.breaker)}</td><td>${esc(s.transport)}</td><td>${s.tools ?? ""}</td><td class="sessions">${s.sessions ?? ""}</td>
       <td>${s.latency_ms ? s.latency_ms.toFixed(1) + " ms" : ""}</td><td>${when(s.changed_at)}</td><td>${esc(s.error)}</td></tr>`).join("");
     const changes = list.flatMap(s => (s.history || []).map(h => ({server: s.server, ...h})))
       .sort((a, b) => new Date(b.at) - new Date(a.at));
