@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -95,8 +96,9 @@ type conversation struct {
 type conversations struct {
 	open map[string]*conversation
 	// ended remembers why a conversation's session ended, for the next call to say;
-	// bounded by 4×max.
-	ended map[string]string
+	// the oldest are forgotten first (endedOrder) beyond max(64, 4×maxSessions).
+	ended      map[string]string
+	endedOrder []string
 	// freed is closed (and replaced) whenever a session is released or removed.
 	freed chan struct{}
 }
@@ -128,13 +130,14 @@ func (s *server) endedLocked(conv, why string) {
 	if s.convs.ended == nil {
 		s.convs.ended = map[string]string{}
 	}
-	if len(s.convs.ended) >= 4*s.maxSessions() {
-		for k := range s.convs.ended { // forget one
-			delete(s.convs.ended, k)
-			break
-		}
+	if _, known := s.convs.ended[conv]; !known {
+		s.convs.endedOrder = append(s.convs.endedOrder, conv)
 	}
 	s.convs.ended[conv] = why
+	for len(s.convs.ended) > max(64, 4*s.maxSessions()) && len(s.convs.endedOrder) > 0 {
+		delete(s.convs.ended, s.convs.endedOrder[0])
+		s.convs.endedOrder = s.convs.endedOrder[1:]
+	}
 }
 
 // conversationSession returns conv's session, opening it (and closing the least
@@ -202,7 +205,10 @@ func (s *server) conversationSession(ctx context.Context, conv string) (sess ses
 		c := &conversation{ready: make(chan struct{}), busy: 1, used: time.Now()}
 		s.convs.open[conv] = c
 		ended, had := s.convs.ended[conv]
-		delete(s.convs.ended, conv)
+		if had {
+			delete(s.convs.ended, conv)
+			s.convs.endedOrder = slices.DeleteFunc(s.convs.endedOrder, func(k string) bool { return k == conv })
+		}
 		s.mu.Unlock()
 
 		sess, cancel, err := s.dialConversation(ctx)

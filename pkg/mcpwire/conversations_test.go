@@ -84,14 +84,12 @@ func TestConversationsHaveTheirOwnSessions(t *testing.T) {
 }
 
 // Memory and processes stay bounded: many conversations against a stdio server with
-// maxSessions 4 never leave more than 4 of its processes besides its own session's, the
-// least recently used idle session makes room, and none is left after sessionIdle. A
-// conversation whose session was closed is told why on its next call.
+// maxSessions 4 never have more than 4 sessions open (nor processes, besides its own
+// session's), the least recently used idle session makes room, and none is left after
+// sessionIdle. A conversation whose session was closed is told why on its next call.
 func TestConversationSessionsAreBounded(t *testing.T) {
 	const max = 4
-	idle := 400 * time.Millisecond
-	p := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t), MaxSessions: max,
-		SessionIdle: messages.Duration(idle)}}, nil)
+	p := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t), MaxSessions: max}}, nil)
 	convPID(t, p, "", nil) // the server's own session
 
 	var peak atomic.Int64
@@ -128,18 +126,34 @@ func TestConversationSessionsAreBounded(t *testing.T) {
 	}
 	eventually(t, "closed sessions' processes gone", func() bool { return serverProcs(t) <= max+1 })
 
-	// Conversation 0's session made room for later ones: its next call says so.
-	var r mcpwire.SessionReport
-	convPID(t, p, "conv-0", &r)
-	if !r.Opened || !strings.Contains(r.Ended, "make room") {
-		t.Errorf("conversation 0 after eviction: %+v, want a new session and why the old one ended", r)
+	// One after another, max+1 more conversations: the first of them makes room for the
+	// last, and its next call says so.
+	for i := range max + 1 {
+		convPID(t, p, fmt.Sprintf("late-%d", i), nil)
 	}
-	eventually(t, "idle sessions closed", func() bool { return len(p.Sessions()["local"]) == 0 })
+	var r mcpwire.SessionReport
+	convPID(t, p, "late-0", &r)
+	if !r.Opened || !strings.Contains(r.Ended, "make room") {
+		t.Errorf("a conversation after eviction: %+v, want a new session and why the old one ended", r)
+	}
+	p.Close()
+	eventually(t, "the closed pool's processes gone", func() bool { return serverProcs(t) == 0 })
+
+	// Idle sessions close after sessionIdle, their processes with them; the next call
+	// of such a conversation is told so.
+	idle := 300 * time.Millisecond
+	q := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t), MaxSessions: max,
+		SessionIdle: messages.Duration(idle)}}, nil)
+	convPID(t, q, "", nil)
+	for i := range 3 {
+		convPID(t, q, fmt.Sprintf("idle-%d", i), nil)
+	}
+	eventually(t, "idle sessions closed", func() bool { return len(q.Sessions()["local"]) == 0 })
 	eventually(t, "idle sessions' processes gone", func() bool { return serverProcs(t) == 1 })
 	r = mcpwire.SessionReport{}
-	convPID(t, p, "conv-0", &r)
+	convPID(t, q, "idle-0", &r)
 	if !r.Opened || !strings.Contains(r.Ended, "without a call") {
-		t.Errorf("conversation 0 after idling: %+v, want a new session and why the old one ended", r)
+		t.Errorf("a conversation after idling: %+v, want a new session and why the old one ended", r)
 	}
 }
 
