@@ -84,11 +84,15 @@ func TestConversationsHaveTheirOwnSessions(t *testing.T) {
 }
 
 // Memory and processes stay bounded: many conversations against a stdio server with
-// maxSessions 4 never have more than 4 sessions open (nor processes, besides its own
+// maxSessions N never have more than N sessions open (nor processes, besides its own
 // session's), the least recently used idle session makes room, and none is left after
 // sessionIdle. A conversation whose session was closed is told why on its next call.
 func TestConversationSessionsAreBounded(t *testing.T) {
-	const max = 4
+	// 60 conversations and at most 4 sessions in the suite; 500 and 16 with TOOLBUS_LONG.
+	max, conversations := 4, 60
+	if os.Getenv("TOOLBUS_LONG") != "" {
+		max, conversations = 16, 500
+	}
 	p := newPool(t, map[string]mcpwire.ServerConfig{"local": {Command: stdioServer(t), MaxSessions: max}}, nil)
 	convPID(t, p, "", nil) // the server's own session
 
@@ -110,7 +114,7 @@ func TestConversationSessionsAreBounded(t *testing.T) {
 	}()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	for i := range 60 {
+	for i := range conversations {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -121,8 +125,11 @@ func TestConversationSessionsAreBounded(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	<-sampled
-	if n := peak.Load(); n > max {
+	if n := peak.Load(); n > int64(max) {
 		t.Errorf("%d conversations' sessions open at once, want at most %d", n, max)
+	}
+	if n := p.Sessions()["local"]; len(n) > max {
+		t.Errorf("%d sessions open after the calls, want at most %d", len(n), max)
 	}
 	eventually(t, "closed sessions' processes gone", func() bool { return serverProcs(t) <= max+1 })
 
