@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -242,19 +243,37 @@ func decodeReply(data []byte) ([]bus.Outgoing, error) {
 // Serve answers the calls other replicas forward to this one with handle, until ctx is
 // done. handle is given the delivery as the replica that pulled it saw it, marked
 // [Forwarded].
+//
+// When ctx ends, new calls are handed back and the calls under way finish (as a stage's
+// runner lets its handlers finish), so that a graceful stop loses none of their results;
+// then the subscription ends, and the next puller takes the session over.
 func (o *Owners) Serve(ctx context.Context, handle bus.Handler) error {
+	var running sync.WaitGroup
+	work := context.WithoutCancel(ctx)
 	sub, err := o.Conn.Subscribe(messages.ExecSubject(o.Self), func(m *nats.Msg) {
 		if m.Header.Get(headerPing) != "" {
 			_ = m.Respond(nil)
 			return
 		}
-		go o.answer(ctx, m, handle)
+		if ctx.Err() != nil {
+			// Stopping: the puller hands the call back, and finds the session's new
+			// holder once this one is gone.
+			b, _ := json.Marshal(reply{Err: "the executor holding the session is stopping", Retry: true, RetryMS: 500})
+			_ = m.Respond(b)
+			return
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			o.answer(work, m, handle)
+		}()
 	})
 	if err != nil {
 		return err
 	}
 	<-ctx.Done()
-	return sub.Drain()
+	running.Wait() // still answering pings, so that no puller takes over a call under way
+	return sub.Unsubscribe()
 }
 
 type forwardedKey struct{}
