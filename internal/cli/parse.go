@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/parser"
 	"github.com/toolbus/toolbus/pkg/toolbus"
@@ -271,7 +272,7 @@ func repairCmd(ctx context.Context, env Env, args []string) error {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetEscapeHTML(false)
 		return eachLine(env.Stdin, func(s string) error {
-			out, _, err := toolcall.RepairJSON(s)
+			out, _, err := jsonrepair.Repair(s)
 			if err != nil {
 				return enc.Encode(map[string]any{"ok": false, "error": err.Error()})
 			}
@@ -282,7 +283,7 @@ func repairCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	out, repairs, err := toolcall.RepairJSON(string(b))
+	out, repairs, err := jsonrepair.Repair(string(b))
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/messages"
-	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 func invalidArguments(format string, args ...any) error {
@@ -16,8 +16,7 @@ func invalidArguments(format string, args ...any) error {
 
 // decodeParameters reads execute_tool's parameters: a JSON object, or a string holding
 // one in any of the sloppy forms models write (quoted, single quotes, trailing commas,
-// Python literals, ...), read with pkg/toolcall's repairer. It returns the repairs it
-// applied.
+// Python literals, ...), read with pkg/jsonrepair. It returns the repairs it applied.
 func decodeParameters(raw json.RawMessage) (map[string]json.RawMessage, []string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -32,7 +31,7 @@ func decodeParameters(raw json.RawMessage) (map[string]json.RawMessage, []string
 		if strings.TrimSpace(s) == "" {
 			return map[string]json.RawMessage{}, nil, nil
 		}
-		fixed, fixes, err := toolcall.RepairArguments(s)
+		fixed, fixes, err := jsonrepair.RepairArguments(s)
 		if err != nil {
 			return nil, nil, invalidArguments(`parameters were a string that is not a JSON object (%v); pass an object, like {"p": 10, "d": 100, "sigma": 160}`, err)
 		}

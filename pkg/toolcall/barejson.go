@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
@@ -35,7 +36,7 @@ func (x *extractor) fence(at, limit int) (int, bool) {
 			return end, true
 		}
 	}
-	b := blk{format: FormatJSON, start: at, end: end, fixes: 1 << fixCodeFence}
+	b := blk{format: FormatJSON, start: at, end: end, fixes: fixSet(jsonrepair.CodeFence)}
 	if t[0] == '{' || t[0] == '[' {
 		if calls, e, ok := x.candidateCalls(ts, te); ok && jsonscan.SkipSpace(s[:te], e) == te {
 			x.addAll(b, calls)
@@ -83,9 +84,9 @@ func (x *extractor) acceptName(name string) bool {
 // candidateCalls reads the JSON value at text[from] and returns its calls when it is
 // shaped like calls of accepted tools, else ok false with end past the value.
 func (x *extractor) candidateCalls(from, to int) (calls []parsed, end int, ok bool) {
-	v, end, fixes, failed := x.readValue(x.text[:to], from)
-	if failed != nil {
-		x.budget -= max(failed.errAt, failed.pos) - from
+	v, end, fixes, ok := x.readValue(x.text[:to], from)
+	if !ok {
+		x.budget -= x.rd.Stopped() - from
 		return nil, from, false
 	}
 	x.budget -= end - from

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -52,7 +53,7 @@ func (x *extractor) add(b blk, p parsed) {
 	if p.err == "" && len(p.args) > 0 && p.args[0] != '{' {
 		// Arguments repaired into something else ({'a', 'b'} is a set, a list): a call's
 		// arguments are an object, whatever the format.
-		p.err = "expected the arguments as a JSON object, found " + jsonKind(string(p.args))
+		p.err = "expected the arguments as a JSON object, found " + jsonrepair.Kind(string(p.args))
 	}
 	if p.err == "" {
 		args := p.args
@@ -61,7 +62,7 @@ func (x *extractor) add(b blk, p parsed) {
 		} else if x.o.Schemas != nil {
 			if coerced, ok := x.coerce(p.name, args); ok {
 				args = coerced
-				fixes.add(fixSchemaCoercion)
+				fixes |= fixSchemaCoercion
 			}
 		}
 		c.Arguments = json.RawMessage(args)
@@ -278,9 +279,9 @@ func nextLineValue(s string, from, to int) int {
 	return to
 }
 
-// syntaxMessage words a RepairJSON error for a call's message.
+// syntaxMessage words a jsonrepair error for a call's message.
 func syntaxMessage(err error) string {
-	var se *SyntaxError
+	var se *jsonrepair.SyntaxError
 	if errors.As(err, &se) {
 		if se.Err != nil {
 			return fmt.Sprintf("at line %d, column %d: %s", se.Line, se.Column, se.Msg)
@@ -304,7 +305,7 @@ func (x *extractor) callsFromValue(b blk, v string, fixes fixSet) {
 				break
 			}
 			if e[0] != '{' {
-				x.fail(b, "", nil, "expected each element of the array to be a call object {\"name\": …, \"arguments\": {…}}, found %s", jsonKind(e))
+				x.fail(b, "", nil, "expected each element of the array to be a call object {\"name\": …, \"arguments\": {…}}, found %s", jsonrepair.Kind(e))
 				continue
 			}
 			p := x.callFromObject(e)
@@ -312,7 +313,7 @@ func (x *extractor) callsFromValue(b blk, v string, fixes fixSet) {
 			x.add(b, p)
 		}
 	default:
-		x.fail(b, "", nil, `expected a JSON object {"name": …, "arguments": {…}}, found %s`, jsonKind(v))
+		x.fail(b, "", nil, `expected a JSON object {"name": …, "arguments": {…}}, found %s`, jsonrepair.Kind(v))
 	}
 }
 
@@ -356,7 +357,7 @@ func (x *extractor) callFromObject(obj string) parsed {
 	if obj == "" || obj[0] != '{' {
 		// Text that opened with '{' and was repaired into something else: {'a', 'b'}
 		// is a set, an array.
-		return parsed{err: "expected a JSON object with the call's \"name\", found " + jsonKind(obj)}
+		return parsed{err: "expected a JSON object with the call's \"name\", found " + jsonrepair.Kind(obj)}
 	}
 	var name, args, fn string
 	nameRank, argsRank := len(nameKeys), len(argsKeys)
@@ -395,7 +396,7 @@ func (x *extractor) callFromObject(obj string) parsed {
 		return parsed{err: `the call has no "name"`}
 	}
 	if name[0] != '"' {
-		return parsed{err: fmt.Sprintf(`"name" must be a string, found %s`, jsonKind(name))}
+		return parsed{err: fmt.Sprintf(`"name" must be a string, found %s`, jsonrepair.Kind(name))}
 	}
 	p := parsed{name: strings.TrimSpace(decodeString(name))}
 	if p.name == "" {
@@ -415,19 +416,18 @@ func (x *extractor) arguments(raw string) (args []byte, fixes fixSet, msg string
 		return x.copyArgs(raw), 0, "", nil
 	case raw[0] == '"':
 		// A JSON string holding the arguments, as OpenAI's API writes them.
-		v, fixes, err := repairArguments(decodeString(raw), x.o.MaxDepth, x.o.MaxInputSize)
+		v, fixes, err := x.limits().RepairArguments(decodeString(raw))
 		if err != nil {
 			msg := err.Error()
-			var se *SyntaxError
+			var se *jsonrepair.SyntaxError
 			if errors.As(err, &se) {
 				msg = se.Msg
 			}
 			return nil, 0, `the "arguments" string does not hold a JSON object: ` + msg, err
 		}
-		fixes.add(fixStringArguments)
-		return v, fixes, "", nil
+		return v, fixSet(fixes | jsonrepair.StringArguments), "", nil
 	}
-	return nil, 0, fmt.Sprintf(`"arguments" must be a JSON object, found %s`, jsonKind(raw)), nil
+	return nil, 0, fmt.Sprintf(`"arguments" must be a JSON object, found %s`, jsonrepair.Kind(raw)), nil
 }
 
 // decodeString decodes a valid JSON string.
@@ -440,22 +440,6 @@ func decodeString(raw string) string {
 		return ""
 	}
 	return s
-}
-
-func jsonKind(v string) string {
-	switch v[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
 }
 
 // salvageName finds the tool name in a call that cannot be parsed, so that its error

@@ -5,199 +5,18 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolbus/toolbus/internal/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the .want sections of testdata/*/*.txtar from the results")
 
-// The corpus is txtar archives: a comment, then sections "-- NAME --". A case is the
-// sections that share a prefix: CASE.in (the input; its final newline is not part of
-// it), CASE.opts (Options as JSON, for extraction), CASE.want (the expected result) and
-// CASE.source (where the input comes from: an upstream test, a chat template, a format
-// document).
-
-type section struct{ name, data string }
-
-func parseTxtar(data string) (comment string, secs []section) {
-	var cur *section
-	var b strings.Builder
-	flush := func() {
-		if cur == nil {
-			comment = b.String()
-		} else {
-			cur.data = b.String()
-			secs = append(secs, *cur)
-		}
-		b.Reset()
-	}
-	for _, line := range strings.SplitAfter(data, "\n") {
-		trimmed := strings.TrimRight(line, "\r\n")
-		if strings.HasPrefix(trimmed, "-- ") && strings.HasSuffix(trimmed, " --") && len(trimmed) > 6 {
-			flush()
-			cur = &section{name: strings.TrimSpace(trimmed[3 : len(trimmed)-3])}
-			continue
-		}
-		b.WriteString(line)
-	}
-	flush()
-	return comment, secs
-}
-
-func formatTxtar(comment string, secs []section) string {
-	var b strings.Builder
-	b.WriteString(comment)
-	for _, s := range secs {
-		fmt.Fprintf(&b, "-- %s --\n", s.name)
-		b.WriteString(s.data)
-		if s.data != "" && !strings.HasSuffix(s.data, "\n") {
-			b.WriteString("\n")
-		}
-	}
-	return b.String()
-}
-
-type corpusCase struct {
-	name    string
-	in      string
-	opts    string
-	want    string
-	wantErr bool // the expected result is an error (repair) or has a failed call (extract)
-	source  string
-}
-
-// loadCorpus reads the cases of every archive in testdata/dir.
-func loadCorpus(t testing.TB, dir string) map[string][]corpusCase {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.txtar"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no corpus in testdata/%s: %v", dir, err)
-	}
-	out := make(map[string][]corpusCase)
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, secs := parseTxtar(string(data))
-		var cases []corpusCase
-		index := map[string]int{}
-		for _, s := range secs {
-			name, kind, ok := strings.Cut(s.name, ".")
-			if !ok {
-				t.Fatalf("%s: section %q is not CASE.in, CASE.opts or CASE.want", f, s.name)
-			}
-			i, seen := index[name]
-			if !seen {
-				i = len(cases)
-				index[name] = i
-				cases = append(cases, corpusCase{name: name})
-			}
-			switch kind {
-			case "in":
-				cases[i].in = strings.TrimSuffix(s.data, "\n")
-			case "opts":
-				cases[i].opts = s.data
-			case "source":
-				cases[i].source = strings.TrimSpace(s.data)
-			case "want":
-				cases[i].want = s.data
-				cases[i].wantErr = strings.HasPrefix(s.data, "error:") || strings.Contains(s.data, ": error (")
-			default:
-				t.Fatalf("%s: unknown section kind %q", f, s.name)
-			}
-		}
-		out[f] = cases
-	}
-	return out
-}
-
-// rewrite replaces the .want sections of archive f with got, each after the other
-// sections of its case.
-func rewrite(t *testing.T, f string, got map[string]string) {
-	t.Helper()
-	data, err := os.ReadFile(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	comment, secs := parseTxtar(string(data))
-	var out []section
-	for i, s := range secs {
-		name, kind, _ := strings.Cut(s.name, ".")
-		if kind != "want" {
-			out = append(out, s)
-		}
-		next := ""
-		if i+1 < len(secs) {
-			next, _, _ = strings.Cut(secs[i+1].name, ".")
-		}
-		if w, ok := got[name]; ok && next != name {
-			out = append(out, section{name: name + ".want", data: w})
-		}
-	}
-	if err := os.WriteFile(f, []byte(formatTxtar(comment, out)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// renderRepair is the golden form of a RepairJSON result.
-func renderRepair(in string) string {
-	out, repairs, err := RepairJSON(in)
-	if err != nil {
-		return "error: " + err.Error() + "\n"
-	}
-	s := string(out) + "\n"
-	if len(repairs) > 0 {
-		s += "repairs: " + strings.Join(repairs, " ") + "\n"
-	}
-	return s
-}
-
-func TestRepairCorpus(t *testing.T) {
-	for f, cases := range loadCorpus(t, "repair") {
-		got := map[string]string{}
-		for _, tt := range cases {
-			t.Run(filepath.Base(f)+"/"+tt.name, func(t *testing.T) {
-				res := renderRepair(tt.in)
-				got[tt.name] = res
-				if *update {
-					return
-				}
-				if res != tt.want {
-					t.Errorf("RepairJSON(%q)\n got: %s\nwant: %s", tt.in, res, tt.want)
-				}
-				out, _, err := RepairJSON(tt.in)
-				if (err != nil) != tt.wantErr {
-					t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
-				}
-				if err == nil && !json.Valid(out) {
-					t.Errorf("output is not valid JSON: %s", out)
-				}
-			})
-		}
-		if *update {
-			rewrite(t, f, got)
-			for _, tt := range cases {
-				writeSeed(t, "FuzzRepairJSON", f, tt.name, fmt.Sprintf("string(%q)\n", tt.in))
-			}
-		}
-	}
-}
-
-// writeSeed writes a case of the corpus as a seed of fuzz target fuzz.
-func writeSeed(t *testing.T, fuzz, archive, name, values string) {
-	t.Helper()
-	dir := filepath.Join("testdata", "fuzz", fuzz)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	file := strings.TrimSuffix(filepath.Base(archive), ".txtar") + "-" + name
-	if err := os.WriteFile(filepath.Join(dir, file), []byte("go test fuzz v1\n"+values), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+// extractCorpus holds the extraction corpus (see internal/corpus): each case's .opts
+// section, if any, is its Options as JSON (corpusOptions).
+var extractCorpus = filepath.Join("testdata", "extract")
 
 // renderExtraction is the golden form of an Extract result.
 func renderExtraction(ex Extraction) string {
@@ -239,14 +58,14 @@ type corpusOptions struct {
 }
 
 func TestExtractCorpus(t *testing.T) {
-	for f, cases := range loadCorpus(t, "extract") {
+	for f, cases := range corpus.Load(t, extractCorpus) {
 		got := map[string]string{}
 		for _, tt := range cases {
-			t.Run(filepath.Base(f)+"/"+tt.name, func(t *testing.T) {
+			t.Run(filepath.Base(f)+"/"+tt.Name, func(t *testing.T) {
 				var opts *Options
-				if tt.opts != "" {
+				if tt.Opts != "" {
 					var co corpusOptions
-					if err := json.Unmarshal([]byte(tt.opts), &co); err != nil {
+					if err := json.Unmarshal([]byte(tt.Opts), &co); err != nil {
 						t.Fatalf("opts: %v", err)
 					}
 					format, err := ParseFormat(co.Format)
@@ -256,29 +75,29 @@ func TestExtractCorpus(t *testing.T) {
 					opts = &Options{KnownTools: co.KnownTools, Schemas: co.Schemas, Format: format,
 						MaxCalls: co.MaxCalls, MaxDepth: co.MaxDepth, MaxInputSize: co.MaxInput}
 				}
-				ex := Extract(tt.in, opts)
+				ex := Extract(tt.In, opts)
 				res := renderExtraction(ex)
-				got[tt.name] = res
-				checkExtraction(t, tt.in, ex)
+				got[tt.Name] = res
+				checkExtraction(t, tt.In, ex)
 				if *update {
 					return
 				}
-				if res != tt.want {
-					t.Errorf("Extract(%q)\n got:\n%s\nwant:\n%s", tt.in, res, tt.want)
+				if res != tt.Want {
+					t.Errorf("Extract(%q)\n got:\n%s\nwant:\n%s", tt.In, res, tt.Want)
 				}
 				failed := false
 				for _, c := range ex.Calls {
 					failed = failed || c.Err != nil
 				}
-				if failed != tt.wantErr {
-					t.Errorf("a call failed: %v, wantErr %v", failed, tt.wantErr)
+				if failed != tt.WantErr {
+					t.Errorf("a call failed: %v, wantErr %v", failed, tt.WantErr)
 				}
 			})
 		}
 		if *update {
-			rewrite(t, f, got)
+			corpus.Rewrite(t, f, got)
 			for i, tt := range cases {
-				writeSeed(t, "FuzzExtract", f, tt.name, fmt.Sprintf("string(%q)\nbyte(%q)\n", tt.in, byte(i)))
+				corpus.WriteSeed(t, "FuzzExtract", f, tt.Name, fmt.Sprintf("string(%q)\nbyte(%q)\n", tt.In, byte(i)))
 			}
 		}
 	}
@@ -309,17 +128,17 @@ func checkExtraction(t *testing.T, in string, ex Extraction) {
 // and that every case of the formats added with issue 34 says where its input comes from.
 func TestCorpusEveryFormat(t *testing.T) {
 	cut, closers := map[Format]bool{}, map[Format]bool{}
-	for f, cases := range loadCorpus(t, "extract") {
+	for f, cases := range corpus.Load(t, extractCorpus) {
 		for _, tt := range cases {
-			if newFormatArchives[filepath.Base(f)] && tt.source == "" {
-				t.Errorf("%s/%s: no .source section", filepath.Base(f), tt.name)
+			if newFormatArchives[filepath.Base(f)] && tt.Source == "" {
+				t.Errorf("%s/%s: no .source section", filepath.Base(f), tt.Name)
 			}
-			ex := Extract(tt.in, corpusOpts(t, tt.opts))
+			ex := Extract(tt.In, corpusOpts(t, tt.Opts))
 			for _, c := range ex.Calls {
 				switch {
 				case c.Err != nil && strings.Contains(c.Err.Message, "was cut off"):
 					cut[c.Format] = true
-				case c.Err == nil && strings.HasSuffix(tt.name, "cut_closers") && c.Index == len(ex.Calls)-1:
+				case c.Err == nil && strings.HasSuffix(tt.Name, "cut_closers") && c.Index == len(ex.Calls)-1:
 					closers[c.Format] = true
 				}
 			}
@@ -344,16 +163,16 @@ var newFormatArchives = map[string]bool{"harmony.txtar": true, "gemma.txtar": tr
 // on the corpus: every call found without a format pin is found alike — name, arguments,
 // error — with the format pinned to the one detected.
 func TestAutoMatchesPinned(t *testing.T) {
-	for f, cases := range loadCorpus(t, "extract") {
+	for f, cases := range corpus.Load(t, extractCorpus) {
 		for _, tt := range cases {
-			opts := corpusOpts(t, tt.opts)
+			opts := corpusOpts(t, tt.Opts)
 			if opts == nil {
 				opts = &Options{}
 			}
-			if opts.Format != FormatAuto || len(opts.KnownTools) == 0 && strings.Contains(tt.want, "(json)") {
+			if opts.Format != FormatAuto || len(opts.KnownTools) == 0 && strings.Contains(tt.Want, "(json)") {
 				continue
 			}
-			auto := Extract(tt.in, opts)
+			auto := Extract(tt.In, opts)
 			formats := map[Format]bool{}
 			for _, c := range auto.Calls {
 				formats[c.Format] = true
@@ -363,7 +182,7 @@ func TestAutoMatchesPinned(t *testing.T) {
 				for _, pin := range pinnedAs(format) {
 					o := *opts
 					o.Format = pin
-					pinned = append(pinned, Extract(tt.in, &o).Calls...)
+					pinned = append(pinned, Extract(tt.In, &o).Calls...)
 				}
 				for _, c := range auto.Calls {
 					if c.Format != format || format == FormatPythonic && strings.HasPrefix(c.Raw, "[") {
@@ -371,7 +190,7 @@ func TestAutoMatchesPinned(t *testing.T) {
 					}
 					if !samePinned(c, pinned) {
 						t.Errorf("%s/%s: call %d %s (%s) is not found with the format pinned to %v: %s",
-							filepath.Base(f), tt.name, c.Index, c.Name, c.Format, pinnedAs(format), callsOf(Extraction{Calls: pinned}))
+							filepath.Base(f), tt.Name, c.Index, c.Name, c.Format, pinnedAs(format), callsOf(Extraction{Calls: pinned}))
 					}
 				}
 			}

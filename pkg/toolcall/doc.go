@@ -1,6 +1,6 @@
-// Package toolcall finds the tool calls in the text of a model's response and repairs
-// the JSON models write. It owns one idea, from raw text to calls: it does not know
-// NATS, tool catalogs or schemas beyond what [Options] hands it.
+// Package toolcall finds the tool calls in the text of a model's response. It owns one
+// idea, from raw text to calls: it does not know NATS, tool catalogs or schemas beyond
+// what [Options] hands it, and the JSON in a call is repaired by pkg/jsonrepair.
 //
 // # Extraction
 //
@@ -80,55 +80,19 @@
 //
 // # Repair
 //
-// [RepairJSON] has three layers. Valid JSON is returned unchanged after one validation
-// pass that is faster than encoding/json's. Anything else goes through a tolerant
-// single-pass parser that records what it fixed (the Repair… constants): code fences,
-// prose around the JSON, comments, single and curly quotes, unquoted keys and values,
-// Python literals and dicts ({p=10}), missing and extra commas and colons, missing
-// values, string concatenation, ellipses, unescaped quotes and control characters in
-// strings, invalid escapes, output cut off in the middle (unclosed strings, objects
-// and arrays), and objects or arrays written one after the other (JSON Lines), which
-// become one array. What even that parser cannot read gives a [*SyntaxError] with the
-// line, the column and what was expected.
-//
-// Which quote ends a string is read from what is around it, as models break quotes:
-// a quote closes when what follows can follow a string (a comma before the next
-// member, a closing bracket, a colon, a line break); a doubled quote is one quote
-// (""key": 1, "value""}), except before a comma in an object, where both references
-// read an inch mark ("27"", → 27"); a quote right after a comma inside a string opens the next
-// string when one follows ({"a": "b, "c": 1}); a key that holds a colon and lacks its
-// closing quote ends at the colon ({"key:value}); a string the text ends in stops
-// before the brackets that close its containers (["abc]); a value that ends in a
-// quote but lacks the opening one is a string ({"a": foo", [12", 1]). Text that is no
-// object or array is one value (hello world is "hello world"; 1,2,3 is [1,2,3]), JSONP
-// and MongoDB wrappers (callback(...);, ObjectId("1")) are their argument, and JSON
-// escaped as string text ({\"a\": 1}) is unescaped.
-//
-// Precision comes before recall. Where two readings are plausible and give different
-// values, RepairJSON takes the one both reference repairers take (josdejong/jsonrepair
-// and mangiucugna/json_repair, whose test suites run as conformance tables in this
-// package); where a text has no reading they share, it answers a [*SyntaxError] rather
-// than guess: a key with neither colon nor value ({"a", "b": 1}), a \u escape with
-// fewer than four hex digits inside the text, a NUL or other control character in a
-// string (a tab or a line break is escaped instead).
+// The JSON of a call goes through pkg/jsonrepair: valid JSON is read in one pass that
+// also records an object's members, anything else is repaired, and a call's Repairs
+// lists the repairer's ids ([jsonrepair.Repairs]) with Extract's own,
+// [RepairUnclosedTag] and [RepairSchemaCoercion]. A call whose JSON cannot be read is a
+// parse_error that quotes the repairer's [jsonrepair.SyntaxError], its line and column
+// counted in the whole response.
 //
 // Text that ends inside a value — a string, a number, a key, a literal — is repaired
-// and marked [RepairTruncatedValue]. [Extract] does not let such a call run when the
-// response itself ended there (the model hit its token limit: a value cut short is a
-// wrong argument, not a sloppy one): the call is a parse_error saying which argument was
+// and marked truncated_value. [Extract] does not let such a call run when the response
+// itself ended there (the model hit its token limit: a value cut short is a wrong
+// argument, not a sloppy one): the call is a parse_error saying which argument was
 // cut, in every format. A call that lacks only closers after complete values (a final
 // }, ] or closing tag) is repaired and runs.
-//
-// A backslash that does not start a JSON escape is kept as a character ("C:\dir",
-// "\d+"). So is one that does, where the model plainly did not mean an escape: \b or \f
-// next to a letter (C:\files, \bword), and \n, \r or \t inside a Windows path: the text
-// from a drive (C:\…) to the next space or line break (C:\new\table), or a drive alone
-// (C:\new) unless a line break precedes it, where "A:\n" is more likely a label. Valid
-// JSON is never reinterpreted: {"path": "C:\new"} holds a line break, as JSON says,
-// since a model that wrote valid JSON is taken at its word.
-//
-// [RepairArguments] does the same for the arguments of a call, which must be an object,
-// also when they arrive as a JSON string.
 //
 // Where a tool's input schema is known, arguments are converted to the types it names
 // ("10" to 10, "true" to true, "[1, 2]" to an array), at any depth (properties of

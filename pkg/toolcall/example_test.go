@@ -46,27 +46,6 @@ func ExampleExtract_knownTools() {
 	// 0
 }
 
-func ExampleRepairJSON() {
-	out, repairs, err := toolcall.RepairJSON(`{p=10, d=100, 'unit': 'mm', exact: True,}`)
-	fmt.Println(string(out), repairs, err)
-	// Output:
-	// {"p":10,"d":100,"unit":"mm","exact":true} [single_quotes unquoted_keys equals_as_colon python_literals trailing_comma] <nil>
-}
-
-func ExampleRepairJSON_error() {
-	_, _, err := toolcall.RepairJSON(`{"p": 10 : 20}`)
-	fmt.Println(err)
-	// Output:
-	// line 1, column 10: expected ',' or '}' after the value of "p", found ':'
-}
-
-func ExampleRepairArguments() {
-	out, repairs, _ := toolcall.RepairArguments(`"{\"p\": 10}"`)
-	fmt.Println(string(out), repairs)
-	// Output:
-	// {"p": 10} [string_arguments]
-}
-
 func ExampleExtract_harmony() {
 	// gpt-oss: the analysis channel is reasoning, a commentary message to=functions.NAME
 	// is a call, the final channel is content.

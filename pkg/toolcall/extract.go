@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -25,7 +26,7 @@ type extractor struct {
 	// rec holds the members of the last object read, whichever run read it: spans of
 	// equal objects are equal.
 	rec memberSpans
-	rep repairer // for readValue
+	rd  jsonrepair.Reader // for readValue
 	// schemas holds the tools' schemas as parsed, by tool name.
 	schemas map[string]cachedSchema
 }
@@ -71,7 +72,7 @@ func (x *extractor) release() {
 	}
 	x.runState = runState{content: x.content[:0], reason: x.reason[:0]}
 	x.rec.obj = ""
-	x.rep = repairer{}
+	x.rd = jsonrepair.Reader{}
 	extractors.Put(x)
 }
 
@@ -238,7 +239,7 @@ func (x *extractor) result() Extraction {
 // are only repaired: the call runs. A value cut at a closing tag the model did write is
 // not a cut-off either: the model ended the call there.
 func (x *extractor) cutOff(c *Call) {
-	if c.Err != nil || !slices.Contains(c.Repairs, RepairTruncatedValue) {
+	if c.Err != nil || !slices.Contains(c.Repairs, jsonrepair.TruncatedValue.String()) {
 		return
 	}
 	if !slices.Contains(c.Repairs, RepairUnclosedTag) && (closedByTag(c.Format) || !isBlank(x.text[c.End:])) {

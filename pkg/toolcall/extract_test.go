@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestExtract(t *testing.T) {
 					}
 				}
 			}
-			if !equalStrings(names, tt.wantNames) {
+			if !slices.Equal(names, tt.wantNames) {
 				t.Errorf("names = %q, want %q", names, tt.wantNames)
 			}
 			if failed != tt.wantErr {
@@ -75,7 +76,7 @@ func TestExtractCoercion(t *testing.T) {
 	if want := `{"n": 3, "ok": true, "list": [1, 2], "s": "5", "keep": "x"}`; string(c.Arguments) != want {
 		t.Errorf("arguments = %s, want %s", c.Arguments, want)
 	}
-	if !equalStrings(c.Repairs, []string{RepairSchemaCoercion}) {
+	if !slices.Equal(c.Repairs, []string{RepairSchemaCoercion}) {
 		t.Errorf("repairs = %v", c.Repairs)
 	}
 }

@@ -1,12 +1,9 @@
 package toolcall
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -14,38 +11,8 @@ import (
 // The seed corpus is testdata/fuzz/Fuzz*/ (every input of the txtar corpus) plus the
 // inputs below.
 
-func FuzzRepairJSON(f *testing.F) {
-	for _, s := range []string{`{"a": 1}`, `{a: 'b',}`, `[1, 2`, `{"a": "x" + "y"}`, "```json\n{}\n```", `"\u00e9"`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		checkMemberSpans(t, s)
-		out, repairs, err := RepairJSON(s)
-		if err != nil {
-			if out != nil || repairs != nil {
-				t.Fatalf("error %v with output %q %v", err, out, repairs)
-			}
-			var se *SyntaxError
-			if !errors.As(err, &se) {
-				t.Fatalf("error %T is not a *SyntaxError", err)
-			}
-			if se.Msg == msgRepairBug {
-				t.Fatalf("RepairJSON(%q) wrote invalid JSON", s)
-			}
-			return
-		}
-		if !json.Valid(out) || !utf8.Valid(out) {
-			t.Fatalf("RepairJSON(%q) = %q, not valid JSON", s, out)
-		}
-		if json.Valid([]byte(s)) && utf8.ValidString(s) && (string(out) != s || repairs != nil) {
-			t.Fatalf("RepairJSON(%q) changed valid JSON: %q %v", s, out, repairs)
-		}
-		again, repairs2, err := RepairJSON(string(out))
-		if err != nil || !bytes.Equal(again, out) || repairs2 != nil {
-			t.Fatalf("RepairJSON is not idempotent on %q: %q %v %v", out, again, repairs2, err)
-		}
-	})
-}
+// repairBug is the message of pkg/jsonrepair's error for JSON it wrote invalid: a bug.
+const repairBug = "the JSON could not be repaired"
 
 func FuzzExtract(f *testing.F) {
 	for _, s := range []string{
@@ -58,6 +25,7 @@ func FuzzExtract(f *testing.F) {
 	}
 	formats := append([]Format{FormatAuto}, Formats()...)
 	f.Fuzz(func(t *testing.T, text string, format uint8) {
+		checkMemberSpans(t, text)
 		opts := &Options{
 			KnownTools: []string{"get_weather", "clock", "a"},
 			Format:     formats[int(format)%len(formats)],
@@ -75,7 +43,7 @@ func FuzzExtract(f *testing.F) {
 				if c.Err != nil && c.Err.Message == "" {
 					t.Fatalf("Extract(%q): call %d failed without a message", text, c.Index)
 				}
-				if c.Err != nil && strings.Contains(c.Err.Message, msgRepairBug) {
+				if c.Err != nil && strings.Contains(c.Err.Message, repairBug) {
 					t.Fatalf("Extract(%q): call %d: the repairer wrote invalid JSON", text, c.Index)
 				}
 			}

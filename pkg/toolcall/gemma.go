@@ -1,6 +1,10 @@
 package toolcall
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
+)
 
 // Gemma's formats: Gemma 4 writes <|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>,
 // FunctionGemma <start_function_call>call:NAME{key:<escape>text<escape>}<end_function_call>:
@@ -33,7 +37,7 @@ func (x *extractor) gemmaCall(m lit, at, from, limit int) (int, bool) {
 	}
 	b := blk{format: format, start: at, end: end}
 	if !closed {
-		b.fixes.add(fixUnclosedTag)
+		b.fixes |= fixUnclosedTag
 	}
 	s := x.text[:bodyEnd]
 	i, _ := trimSpan(s, from, bodyEnd)
@@ -51,11 +55,11 @@ func (x *extractor) gemmaCall(m lit, at, from, limit int) (int, bool) {
 	i, _ = trimSpan(s, i, bodyEnd)
 	switch {
 	case name == "":
-		x.fail(b, "", nil, "expected call:TOOL_NAME{…}, found %s", describeAt(s, ns))
+		x.fail(b, "", nil, "expected call:TOOL_NAME{…}, found %s", jsonrepair.Describe(s, ns))
 	case i >= bodyEnd:
 		x.add(b, parsed{name: name})
 	case s[i] != '{':
-		x.fail(b, name, nil, "expected the arguments {key:value, …} after the tool name, found %s", describeAt(s, i))
+		x.fail(b, name, nil, "expected the arguments {key:value, …} after the tool name, found %s", jsonrepair.Describe(s, i))
 	default:
 		args := unquoteGemma(s[i:bodyEnd], gemmaQuote(m))
 		v, _, fixes, err := x.repairValue(args, 0)
@@ -64,7 +68,7 @@ func (x *extractor) gemmaCall(m lit, at, from, limit int) (int, bool) {
 			break
 		}
 		// Bare keys are the format, not a repair.
-		x.add(b, parsed{name: name, args: []byte(v), fixes: fixes &^ (1<<fixUnquotedKeys | 1<<fixTrailingText)})
+		x.add(b, parsed{name: name, args: []byte(v), fixes: fixes &^ fixSet(jsonrepair.UnquotedKeys|jsonrepair.TrailingText)})
 	}
 	return end, true
 }

@@ -68,7 +68,7 @@ func (x *extractor) harmony(at, limit int) (int, bool) {
 	case isFunction:
 		b := blk{format: FormatHarmony, start: start, end: end}
 		if !closed {
-			b.fixes.add(fixUnclosedTag)
+			b.fixes |= fixUnclosedTag
 		}
 		p, _ := x.argsAt(body, bodyEnd)
 		p.name = name

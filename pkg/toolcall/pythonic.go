@@ -6,13 +6,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
 // Pythonic calls: get_weather(city='Paris', days=3), alone, in a list, or one per line.
 
 // pythonNative are the "repairs" that are plain Python syntax in a pythonic call.
-const pythonNative = fixSet(1<<fixSingleQuotes | 1<<fixPythonLiterals | 1<<fixTrailingComma)
+const pythonNative = fixSet(jsonrepair.SingleQuotes | jsonrepair.PythonLiterals | jsonrepair.TrailingComma)
 
 // pyCall reads NAME(key=value, …) at s[i]. ok is false when s[i] does not start a call
 // at all; a call that starts but cannot be read has p.err set, and end is where the
@@ -32,81 +33,95 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 	if j >= len(s) || s[j] != '(' {
 		return parsed{}, i, false
 	}
-	r := newRepairer(s, j+1, x.o.MaxDepth)
-	r.inCall = true
-	r.out = append(r.out, '{')
+	// The keyword arguments are read here, their values by the repairer, as the
+	// arguments of a call: a ')' ends them.
+	rd := jsonrepair.Reader{MaxDepth: x.o.MaxDepth, Args: true}
+	out := make([]byte, 0, min(len(s)-j-1, 1<<10)+16)
+	out = append(out, '{')
+	var fixes fixSet
 	noJSON := "" // why a value has no JSON equivalent
+	pos := j + 1
+	space := func() {
+		var f jsonrepair.Repairs
+		pos, f = jsonrepair.SkipSpace(s, pos)
+		fixes |= fixSet(f)
+	}
 	for n := 0; ; {
-		r.space()
-		if r.eof() {
-			r.fixes.add(fixUnclosedObject)
+		space()
+		if pos >= len(s) {
+			fixes |= fixSet(jsonrepair.UnclosedObject)
 			break
 		}
-		c := s[r.pos]
+		c := s[pos]
 		if c == ')' {
-			r.pos++
+			pos++
 			break
 		}
 		if c == ',' {
-			r.pos++
+			pos++
 			continue
 		}
-		ks := r.pos
-		for r.pos < len(s) && isWordByte(s[r.pos]) {
-			r.pos++
+		ks := pos
+		for pos < len(s) && isWordByte(s[pos]) {
+			pos++
 		}
-		key := s[ks:r.pos]
-		r.space()
-		if key == "" || jsonscan.IsDigit(key[0]) || r.eof() || s[r.pos] != '=' && s[r.pos] != ':' {
+		key := s[ks:pos]
+		space()
+		if key == "" || jsonscan.IsDigit(key[0]) || pos >= len(s) || s[pos] != '=' && s[pos] != ':' {
 			at := ks
 			if key != "" {
-				at = r.pos
+				at = pos
 			}
 			if x.quiet {
 				return parsed{name: name, err: "not a call"}, at, true
 			}
-			se := newSyntaxError(s, at, nil, "expected a keyword argument name=value or ')', found "+describeAt(s, at))
+			se := jsonrepair.NewSyntaxError(s, at, "expected a keyword argument name=value or ')', found "+jsonrepair.Describe(s, at))
 			return parsed{name: name, err: fmt.Sprintf("in %s(…) at line %d, column %d: %s", name, se.Line, se.Column, se.Msg), cause: se}, at, true
 		}
-		r.pos++
-		r.space()
+		pos++
+		space()
 		if n > 0 {
-			r.out = append(r.out, ',')
+			out = append(out, ',')
 		}
-		r.out = appendString(r.out, key)
-		r.out = append(r.out, ':')
-		valueAt, outAt, fixesBefore := r.pos, len(r.out), r.fixes
-		if r.eof() || s[r.pos] == ',' || s[r.pos] == ')' {
-			r.fixes.add(fixMissingValue)
-			if r.eof() {
-				r.fixes.add(fixTruncatedValue) // the text ended before the value began
+		out = appendString(out, key)
+		out = append(out, ':')
+		if pos >= len(s) || s[pos] == ',' || s[pos] == ')' {
+			fixes |= fixSet(jsonrepair.MissingValue)
+			if pos >= len(s) {
+				fixes |= fixSet(jsonrepair.TruncatedValue) // the text ended before the value began
 			}
-			r.out = append(r.out, "null"...)
-		} else if !r.value() {
+			out = append(out, "null"...)
+			n++
+			continue
+		}
+		valueAt, outAt := pos, len(out)
+		var repairs jsonrepair.Repairs
+		var ok bool
+		if out, pos, repairs, ok = rd.AppendValue(out, s, valueAt); !ok {
 			if x.quiet {
-				return parsed{name: name, err: "not a call"}, max(r.errAt, r.pos), true
+				return parsed{name: name, err: "not a call"}, rd.Stopped(), true
 			}
-			se := r.syntaxError()
+			se := rd.Err()
 			return parsed{name: name, err: fmt.Sprintf("in %s(…): %s", name, syntaxMessage(se)), cause: se}, se.Offset, true
-		} else if num, ok := leadingZeroNumber(s[valueAt:r.pos]); ok && x.schemaFor(name).prop(key).typeName() != "string" {
+		}
+		if num, ok := leadingZeroNumber(s[valueAt:pos]); ok && x.schemaFor(name).prop(key).typeName() != "string" {
 			// month=07: not Python, but what the model means is 7 (as vLLM reads it),
 			// unless the tool wants a string.
-			r.out, r.fixes = append(r.out[:outAt], num...), fixesBefore
-		} else if what := noJSONEquivalent(s[valueAt:r.pos], r.out[outAt:]); what != "" && noJSON == "" {
-			noJSON = fmt.Sprintf("in %s(…), %s=%s is %s, which JSON cannot hold; pass it as a string or a number JSON can hold", name, key, s[valueAt:r.pos], what)
+			out = append(out[:outAt], num...)
+		} else {
+			fixes |= fixSet(repairs)
+			if what := noJSONEquivalent(s[valueAt:pos], out[outAt:]); what != "" && noJSON == "" {
+				noJSON = fmt.Sprintf("in %s(…), %s=%s is %s, which JSON cannot hold; pass it as a string or a number JSON can hold", name, key, s[valueAt:pos], what)
+			}
 		}
 		n++
 	}
 	if noJSON != "" {
 		// The call was read to its end: it fails alone, and the calls after it are read.
-		return parsed{name: name, err: noJSON, whole: true}, r.pos, true
+		return parsed{name: name, err: noJSON, whole: true}, pos, true
 	}
-	r.out = append(r.out, '}')
-	args, fixes, err := r.finish()
-	if err != nil {
-		return parsed{name: name, err: syntaxMessage(err), cause: err}, r.pos, true
-	}
-	return parsed{name: name, args: args, fixes: fixes &^ pythonNative}, r.pos, true
+	out = append(out, '}')
+	return parsed{name: name, args: out, fixes: fixes &^ pythonNative}, pos, true
 }
 
 // pyList reads [call, call, …] at s[i]. ok is false when it is not a list of calls.
@@ -201,7 +216,7 @@ func (x *extractor) pyCalls(b blk, from, to int) {
 	if s[from] == '[' {
 		calls, _, ok := x.pyList(s, from)
 		if !ok {
-			x.fail(b, "", nil, "expected a list of calls [TOOL_NAME(name=value, ...)], found %s", describeAt(s, from+1))
+			x.fail(b, "", nil, "expected a list of calls [TOOL_NAME(name=value, ...)], found %s", jsonrepair.Describe(s, from+1))
 			return
 		}
 		for _, p := range calls {
@@ -213,7 +228,7 @@ func (x *extractor) pyCalls(b blk, from, to int) {
 	for pos < to && x.overflow == 0 {
 		p, e, ok := x.pyCall(s, pos)
 		if !ok {
-			x.fail(b, "", nil, "expected a call TOOL_NAME(name=value, ...), found %s", describeAt(s, pos))
+			x.fail(b, "", nil, "expected a call TOOL_NAME(name=value, ...), found %s", jsonrepair.Describe(s, pos))
 			return
 		}
 		x.add(b, p)
@@ -245,7 +260,7 @@ func (x *extractor) lfm2(at, limit int) (int, bool) {
 	bodyEnd, end, closed := x.blockEnd(from, limit, litLFM2, litKimiCallEnd)
 	b := blk{format: FormatLFM2, start: at, end: end}
 	if !closed {
-		b.fixes.add(fixUnclosedTag)
+		b.fixes |= fixUnclosedTag
 	}
 	ts, te := trimSpan(x.text, from, bodyEnd)
 	switch {

@@ -3,9 +3,9 @@ package toolcall
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
 	"unsafe"
 
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
@@ -154,7 +154,7 @@ func (x *extractor) typedValue(out []byte, sc *schema, val string, isJSON bool) 
 	v, ok := x.convert(sc.typeName(), text)
 	if !ok && isJSON && text != "" {
 		var err error
-		v, _, err = repairJSON(text, x.o.MaxDepth, x.o.MaxInputSize)
+		v, _, err = x.limits().Repair(text)
 		ok = err == nil
 	}
 	if !ok {
@@ -196,7 +196,7 @@ func (x *extractor) convert(typ, text string) ([]byte, bool) {
 		if typ == "" && jsonscan.Check(text, x.o.MaxDepth, jsonscan.Strict) != jsonscan.OK {
 			return nil, false
 		}
-		v, _, err := repairJSON(text, x.o.MaxDepth, x.o.MaxInputSize)
+		v, _, err := x.limits().Repair(text)
 		if err == nil && (typ == "" && (v[0] == '{' || v[0] == '[') || typ == "object" && v[0] == '{' || typ == "array" && v[0] == '[') {
 			return v, true
 		}
@@ -298,56 +298,6 @@ func coerceElements(arr string, items *schema, x *extractor) []byte {
 
 // appendString appends s as a JSON string; bytes that are not UTF-8 become U+FFFD.
 func appendString(out []byte, s string) []byte {
-	out, _ = appendStringFixes(out, s)
+	out, _ = jsonrepair.AppendString(out, s)
 	return out
-}
-
-// appendStringFixes is appendString that reports the repairs it made: control
-// characters escaped, bytes that are not UTF-8 replaced.
-func appendStringFixes(out []byte, s string) ([]byte, fixSet) {
-	var fixes fixSet
-	out = append(out, '"')
-	for i := 0; i < len(s); {
-		start := i
-		for i < len(s) && jsonscan.Plain(s[i]) {
-			i++
-		}
-		out = append(out, s[start:i]...)
-		if i >= len(s) {
-			break
-		}
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			out = append(out, '\\', c)
-			i++
-		case c < ' ':
-			fixes.add(fixControlCharacter)
-			out = appendControl(out, c)
-			i++
-		default:
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				fixes.add(fixInvalidUTF8)
-				out = append(out, "\uFFFD"...)
-			} else {
-				out = append(out, s[i:i+size]...)
-			}
-			i += size
-		}
-	}
-	return append(out, '"'), fixes
-}
-
-// appendControl appends the control character c as a JSON escape.
-func appendControl(out []byte, c byte) []byte {
-	switch c {
-	case '\n':
-		return append(out, `\n`...)
-	case '\r':
-		return append(out, `\r`...)
-	case '\t':
-		return append(out, `\t`...)
-	}
-	const hex = "0123456789abcdef"
-	return append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
 }

@@ -27,7 +27,7 @@ func (x *extractor) xmlSection(m lit, at, limit int) (int, bool) {
 	bodyEnd, end, closed := x.blockEnd(from, limit, m, close)
 	b := blk{format: format, start: at, end: end}
 	if !closed {
-		b.fixes.add(fixUnclosedTag)
+		b.fixes |= fixUnclosedTag
 	}
 	n := len(x.calls)
 	switch format {
@@ -92,7 +92,7 @@ func (x *extractor) jsonSection(m lit, at, limit int) (int, bool) {
 		bodyEnd, b.end, closed = x.blockEnd(from, limit, m, close)
 	}
 	if !closed {
-		b.fixes.add(fixUnclosedTag)
+		b.fixes |= fixUnclosedTag
 	}
 	ts, te := trimSpan(x.text, from, bodyEnd)
 	if ts == te {

@@ -3,6 +3,8 @@ package toolcall
 import (
 	"slices"
 	"strings"
+
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 )
 
 // ExtractPartial reads the part of a response a model has written so far, while it is
@@ -50,7 +52,7 @@ func ExtractPartial(text string, opts *Options) (Extraction, int) {
 // may complete what it lacks (a closing tag written inside a string continues the
 // string, not the call).
 func settled(text string, c Call) bool {
-	if c.Err != nil || c.Raw == "" || slices.Contains(c.Repairs, RepairTruncatedValue) {
+	if c.Err != nil || c.Raw == "" || slices.Contains(c.Repairs, jsonrepair.TruncatedValue.String()) {
 		return false
 	}
 	if closedByTag(c.Format) {
@@ -60,11 +62,11 @@ func settled(text string, c Call) bool {
 }
 
 // onlySpace reports whether s holds nothing but what the repairer skips between tokens
-// as whitespace (any byte up to ' ', the spaces of isOtherSpace, which hold every
-// Unicode space): text after a call that more text may still continue.
+// as whitespace (jsonrepair.IsSpace): text after a call that more text may still
+// continue.
 func onlySpace(s string) bool {
 	for _, r := range s {
-		if r > ' ' && !isOtherSpace(r) {
+		if !jsonrepair.IsSpace(r) {
 			return false
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolbus/toolbus/internal/corpus"
 )
 
 // sameCall reports whether two calls read the same: name, arguments, format, error.
@@ -64,19 +66,19 @@ func callsOf(ex Extraction) string {
 // each call Write returns early is the whole response's call, unchanged.
 func TestStreamEveryCut(t *testing.T) {
 	early := 0
-	for f, cases := range loadCorpus(t, "extract") {
+	for f, cases := range corpus.Load(t, extractCorpus) {
 		for _, tt := range cases {
-			opts := corpusOpts(t, tt.opts)
+			opts := corpusOpts(t, tt.Opts)
 			for _, r := range []Reasoning{ReasoningAuto, ReasoningTagged} {
 				o := Options{Reasoning: r}
 				if opts != nil {
 					o = *opts
 					o.Reasoning = r
 				}
-				t.Run(filepath.Base(f)+"/"+tt.name+"/"+string(r), func(t *testing.T) {
-					n := len(tt.in)
+				t.Run(filepath.Base(f)+"/"+tt.Name+"/"+string(r), func(t *testing.T) {
+					n := len(tt.In)
 					for i := 0; i <= n; i++ {
-						early += checkSplits(t, tt.in, &o, []int{i})
+						early += checkSplits(t, tt.In, &o, []int{i})
 					}
 					// every token-sized chunking
 					for size := 1; size <= 7; size++ {
@@ -84,7 +86,7 @@ func TestStreamEveryCut(t *testing.T) {
 						for i := size; i < n; i += size {
 							cuts = append(cuts, i)
 						}
-						early += checkSplits(t, tt.in, &o, cuts)
+						early += checkSplits(t, tt.In, &o, cuts)
 					}
 				})
 			}
@@ -168,9 +170,9 @@ func FuzzStream(f *testing.F) {
 		f.Add(s, uint8(3), uint8(1))
 	}
 	// Every case of the extraction corpus, the new formats' above all, in chunks of 3.
-	for _, cases := range loadCorpus(f, "extract") {
+	for _, cases := range corpus.Load(f, extractCorpus) {
 		for _, tt := range cases {
-			f.Add(tt.in, uint8(2), uint8(0))
+			f.Add(tt.In, uint8(2), uint8(0))
 		}
 	}
 	formats := append([]Format{FormatAuto}, Formats()...)

@@ -6,8 +6,8 @@ import (
 
 // The strict layer: pkg/jsonscan's validator in Strict mode (exactly RFC 8259 JSON:
 // valid UTF-8, nesting bounded), which records an object's members as it goes, and
-// helpers that walk text it accepted. It is the fast path of RepairJSON and of every call
-// whose JSON is already correct.
+// helpers that walk text it accepted. It is the fast path of every call whose JSON is
+// already correct (readValue); the rest goes to pkg/jsonrepair.
 
 // memberSpans records where the members of an object are, as scanStrictMembers found
 // them, so that reading the members takes no second pass. It holds the members of obj.

@@ -1,18 +1,26 @@
 package toolcall
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/toolbus/toolbus/internal/corpus"
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
-// checkMemberSpans checks that the members scanStrict records for s, when it is a valid
-// object, are the members the walk over it finds.
+// checkMemberSpans checks that scanStrictMembers scans s as jsonscan.Value does (where
+// it fails too: readValue leaves text too deep to jsonrepair's Reader, which must fail
+// at the same place), and that the members it records, when s is a valid object, are
+// the members the walk over it finds.
 func checkMemberSpans(t *testing.T, s string) {
 	t.Helper()
 	var rec memberSpans
 	end, res := scanStrictMembers(s, 0, DefaultMaxDepth, &rec)
+	if end2, res2 := jsonscan.Value(s, 0, DefaultMaxDepth, jsonscan.Strict); res != res2 || res != jsonscan.Invalid && end != end2 {
+		t.Fatalf("scanStrictMembers(%q) = %d %v, jsonscan.Value %d %v", s, end, res, end2, res2)
+	}
 	if res != jsonscan.OK {
 		return
 	}
@@ -52,9 +60,10 @@ func TestMemberSpans(t *testing.T) {
 	} {
 		checkMemberSpans(t, s)
 	}
-	for _, s := range repairInputs(t) {
+	// The repair corpus, and its repairs: JSON of every shape.
+	for _, s := range corpus.Inputs(t, filepath.Join("..", "jsonrepair", "testdata", "repair")) {
 		checkMemberSpans(t, s)
-		if out, _, err := RepairJSON(s); err == nil {
+		if out, _, err := jsonrepair.Repair(s); err == nil {
 			checkMemberSpans(t, string(out))
 		}
 	}

@@ -3,6 +3,7 @@ package toolcall
 import (
 	"strings"
 
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
@@ -34,6 +35,12 @@ func trimSpan(text string, from, to int) (int, int) {
 	return from, to
 }
 
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$'
+}
+
 // endCallsAt makes the calls added since call n end at end: the block of a missing
 // closing tag ends with the last value read from it.
 func (x *extractor) endCallsAt(n, end int) {
@@ -54,7 +61,7 @@ func (x *extractor) toolCallTag(at, limit int) (int, bool) {
 	}
 	b := blk{format: FormatToolCallTag, start: at, end: end}
 	if !closed {
-		b.fixes.add(fixUnclosedTag)
+		b.fixes |= fixUnclosedTag
 	}
 	return x.toolCallBody(b, from, bodyEnd, closed), true
 }
@@ -89,8 +96,8 @@ func (x *extractor) toolCallBody(b blk, from, to int, closed bool) int {
 	n := len(x.calls)
 	switch {
 	case t[0] == '{' || t[0] == '[' || strings.HasPrefix(t, "```"):
-		if fs, fe, ok := fenceBody(t); ok {
-			b.fixes.add(fixCodeFence)
+		if fs, fe, ok := jsonrepair.FenceBody(t); ok {
+			b.fixes |= fixSet(jsonrepair.CodeFence)
 			x.jsonCalls(b, ts+fs, ts+fe)
 			return b.end
 		}
@@ -126,7 +133,7 @@ func (x *extractor) namedCall(b blk, from, to int) {
 		if p, _, ok := x.pyCall(s, from); ok {
 			x.add(b, p)
 		} else {
-			x.fail(b, "", nil, "expected a tool name before '(', found %s", describeAt(s, from))
+			x.fail(b, "", nil, "expected a tool name before '(', found %s", jsonrepair.Describe(s, from))
 		}
 	case name != "" && rest == to:
 		b.format = FormatGLM
@@ -139,14 +146,14 @@ func (x *extractor) namedCall(b blk, from, to int) {
 		}
 		if p := x.callFromObject(v); p.err == "" {
 			// JSON that names its own tool, after a stray word.
-			p.fixes |= fixes | 1<<fixLeadingText
+			p.fixes |= fixes | fixSet(jsonrepair.LeadingText)
 			x.add(b, p)
 			return
 		}
 		b.format = FormatGLM
 		x.add(b, parsed{name: name, args: []byte(v), fixes: fixes})
 	default:
-		x.fail(b, "", nil, `expected a JSON object {"name": …, "arguments": {…}}, found %s`, describeAt(s, from))
+		x.fail(b, "", nil, `expected a JSON object {"name": …, "arguments": {…}}, found %s`, jsonrepair.Describe(s, from))
 	}
 }
 
@@ -201,9 +208,9 @@ func (x *extractor) xmlArgs(tool string, from, to int, st xmlStyle) (args []byte
 		if i := strings.Index(s[vs:next], st.valClose); i >= 0 {
 			ve, after = vs+i, vs+i+len(st.valClose)
 		} else {
-			fixes.add(fixUnclosedTag)
+			fixes |= fixUnclosedTag
 			if isBlank(x.text[ve:]) {
-				fixes.add(fixTruncatedValue) // the response ended inside this value
+				fixes |= fixSet(jsonrepair.TruncatedValue) // the response ended inside this value
 			}
 		}
 		val := s[vs:ve]
@@ -261,7 +268,7 @@ func (x *extractor) qwenFunctions(b blk, from, to int) {
 		if j := strings.Index(s[body:next], close); j >= 0 {
 			fe, after = body+j, body+j+len(close)
 		} else {
-			p.fixes.add(fixUnclosedTag)
+			p.fixes |= fixUnclosedTag
 		}
 		cb := b
 		if bs, _ := trimSpan(s, body, fe); bs < fe && s[bs] == '{' && !strings.Contains(s[bs:fe], qwenStyle.keyOpen) {
@@ -309,7 +316,7 @@ func (x *extractor) toolCallsTag(at, limit int) (int, bool) {
 	bodyEnd, end, closed := x.blockEnd(from, limit, litToolCalls, litToolCallsEnd)
 	b := blk{format: FormatToolCallsTag, start: at, end: end}
 	if !closed {
-		b.fixes.add(fixUnclosedTag)
+		b.fixes |= fixUnclosedTag
 	}
 	ts, te := trimSpan(x.text, from, bodyEnd)
 	if ts == te {
@@ -329,7 +336,7 @@ func (x *extractor) functionCallsTag(at, limit int) (int, bool) {
 	bodyEnd, end, closed := x.blockEnd(from, limit, litFunctionCalls, litFunctionCallsEnd)
 	b := blk{format: FormatFunctionCalls, start: at, end: end}
 	if !closed {
-		b.fixes.add(fixUnclosedTag)
+		b.fixes |= fixUnclosedTag
 	}
 	ts, te := trimSpan(x.text, from, bodyEnd)
 	switch {
@@ -384,7 +391,7 @@ func (x *extractor) invokes(b blk, from, to int, tags invokeTags) {
 		if j := strings.Index(s[body:next], close); j >= 0 {
 			ie, after = body+j, body+j+len(close)
 		} else {
-			p.fixes.add(fixUnclosedTag)
+			p.fixes |= fixUnclosedTag
 		}
 		if bs, _ := trimSpan(s, body, ie); bs < ie && s[bs] == '{' {
 			args, _ := x.argsAt(bs, ie)
@@ -427,7 +434,7 @@ func (x *extractor) dsml(m lit, at, limit int) (int, bool) {
 	}
 	b.end = end
 	if !closed {
-		b.fixes.add(fixUnclosedTag)
+		b.fixes |= fixUnclosedTag
 	}
 	n := len(x.calls)
 	x.invokes(b, from, bodyEnd, dsmlInvoke)

@@ -3,6 +3,7 @@ package toolcall
 import (
 	"strings"
 
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
@@ -17,9 +18,9 @@ func (x *extractor) argsAt(from, to int) (parsed, int) {
 		return parsed{args: []byte("{}")}, to
 	}
 	var p parsed
-	if fs, fe, ok := fenceBody(x.text[from:to]); ok {
+	if fs, fe, ok := jsonrepair.FenceBody(x.text[from:to]); ok {
 		from, to = trimSpan(x.text, from+fs, from+fe)
-		p.fixes.add(fixCodeFence)
+		p.fixes |= fixSet(jsonrepair.CodeFence)
 		if from == to {
 			return parsed{args: []byte("{}")}, to
 		}
@@ -30,7 +31,7 @@ func (x *extractor) argsAt(from, to int) (parsed, int) {
 		return p, to
 	}
 	if v[0] != '{' {
-		p.err = "the arguments must be a JSON object, found " + jsonKind(v)
+		p.err = "the arguments must be a JSON object, found " + jsonrepair.Kind(v)
 		return p, end
 	}
 	p.args, p.fixes = []byte(v), p.fixes|fixes
@@ -76,7 +77,7 @@ func (x *extractor) pythonTag(at, limit int) (int, bool) {
 		pos = e
 	}
 	if len(x.calls) == n && x.overflow == 0 {
-		x.fail(b, "", nil, `expected {"name": "TOOL_NAME", "parameters": {...}} after <|python_tag|>, found %s`, describeAt(s, pos))
+		x.fail(b, "", nil, `expected {"name": "TOOL_NAME", "parameters": {...}} after <|python_tag|>, found %s`, jsonrepair.Describe(s, pos))
 	}
 	if end < 0 {
 		x.endCallsAt(n, pos)
@@ -168,7 +169,7 @@ func (x *extractor) mistral(at, limit int) (int, bool) {
 			v, end, fixes, err := x.repairValue(s, j)
 			if err == nil && v[0] == '[' {
 				b.end = end
-				x.callsFromValue(b, v, fixes|1<<fixLeadingText)
+				x.callsFromValue(b, v, fixes|fixSet(jsonrepair.LeadingText))
 				return end, true
 			}
 		}
@@ -176,7 +177,7 @@ func (x *extractor) mistral(at, limit int) (int, bool) {
 		if !x.known(name) {
 			name = ""
 		}
-		x.fail(b, name, nil, "expected a JSON array of calls or TOOL_NAME{arguments} after [TOOL_CALLS], found %s", describeAt(s, pos))
+		x.fail(b, name, nil, "expected a JSON array of calls or TOOL_NAME{arguments} after [TOOL_CALLS], found %s", jsonrepair.Describe(s, pos))
 		return b.end, true
 	}
 	p, end := x.argsAt(i, limit)
@@ -243,7 +244,7 @@ func (x *extractor) section(cs callSection, m lit, at, limit int) (int, bool) {
 		if j := strings.Index(s[body:next], callEnd); j >= 0 {
 			ce, b.end = body+j, body+j+len(callEnd)
 		} else {
-			b.fixes.add(fixUnclosedTag)
+			b.fixes |= fixUnclosedTag
 		}
 		x.sectionCall(cs, b, body, ce)
 		pos = b.end

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -154,7 +155,9 @@ type Call struct {
 	// when the model wrote them together (a JSON array, a pythonic list).
 	Raw        string
 	Start, End int
-	// Repairs lists what was fixed to read the call (the Repair… constants).
+	// Repairs lists what was fixed to read the call, in a stable order: the ids of
+	// jsonrepair.Repairs up to string_arguments, RepairUnclosedTag,
+	// RepairSchemaCoercion, then the repairer's others.
 	Repairs []string
 	// Err is set when the block was meant as a call but cannot be understood. Its code
 	// is messages.CodeParseError and its message says where and why, for the model.
@@ -231,6 +234,16 @@ func ParseReasoning(s string) (Reasoning, error) {
 	}
 	return "", fmt.Errorf("unknown reasoning mode %q (auto, tagged or open)", s)
 }
+
+// Default limits, used where Options leaves a field zero.
+const (
+	DefaultMaxInputSize = jsonrepair.DefaultMaxInputSize // bytes of one response
+	DefaultMaxDepth     = jsonrepair.DefaultMaxDepth     // nested objects and arrays
+	DefaultMaxCalls     = 64                             // calls in one response
+
+	// maxDepthCap bounds Options.MaxDepth: the repairer recurses once per level.
+	maxDepthCap = 10000
+)
 
 func (o Options) withDefaults() Options {
 	if o.MaxInputSize <= 0 {

@@ -1,4 +1,4 @@
-package toolcall
+package jsonrepair
 
 import (
 	"encoding/json"
@@ -330,7 +330,7 @@ func wantAnswer(t testing.TB, v any) repairAnswer {
 
 // TestCorruptionRecovery breaks 300 valid argument objects in every way of corruptions
 // and requires the original arguments back from RepairArguments: 95% or more in all,
-// with the rate per kind logged (-v; pkg/toolcall/README.md quotes them). Where toolbus
+// with the rate per kind logged (-v; README.md quotes them). Where toolbus
 // answers an error, the call fails with a parse_error the model can act on; where it
 // answers other arguments, a tool would run with them: those are counted too.
 func TestCorruptionRecovery(t *testing.T) {

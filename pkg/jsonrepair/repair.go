@@ -1,54 +1,74 @@
-package toolcall
+package jsonrepair
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unsafe"
 
 	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
-// Default limits, used where Options leaves a field zero.
+// The limits of Repair and RepairArguments, and of Limits and Reader where they leave a
+// field zero.
 const (
-	DefaultMaxInputSize = 1 << 20 // bytes of one response, or of one text given to RepairJSON
+	DefaultMaxInputSize = 1 << 20 // bytes of one text
 	DefaultMaxDepth     = 100     // nested objects and arrays
-	DefaultMaxCalls     = 64      // calls in one response
-
-	// maxDepthCap bounds Options.MaxDepth: the repairer recurses once per level.
-	maxDepthCap = 10000
 )
 
-// RepairJSON returns s as valid JSON, with the repairs it needed.
+// Repair returns s as valid JSON, with the ids of the repairs it needed, in the order
+// of the [Repairs] constants.
 //
 // It works in three layers. Valid JSON is returned unchanged, with no repairs, at the
 // cost of one validation and one copy. Anything else is read by a tolerant single-pass
-// parser that fixes what models write (see the Repair… constants) and returns compact
-// JSON. What even that parser cannot read yields a *SyntaxError saying where and what
-// was expected. Input over DefaultMaxInputSize bytes or nested over DefaultMaxDepth
-// levels is refused with a *SyntaxError wrapping ErrTooLarge or ErrTooDeep.
-func RepairJSON(s string) (json.RawMessage, []string, error) {
-	out, fixes, err := repairJSON(s, DefaultMaxDepth, DefaultMaxInputSize)
+// parser that fixes what models write (see [Repairs]) and returns compact JSON. What
+// even that parser cannot read yields a *[SyntaxError] saying where and what was
+// expected. Input over DefaultMaxInputSize bytes or nested over DefaultMaxDepth levels
+// is refused with a *SyntaxError wrapping [ErrTooLarge] or [ErrTooDeep].
+func Repair(s string) (json.RawMessage, []string, error) {
+	out, fixes, err := Limits{}.Repair(s)
 	if err != nil {
 		return nil, nil, err
 	}
-	return out, fixes.names(), nil
+	return out, fixes.Names(), nil
 }
 
 // RepairArguments returns s, the arguments of a tool call, as a JSON object: what
-// RepairJSON makes of it, unwrapped when that is a JSON string holding the object
-// ("{\"p\": 10}", as OpenAI's API writes arguments), and {} for blank text or null.
-// Anything else is a *SyntaxError.
+// Repair makes of it, unwrapped when that is a JSON string holding the object
+// ("{\"p\": 10}", as OpenAI's API writes arguments; repair [StringArguments]), and {}
+// for blank text or null. Anything else is a *[SyntaxError].
 func RepairArguments(s string) (json.RawMessage, []string, error) {
-	v, fixes, err := repairArguments(s, DefaultMaxDepth, DefaultMaxInputSize)
+	v, fixes, err := Limits{}.RepairArguments(s)
 	if err != nil {
 		return nil, nil, err
 	}
-	return v, fixes.names(), nil
+	return v, fixes.Names(), nil
 }
 
-func repairArguments(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error) {
+// Limits bound what Repair and RepairArguments read; a field left zero is its default.
+// Their methods are the package's functions under these limits, with the repairs as a
+// set, which costs no allocation.
+type Limits struct {
+	MaxDepth     int // objects and arrays nested in one another (DefaultMaxDepth)
+	MaxInputSize int // bytes of the text (DefaultMaxInputSize)
+}
+
+func (l Limits) depth() int { return cmp.Or(l.MaxDepth, DefaultMaxDepth) }
+
+func (l Limits) size() int { return cmp.Or(l.MaxInputSize, DefaultMaxInputSize) }
+
+// Repair is the package's Repair under l.
+func (l Limits) Repair(s string) (json.RawMessage, Repairs, error) {
+	return repairJSON(s, l.depth(), l.size())
+}
+
+// RepairArguments is the package's RepairArguments under l.
+func (l Limits) RepairArguments(s string) (json.RawMessage, Repairs, error) {
+	return repairArguments(s, l.depth(), l.size())
+}
+
+func repairArguments(s string, maxDepth, maxSize int) (json.RawMessage, Repairs, error) {
 	if strings.TrimSpace(s) == "" {
 		return json.RawMessage("{}"), 0, nil
 	}
@@ -70,16 +90,16 @@ func repairArguments(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, 
 				return nil, 0, err
 			}
 			if obj = bytes.TrimSpace(obj); obj[0] == '{' {
-				return obj, fixes | innerFixes | 1<<fixStringArguments, nil
+				return obj, fixes | innerFixes | StringArguments, nil
 			}
 		}
 	}
 	return nil, 0, &SyntaxError{Line: 1, Column: 1,
-		Msg: "expected a JSON object of arguments, found " + jsonKind(string(v))}
+		Msg: "expected a JSON object of arguments, found " + Kind(string(v))}
 }
 
-// repairJSON is RepairJSON with limits and the repairs as a set.
-func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error) {
+// repairJSON is Repair with limits and the repairs as a set.
+func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, Repairs, error) {
 	if len(s) > maxSize {
 		return nil, 0, &SyntaxError{Line: 1, Column: 1, Err: ErrTooLarge,
 			Msg: fmt.Sprintf("the text is %d bytes, the limit is %d", len(s), maxSize)}
@@ -93,13 +113,13 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 	}
 	if unescaped, ok := escapedJSON(s); ok {
 		out, fixes, err := repairJSON(unescaped, maxDepth, maxSize)
-		return out, fixes | 1<<fixEscapedJSON, err
+		return out, fixes | EscapedJSON, err
 	}
 	start, end := 0, len(s)
-	var fixes fixSet
-	if a, b, ok := fenceBody(s); ok {
+	var fixes Repairs
+	if a, b, ok := FenceBody(s); ok {
 		start, end = a, b
-		fixes.add(fixCodeFence)
+		fixes |= CodeFence
 	}
 	var r repairer
 	// The output is the whole text, repaired: about as long, rarely much longer.
@@ -107,7 +127,7 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 	r.fixes = fixes
 	r.space()
 	if r.pos >= len(r.src) {
-		return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found "+describeAt(s, r.pos))
+		return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found "+Describe(s, r.pos))
 	}
 	if c := r.src[r.pos]; c != '{' && c != '[' && !r.scalarAhead() {
 		// JSON in code fences inside prose: the fenced values, one or a list.
@@ -118,9 +138,9 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 		// value, an unquoted string where it is words (hello world, trueble).
 		if i := strings.IndexAny(r.src[r.pos:], "{["); i >= 0 {
 			r.pos += i
-			r.fixes.add(fixLeadingText)
+			r.fixes |= LeadingText
 		} else if !r.startsValue(r.pos) {
-			return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found "+describeAt(s, r.pos))
+			return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found "+Describe(s, r.pos))
 		}
 	}
 	if !r.value() {
@@ -136,13 +156,13 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, error
 			if r.failed {
 				return nil, 0, r.syntaxError()
 			}
-			r.fixes.add(fixTrailingText)
+			r.fixes |= TrailingText
 		} else if r.space(); r.pos < len(r.src) {
-			r.fixes.add(fixTrailingText)
+			r.fixes |= TrailingText
 		}
 	}
 	out, fixes, err := r.finish()
-	if err == nil && fixes.has(fixConcatenatedValues) && jsonscan.Check(out, maxDepth, jsonscan.Strict) == jsonscan.TooDeep {
+	if err == nil && fixes&ConcatenatedValues != 0 && jsonscan.Check(out, maxDepth, jsonscan.Strict) == jsonscan.TooDeep {
 		return nil, 0, tooDeepError(s, 0, maxDepth) // the array around the values is one level too many
 	}
 	return out, fixes, err
@@ -177,7 +197,7 @@ func (r *repairer) scalarList(valueEnd int) bool {
 		}
 	}
 	r.out = append(r.out, ']')
-	r.fixes.add(fixConcatenatedValues)
+	r.fixes |= ConcatenatedValues
 	return true
 }
 
@@ -216,53 +236,8 @@ func (r *repairer) concatenation() bool {
 	}
 	r.pop()
 	r.out = append(r.out, ']')
-	r.fixes.add(fixConcatenatedValues)
+	r.fixes |= ConcatenatedValues
 	return true
-}
-
-// repairValue reads one JSON value starting at s[from] (after whitespace and comments),
-// repairing it, and returns it with the index after it. Valid JSON costs one scan and
-// no copy, and when it is an object, x.rec records its members.
-func (x *extractor) repairValue(s string, from int) (string, int, fixSet, error) {
-	v, end, fixes, failed := x.readValue(s, from)
-	if failed != nil {
-		return "", 0, 0, failed.syntaxError()
-	}
-	return v, end, fixes, nil
-}
-
-// readValue is repairValue for text that may not be JSON at all: on failure it returns
-// the repairer that failed (x.rep), whose errAt says how far it read, without the cost
-// of locating the error in lines and columns.
-func (x *extractor) readValue(s string, from int) (v string, end int, fixes fixSet, failed *repairer) {
-	maxDepth := x.o.MaxDepth
-	end, res := scanStrictMembers(s, from, maxDepth, &x.rec)
-	r := &x.rep
-	switch res {
-	case jsonscan.OK:
-		return s[jsonscan.SkipSpace(s, from):end], end, 0, nil
-	case jsonscan.TooDeep:
-		*r = repairer{src: s, maxDepth: maxDepth}
-		r.tooDeep(end)
-		return "", 0, 0, r
-	}
-	r.init(s, from, maxDepth)
-	r.space()
-	if r.pos >= len(s) {
-		r.fail(r.pos, "expected a JSON value, found "+describeAt(s, r.pos))
-		return "", 0, 0, r
-	}
-	if !r.value() {
-		return "", 0, 0, r
-	}
-	end = r.pos
-	out, fixes, err := r.finish()
-	if err != nil {
-		r.fail(from, err.(*SyntaxError).Msg)
-		return "", 0, 0, r
-	}
-	// out is never written again.
-	return unsafe.String(&out[0], len(out)), end, fixes, nil
 }
 
 func tooDeepError(s string, at, maxDepth int) error {
@@ -272,9 +247,9 @@ func tooDeepError(s string, at, maxDepth int) error {
 // fencedInProse repairs the ``` code fences in s, prose around them: the value of
 // the one fence, or the array of the values of several. ok is false when s has no
 // fence whose text is JSON.
-func fencedInProse(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, bool) {
+func fencedInProse(s string, maxDepth, maxSize int) (json.RawMessage, Repairs, bool) {
 	var vals []json.RawMessage
-	fixes := fixSet(1<<fixCodeFence | 1<<fixLeadingText)
+	fixes := CodeFence | LeadingText
 	for i := 0; len(vals) < 64; {
 		f := strings.Index(s[i:], "```")
 		if f < 0 {
@@ -290,9 +265,9 @@ func fencedInProse(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, bo
 		}
 		i = min(len(s), closeAt+3)
 		if jsonscan.SkipSpace(s, i) < len(s) {
-			fixes |= 1 << fixTrailingText
+			fixes |= TrailingText
 		} else {
-			fixes &^= 1 << fixTrailingText
+			fixes &^= TrailingText
 		}
 	}
 	switch len(vals) {
@@ -312,7 +287,7 @@ func fencedInProse(s string, maxDepth, maxSize int) (json.RawMessage, fixSet, bo
 	if jsonscan.Check(out, maxDepth, jsonscan.Strict) != jsonscan.OK {
 		return nil, 0, false
 	}
-	return out, fixes | 1<<fixConcatenatedValues, true
+	return out, fixes | ConcatenatedValues, true
 }
 
 // fenceAt reads the fence that opens at s[i]: ``` and a language, then a line break
@@ -354,11 +329,11 @@ func escapedJSON(s string) (string, bool) {
 	return strings.ReplaceAll(s, `\"`, `"`), true
 }
 
-// fenceBody returns the span inside a ``` code fence when s, apart from surrounding
+// FenceBody returns the span inside a ``` code fence when s, apart from surrounding
 // whitespace, is one: ```json on a line of its own, or ``` right before the JSON
 // (```{"a": 1}```), also inside a bracket a model put around the fence
 // ([```json …```]).
-func fenceBody(s string) (start, end int, ok bool) {
+func FenceBody(s string) (start, end int, ok bool) {
 	i := jsonscan.SkipSpace(s, 0)
 	wrapped := byte(0)
 	if i < len(s) && (s[i] == '[' || s[i] == '{') {

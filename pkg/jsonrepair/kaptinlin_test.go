@@ -1,10 +1,10 @@
 // The side-by-side benchmark with github.com/kaptinlin/jsonrepair, a test dependency in
 // go.mod, on the same inputs (README.md has the figures and how they were taken):
 //
-//	go test -run Kaptinlin -v ./pkg/toolcall/
-//	go test -run '^$' -bench SideBySide -benchmem -count 10 ./pkg/toolcall/
+//	go test -run Kaptinlin -v ./pkg/jsonrepair/
+//	go test -run '^$' -bench SideBySide -benchmem -count 10 ./pkg/jsonrepair/
 
-package toolcall
+package jsonrepair
 
 import (
 	"bytes"
@@ -14,7 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kaptinlin/jsonrepair"
+	kaptinlin "github.com/kaptinlin/jsonrepair"
+
+	"github.com/toolbus/toolbus/internal/corpus"
 )
 
 // invalid9k is the 9 KB broken JSON file of json_repair's performance test
@@ -27,27 +29,8 @@ func invalid9k(tb testing.TB) string {
 	return string(b)
 }
 
-// repairInputs are the inputs of the repair corpus, which both libraries are run on.
-func repairInputs(tb testing.TB) []string {
-	files, _ := filepath.Glob(filepath.Join("testdata", "repair", "*.txtar"))
-	var in []string
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		_, secs := parseTxtar(string(data))
-		for _, s := range secs {
-			if strings.HasSuffix(s.name, ".in") {
-				in = append(in, strings.TrimSuffix(s.data, "\n"))
-			}
-		}
-	}
-	return in
-}
-
 func BenchmarkSideBySide(b *testing.B) {
-	corpus := repairInputs(b)
+	corpus := corpus.Inputs(b, repairCorpus)
 	size := 0
 	for _, s := range corpus {
 		size += len(s)
@@ -68,7 +51,7 @@ func BenchmarkSideBySide(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				for _, s := range set.inputs {
-					_, _, _ = RepairJSON(s)
+					_, _, _ = Repair(s)
 				}
 			}
 		})
@@ -77,7 +60,7 @@ func BenchmarkSideBySide(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				for _, s := range set.inputs {
-					_, _ = jsonrepair.Repair(s)
+					_, _ = kaptinlin.Repair(s)
 				}
 			}
 		})
@@ -92,9 +75,9 @@ func BenchmarkSideBySide(b *testing.B) {
 func TestKaptinlinAgreement(t *testing.T) {
 	same := 0
 	var differences []string
-	for _, in := range repairInputs(t) {
-		ours, _, err1 := RepairJSON(in)
-		theirs, err2 := jsonrepair.Repair(in)
+	for _, in := range corpus.Inputs(t, repairCorpus) {
+		ours, _, err1 := Repair(in)
+		theirs, err2 := kaptinlin.Repair(in)
 		q, _ := json.Marshal(in)
 		switch {
 		case err1 != nil && err2 != nil:

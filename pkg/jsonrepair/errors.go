@@ -1,4 +1,4 @@
-package toolcall
+package jsonrepair
 
 import (
 	"errors"
@@ -18,7 +18,8 @@ var (
 // SyntaxError says where and why text could not be read as JSON, even after repair. Its
 // message is written for the model that produced the text.
 type SyntaxError struct {
-	// Offset is the byte offset of the problem in the text given to RepairJSON.
+	// Offset is the byte offset of the problem in the text given to Repair (or to a
+	// Reader).
 	Offset int
 	// Line and Column (in characters) are 1-based.
 	Line, Column int
@@ -34,6 +35,12 @@ func (e *SyntaxError) Error() string {
 
 func (e *SyntaxError) Unwrap() error { return e.Err }
 
+// NewSyntaxError returns the error msg at src[offset], its line and column counted, for
+// a parser built on this package that reports its own errors alike.
+func NewSyntaxError(src string, offset int, msg string) *SyntaxError {
+	return newSyntaxError(src, offset, nil, msg)
+}
+
 // newSyntaxError locates offset in src.
 func newSyntaxError(src string, offset int, limit error, msg string) *SyntaxError {
 	offset = min(max(offset, 0), len(src))
@@ -48,8 +55,10 @@ func newSyntaxError(src string, offset int, limit error, msg string) *SyntaxErro
 	}
 }
 
-// describeAt names the character at src[i] for an error message.
-func describeAt(src string, i int) string {
+// Describe names the character at src[i] as the messages of a [SyntaxError] do ('x', a
+// line break, the end of the text), for a parser built on this package that words its
+// own errors alike.
+func Describe(src string, i int) string {
 	if i >= len(src) {
 		return "the end of the text"
 	}
@@ -69,7 +78,7 @@ func describeAt(src string, i int) string {
 	return "'" + src[i:i+size] + "'"
 }
 
-// quotedASCII holds describeAt's names of the ASCII characters, so that an error
+// quotedASCII holds Describe's names of the ASCII characters, so that an error
 // message costs one concatenation.
 var quotedASCII = func() (t [utf8.RuneSelf]string) {
 	for c := range t {
@@ -77,3 +86,21 @@ var quotedASCII = func() (t [utf8.RuneSelf]string) {
 	}
 	return t
 }()
+
+// Kind names the kind of the JSON value v as the messages of a [SyntaxError] do: an
+// object, an array, a string, a boolean, null or a number.
+func Kind(v string) string {
+	switch v[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}

@@ -1,4 +1,4 @@
-package toolcall
+package jsonrepair
 
 import (
 	"bufio"
@@ -56,7 +56,7 @@ func runOracle(t *testing.T, inputs []string) []repairAnswer {
 	return answers
 }
 
-// TestJSONRepairOracle runs npm's jsonrepair next to RepairJSON: on the ported suites
+// TestJSONRepairOracle runs npm's jsonrepair next to Repair: on the ported suites
 // (where it must still answer what testdata/conformance/cases.jsonl recorded, so that a
 // new version is noticed) and on the generated corruptions, where it tallies per kind
 // how often each recovers the original arguments, and fails where toolbus recovers

@@ -1,4 +1,4 @@
-package toolcall
+package jsonrepair
 
 import (
 	"fmt"
@@ -77,14 +77,14 @@ func (r *repairer) stringValue() bool {
 		plus := i
 		i = skipSpaceComments(s, i+1)
 		if i >= len(s) || s[i] == ']' || s[i] == '}' || s[i] == ',' {
-			r.fixes.add(fixStringConcat)
+			r.fixes |= StringConcat
 			r.pos = plus + 1 // "hello" + ]: nothing is joined
 			return true
 		}
 		if q, _ := openQuote(s, i); q == quoteNone {
 			return true
 		}
-		r.fixes.add(fixStringConcat)
+		r.fixes |= StringConcat
 		r.out = r.out[:len(r.out)-1] // reopen the string
 		r.pos = i
 		r.str(false, false)
@@ -103,9 +103,9 @@ func (r *repairer) str(open, key bool) {
 	q, size := openQuote(s, r.pos)
 	switch q {
 	case quoteSingle:
-		r.fixes.add(fixSingleQuotes)
+		r.fixes |= SingleQuotes
 	case quoteBacktick, quoteSmartDouble, quoteSmartSingle:
-		r.fixes.add(fixSmartQuotes)
+		r.fixes |= SmartQuotes
 	}
 	// pos and out stay in registers while the string is read.
 	pos, out := r.pos+size, r.out
@@ -146,7 +146,7 @@ func (r *repairer) str(open, key bool) {
 		if pos >= len(s) {
 			if key && colon >= 0 {
 				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
-				r.fixes.add(fixUnclosedString)
+				r.fixes |= UnclosedString
 				return
 			}
 			end := len(s)
@@ -163,12 +163,12 @@ func (r *repairer) str(open, key bool) {
 				end = p // "hello + : a concatenation the text ends in
 			}
 			if end < len(s) {
-				r.fixes.add(fixUnclosedString)
+				r.fixes |= UnclosedString
 				r.pos, r.out = end, append(trimSpaces(out[:len(out)-escapedWidth(s[end:pos])], outBody), '"')
 				return
 			}
-			r.fixes.add(fixUnclosedString)
-			r.fixes.add(fixTruncatedValue)
+			r.fixes |= UnclosedString
+			r.fixes |= TruncatedValue
 			out = append(trimSpaces(out, outBody), '"')
 			break
 		}
@@ -183,18 +183,18 @@ func (r *repairer) str(open, key bool) {
 				r.pos, r.out = pos+1, append(out, '"')
 				return
 			case quoteDoubledCloses:
-				r.fixes.add(fixUnescapedQuote)
+				r.fixes |= UnescapedQuote
 				r.pos, r.out = pos+2, append(out, '"')
 				return
 			case quoteDoubledOpens:
-				r.fixes.add(fixUnescapedQuote)
+				r.fixes |= UnescapedQuote
 				pos++
 				body = pos
 				continue
 			case quoteAfterComma:
 				// "b,"c": the quote opens the next string; this one ended before
 				// the comma.
-				r.fixes.add(fixUnclosedString)
+				r.fixes |= UnclosedString
 				end := lastNonSpace(s, body, pos)
 				if at := r.closersBefore(body, end); at >= 0 {
 					end = at // {"a": "b}, "c": 1}: the brackets close containers
@@ -204,17 +204,17 @@ func (r *repairer) str(open, key bool) {
 				return
 			case quoteAfterPlus:
 				// "hello +\n " world": the string ended before the '+'.
-				r.fixes.add(fixUnclosedString)
+				r.fixes |= UnclosedString
 				end := lastNonSpace(s, body, pos)
 				out = out[:len(out)-escapedWidth(s[end:pos])]
 				r.pos, r.out = end, append(trimSpaces(out, outBody), '"')
 				return
 			case quoteAfterKeyColon:
-				r.fixes.add(fixUnclosedString)
+				r.fixes |= UnclosedString
 				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
 				return
 			}
-			r.fixes.add(fixUnescapedQuote)
+			r.fixes |= UnescapedQuote
 			if c == '"' {
 				out = append(out, '\\')
 			}
@@ -243,7 +243,7 @@ func (r *repairer) str(open, key bool) {
 		case c < ' ':
 			if key && colon >= 0 && (c == '\n' || c == '\r') {
 				// {"key:value\n: a key whose closing quote is missing ends at its colon.
-				r.fixes.add(fixUnclosedString)
+				r.fixes |= UnclosedString
 				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
 				return
 			}
@@ -253,7 +253,7 @@ func (r *repairer) str(open, key bool) {
 				r.pos, r.out = len(s), out
 				return
 			}
-			r.fixes.add(fixControlCharacter)
+			r.fixes |= ControlCharacter
 			out = appendControl(out, c)
 			pos++
 		default:
@@ -273,7 +273,7 @@ func (r *repairer) str(open, key bool) {
 // is not UTF-8.
 func (r *repairer) appendRune(out []byte, ru rune, text string) []byte {
 	if ru == utf8.RuneError && len(text) == 1 {
-		r.fixes.add(fixInvalidUTF8)
+		r.fixes |= InvalidUTF8
 		return append(out, "\uFFFD"...)
 	}
 	return append(out, text...)
@@ -670,7 +670,7 @@ func (r *repairer) escape(q quoteKind, pos int, out []byte, inPath bool) (int, [
 	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 		return pos + 2, append(out, '\\', e)
 	case '\n':
-		r.fixes.add(fixInvalidEscape)
+		r.fixes |= InvalidEscape
 		return pos + 2, append(out, `\n`...) // a line continued with a backslash, as in a shell
 	case 'u':
 		if pos+6 <= len(s) && jsonscan.IsHex(s[pos+2]) && jsonscan.IsHex(s[pos+3]) && jsonscan.IsHex(s[pos+4]) && jsonscan.IsHex(s[pos+5]) {
@@ -683,26 +683,26 @@ func (r *repairer) escape(q quoteKind, pos int, out []byte, inPath bool) (int, [
 		switch {
 		case j == len(s):
 			// "\u26 where the text ends: the character was cut off.
-			r.fixes.add(fixTruncatedValue)
+			r.fixes |= TruncatedValue
 			return j, out
 		case inPath || j == pos+2 && isLetter(s[j]) && pos >= 2 && s[pos-1] == ':' && isLetter(s[pos-2]):
-			r.fixes.add(fixInvalidEscape)
+			r.fixes |= InvalidEscape
 			return pos + 2, append(out, `\\u`...) // C:\users
 		}
 		r.fail(pos, "invalid escape "+strconv.Quote(s[pos:j+1])+": \\u takes four hex digits")
 		return len(s), out
 	case '\'', '`':
 		if q != quoteSingle && e == '\'' || q != quoteBacktick && e == '`' {
-			r.fixes.add(fixInvalidEscape)
+			r.fixes |= InvalidEscape
 		}
 		return pos + 2, append(out, e)
 	}
 	if e >= utf8.RuneSelf && !inPath {
-		r.fixes.add(fixInvalidEscape)
+		r.fixes |= InvalidEscape
 		return pos + 1, out // "a \„ b": the backslash escapes nothing
 	}
 	// Keep the backslash as a character: "C:\dir" means a backslash.
-	r.fixes.add(fixInvalidEscape)
+	r.fixes |= InvalidEscape
 	return pos + 1, append(out, '\\', '\\')
 }
 
@@ -744,4 +744,55 @@ func skipSpaceComments(s string, i int) int {
 			return i
 		}
 	}
+}
+
+// AppendString appends s to dst as a JSON string, with the repairs that took: a control
+// character escaped ([ControlCharacter]), bytes that are not UTF-8 replaced by U+FFFD
+// ([InvalidUTF8]).
+func AppendString(dst []byte, s string) ([]byte, Repairs) {
+	var fixes Repairs
+	out := append(dst, '"')
+	for i := 0; i < len(s); {
+		start := i
+		for i < len(s) && jsonscan.Plain(s[i]) {
+			i++
+		}
+		out = append(out, s[start:i]...)
+		if i >= len(s) {
+			break
+		}
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+			i++
+		case c < ' ':
+			fixes |= ControlCharacter
+			out = appendControl(out, c)
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				fixes |= InvalidUTF8
+				out = append(out, "\uFFFD"...)
+			} else {
+				out = append(out, s[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return append(out, '"'), fixes
+}
+
+// appendControl appends the control character c as a JSON escape.
+func appendControl(out []byte, c byte) []byte {
+	switch c {
+	case '\n':
+		return append(out, `\n`...)
+	case '\r':
+		return append(out, `\r`...)
+	case '\t':
+		return append(out, `\t`...)
+	}
+	const hex = "0123456789abcdef"
+	return append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
 }

@@ -1,49 +1,51 @@
-package toolcall
+package jsonrepair
 
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Cases the txtar corpus cannot hold well: bytes that are not UTF-8, limits.
-func TestRepairJSON(t *testing.T) {
+func TestRepair(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
 		want    string
-		repairs []string
+		repairs Repairs
 		wantErr error // nil: no error; else errors.Is target, or errSyntax for any
 	}{
 		{name: "valid unchanged", in: ` {"a" : [1,2]} `, want: ` {"a" : [1,2]} `},
-		{name: "invalid utf8 in string", in: "{\"a\": \"x\xffy\"}", want: `{"a":"x` + "\uFFFD" + `y"}`, repairs: []string{RepairInvalidUTF8}},
-		{name: "invalid utf8 in key", in: "{a\xff: 1}", want: `{"a` + "\uFFFD" + `":1}`, repairs: []string{RepairUnquotedKeys, RepairInvalidUTF8}},
+		{name: "invalid utf8 in string", in: "{\"a\": \"x\xffy\"}", want: `{"a":"x` + "\uFFFD" + `y"}`, repairs: InvalidUTF8},
+		{name: "invalid utf8 in key", in: "{a\xff: 1}", want: `{"a` + "\uFFFD" + `":1}`, repairs: UnquotedKeys | InvalidUTF8},
 		{name: "nul byte in string", in: "{\"a\": \"x\x00y\"}", wantErr: errSyntax}, // binary, or a broken stream: both references refuse it
-		{name: "tab in string", in: "{\"a\": \"x\ty\"}", want: `{"a":"x\ty"}`, repairs: []string{RepairControlCharacter}},
-		{name: "bom", in: "\uFEFF{\"a\": 1}", want: `{"a":1}`, repairs: []string{RepairWhitespace}},
+		{name: "tab in string", in: "{\"a\": \"x\ty\"}", want: `{"a":"x\ty"}`, repairs: ControlCharacter},
+		{name: "bom", in: "\uFEFF{\"a\": 1}", want: `{"a":1}`, repairs: Whitespace},
 		{name: "too deep valid", in: strings.Repeat("[", DefaultMaxDepth+1) + strings.Repeat("]", DefaultMaxDepth+1), wantErr: ErrTooDeep},
 		{name: "too deep repair", in: strings.Repeat("[", DefaultMaxDepth+1), wantErr: ErrTooDeep},
 		{name: "deep enough", in: strings.Repeat("[", DefaultMaxDepth) + strings.Repeat("]", DefaultMaxDepth), want: strings.Repeat("[", DefaultMaxDepth) + strings.Repeat("]", DefaultMaxDepth)},
 		{name: "too large", in: `"` + strings.Repeat("x", DefaultMaxInputSize) + `"`, wantErr: ErrTooLarge},
 		{name: "only whitespace", in: " \n\t ", wantErr: errSyntax},
-		{name: "lone quote", in: `"`, want: `""`, repairs: []string{RepairUnclosedString, RepairTruncatedValue}},
+		{name: "lone quote", in: `"`, want: `""`, repairs: UnclosedString | TruncatedValue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, repairs, err := RepairJSON(tt.in)
+			out, repairs, err := Repair(tt.in)
 			if tt.wantErr != nil {
 				var se *SyntaxError
 				if !errors.As(err, &se) || tt.wantErr != errSyntax && !errors.Is(err, tt.wantErr) {
-					t.Fatalf("RepairJSON() error = %v, want %v", err, tt.wantErr)
+					t.Fatalf("Repair() error = %v, want %v", err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("RepairJSON() error = %v", err)
+				t.Fatalf("Repair() error = %v", err)
 			}
-			if string(out) != tt.want || !equalStrings(repairs, tt.repairs) {
-				t.Errorf("RepairJSON() = %s %v, want %s %v", out, repairs, tt.want, tt.repairs)
+			if string(out) != tt.want || !slices.Equal(repairs, tt.repairs.Names()) {
+				t.Errorf("Repair() = %s %v, want %s %v", out, repairs, tt.want, tt.repairs)
 			}
 			if !json.Valid(out) {
 				t.Errorf("output is not valid JSON")
@@ -55,30 +57,18 @@ func TestRepairJSON(t *testing.T) {
 // errSyntax stands for any *SyntaxError in a table.
 var errSyntax = errors.New("any syntax error")
 
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestRepairArguments(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
 		want    string
-		repairs []string
+		repairs Repairs
 		wantErr bool
 	}{
 		{name: "object", in: `{"p": 10}`, want: `{"p": 10}`},
-		{name: "repaired object", in: `{p: 10}`, want: `{"p":10}`, repairs: []string{RepairUnquotedKeys}},
-		{name: "string holding object", in: `"{\"p\": 10}"`, want: `{"p": 10}`, repairs: []string{RepairStringArguments}},
-		{name: "string holding sloppy object", in: `"{p=10}"`, want: `{"p":10}`, repairs: []string{RepairUnquotedKeys, RepairEqualsAsColon, RepairStringArguments}},
+		{name: "repaired object", in: `{p: 10}`, want: `{"p":10}`, repairs: UnquotedKeys},
+		{name: "string holding object", in: `"{\"p\": 10}"`, want: `{"p": 10}`, repairs: StringArguments},
+		{name: "string holding sloppy object", in: `"{p=10}"`, want: `{"p":10}`, repairs: UnquotedKeys | EqualsAsColon | StringArguments},
 		{name: "blank", in: "  ", want: `{}`},
 		{name: "null", in: `null`, want: `{}`},
 		{name: "spaces around", in: " {\"a\": 1}\n", want: `{"a": 1}`},
@@ -94,11 +84,18 @@ func TestRepairArguments(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("RepairArguments() error = %v, wantErr %v", err, tt.wantErr)
 			}
-			if err == nil && (string(out) != tt.want || !equalStrings(repairs, tt.repairs)) {
+			if err == nil && (string(out) != tt.want || !slices.Equal(repairs, tt.repairs.Names())) {
 				t.Errorf("RepairArguments() = %s %v, want %s %v", out, repairs, tt.want, tt.repairs)
 			}
 		})
 	}
+}
+
+// timeAfter bounds a test that must run in linear time: generous for a slow, loaded
+// machine, far below what a quadratic pass over the inputs would take.
+func timeAfter(t *testing.T) <-chan time.Time {
+	t.Helper()
+	return time.After(10 * time.Second)
 }
 
 // TestRepairLinear feeds inputs that make naive repairers quadratic; each must finish in
@@ -132,12 +129,12 @@ func TestRepairLinear(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _, _ = RepairJSON(tt.in)
+				_, _, _ = Repair(tt.in)
 			}()
 			select {
 			case <-done:
 			case <-timeAfter(t):
-				t.Fatal("RepairJSON took too long: not linear")
+				t.Fatal("Repair took too long: not linear")
 			}
 		})
 	}

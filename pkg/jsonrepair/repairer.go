@@ -1,4 +1,4 @@
-package toolcall
+package jsonrepair
 
 import (
 	"encoding/json"
@@ -15,28 +15,21 @@ type repairer struct {
 	src   string
 	pos   int
 	out   []byte
-	fixes fixSet
+	fixes Repairs
 	// The open containers, '{' or '[', innermost last: the first in small, the rest
 	// in deep (a slice into small would make every repairer escape to the heap).
 	depth    int
 	small    [32]byte
 	deep     []byte
 	maxDepth int
-	// inCall is set while reading a pythonic call's arguments: ')' then ends values and
-	// closes whatever is open.
+	// inCall is set while reading the arguments of a call (Reader.Args, a tuple, a
+	// wrapper call): ')' then ends values and closes whatever is open.
 	inCall bool
 	// The first failure: where, why, and the limit that caused it, if any.
 	failed   bool
 	errAt    int
 	errMsg   string
 	errLimit error
-}
-
-// newRepairer returns a repairer of src that starts at from.
-func newRepairer(src string, from, maxDepth int) *repairer {
-	r := new(repairer)
-	r.init(src, from, maxDepth)
-	return r
 }
 
 func (r *repairer) init(src string, from, maxDepth int) {
@@ -50,13 +43,13 @@ func (r *repairer) initSize(src string, from, maxDepth, size int) {
 	*r = repairer{src: src, pos: from, maxDepth: maxDepth, out: make([]byte, 0, size)}
 }
 
-// msgRepairBug is the message of the error finish returns: the repairer wrote
+// msgRepairBug is the message of the error finish and AppendValue return: the repairer wrote
 // invalid JSON, which the fuzz targets report as a bug.
 const msgRepairBug = "the JSON could not be repaired"
 
 // finish checks the output. It is valid by construction; the check turns a bug into an
 // error instead of a call with broken arguments.
-func (r *repairer) finish() (json.RawMessage, fixSet, error) {
+func (r *repairer) finish() (json.RawMessage, Repairs, error) {
 	if len(r.out) == 0 || jsonscan.Check(r.out, r.maxDepth+1, jsonscan.Strict) != jsonscan.OK {
 		return nil, 0, &SyntaxError{Line: 1, Column: 1, Msg: msgRepairBug}
 	}
@@ -92,7 +85,9 @@ func (r *repairer) space() {
 	if r.pos < len(r.src) && !mayBeSpace[r.src[r.pos]] {
 		return // most tokens follow the last directly
 	}
-	r.spaceSlow()
+	var fixes Repairs
+	r.pos, fixes = SkipSpace(r.src, r.pos)
+	r.fixes |= fixes
 }
 
 // mayBeSpace marks the bytes that may start whitespace or a comment.
@@ -103,43 +98,52 @@ var mayBeSpace = func() (t [256]bool) {
 	return t
 }()
 
-func (r *repairer) spaceSlow() {
-	s := r.src
-	for r.pos < len(s) {
-		c := s[r.pos]
+// SkipSpace returns the index of the first byte at or after s[i] that is neither
+// whitespace nor in a comment, as the repairer skips them between tokens, and the
+// repairs that took ([Comments], [Whitespace]).
+func SkipSpace(s string, i int) (int, Repairs) {
+	var fixes Repairs
+	for i < len(s) {
+		c := s[i]
 		switch {
 		case c <= ' ':
 			if !jsonscan.IsSpace(c) {
-				r.fixes.add(fixWhitespace)
+				fixes |= Whitespace
 			}
-			r.pos++
-		case c == '/' && r.pos+1 < len(s) && s[r.pos+1] == '/',
-			c == '#' && (r.pos+1 == len(s) || s[r.pos+1] <= ' ' || s[r.pos+1] == '#'):
-			r.fixes.add(fixComments)
-			if nl := strings.IndexByte(s[r.pos:], '\n'); nl >= 0 {
-				r.pos += nl + 1
+			i++
+		case c == '/' && i+1 < len(s) && s[i+1] == '/',
+			c == '#' && (i+1 == len(s) || s[i+1] <= ' ' || s[i+1] == '#'):
+			fixes |= Comments
+			if nl := strings.IndexByte(s[i:], '\n'); nl >= 0 {
+				i += nl + 1
 			} else {
-				r.pos = len(s)
+				i = len(s)
 			}
-		case c == '/' && r.pos+1 < len(s) && s[r.pos+1] == '*':
-			r.fixes.add(fixComments)
-			if e := strings.Index(s[r.pos+2:], "*/"); e >= 0 {
-				r.pos += e + 4
+		case c == '/' && i+1 < len(s) && s[i+1] == '*':
+			fixes |= Comments
+			if e := strings.Index(s[i+2:], "*/"); e >= 0 {
+				i += e + 4
 			} else {
-				r.pos = len(s)
+				i = len(s)
 			}
 		case c >= utf8.RuneSelf:
-			ru, size := utf8.DecodeRuneInString(s[r.pos:])
+			ru, size := utf8.DecodeRuneInString(s[i:])
 			if !isOtherSpace(ru) {
-				return
+				return i, fixes
 			}
-			r.fixes.add(fixWhitespace)
-			r.pos += size
+			fixes |= Whitespace
+			i += size
 		default:
-			return
+			return i, fixes
 		}
 	}
+	return i, fixes
 }
+
+// IsSpace reports whether the repairer skips r between tokens as whitespace: any
+// character up to ' ' (a control character other than JSON's four is repair
+// [Whitespace]), and the Unicode spaces models put there.
+func IsSpace(r rune) bool { return r <= ' ' || isOtherSpace(r) }
 
 // isOtherSpace reports the non-ASCII spaces models put between tokens.
 func isOtherSpace(r rune) bool {
@@ -230,7 +234,7 @@ func (r *repairer) value() bool {
 	if c >= utf8.RuneSelf || c > ' ' && !structural[c] {
 		return r.unquoted(r.pos) // #fff, /tmp/x, <b>, @user
 	}
-	return r.fail(r.pos, "expected a value, found "+describeAt(s, r.pos))
+	return r.fail(r.pos, "expected a value, found "+Describe(s, r.pos))
 }
 
 // structural marks the ASCII punctuation that cannot start an unquoted string.
@@ -260,18 +264,18 @@ func (r *repairer) startsValue(i int) bool {
 // (see closes): its own bracket is taken, the other kind of bracket too when no container
 // of that kind (opened by otherOpen) encloses it, and anything else is left to the
 // container it closes, this one being unclosed.
-func (r *repairer) end(c, closer, otherOpen byte, trailingComma bool, unclosed fix) {
+func (r *repairer) end(c, closer, otherOpen byte, trailingComma bool, unclosed Repairs) {
 	if trailingComma {
-		r.fixes.add(fixTrailingComma)
+		r.fixes |= TrailingComma
 	}
 	switch {
 	case c == closer:
 		r.pos++
 	case (c == ']' || c == '}') && !r.encloses(otherOpen): // the other kind of bracket
-		r.fixes.add(fixMismatchedBracket)
+		r.fixes |= MismatchedBracket
 		r.pos++
 	default:
-		r.fixes.add(unclosed)
+		r.fixes |= unclosed
 	}
 }
 
@@ -295,28 +299,28 @@ func (r *repairer) object() bool {
 	for {
 		r.space()
 		if r.eof() {
-			r.fixes.add(fixUnclosedObject)
+			r.fixes |= UnclosedObject
 			break
 		}
 		c := s[r.pos]
 		if c == '`' && strings.HasPrefix(s[r.pos:], "```") {
-			r.fixes.add(fixUnclosedObject) // {"a": "b"``` : the fence ends the JSON
+			r.fixes |= UnclosedObject // {"a": "b"``` : the fence ends the JSON
 			break
 		}
 		if (c == '}' && r.depth == 1 || c == ']' && !r.encloses('[')) && r.objectGoesOn(r.pos+1) {
 			// {"a": 1}, "b": 2} or {"a": [1]], "b": 2}: a bracket too many; the members
 			// go on.
-			r.fixes.add(fixMismatchedBracket)
+			r.fixes |= MismatchedBracket
 			r.pos++
 			continue
 		}
 		if r.closes(c) {
-			r.end(c, '}', '[', comma && members > 0, fixUnclosedObject)
+			r.end(c, '}', '[', comma && members > 0, UnclosedObject)
 			break
 		}
 		if c == ',' || c == ';' {
 			if members == 0 && !elided || comma {
-				r.fixes.add(fixExtraComma)
+				r.fixes |= ExtraComma
 			}
 			comma = true
 			r.pos++
@@ -328,14 +332,14 @@ func (r *repairer) object() bool {
 		}
 		if r.pos == len(s)-1 && c == '"' {
 			// {"a": 1, " : the text ends at a key's opening quote; nothing of it.
-			r.fixes.add(fixUnclosedObject)
-			r.fixes.add(fixTruncatedValue)
+			r.fixes |= UnclosedObject
+			r.fixes |= TruncatedValue
 			r.pos++
 			break
 		}
 		if c == '{' && r.encloses('[') {
 			// [{"i":1{"i":2}]: the object's '}' is missing; the array goes on.
-			r.fixes.add(fixUnclosedObject)
+			r.fixes |= UnclosedObject
 			break
 		}
 		if c == '[' && comma && members > 0 && r.out[len(r.out)-1] == ']' {
@@ -348,15 +352,15 @@ func (r *repairer) object() bool {
 		}
 		if w := r.wordBeforeKey(r.pos); w > r.pos {
 			// {"a": true, COMMENT "b": 1}: a word that is no member.
-			r.fixes.add(fixTrailingText)
+			r.fixes |= TrailingText
 			r.pos = w
 			continue
 		}
 		if members > 0 && !comma {
 			if !r.startsKey(r.pos) {
-				return r.fail(r.pos, "expected ',' or '}' after the value of "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
+				return r.fail(r.pos, "expected ',' or '}' after the value of "+string(r.out[keyStart:keyEnd])+", found "+Describe(s, r.pos))
 			}
-			r.fixes.add(fixMissingComma)
+			r.fixes |= MissingComma
 		}
 		if members > 0 {
 			r.out = append(r.out, ',')
@@ -373,25 +377,25 @@ func (r *repairer) object() bool {
 			case c == ':':
 				r.pos++
 			case c == '=':
-				r.fixes.add(fixEqualsAsColon)
+				r.fixes |= EqualsAsColon
 				r.pos++
 			case (c == ',' || c == '}') && members == 0 && r.out[keyStart] == '"':
-				return r.set(objStart, keySrc, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
+				return r.set(objStart, keySrc, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+Describe(s, r.pos))
 			case c == ',' || r.closes(c):
-				return r.fail(r.pos, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
+				return r.fail(r.pos, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+Describe(s, r.pos))
 			case r.startsValue(r.pos):
-				r.fixes.add(fixMissingColon)
+				r.fixes |= MissingColon
 			default:
-				return r.fail(r.pos, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+describeAt(s, r.pos))
+				return r.fail(r.pos, "expected ':' after the key "+string(r.out[keyStart:keyEnd])+", found "+Describe(s, r.pos))
 			}
 		}
 		r.out = append(r.out, ':')
 		r.space()
 		if r.eof() || s[r.pos] == ',' || r.closes(s[r.pos]) {
 			if r.eof() {
-				r.fixes.add(fixTruncatedValue) // a key, and the text ended before its value
+				r.fixes |= TruncatedValue // a key, and the text ended before its value
 			}
-			r.fixes.add(fixMissingValue)
+			r.fixes |= MissingValue
 			r.out = append(r.out, "null"...)
 		} else if !r.value() {
 			return false
@@ -422,7 +426,7 @@ func (r *repairer) continueArray() bool {
 	default:
 		r.out[p] = ','
 	}
-	r.fixes.add(fixMismatchedBracket)
+	r.fixes |= MismatchedBracket
 	return true
 }
 
@@ -492,7 +496,7 @@ func (r *repairer) set(objStart, first int, notSet string) bool {
 			break
 		}
 		if !r.startsValue(r.pos) {
-			return r.fail(r.pos, "expected a value or '}', found "+describeAt(s, r.pos))
+			return r.fail(r.pos, "expected a value or '}', found "+Describe(s, r.pos))
 		}
 		if n > 0 {
 			r.out = append(r.out, ',')
@@ -504,7 +508,7 @@ func (r *repairer) set(objStart, first int, notSet string) bool {
 	}
 	r.pop()
 	r.out = append(r.out, ']')
-	r.fixes.add(fixPythonLiterals)
+	r.fixes |= PythonLiterals
 	return true
 }
 
@@ -525,7 +529,7 @@ func (r *repairer) key() bool {
 		return !r.failed
 	}
 	if c := s[r.pos]; !isWordByte(c) && c != '-' && c < utf8.RuneSelf {
-		return r.fail(r.pos, "expected a quoted key or '}', found "+describeAt(s, r.pos))
+		return r.fail(r.pos, "expected a quoted key or '}', found "+Describe(s, r.pos))
 	}
 	start := r.pos
 	plain := true // no byte to escape
@@ -533,7 +537,7 @@ func (r *repairer) key() bool {
 		plain = plain && jsonscan.Plain(s[r.pos])
 		r.pos++
 	}
-	r.fixes.add(fixUnquotedKeys)
+	r.fixes |= UnquotedKeys
 	if plain {
 		r.out = append(append(append(r.out, '"'), s[start:r.pos]...), '"')
 	} else {
@@ -542,7 +546,7 @@ func (r *repairer) key() bool {
 	if r.pos < len(s) && s[r.pos] == '"' {
 		if j := skipSpaceAndTabs(s, r.pos+1); j < len(s) && s[j] == ':' {
 			r.pos++ // {key": 1}: the opening quote is missing
-			r.fixes.add(fixUnclosedString)
+			r.fixes |= UnclosedString
 		}
 	}
 	return true
@@ -583,12 +587,12 @@ func (r *repairer) list(closer byte) (n int, anyComma, ok bool) {
 	for {
 		r.space()
 		if r.eof() {
-			r.fixes.add(fixUnclosedArray)
+			r.fixes |= UnclosedArray
 			break
 		}
 		c := s[r.pos]
 		if c == '`' && strings.HasPrefix(s[r.pos:], "```") {
-			r.fixes.add(fixUnclosedArray)
+			r.fixes |= UnclosedArray
 			break
 		}
 		if c == '}' {
@@ -597,27 +601,27 @@ func (r *repairer) list(closer byte) (n int, anyComma, ok bool) {
 				switch {
 				case j < len(s) && s[j] == '"' && r.keyAt(j) && r.encloses('{'):
 					// {"a": [1, 2}, "b": 3}: '}' written for ']'.
-					r.fixes.add(fixMismatchedBracket)
+					r.fixes |= MismatchedBracket
 					r.pos++
 					r.out = append(r.out, ']')
 					r.pop()
 					return n, anyComma, true
 				case j < len(s) && s[j] == '{' && !r.encloses('{'):
 					// [{"a": 1}}, {"a": 2}]: one '}' too many.
-					r.fixes.add(fixMismatchedBracket)
+					r.fixes |= MismatchedBracket
 					r.pos++
 					continue
 				}
 			}
 		}
 		if r.closes(c) {
-			r.end(c, closer, '{', comma && n > 0, fixUnclosedArray)
+			r.end(c, closer, '{', comma && n > 0, UnclosedArray)
 			break
 		}
 		if c == ',' {
 			anyComma = true
 			if n == 0 && !elided || comma {
-				r.fixes.add(fixExtraComma)
+				r.fixes |= ExtraComma
 			}
 			comma = true
 			r.pos++
@@ -629,22 +633,22 @@ func (r *repairer) list(closer byte) (n int, anyComma, ok bool) {
 		}
 		if r.pos == len(s)-1 && c == '"' {
 			// [1, " : the text ends at an element's opening quote; nothing of it.
-			r.fixes.add(fixUnclosedArray)
-			r.fixes.add(fixTruncatedValue)
+			r.fixes |= UnclosedArray
+			r.fixes |= TruncatedValue
 			r.pos++
 			break
 		}
 		if n > 0 && !comma {
 			if !r.startsValue(r.pos) {
-				return n, anyComma, r.fail(r.pos, "expected ',' or '"+string(closer)+"' after an "+what+" element, found "+describeAt(s, r.pos))
+				return n, anyComma, r.fail(r.pos, "expected ',' or '"+string(closer)+"' after an "+what+" element, found "+Describe(s, r.pos))
 			}
-			r.fixes.add(fixMissingComma)
+			r.fixes |= MissingComma
 		}
 		if n > 0 {
 			r.out = append(r.out, ',')
 		}
 		if !r.startsValue(r.pos) {
-			return n, anyComma, r.fail(r.pos, "expected a value or '"+string(closer)+"', found "+describeAt(s, r.pos))
+			return n, anyComma, r.fail(r.pos, "expected a value or '"+string(closer)+"', found "+Describe(s, r.pos))
 		}
 		elem := len(r.out)
 		if !r.value() {
@@ -676,13 +680,13 @@ func (r *repairer) membersInArray(elem int) bool {
 	r.out = append(r.out, 0)
 	copy(r.out[elem+1:], r.out[elem:])
 	r.out[elem] = '{'
-	r.fixes.add(fixUnclosedObject)
+	r.fixes |= UnclosedObject
 	for {
 		r.pos++ // the ':'
 		r.out = append(r.out, ':')
 		r.space()
 		if r.eof() || !r.startsValue(r.pos) {
-			r.fixes.add(fixMissingValue)
+			r.fixes |= MissingValue
 			r.out = append(r.out, "null"...)
 		} else if !r.value() {
 			return false
@@ -713,7 +717,7 @@ func (r *repairer) membersInArray(elem int) bool {
 // closing quote of a string whose opening one is missing ({"a": 12", [true", 1]).
 func (r *repairer) strayQuote() {
 	if r.quoteEnds(r.pos) {
-		r.fixes.add(fixUnclosedString)
+		r.fixes |= UnclosedString
 		r.pos++
 	}
 }
@@ -749,7 +753,7 @@ func (r *repairer) ellipsisSlow() bool {
 	for r.pos < len(r.src) && r.src[r.pos] == '.' {
 		r.pos++
 	}
-	r.fixes.add(fixEllipsis)
+	r.fixes |= Ellipsis
 	return true
 }
 
@@ -794,7 +798,7 @@ func (r *repairer) number() bool {
 			j++
 		}
 		if s[i:j] == "Infinity" && r.delimits(j) {
-			r.fixes.add(fixNonStandardLiteral)
+			r.fixes |= NonStandardLiteral
 			r.out = append(r.out, "null"...)
 			r.pos = j
 			return true
@@ -827,9 +831,9 @@ func (r *repairer) number() bool {
 	if intEnd == intStart && exp < 0 && r.delimits(i) && (frac < 0 && sign == '-' || frac >= 0 && fracEnd == frac+1 && sign == 0) {
 		// A lone "-" or ".": a number cut short, as "-0" and "0.0".
 		r.pos = i
-		r.fixes.add(fixNumberFormat)
+		r.fixes |= NumberFormat
 		if i == len(s) {
-			r.fixes.add(fixTruncatedValue)
+			r.fixes |= TruncatedValue
 		}
 		if frac >= 0 {
 			r.out = append(r.out, "0.0"...)
@@ -845,13 +849,13 @@ func (r *repairer) number() bool {
 	}
 	r.pos = i
 	if i == len(s) {
-		r.fixes.add(fixTruncatedValue) // the number may have had more digits
+		r.fixes |= TruncatedValue // the number may have had more digits
 	}
 	if sign != '+' && intEnd > intStart && (frac < 0 || fracEnd > frac+1) && (exp < 0 || jsonscan.IsDigit(s[i-1])) {
 		r.out = append(r.out, s[start:i]...) // already JSON
 		return true
 	}
-	r.fixes.add(fixNumberFormat)
+	r.fixes |= NumberFormat
 	if sign == '-' {
 		r.out = append(r.out, '-')
 	}
@@ -915,25 +919,25 @@ func (r *repairer) underscoreNumber(start, digits int) (int, bool) {
 			r.out = append(r.out, c)
 		}
 	}
-	r.fixes.add(fixNumberFormat)
+	r.fixes |= NumberFormat
 	r.pos = i
 	return i, true
 }
 
 // literal returns the JSON literal that word stands for and the repair that reading it
 // as that is (none when it is already JSON); ok is false for other words.
-func literal(word string) (json string, f fix, repaired, ok bool) {
+func literal(word string) (json string, f Repairs, repaired, ok bool) {
 	switch word {
 	case "true", "false", "null":
 		return word, 0, false, true
 	case "True", "TRUE":
-		return "true", fixPythonLiterals, true, true
+		return "true", PythonLiterals, true, true
 	case "False", "FALSE":
-		return "false", fixPythonLiterals, true, true
+		return "false", PythonLiterals, true, true
 	case "None", "NULL", "Null":
-		return "null", fixPythonLiterals, true, true
+		return "null", PythonLiterals, true, true
 	case "NaN", "Infinity", "undefined":
-		return "null", fixNonStandardLiteral, true, true
+		return "null", NonStandardLiteral, true, true
 	}
 	return "", 0, false, false
 }
@@ -959,7 +963,7 @@ func (r *repairer) word() bool {
 	if r.delimits(i) && !r.quoteEnds(i) {
 		if lit, f, repaired, ok := literal(w); ok {
 			if repaired {
-				r.fixes.add(f)
+				r.fixes |= f
 			}
 			r.out = append(r.out, lit...)
 			r.pos = i
@@ -968,8 +972,8 @@ func (r *repairer) word() bool {
 		if i == len(s) {
 			for _, full := range [...]string{"true", "false", "null"} {
 				if strings.HasPrefix(full, w) {
-					r.fixes.add(fixTruncatedLiteral)
-					r.fixes.add(fixTruncatedValue)
+					r.fixes |= TruncatedLiteral
+					r.fixes |= TruncatedValue
 					r.out = append(r.out, full...)
 					r.pos = i
 					return true
@@ -991,7 +995,7 @@ func (r *repairer) tuple() bool {
 	if !ok {
 		return false
 	}
-	r.fixes.add(fixPythonLiterals)
+	r.fixes |= PythonLiterals
 	if n == 1 && !anyComma {
 		r.out = append(r.out[:start], r.out[start+1:len(r.out)-1]...) // (1) is 1
 	}
@@ -1037,7 +1041,7 @@ func (r *repairer) regex() bool {
 	for end < len(r.src) && strings.IndexByte("dgimsuy", r.src[end]) >= 0 {
 		end++
 	}
-	r.fixes.add(fixUnquotedString)
+	r.fixes |= UnquotedString
 	r.appendQuoted(r.src[r.pos:end])
 	r.pos = end
 	return true
@@ -1051,7 +1055,7 @@ func (r *repairer) wrapperCall(open int) bool {
 	r.pos = open + 1
 	r.space()
 	if r.pos >= len(s) || s[r.pos] == ')' || !r.startsValue(r.pos) {
-		return r.fail(r.pos, "expected a value in the parentheses, found "+describeAt(s, r.pos))
+		return r.fail(r.pos, "expected a value in the parentheses, found "+Describe(s, r.pos))
 	}
 	r.inCall = true
 	ok := r.value()
@@ -1068,7 +1072,7 @@ func (r *repairer) wrapperCall(open int) bool {
 			r.pos++
 		}
 	}
-	r.fixes.add(fixWrapperCall)
+	r.fixes |= WrapperCall
 	return true
 }
 
@@ -1110,11 +1114,11 @@ func (r *repairer) unquoted(start int) bool {
 	}
 	tok := strings.TrimRight(s[start:i], " \t")
 	if tok == "" {
-		return r.fail(start, "expected a value, found "+describeAt(s, start))
+		return r.fail(start, "expected a value, found "+Describe(s, start))
 	}
 	if len(tok) > 1 && tok[len(tok)-1] == '"' && strings.IndexByte(tok[:len(tok)-1], '"') < 0 {
 		// [abc", 1] or {"a": foo"}: a string whose opening quote is missing.
-		r.fixes.add(fixUnclosedString)
+		r.fixes |= UnclosedString
 		r.pos = start + len(tok)
 		r.out = append(r.out, '"')
 		r.out = r.stringText(tok[:len(tok)-1], start)
@@ -1122,10 +1126,10 @@ func (r *repairer) unquoted(start int) bool {
 		return true
 	}
 	if i == len(s) {
-		r.fixes.add(fixTruncatedValue)
+		r.fixes |= TruncatedValue
 	}
 	r.pos = start + len(tok)
-	r.fixes.add(fixUnquotedString)
+	r.fixes |= UnquotedString
 	r.appendQuoted(tok)
 	return true
 }
@@ -1155,7 +1159,7 @@ func (r *repairer) stringText(t string, at int) []byte {
 			out = append(out, '\\', '"')
 			i++
 		case c < ' ':
-			r.fixes.add(fixControlCharacter)
+			r.fixes |= ControlCharacter
 			out = appendControl(out, c)
 			i++
 		case c >= utf8.RuneSelf:
@@ -1172,7 +1176,7 @@ func (r *repairer) stringText(t string, at int) []byte {
 
 // appendQuoted writes tok as a JSON string.
 func (r *repairer) appendQuoted(tok string) {
-	var fixes fixSet
-	r.out, fixes = appendStringFixes(r.out, tok)
+	var fixes Repairs
+	r.out, fixes = AppendString(r.out, tok)
 	r.fixes |= fixes
 }

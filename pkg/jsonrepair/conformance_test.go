@@ -1,4 +1,4 @@
-package toolcall
+package jsonrepair
 
 import (
 	"bufio"
@@ -151,9 +151,9 @@ func sameValue(a, b any) bool {
 	}
 }
 
-// toolbusAnswer is what RepairJSON makes of a text.
+// toolbusAnswer is what Repair makes of a text.
 func toolbusAnswer(in string) repairAnswer {
-	out, _, err := RepairJSON(in)
+	out, _, err := Repair(in)
 	if err != nil {
 		return repairAnswer{}
 	}
