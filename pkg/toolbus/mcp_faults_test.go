@@ -37,10 +37,12 @@ func TestMCPStdioServerKilledThroughPipeline(t *testing.T) {
 	marker := fmt.Sprintf("TOOLBUS_TEST_SERVER=%s", filepath.Base(t.TempDir()))
 	key, value, _ := strings.Cut(marker, "=")
 	cfg := mcpConfig(t, "{}")
+	// Shared sessions: the server's own process is the one killed (a conversation's
+	// own session dying is mcpwire's TestConversationSessionLost).
 	cfg.MCPServers = map[string]mcpwire.ServerConfig{
-		"everything": {Command: "node", Args: []string{everything, "stdio"}, Env: map[string]string{key: value}},
+		"everything": {Command: "node", Args: []string{everything, "stdio"}, Env: map[string]string{key: value}, Sessions: mcpwire.SessionsShared},
 		"memory": {Command: "node", Args: []string{memory}, Env: map[string]string{
-			key: value, "MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")}},
+			key: value, "MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")}, Sessions: mcpwire.SessionsShared},
 	}
 	p := startMCPPipeline(t, cfg, nil)
 
@@ -141,7 +143,8 @@ func TestMCPListChangedAndTimeoutThroughPipeline(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	cfg := mcpConfig(t, `{"mcpServers": {"changing": {"type": "http", "url": "`+ts.URL+`", "timeout": "1s"}}}`)
+	// One shared session, whose initializations are counted.
+	cfg := mcpConfig(t, `{"mcpServers": {"changing": {"type": "http", "url": "`+ts.URL+`", "timeout": "1s", "sessions": "shared"}}}`)
 	p := startMCPPipeline(t, cfg, nil)
 	t.Cleanup(p.stop) // before ts.Close: the server waits for the pool's open stream
 
