@@ -172,6 +172,10 @@ func TestREADMEBlocks(t *testing.T) {
 	cacheBin, _ := filepath.Abs("../.cache/bin")
 	for _, b := range all {
 		t.Run(b.String(), func(t *testing.T) {
+			// Each block has a copy of the repository and ports of its own; most of a
+			// block's time is spent waiting for servers to start, so blocks run side by
+			// side (as many as -parallel, GOMAXPROCS by default).
+			t.Parallel()
 			path := cacheBin + string(os.PathListSeparator) + os.Getenv("PATH")
 			for _, need := range b.needs {
 				if _, err := exec.LookPath(need); err != nil && !inDir(cacheBin, need) {

@@ -102,6 +102,7 @@ type clusterResponse struct {
 // with every call answered, in order. Services and the orchestrator each have their own
 // connection listing all three nodes.
 func TestClusterFailover(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	if testing.Short() {
 		t.Skip("three-node cluster")
 	}

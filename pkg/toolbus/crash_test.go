@@ -229,6 +229,7 @@ func checkEffects(t *testing.T, want int, results map[string]messages.OutputResu
 // An executor is killed every 400 ms, so the short run still sees about a hundred kills,
 // each with calls in flight.
 func TestCrashExecutorsRepeatedly(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	r := newFaultRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -313,6 +314,7 @@ func (k *killer) stop() int {
 // SIGTERM stops an executor gracefully in the middle of a run: its in-flight calls finish
 // or are handed back; none is lost and none runs twice.
 func TestExecutorSIGTERM(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	r := newFaultRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

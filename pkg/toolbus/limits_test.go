@@ -139,6 +139,7 @@ func TestTimeoutIsTheCallsBudget(t *testing.T) {
 // payload limit, each tool runs once, and the whole of each result is kept, fetched back
 // and checked by sha256.
 func TestLargeResultsAreKeptWhole(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
 	tool := filepath.Join(dir, "tools", "big_report")

@@ -113,6 +113,7 @@ func TestMetrics(t *testing.T) {
 // Tool names come from models: 1,000 invented names and 50 of 200 KB add no metric series
 // and no span name of their own, and no label or span name is longer than the cap.
 func TestInventedToolNamesAreBounded(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	mp, handler, err := telemetry.NewPrometheus(nil)
 	if err != nil {
 		t.Fatal(err)

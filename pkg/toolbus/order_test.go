@@ -165,6 +165,7 @@ func TestOrderWithReferenceServers(t *testing.T) {
 // domain active, on every one of 20 runs, with two executor processes' worth of replicas
 // (each with its own session cache) taking the calls.
 func TestOrderActivateThenFiftyCalls(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	url := bustest.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var nodes []*toolbus.Toolbus

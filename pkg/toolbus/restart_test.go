@@ -177,6 +177,7 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 // is answered with its real result, counted from the tool's side; none is reported
 // outcome_unknown because its result could not be stored while the server was away.
 func TestNATSRestartKnownOutcomes(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	connect, restart := restartableServer(t)
 	var ranMu sync.Mutex
 	ran := map[int]int{} // n → times the tool ran

@@ -125,6 +125,7 @@ func waitPulling(t *testing.T, nc *nats.Conn, n int) {
 // executors, all reach one session; and when the executor holding it is killed, the
 // next call runs in a new session and its result says the state was reset.
 func TestConversationSessionsAcrossExecutors(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	srv := newStatefulServer(t)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "toolbus.json")
@@ -261,6 +262,7 @@ func TestConversationSessionsAcrossExecutors(t *testing.T) {
 // executors: a conversation that activated a domain has all of its calls run, on either
 // executor; a conversation that did not is refused.
 func TestEngineeringServerBehindTwoExecutors(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	for _, stateless := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stateless=%v", stateless), func(t *testing.T) {
 			suite := engineering.New(nil)

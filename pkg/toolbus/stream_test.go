@@ -100,6 +100,7 @@ func streamResponses(conv string) []string {
 // A response streamed in chunks split at every position gives the output the whole
 // response gives, each write running once and in the order written.
 func TestStreamSplitsGiveTheWholeOutput(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	var j journal
 	p := startMCPPipeline(t, mcpConfig(t, `{"engineering": {"enabled": false}, "parser": {"reasoning": "tagged"}}`), journalTools(t, &j))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -275,11 +276,13 @@ func TestStreamAutoReasoningWaits(t *testing.T) {
 	}
 }
 
-// Two parser processes, one killed with SIGKILL over and over while 80 responses (240
-// with TOOLBUS_LONG) are streamed chunk by chunk: every call is answered, none runs
+// Two parser processes, one killed with SIGKILL over and over while 40 responses (240
+// with TOOLBUS_LONG) are streamed chunk by chunk (a kill every 500 ms: dozens in the
+// short run): every call is answered, none runs
 // twice, and the two calls of each response (the counter tool is not read-only) run in
 // the order written.
 func TestCrashParsersMidStream(t *testing.T) {
+	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	r := newFaultRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -312,7 +315,7 @@ func TestCrashParsersMidStream(t *testing.T) {
 	}
 	k := startKilling(t, 2, 500*time.Millisecond, func(i int) *exec.Cmd { return startParser(fmt.Sprintf("parser-%d", i)) })
 
-	responses := 80
+	responses := 40
 	if long() {
 		responses = 240
 	}
