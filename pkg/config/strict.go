@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/toolbus/toolbus/pkg/toolcall"
+	"github.com/toolbus/toolbus/pkg/catalog"
 )
 
 // Unknown keys. A configuration file is also the one MCP clients read, so keys toolbus
@@ -156,7 +156,7 @@ func nearest(key string, known []string) string {
 		if norm(k) == norm(key) {
 			return k
 		}
-		d := toolcall.EditDistance(strings.ToLower(key), strings.ToLower(k))
+		d := catalog.EditDistance(strings.ToLower(key), strings.ToLower(k))
 		if d <= min(2, max(1, len(k)/3)) && (best == "" || d < bestD) {
 			best, bestD = k, d
 		}

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
-	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // DomainInfo is one domain in the answer of dispatch_engineering info.
@@ -274,7 +274,7 @@ func (s *Suite) unknownCalculator(name string) string {
 	for _, c := range s.calcs {
 		_, tool, _ := strings.Cut(c.Name, ".")
 		n := strings.ToLower(name)
-		if strings.Contains(n, strings.ToLower(tool)) || strings.Contains(tool, n) || toolcall.EditDistance(n, strings.ToLower(c.Name)) <= 3 || toolcall.EditDistance(n, tool) <= 3 {
+		if strings.Contains(n, strings.ToLower(tool)) || strings.Contains(tool, n) || catalog.EditDistance(n, strings.ToLower(c.Name)) <= 3 || catalog.EditDistance(n, tool) <= 3 {
 			near = append(near, c.Name)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
-	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // Backend runs the tools of one kind. Besides the backends of this package (local tools,
@@ -94,7 +93,7 @@ func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
 	if original, ok := catalog.Unalias(name, names); ok {
 		return r.Resolve(ctx, original)
 	}
-	closest := toolcall.ClosestNames(name, names, maxSuggestions)
+	closest := catalog.ClosestNames(name, names, maxSuggestions)
 	if len(closest) == len(names) {
 		return Route{Info: messages.ToolInfo{Name: name}}, messages.Errorf(messages.CodeUnknownTool,
 			"there is no tool called %q; available tools: %s", name, strings.Join(closest, ", "))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
@@ -60,7 +61,7 @@ func parseManifest(data []byte, stem string) (toolSpec, error) {
 	if err := json.Unmarshal(data, &keys); err == nil {
 		for k := range keys {
 			if !slices.Contains(manifestKeys, k) {
-				if near := toolcall.ClosestNames(k, manifestKeys, 1); len(near) == 1 && toolcall.EditDistance(strings.ToLower(k), strings.ToLower(near[0])) <= 3 {
+				if near := catalog.ClosestNames(k, manifestKeys, 1); len(near) == 1 && catalog.EditDistance(strings.ToLower(k), strings.ToLower(near[0])) <= 3 {
 					return toolSpec{}, fmt.Errorf("unknown key %q (did you mean %q?)", k, near[0])
 				}
 				return toolSpec{}, fmt.Errorf("unknown key %q (a manifest holds %s)", k, strings.Join(manifestKeys, ", "))
