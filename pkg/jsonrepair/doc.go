@@ -74,8 +74,10 @@
 // and mangiucugna/json_repair, whose test suites run as conformance tables in this
 // package); where a text has no reading they share, it answers a *SyntaxError rather
 // than guess: a key with neither colon nor value ({"a", "b": 1}), a \u escape with
-// fewer than four hex digits inside the text, a NUL or other control character in a
-// string (a tab or a line break is escaped instead).
+// fewer than four hex digits inside the text (of a quoted string, or of one whose
+// opening quote is missing: {"a": x\u12"}; unquoted text without quotes keeps its
+// backslashes as characters, x\u12), a NUL or other control character in a string (a
+// tab or a line break is escaped instead).
 //
 // # Inside a longer text
 //

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/toolbus/toolbus/internal/corpus"
+	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
 // The seed corpus of FuzzRepair is testdata/fuzz/FuzzRepair/ (every input of the txtar
@@ -39,6 +43,7 @@ func FuzzRepair(f *testing.F) {
 		if json.Valid([]byte(s)) && utf8.ValidString(s) && (string(out) != s || repairs != nil) {
 			t.Fatalf("Repair(%q) changed valid JSON: %q %v", s, out, repairs)
 		}
+		checkEscapes(t, s, out, repairSet(repairs))
 		again, repairs2, err := Repair(string(out))
 		if err != nil || !bytes.Equal(again, out) || repairs2 != nil {
 			t.Fatalf("Repair is not idempotent on %q: %q %v %v", out, again, repairs2, err)
@@ -59,19 +64,19 @@ func FuzzReader(f *testing.F) {
 		}
 		at := int(from) % len(s)
 		rd := Reader{MaxDepth: 20, Args: args}
-		v, end, _, ok := rd.Value(s, at)
-		checkRead(t, &rd, s, at, []byte(v), end, ok)
+		v, end, repairs, ok := rd.Value(s, at)
+		checkRead(t, &rd, s, at, []byte(v), end, repairs, ok)
 		prefix := []byte("[0,")
-		out, end, _, ok := rd.AppendValue(prefix, s, at)
+		out, end, repairs, ok := rd.AppendValue(prefix, s, at)
 		if ok && !bytes.HasPrefix(out, prefix) {
 			t.Fatalf("AppendValue(%q, %d) lost what it appended to: %q", s, at, out)
 		}
-		checkRead(t, &rd, s, at, out[len(prefix):], end, ok)
+		checkRead(t, &rd, s, at, out[len(prefix):], end, repairs, ok)
 	})
 }
 
 // checkRead checks what a Reader's read of s at from must satisfy.
-func checkRead(t *testing.T, rd *Reader, s string, from int, v []byte, end int, ok bool) {
+func checkRead(t *testing.T, rd *Reader, s string, from int, v []byte, end int, repairs Repairs, ok bool) {
 	t.Helper()
 	se := rd.Err()
 	if !ok {
@@ -89,4 +94,86 @@ func checkRead(t *testing.T, rd *Reader, s string, from int, v []byte, end int, 
 	if end <= from || end > len(s) || rd.Stopped() != end {
 		t.Fatalf("read of %q at %d ended at %d (stopped %d)", s, from, end, rd.Stopped())
 	}
+	checkEscapes(t, s[from:end], v, repairs)
+}
+
+// checkEscapes checks that out, the JSON a repair made of the text in, lost none of
+// in's \u escapes, where a repairer that fails to read an escape and goes on drops
+// it and the text after it ({"a": x\u"} as {"a":"x"}). Each \u of in is in the
+// strings of out, keys and values, decoded: a \u with four hex digits (no surrogate)
+// as its character or as the six characters written (a backslash that is a
+// character: "\\u00e9", C:\u1234 in a path, x\u00e9 unquoted); a \u with fewer
+// hex digits and then another character, which no decoding makes a character, as the
+// characters written, or the repair fails. The text of an escape counts as often as in
+// holds it, so that one kept cannot stand for another dropped. Text that in holds
+// around or beside the value, which a repair drops on purpose (prose, comments, a
+// fence, a value the text ends in), exempts it: those repairs say so.
+func checkEscapes(t *testing.T, in string, out []byte, repairs Repairs) {
+	t.Helper()
+	if repairs&(LeadingText|TrailingText|Comments|CodeFence|TruncatedValue) != 0 || !strings.Contains(in, `\u`) {
+		return
+	}
+	want := map[string]int{} // the text of each escape: how often in holds it
+	for i := strings.Index(in, `\u`); i >= 0; i = indexFrom(in, `\u`, i+1) {
+		j := i + 2
+		for j < len(in) && j < i+6 && jsonscan.IsHex(in[j]) {
+			j++
+		}
+		if j < i+6 && j == len(in) {
+			continue // the text ends in it: a character cut off, or one to come
+		}
+		want[in[i:j]]++
+	}
+	var strs strings.Builder // out's strings, a NUL after each so that none runs into the next
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("repair of %q = %q: %v", in, out, err)
+		}
+		if str, ok := tok.(string); ok {
+			strs.WriteString(str)
+			strs.WriteByte(0)
+		}
+	}
+	got := strs.String()
+	for esc, n := range want {
+		have := strings.Count(got, esc)
+		if len(esc) == 6 {
+			cp, _ := strconv.ParseUint(esc[2:], 16, 32)
+			if utf8.ValidRune(rune(cp)) { // not a surrogate
+				have += strings.Count(got, string(rune(cp)))
+			} else {
+				continue
+			}
+		}
+		if have < n {
+			t.Fatalf("repair of %q = %q lost %q: %d of %d kept", in, out, esc, have, n)
+		}
+	}
+}
+
+// indexFrom returns the index of the first sub in s at or after i, or -1.
+func indexFrom(s, sub string, i int) int {
+	if k := strings.Index(s[i:], sub); k >= 0 {
+		return i + k
+	}
+	return -1
+}
+
+// repairSet is the set of the repairs Repair names.
+func repairSet(names []string) Repairs {
+	var set Repairs
+	for _, name := range names {
+		for i, n := range repairNames {
+			if n == name {
+				set |= 1 << i
+			}
+		}
+	}
+	return set
 }

@@ -67,7 +67,9 @@ func (rd *Reader) AppendValue(dst []byte, s string, from int) (out []byte, end i
 		r.fail(r.pos, "expected a JSON value, found "+Describe(s, r.pos))
 		return dst, 0, 0, false
 	}
-	if !r.value() {
+	// A failure recorded is the value's, also where reading went on past it: what
+	// failed is missing from the output.
+	if !r.value() || r.failed {
 		return dst, 0, 0, false
 	}
 	// The value is valid by construction; the check turns a bug into an error instead
@@ -76,9 +78,6 @@ func (rd *Reader) AppendValue(dst []byte, s string, from int) (out []byte, end i
 		r.fail(from, msgRepairBug)
 		return dst, 0, 0, false
 	}
-	// A failure that reading went on past (an escape in text read as an unquoted
-	// string) is no failure of the value.
-	r.failed, r.errAt = false, 0
 	return r.out, r.pos, r.fixes, true
 }
 

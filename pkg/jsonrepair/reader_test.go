@@ -15,6 +15,7 @@ func TestReader(t *testing.T) {
 		rest    string // the text after the value
 		repairs Repairs
 		wantErr error // nil: no error; else errors.Is target, or errSyntax for any
+		errAt   int   // with wantErr: the error's offset, unless 0
 	}{
 		{name: "valid, not copied", text: `x: {"a": [1, 2]} and more`, from: 2, want: `{"a": [1, 2]}`, rest: " and more"},
 		{name: "repaired", text: `Action: {'tool': 'clock',} then`, from: 7, want: `{"tool":"clock"}`, rest: " then", repairs: SingleQuotes | TrailingComma},
@@ -25,6 +26,14 @@ func TestReader(t *testing.T) {
 		{name: "nothing", text: "x   ", from: 1, wantErr: errSyntax},
 		{name: "no value", text: `{"a": 1 : 2}`, wantErr: errSyntax},
 		{name: "too deep", text: `[[[[1]]]]`, wantErr: ErrTooDeep},
+		// Text read as a string whose opening quote is missing has its escapes read, and
+		// one it cannot read fails the read, as in a quoted string: not "x", not "ab".
+		{name: "short unicode escape in unquoted text", text: `x: {"a": x\u"} more`, from: 3, wantErr: errSyntax, errAt: 10},
+		{name: "short unicode escape in unquoted element", text: `[ab\u1"]`, wantErr: errSyntax, errAt: 3},
+		{name: "short unicode escape in argument", text: `f(a=x\u12", b=1)`, from: 4, args: true, wantErr: errSyntax, errAt: 5},
+		{name: "short unicode escape in string", text: `{"a": "x\u"}`, wantErr: errSyntax, errAt: 8},
+		{name: "unicode escape in unquoted text", text: `{"a": x\u00e9"}`, want: `{"a":"x\u00e9"}`, repairs: UnclosedString},
+		{name: "backslash u kept in unquoted argument", text: `f(a=x\u1)`, from: 4, args: true, want: `"x\\u1"`, rest: `)`, repairs: UnquotedString},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,6 +43,12 @@ func TestReader(t *testing.T) {
 				se := rd.Err()
 				if ok || se == nil || tt.wantErr != errSyntax && !errors.Is(se, tt.wantErr) {
 					t.Fatalf("Value() = %q %v, error %v, want %v", v, ok, se, tt.wantErr)
+				}
+				if tt.errAt != 0 && se.Offset != tt.errAt {
+					t.Errorf("error at %d (%v), want at %d", se.Offset, se, tt.errAt)
+				}
+				if _, _, _, ok := rd.AppendValue([]byte("x"), tt.text, tt.from); ok || rd.Err() == nil {
+					t.Errorf("AppendValue() read a value, Value failed with %v", se)
 				}
 				if rd.Stopped() < se.Offset {
 					t.Errorf("Stopped() = %d before the error at %d", rd.Stopped(), se.Offset)

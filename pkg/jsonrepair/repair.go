@@ -143,7 +143,7 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, Repairs, erro
 			return nil, 0, newSyntaxError(s, r.pos, nil, "expected a JSON value, found "+Describe(s, r.pos))
 		}
 	}
-	if !r.value() {
+	if !r.value() || r.failed {
 		return nil, 0, r.syntaxError()
 	}
 	valueEnd := r.pos

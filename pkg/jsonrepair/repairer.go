@@ -48,8 +48,12 @@ func (r *repairer) initSize(src string, from, maxDepth, size int) {
 const msgRepairBug = "the JSON could not be repaired"
 
 // finish checks the output. It is valid by construction; the check turns a bug into an
-// error instead of a call with broken arguments.
+// error instead of a call with broken arguments. A failure recorded on the way is the
+// repair's, also where reading went on past it: what failed was dropped from the output.
 func (r *repairer) finish() (json.RawMessage, Repairs, error) {
+	if r.failed {
+		return nil, 0, r.syntaxError()
+	}
 	if len(r.out) == 0 || jsonscan.Check(r.out, r.maxDepth+1, jsonscan.Strict) != jsonscan.OK {
 		return nil, 0, &SyntaxError{Line: 1, Column: 1, Msg: msgRepairBug}
 	}
@@ -1123,7 +1127,9 @@ func (r *repairer) unquoted(start int) bool {
 		r.out = append(r.out, '"')
 		r.out = r.stringText(tok[:len(tok)-1], start)
 		r.out = append(r.out, '"')
-		return true
+		// Its escapes are read as a quoted string's are, and refused alike: {"a": x\u"}
+		// is no "x" (the escape and what follows it dropped), as {"a": "x\u"} is none.
+		return !r.failed
 	}
 	if i == len(s) {
 		r.fixes |= TruncatedValue
@@ -1147,6 +1153,8 @@ func (r *repairer) keyAt(i int) bool {
 
 // stringText writes t, the text of a double-quoted string that starts at s[at], as
 // the text of a JSON string: its escapes kept, quotes and control characters escaped.
+// An escape it cannot read (\u without four hex digits) fails the repairer (r.failed),
+// and the text after it is not written.
 func (r *repairer) stringText(t string, at int) []byte {
 	out := r.out
 	for i := 0; i < len(t); {
@@ -1154,6 +1162,9 @@ func (r *repairer) stringText(t string, at int) []byte {
 		case c == '\\':
 			var next int
 			next, out = r.escape(quoteDouble, at+i, out, false)
+			if r.failed {
+				return out
+			}
 			i = next - at
 		case c == '"':
 			out = append(out, '\\', '"')
