@@ -82,7 +82,7 @@ func TestExecuteStage(t *testing.T) {
 		{name: "a recent claim on the last delivery: outcome unknown", prior: "recent", deliveries: []delivery{{5, true}},
 			want: []string{string(messages.CodeOutcomeUnknown)}, wantRuns: 0, wantClaims: "begin r/0,finish r/0"},
 		{name: "abandoned idempotent call runs again", info: messages.ToolInfo{Idempotent: true}, prior: "running", deliveries: []delivery{{2, false}},
-			want: []string{"ok"}, wantRuns: 1, wantClaims: "begin r/0,finish r/0"},
+			want: []string{"ok"}, wantRuns: 1, wantClaims: "begin r/0,take over r/0,finish r/0"},
 		{name: "a call the parser refused is answered, never run", parserErr: true, deliveries: []delivery{{1, false}},
 			want: []string{string(messages.CodeParseError)}, wantRuns: 0},
 		{name: "transient failure is handed back, then succeeds", fail: unsent(3),

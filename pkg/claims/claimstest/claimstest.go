@@ -4,6 +4,7 @@ package claimstest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -13,7 +14,7 @@ import (
 )
 
 // Memory implements claims.Store in memory and logs each operation ("begin id",
-// "finish id", "release id"). The zero value is ready.
+// "take over id", "finish id", "release id"). The zero value is ready.
 type Memory struct {
 	mu  sync.Mutex
 	m   map[string]claims.Record
@@ -60,10 +61,17 @@ func (c *Memory) Begin(_ context.Context, id string) (claims.Claim, error) {
 	return claims.Claim{Abandoned: &prev}, nil
 }
 
-// TakeOver implements claims.Store.
+// TakeOver implements claims.Store, with compare-and-set as the calls bucket does it: it
+// fails when the record is no longer the abandoned one cl saw (another delivery took the
+// call over, or finished it).
 func (c *Memory) TakeOver(_ context.Context, id string, cl *claims.Claim) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.log = append(c.log, "take over "+id)
+	if cur, ok := c.m[id]; cl.Abandoned == nil || !ok || cur.State != cl.Abandoned.State || cur.Owner != cl.Abandoned.Owner ||
+		!cur.Started.Equal(cl.Abandoned.Started) || cur.Result != nil {
+		return fmt.Errorf("claim %s: taken over or finished by another delivery", id)
+	}
 	c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
 	cl.Abandoned = nil
 	return nil
