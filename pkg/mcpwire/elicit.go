@@ -47,15 +47,27 @@ func (s *server) track(ctx context.Context) func() {
 }
 
 // ask answers a server's elicitation request under the policy "ask": it goes to the
-// one asker whose calls are under way on the server, within that call's time; with
-// calls of several askers at once (toolbus cannot tell whose request it is), with none,
-// or when asking fails, it is declined.
+// one asker whose calls are under way on the server, within that call's time — on a
+// conversation's own session, to that conversation; with calls of several askers at once
+// on a shared session (toolbus cannot tell whose request it is), with none, or when
+// asking fails, it is declined.
 func (s *server) ask(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	s.mu.Lock()
+	// A request on a conversation's own session is that conversation's question.
+	owner := ""
+	if req != nil && req.Session != nil {
+		for conv, c := range s.convs.open {
+			if ms, ok := c.sess.(*mcpSession); ok && ms.cs == req.Session {
+				owner = conv
+				break
+			}
+		}
+	}
 	var call *inflight
 	several := false
 	for c := range s.inflight {
 		switch {
+		case owner != "" && c.asker != owner:
 		case call == nil:
 			call = c
 		case c.asker != call.asker:

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -120,4 +122,51 @@ func TestOAuthConfigValidated(t *testing.T) {
 			t.Errorf("%s: Validate() = %v", tt.name, err)
 		}
 	}
+}
+
+// Under "ask", a question that comes on a conversation's own session goes to that
+// conversation, even while another conversation's call is under way on the server (on a
+// shared session toolbus could not tell whose question it is, and declines).
+func TestElicitationAsksTheSessionsConversation(t *testing.T) {
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	both := make(chan struct{})
+	go func() { arrived.Wait(); close(both) }()
+	s := mcp.NewServer(&mcp.Implementation{Name: "eliciting"}, nil)
+	s.AddTool(&mcp.Tool{Name: "book", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if len(req.Params.InputResponses) == 0 {
+			arrived.Done()
+			select { // both conversations' calls are under way when either asks
+			case <-both:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"seat": &mcp.ElicitParams{Message: "Which seat?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"seat": map[string]any{"type": "string"}}}}}}, nil
+		}
+		b, _ := json.Marshal(req.Params.InputResponses["seat"])
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+	})
+	cfg := placeholder
+	cfg.Elicitation, cfg.Sessions = mcpwire.ElicitAsk, mcpwire.SessionsConversation
+	p := newPool(t, map[string]mcpwire.ServerConfig{"air": cfg}, &mcpwire.Options{Dial: inMemory(s),
+		Ask: func(_ context.Context, _, asker string, _ *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"seat": "seat of " + asker}}, nil
+		}})
+	var wg sync.WaitGroup
+	for _, conv := range []string{"conv-a", "conv-b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := p.Call(mcpwire.WithConversation(ctxT(t), conv), "air__book", json.RawMessage(`{}`))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if want := `"seat of ` + conv + `"`; !strings.Contains(string(out), want) {
+				t.Errorf("%s was answered %s, want its own conversation's answer %s", conv, out, want)
+			}
+		}()
+	}
+	wg.Wait()
 }
