@@ -271,11 +271,11 @@ func needs() map[string]serviceNeeds {
 		// work queues and answers them, a lost response with an output.
 		toolbus.Executor: {
 			publish: cat(provision, consume(messages.ConsumerExecutor), consume(messages.ConsumerDeadLetter),
-				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketCatalog), objPut,
+				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketOwners), kv(messages.BucketCatalog), objPut,
 				watch(messages.BucketCatalog), watch(messages.BucketHealth),
-				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1")},
+				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1"), messages.ExecSubject("executor-abc")},
 				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
-			subscribe: service(toolbus.Executor),
+			subscribe: append(service(toolbus.Executor), messages.ExecSubject("executor-abc")),
 		},
 		toolbus.Formatter: {
 			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), objPut, []string{messages.OutputSubject("c1"), messages.CallSubject("c1"), messages.DeadSubject("c1")}),
@@ -310,11 +310,11 @@ func needs() map[string]serviceNeeds {
 var denied = map[string]serviceNeeds{
 	toolbus.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), "$O." + messages.BucketResults + ".C.abc",
 		"$KV." + messages.BucketCalls + ".k", "$JS.API.STREAM.DELETE." + messages.StreamCalls, "$JS.API.STREAM.PURGE." + messages.StreamResponses,
-		"$JS.API.STREAM.MSG.DELETE." + messages.StreamResponses}},
+		"$JS.API.STREAM.MSG.DELETE." + messages.StreamResponses, messages.ExecSubject("executor-abc")}},
 	toolbus.Executor: {publish: []string{messages.CallSubject("c1"), messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",
 		"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamResponses + "." + messages.ConsumerParser, "$JS.API.STREAM.MSG.DELETE." + messages.StreamOutput}},
-	toolbus.Formatter: {publish: []string{messages.ResultSubject("c1"), "$KV." + messages.BucketSessions + ".k"}},
-	toolbus.Healthd: {publish: []string{messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.CallSubject("c1")},
+	toolbus.Formatter: {publish: []string{messages.ResultSubject("c1"), "$KV." + messages.BucketSessions + ".k", messages.ExecSubject("executor-abc")}},
+	toolbus.Healthd: {publish: []string{messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.CallSubject("c1"), messages.ExecSubject("executor-abc")},
 		subscribe: []string{messages.CallSubject("c1"), messages.StatusSubject(toolbus.Executor)}},
 	consoleU: {publish: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.StreamSubject("c1"),
 		"$KV." + messages.BucketHealth + ".s", "$JS.API.STREAM.PURGE." + messages.StreamDead, "$JS.API.STREAM.MSG.DELETE." + messages.StreamDead,
@@ -324,8 +324,8 @@ var denied = map[string]serviceNeeds{
 			"$KV." + messages.BucketSessions + ".c1", "$JS.API.STREAM.CREATE." + messages.StreamResponses,
 			"$JS.API.STREAM.DELETE." + messages.StreamOutput, "$JS.API.STREAM.PURGE." + messages.StreamOutput,
 			"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamCalls + "." + messages.ConsumerExecutor,
-			"$JS.API.DIRECT.GET.KV_" + messages.BucketCalls},
-		subscribe: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.ResponseSubject("c1"), messages.HealthSubject("s")},
+			"$JS.API.DIRECT.GET.KV_" + messages.BucketCalls, messages.ExecSubject("executor-abc"), "$KV." + messages.BucketOwners + ".k"},
+		subscribe: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.ResponseSubject("c1"), messages.HealthSubject("s"), messages.ExecSubject("executor-abc")},
 	},
 }
 
@@ -372,7 +372,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 		"DELETE": true, "DURABLE": true, "MSG": true, "GET": true, "NEXT": true, "DIRECT": true, "ACK": true, "FC": true,
 		"$KV": true, "$SRV": true, "_INBOX": true, ">": true, "*": true, "PURGE": true, "$O": true,
 	}
-	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress,
+	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec,
 		messages.StatusSubject(toolbus.Parser), messages.StatusSubject(toolbus.Executor), messages.StatusSubject(toolbus.Formatter), messages.StatusSubject(toolbus.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true

@@ -32,6 +32,8 @@ const (
 	AllElicit    = elicitRoot + ".>"
 	AllStream    = streamRoot + ".>"
 	AllProgress  = progressRoot + ".>"
+	// AllExec: the calls forwarded to the executor holding a conversation's session.
+	AllExec = execRoot + ".>"
 )
 
 // StreamSubject is where an orchestrator publishes a response chunk by chunk while the
