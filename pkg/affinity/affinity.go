@@ -48,8 +48,15 @@ type Lease struct {
 	revision uint64
 }
 
+// touchAfter is how old a held record gets before its holder writes it again, well within
+// the bucket's age limit (a day).
+const touchAfter = time.Hour
+
 // ErrGone is returned by [Owners.Forward] when the holder of a session cannot be reached.
 var ErrGone = errors.New("the executor holding the session is gone")
+
+// ErrNoAnswer is returned by [Owners.Forward] when the holder did not answer in time.
+var ErrNoAnswer = errors.New("no answer from the executor holding the session")
 
 // Owners records and reaches the holders of sessions. Self names this replica.
 type Owners struct {
@@ -95,6 +102,13 @@ func (o *Owners) Acquire(ctx context.Context, server, conversation string) (Leas
 			l = Lease{} // unreadable: taken over below as a gone holder's
 		}
 		l.key, l.revision, l.Mine = key, e.Revision(), l.Owner == o.Self
+		if l.Mine && time.Since(e.Created()) > touchAfter {
+			// The bucket forgets a record a day after its last write: a conversation in
+			// use keeps its record by the holder writing it again now and then.
+			if rev, err := o.KV.Update(ctx, key, l.encode(), l.revision); err == nil {
+				l.revision = rev
+			}
+		}
 		return l, nil
 	}
 }
@@ -164,10 +178,13 @@ type outgoing struct {
 	Body    []byte   `json:"body"`
 }
 
-// Forward runs the delivery d on the holder of l and returns what it answered, as the
-// handler would have. While the call runs there the holder is pinged; [ErrGone] when it
-// cannot be reached, before the call (no responder) or during it.
-func (o *Owners) Forward(ctx context.Context, owner string, d *bus.Delivery) ([]bus.Outgoing, error) {
+// Forward runs the delivery d on the holder owner and returns what it answered, as the
+// handler would have. While the call runs there the holder is pinged. [ErrGone] when the
+// holder cannot be reached — no responder to the call, or to three pings in a row (a
+// reconnecting holder misses one) — before or during the call; [ErrNoAnswer] when no
+// answer came within wait (an answer lost with a connection): the caller hands the
+// delivery back, and its next delivery finds the call's claim or runs it again.
+func (o *Owners) Forward(ctx context.Context, owner string, d *bus.Delivery, wait time.Duration) ([]bus.Outgoing, error) {
 	msg := nats.NewMsg(messages.ExecSubject(owner))
 	msg.Data = d.Data
 	for k, v := range d.Header {
@@ -180,6 +197,8 @@ func (o *Owners) Forward(ctx context.Context, owner string, d *bus.Delivery) ([]
 	}
 	bus.InjectTrace(ctx, msg.Header)
 
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel() // ends the request below when the holder is found gone
 	type answer struct {
 		m   *nats.Msg
 		err error
@@ -194,24 +213,47 @@ func (o *Owners) Forward(ctx context.Context, owner string, d *bus.Delivery) ([]
 	for {
 		select {
 		case a := <-answers:
-			if errors.Is(a.err, nats.ErrNoResponders) {
+			switch {
+			case errors.Is(a.err, nats.ErrNoResponders):
+				if o.alive(ctx, owner) {
+					return nil, fmt.Errorf("%w: the holder %s did not take the call", ErrNoAnswer, owner)
+				}
 				return nil, fmt.Errorf("%w: %s", ErrGone, owner)
-			}
-			if a.err != nil {
+			case errors.Is(a.err, context.DeadlineExceeded):
+				return nil, fmt.Errorf("%w from %s within %v", ErrNoAnswer, owner, wait)
+			case a.err != nil:
 				return nil, a.err
 			}
 			return decodeReply(a.m.Data)
 		case <-ping.C:
-			p := nats.NewMsg(messages.ExecSubject(owner))
-			p.Header.Set(headerPing, "1")
-			pctx, cancel := context.WithTimeout(ctx, o.ping())
-			_, err := o.Conn.RequestMsgWithContext(pctx, p)
-			cancel()
-			if errors.Is(err, nats.ErrNoResponders) {
+			if !o.alive(ctx, owner) && ctx.Err() == nil {
 				return nil, fmt.Errorf("%w: %s stopped while it ran the call", ErrGone, owner)
 			}
 		}
 	}
+}
+
+// alive pings owner up to three times, 300 ms apart, until one answers: a holder whose
+// connection is being re-established misses a ping or two, and is not gone.
+func (o *Owners) alive(ctx context.Context, owner string) bool {
+	for try := range 3 {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return true // not known to be gone
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+		p := nats.NewMsg(messages.ExecSubject(owner))
+		p.Header.Set(headerPing, "1")
+		pctx, cancel := context.WithTimeout(ctx, o.ping())
+		_, err := o.Conn.RequestMsgWithContext(pctx, p)
+		cancel()
+		if !errors.Is(err, nats.ErrNoResponders) {
+			return true
+		}
+	}
+	return false
 }
 
 func (o *Owners) ping() time.Duration {

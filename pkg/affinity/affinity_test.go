@@ -149,17 +149,17 @@ func TestForward(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // subscribed
 	d := &bus.Delivery{Subject: messages.CallSubject("conv-1"), Header: nats.Header{}, Data: []byte("call"), Delivered: 3, Last: true}
 	d.Meta = bus.MetaFrom(d.Subject, d.Header)
-	out, err := puller.Forward(context.Background(), "holder", d)
+	out, err := puller.Forward(context.Background(), "holder", d, time.Minute)
 	if err != nil || len(out) != 1 || string(out[0].Body) != "ran call" || out[0].Meta.MsgID != "id-call" || out[0].Meta.Conversation != "conv-1" {
 		t.Fatalf("forwarded: %+v, %v", out, err)
 	}
 	d.Data = []byte("hand back")
-	_, err = puller.Forward(context.Background(), "holder", d)
+	_, err = puller.Forward(context.Background(), "holder", d, time.Minute)
 	var re *bus.RetryError
 	if !errors.As(err, &re) || re.Delay != 1500*time.Millisecond {
 		t.Errorf("a hand-back came back as %v", err)
 	}
-	if _, err := puller.Forward(context.Background(), "nobody", d); !errors.Is(err, affinity.ErrGone) {
+	if _, err := puller.Forward(context.Background(), "nobody", d, time.Minute); !errors.Is(err, affinity.ErrGone) {
 		t.Errorf("forwarding to no holder: %v, want ErrGone", err)
 	}
 
@@ -167,7 +167,7 @@ func TestForward(t *testing.T) {
 	d.Data = []byte("slow")
 	gone := make(chan error, 1)
 	go func() {
-		_, err := puller.Forward(context.Background(), "holder", d)
+		_, err := puller.Forward(context.Background(), "holder", d, time.Minute)
 		gone <- err
 	}()
 	time.Sleep(100 * time.Millisecond)

@@ -146,7 +146,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		var out []bus.Outgoing
 		var there bool
 		var err error
-		if out, there, lease, err = s.place(ctx, route.Session, call, d); err != nil || there {
+		if out, there, lease, err = s.place(ctx, route.Session, call, route, d); err != nil || there {
 			return out, err
 		}
 	}
@@ -192,9 +192,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	}
 	var session mcpwire.SessionReport
 	res, oc := s.Exec.ExecuteRoute(mcpwire.WithReport(ctx, &session), call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts})
-	if session.Opened {
-		res.Notice = s.reset(ctx, route.Session, session, lease)
-	}
+	res.Notice = s.Exec.Redact.String(s.notice(route.Session, session, lease))
 	if res.Error != nil {
 		res.Error.Message = s.Exec.Redact.String(res.Error.Message)
 		span.SetStatus(codes.Error, string(res.Error.Code)) // the call failed, as the model is told: Jaeger's error filter finds it
@@ -225,6 +223,10 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		}
 		return nil, bus.Retry(fmt.Errorf("call %s: %s", call.ID, res.Error.Message), s.redeliveryDelay())
 	}
+	if s.Owners != nil && route.Session != "" && (session.Opened || lease.Ended != "") {
+		// Said in this answer: later calls of the conversation run in the session as usual.
+		s.Owners.Opened(ctx, lease)
+	}
 	s.Exec.RecordCall(ctx, call, route, routeErr, res, first) // once, answered
 	return s.finish(ctx, call, res, claimed, !res.Success && oc.Retryable)
 }
@@ -232,43 +234,60 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 // place finds the replica that holds the conversation's session with server: this one
 // (there false, with the lease), or another, which ran the call (there true, with what
 // it answered). A holder that is gone is replaced by this replica.
-func (s *Stage) place(ctx context.Context, server string, call messages.ToolCall, d *bus.Delivery) (out []bus.Outgoing, there bool, l affinity.Lease, err error) {
+func (s *Stage) place(ctx context.Context, server string, call messages.ToolCall, route Route, d *bus.Delivery) (out []bus.Outgoing, there bool, l affinity.Lease, err error) {
+	// Whatever goes wrong here is handed back, never answered: the call has not run.
+	retry := func(err error) error {
+		return bus.Retry(fmt.Errorf("the conversation's session with %q: %w", server, err), s.redeliveryDelay())
+	}
 	l, err = s.Owners.Acquire(ctx, server, call.Conversation)
 	if err != nil {
-		return nil, false, l, bus.Retry(fmt.Errorf("the holder of the conversation's session with %q: %w", server, err), s.redeliveryDelay())
+		return nil, false, l, retry(err)
 	}
 	if l.Mine || affinity.Forwarded(ctx) {
 		// A forwarded call runs here, whoever the bucket names by now.
 		return nil, false, l, nil
 	}
+	// The holder answers within the call's budget, or hands it back; beyond that (and
+	// the time it may take to store a result through an outage) its answer was lost.
+	wait := max(time.Until(s.Exec.Budget(call, route, time.Now())), 0) + s.storeWait()
 	for range 3 {
-		out, err = s.Owners.Forward(ctx, l.Owner, d)
-		if !errors.Is(err, affinity.ErrGone) {
-			return out, true, l, err
+		out, err = s.Owners.Forward(ctx, l.Owner, d, wait)
+		switch {
+		case err == nil:
+			return out, true, l, nil
+		case !errors.Is(err, affinity.ErrGone):
+			var re *bus.RetryError
+			if errors.As(err, &re) {
+				return nil, true, l, err // the holder handed it back
+			}
+			return nil, true, l, retry(err)
 		}
 		if l, err = s.Owners.TakeOver(ctx, l, server, call.Conversation); err != nil {
-			return nil, false, l, bus.Retry(err, s.redeliveryDelay())
+			return nil, false, l, retry(err)
 		}
 		if l.Mine {
 			return nil, false, l, nil
 		}
 	}
-	return nil, false, l, bus.Retry(fmt.Errorf("the holder of the conversation's session with %q keeps changing", server), s.redeliveryDelay())
+	return nil, false, l, retry(errors.New("its holder keeps changing"))
 }
 
-// reset records a conversation's new session with server, and is the notice of the
-// call that opened it when the conversation had one before: its state is gone.
-func (s *Stage) reset(ctx context.Context, server string, r mcpwire.SessionReport, l affinity.Lease) string {
-	why := cmp.Or(r.Ended, l.Ended)
-	if s.Owners != nil && server != "" {
-		s.Owners.Opened(ctx, l)
-	}
-	if why == "" && !l.Opened {
-		return "" // the conversation's first session
+// notice is what the result of a call must say of its session: that it ran in a new
+// session of server, the conversation's previous one lost, when the pool opened one for
+// it after an earlier one (r) or the holder's record says one was lost (l).
+func (s *Stage) notice(server string, r mcpwire.SessionReport, l affinity.Lease) string {
+	why := ""
+	switch {
+	case r.Opened && (r.Ended != "" || l.Opened):
+		why = cmp.Or(r.Ended, l.Ended, "it was closed")
+	case l.Ended != "" && l.Mine:
+		why = l.Ended // taken over on an earlier delivery, not yet said
+	default:
+		return ""
 	}
 	return fmt.Sprintf("this call ran in a new session of the server %q: the conversation's previous session ended (%s), "+
 		"so whatever earlier calls set in it (a working directory, an open page, an activated mode) is gone and may need to be set again",
-		server, cmp.Or(why, "it was closed"))
+		server, why)
 }
 
 // finish stores the result of a claimed call and answers it; an exhausted call is also

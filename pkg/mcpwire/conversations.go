@@ -175,7 +175,11 @@ func (s *server) conversationSession(ctx context.Context, conv string) (sess ses
 			// Its session ended under it (a stdio server exited): the next one is new.
 			delete(s.convs.open, conv)
 			if c.err == nil {
-				s.endedLocked(conv, "the server ended the session (a stdio server's process exited)")
+				why := "the server ended it (its process exited)"
+				if s.cfg.Transport() != TransportStdio {
+					why = "the server ended it (the connection closed)"
+				}
+				s.endedLocked(conv, why)
 				go s.closeConversation(c)
 			}
 			s.freedLocked()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -286,11 +287,23 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		// The pool's servers (child processes among them) start with the service, not at
 		// the first call, so that their tools join the catalog the parser recognises
 		// calls by; they live as long as the service.
+		// On a stop, the calls under way (pulled, or forwarded here by other replicas)
+		// finish on their sessions first: the pool closes after the stage's runners and
+		// the forwarded calls' server returned.
+		var calling sync.WaitGroup
 		runs = append(runs, func(ctx context.Context) error {
 			_ = pool.Connect(ctx) // a server that fails is logged, reported and tried again
 			<-ctx.Done()
+			calling.Wait()
 			return pool.Close()
 		})
+		during := func(run runFunc) runFunc {
+			calling.Add(1)
+			return func(ctx context.Context) error {
+				defer calling.Done()
+				return run(ctx)
+			}
+		}
 		kept, err := resultStore(ctx, js)
 		if err != nil {
 			return nil, err
@@ -316,16 +329,16 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 				Results:              kept, Owners: owners}
 			if i == 0 && owners != nil {
 				handle := bus.Decoded(executor.Decode, st.Execute)
-				runs = append(runs, func(ctx context.Context) error {
+				runs = append(runs, during(func(ctx context.Context) error {
 					return owners.Serve(ctx, func(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
 						ctx, span := tracer.Start(ctx, "execute forwarded", trace.WithSpanKind(trace.SpanKindConsumer))
 						defer span.End()
 						return handle(ctx, d)
 					})
-				})
+				}))
 			}
-			runs = append(runs, runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true,
-				bus.RunOptions{Concurrency: cmp.Or(o.Config.Executor.Concurrency, 16), Prefetch: executorPrefetch(o.Config.Executor.Prefetch), SpanName: "execute", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+			runs = append(runs, during(runStage(js, messages.StreamCalls, messages.ConsumerExecutor, bus.Decoded(executor.Decode, st.Execute), true,
+				bus.RunOptions{Concurrency: cmp.Or(o.Config.Executor.Concurrency, 16), Prefetch: executorPrefetch(o.Config.Executor.Prefetch), SpanName: "execute", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log})))
 			if i == 0 {
 				dl := &deadletter.Stage{Messages: deadletter.Streams{JS: js}, Claims: claims.KV{KV: calls, Owner: owner}}
 				runs = append(runs, runStage(js, messages.StreamAdvisories, messages.ConsumerDeadLetter, bus.Decoded(deadletter.Decode, dl.Handle), false,
