@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -46,6 +47,11 @@ func (p RetryPolicy) backoff(ctx context.Context) backoff.BackOff {
 // Executor runs calls on their backends. It knows nothing of NATS.
 type Executor struct {
 	Router *Router
+	// running holds the claimed calls under way in this process (call id → closed when
+	// the call's result is stored), shared by its stage replicas: a redelivery of a call
+	// this process is still running waits for its result instead of taking the call for
+	// abandoned.
+	running sync.Map
 	// Timeout is a call's time budget, from its first attempt to its answer, across
 	// attempts and deliveries (each attempt gets what remains), unless ToolTimeouts or
 	// the route (an MCP server's timeout) say otherwise; a call's own Deadline

@@ -159,6 +159,20 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 			return nil, bus.Retry(err, s.redeliveryDelay())
 		}
 	}
+	if claim.Abandoned != nil {
+		if running, ok := s.Exec.running.Load(call.ID); ok {
+			// This process is running the call still (a delivery handed back, or the call
+			// forwarded here again): wait for its result rather than call it abandoned.
+			select {
+			case <-running.(chan struct{}):
+			case <-ctx.Done():
+				return nil, bus.Retry(fmt.Errorf("call %s is still running here", call.ID), s.redeliveryDelay())
+			}
+			// Its outcome is in the claim now: the next delivery answers with it (or runs a
+			// released call again), as any redelivery does.
+			return nil, bus.Retry(fmt.Errorf("call %s was running here; its outcome is stored", call.ID), 50*time.Millisecond)
+		}
+	}
 	switch {
 	case claim.Result != nil:
 		// Done before (the ack or the publish was lost): answer again, de-duplicated.
@@ -186,6 +200,11 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		}
 	}
 
+	if claimed {
+		done := make(chan struct{})
+		s.Exec.running.Store(call.ID, done)
+		defer func() { s.Exec.running.Delete(call.ID); close(done) }()
+	}
 	first := claim.FirstAttempt // the call's time budget counts from its first attempt
 	if first.IsZero() {
 		first = time.Now()

@@ -404,3 +404,56 @@ func TestTimedOutCallCountsOnce(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A redelivery of a call this process is still running (handed back while it ran, or
+// forwarded here again) waits for the run to end and is handed back, to be answered with
+// the stored result; it never takes the call for abandoned (outcome_unknown) nor runs it
+// twice.
+func TestRedeliveryOfACallRunningHere(t *testing.T) {
+	var runs atomic.Int32
+	release := make(chan struct{})
+	started := make(chan struct{})
+	reg := localtools.New()
+	reg.Add(localtools.Tool{Info: messages.ToolInfo{Name: "slow"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		runs.Add(1)
+		close(started)
+		<-release
+		return json.RawMessage(`"done"`), nil
+	}})
+	cl := &claimstest.Memory{}
+	s := &Stage{Claims: cl, Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg})}}
+	call := messages.ToolCall{ID: "r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: "slow", Arguments: json.RawMessage(`{}`)}
+	first := make(chan []bus.Outgoing, 1)
+	go func() {
+		out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 1})
+		if err != nil {
+			t.Error(err)
+		}
+		first <- out
+	}()
+	<-started
+	again := make(chan error, 1)
+	go func() {
+		_, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 2, Last: true})
+		again <- err
+	}()
+	select {
+	case err := <-again:
+		t.Fatalf("the redelivery was answered while the call ran: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	var retry *bus.RetryError
+	if err := <-again; !errors.As(err, &retry) {
+		t.Errorf("the redelivery after the run: %v, want a hand-back", err)
+	}
+	<-first
+	out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 3, Last: true})
+	var res messages.ToolResult
+	if err != nil || len(out) == 0 || json.Unmarshal(out[0].Body, &res) != nil || !res.Success || string(res.Result) != `"done"` {
+		t.Errorf("the next delivery: %v, %+v; want the stored result", err, res)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("ran %d times, want 1", n)
+	}
+}
