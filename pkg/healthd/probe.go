@@ -41,6 +41,10 @@ type Target struct {
 	Name      string
 	Transport string
 	Probe     func(ctx context.Context) Result
+	// Timeout, when longer than the prober's, is this target's time limit: a stdio
+	// server's probe starts its process (`npx -y` fetching a package cold takes seconds),
+	// so it gets the server's own timeout (its `timeout`, default 60s).
+	Timeout time.Duration
 	// spec is the configuration the target was built from: a target whose spec changes
 	// with a configuration reload is probed anew.
 	spec string
@@ -106,7 +110,11 @@ const closeGrace = 2 * time.Second
 // executor's pool does.
 func serverTarget(name string, sc mcpwire.ServerConfig, base *http.Client, tokens oauth.TokenStore) Target {
 	spec, _ := json.Marshal(sc)
-	return Target{Name: name, Transport: string(sc.Transport()), spec: string(spec), Probe: func(ctx context.Context) Result {
+	var limit time.Duration
+	if sc.Transport() == mcpwire.TransportStdio {
+		limit = sc.CallTimeout()
+	}
+	return Target{Name: name, Transport: string(sc.Transport()), spec: string(spec), Timeout: limit, Probe: func(ctx context.Context) Result {
 		r := mcpwire.Probe(ctx, name, sc, &mcpwire.ProbeOptions{HTTPClient: base, ClientName: "toolbus-healthd", Tokens: tokens})
 		return Result{Latency: r.Latency, Protocol: r.Protocol, Tools: r.Tools, Err: r.Err, Note: r.Note}
 	}}
@@ -198,6 +206,7 @@ func ProbeAll(ctx context.Context, targets []Target, timeout time.Duration) []me
 // grace for closing) is reported as failed and left to finish on its own; exited, when
 // set, is called when it does.
 func runProbe(ctx context.Context, t Target, timeout time.Duration, exited func()) Result {
+	timeout = max(timeout, t.Timeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	done := make(chan Result, 1)
 	start := time.Now()

@@ -152,6 +152,10 @@ func TestProbe(t *testing.T) {
 		// ("in time"), not by the backstop that gives up on a probe ignoring it ("within").
 		{name: "http hanging", server: mcpwire.ServerConfig{Type: "http", URL: hanging.URL()}, timeout: 500 * time.Millisecond, wantErr: "no answer in time"},
 		{name: "stdio, no such command", server: mcpwire.ServerConfig{Command: filepath.Join(t.TempDir(), "missing")}, wantErr: "connect"},
+		// A stdio server that takes longer to start than the prober's limit (as `npx -y`
+		// does cold) is up: its probe has the server's own timeout.
+		{name: "stdio, slow to start", server: mcpwire.ServerConfig{Command: "/bin/sh", Args: []string{"-c", "sleep 1; exec " + os.Args[0]},
+			Env: map[string]string{stdioServerEnv: "1"}}, timeout: 200 * time.Millisecond, wantProtocol: "2026-07-28", wantTools: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
