@@ -106,7 +106,9 @@ func everythingPID(t *testing.T, pids []int) int {
 func TestMCPHTTPServerRestartedThroughPipeline(t *testing.T) {
 	port := mcptest.FreePort(t)
 	server, url := mcpStartEverything(t, "streamableHttp", port)
-	cfg := mcpConfig(t, `{"mcpServers": {"remote": {"type": "http", "url": "`+url+`/mcp"}}}`)
+	// The server's shared session is the one restarted here (a conversation's own session
+	// replaced is mcpwire's TestConversationSessionLost).
+	cfg := mcpConfig(t, `{"mcpServers": {"remote": {"type": "http", "url": "`+url+`/mcp", "sessions": "shared"}}}`)
 	p := startMCPPipeline(t, cfg, nil)
 
 	r := p.ask(mcpCall{"remote__echo", map[string]any{"message": "before"}})
