@@ -2,6 +2,7 @@ package toolbus_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -80,7 +81,7 @@ func newFaultRig(t *testing.T) *faultRig {
 func (r *faultRig) startExecutor(name string) *exec.Cmd {
 	r.t.Helper()
 	cmd := exec.Command(r.executor, "--nats", r.url, "--config", r.cfgPath, "--ops-addr", "127.0.0.1:0")
-	cmd.Stderr = &prefixWriter{t: r.t, prefix: name}
+	cmd.Stderr = &prefixWriter{t: r.t, prefix: name, ready: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
@@ -91,11 +92,17 @@ type prefixWriter struct {
 	t      *testing.T
 	prefix string
 	mu     sync.Mutex
+	// ready, when set, is closed when the process logs that its services are ready.
+	ready chan struct{}
 }
 
 func (w *prefixWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.ready != nil && bytes.Contains(p, []byte(`"msg":"ready"`)) {
+		close(w.ready)
+		w.ready = nil
+	}
 	if testing.Verbose() {
 		for _, l := range strings.Split(strings.TrimSpace(string(p)), "\n") {
 			w.t.Logf("%s: %s", w.prefix, l)
@@ -253,7 +260,10 @@ func TestCrashExecutorsRepeatedly(t *testing.T) {
 }
 
 // killer runs n processes and kills one of them with SIGKILL, in turn, every interval,
-// starting another in its place, until stop.
+// starting another in its place, until stop. The interval counts from the moment the
+// replacement said it is ready (a process whose stderr is a *prefixWriter with ready
+// set), so that on a busy machine, where a process takes long to start, the processes
+// still work between kills.
 type killer struct {
 	mu    sync.Mutex
 	procs []*exec.Cmd
@@ -292,7 +302,21 @@ func startKilling(t *testing.T, n int, interval time.Duration, start func(i int)
 			k.procs[p].Wait()
 			k.kills++
 			k.procs[p] = start(p)
+			var ready chan struct{}
+			if w, ok := k.procs[p].Stderr.(*prefixWriter); ok {
+				w.mu.Lock()
+				ready = w.ready
+				w.mu.Unlock()
+			}
 			k.mu.Unlock()
+			if ready != nil {
+				select {
+				case <-ready:
+				case <-k.quit:
+					return
+				case <-time.After(time.Minute):
+				}
+			}
 		}
 	}()
 	return k

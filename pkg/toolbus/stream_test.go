@@ -307,7 +307,7 @@ func TestCrashParsersMidStream(t *testing.T) {
 	}
 	startParser := func(name string) *exec.Cmd {
 		cmd := exec.Command(parserBin, "--nats", r.url, "--config", r.cfgPath, "--ops-addr", "127.0.0.1:0")
-		cmd.Stderr = &prefixWriter{t: t, prefix: name}
+		cmd.Stderr = &prefixWriter{t: t, prefix: name, ready: make(chan struct{})}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
