@@ -211,7 +211,11 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	}
 	var session mcpwire.SessionReport
 	res, oc := s.Exec.ExecuteRoute(mcpwire.WithReport(ctx, &session), call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts})
-	res.Notice = s.Exec.Redact.String(s.notice(route.Session, session, lease))
+	if route.Session != "" { // only a conversation's own session has anything to say
+		if n := s.notice(route.Session, session, lease); n != "" {
+			res.Notice = s.Exec.Redact.String(n)
+		}
+	}
 	if res.Error != nil {
 		res.Error.Message = s.Exec.Redact.String(res.Error.Message)
 		span.SetStatus(codes.Error, string(res.Error.Code)) // the call failed, as the model is told: Jaeger's error filter finds it
