@@ -1,4 +1,4 @@
-package deploy
+package deploy_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/toolbus/toolbus/deploy"
 	"github.com/toolbus/toolbus/internal/cli"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/toolbus"
@@ -179,7 +180,7 @@ func TestCompose(t *testing.T) {
 	pw := setPasswords(t)
 	env := map[string]string{}
 	for _, u := range users {
-		env[passwordVar(u)] = pw[u]
+		env[deploy.PasswordVar(u)] = pw[u]
 	}
 
 	if _, err := loadCompose(t, map[string]string{}); err == nil || !strings.Contains(err.Error(), "TOOLBUS_") {

@@ -1,10 +1,7 @@
-// Package deploy holds toolbus's deployment files (nats.conf, nats-cluster.conf,
-// toolbus.json) and the tests that hold them to the code: the NATS configuration is loaded
-// with nats-server's own parser and served for real, and compose.yaml is read with the
-// Compose specification's loader.
-package deploy
+package deploy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/deploy"
 	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/bus"
@@ -39,6 +37,7 @@ import (
 
 const (
 	baseConf    = "nats.conf"
+	tenantsConf = "nats-tenants.conf"
 	clusterConf = "nats-cluster.conf"
 	// account holds toolbus's users; sysAccount is the server's system account.
 	account    = "TOOLBUS"
@@ -47,20 +46,20 @@ const (
 	consoleU   = "console"
 )
 
+// twoTenants are the tenants of nats-tenants.conf.
+var twoTenants = []string{"acme", "globex"}
+
 // users of nats.conf: one per service, the orchestrator, an admin and the system user.
 var users = []string{"sys", "admin", toolbus.Parser, toolbus.Executor, toolbus.Formatter, toolbus.Healthd, orchestr, consoleU}
-
-// passwordVar is the environment variable nats.conf reads a user's password from.
-func passwordVar(user string) string { return "TOOLBUS_" + strings.ToUpper(user) + "_PASSWORD" }
 
 // setPasswords puts a fresh password for every user in the environment, as compose's .env
 // does, and returns them.
 func setPasswords(t *testing.T) map[string]string {
 	t.Helper()
 	pw := map[string]string{}
-	for _, u := range users {
+	for _, u := range slices.Concat(users, twoTenants) {
 		pw[u] = u + "-" + nuid.Next()
-		t.Setenv(passwordVar(u), pw[u])
+		t.Setenv(deploy.PasswordVar(u), pw[u])
 	}
 	return pw
 }
@@ -112,7 +111,7 @@ func TestNATSConfig(t *testing.T) {
 			continue
 		}
 		if cu.Password != pw[u] {
-			t.Errorf("user %s: the password does not come from $%s", u, passwordVar(u))
+			t.Errorf("user %s: the password does not come from $%s", u, deploy.PasswordVar(u))
 		}
 		want := account
 		if u == "sys" {
@@ -163,9 +162,9 @@ func TestNATSConfig(t *testing.T) {
 	}
 
 	// A missing password is an error, not an empty password.
-	os.Unsetenv(passwordVar(toolbus.Parser))
+	os.Unsetenv(deploy.PasswordVar(toolbus.Parser))
 	if _, err := server.ProcessConfigFile(baseConf); err == nil {
-		t.Errorf("%s loads without $%s", baseConf, passwordVar(toolbus.Parser))
+		t.Errorf("%s loads without $%s", baseConf, deploy.PasswordVar(toolbus.Parser))
 	}
 }
 
@@ -247,17 +246,17 @@ func needs() map[string]serviceNeeds {
 			"$JS.API.DIRECT.GET.KV_" + bucket + ".$KV." + bucket + ".some-key",
 		}
 	}
-	// Storing a result in the object store: chunks, metadata, its info, purging old chunks.
+	// Storing a result in the object store: chunks, metadata, reading the metadata (never
+	// a purge: pkg/results never stores over an object).
 	objPut := []string{
 		"$O." + messages.BucketResults + ".C.abc", "$O." + messages.BucketResults + ".M.bmFtZQ==",
 		"$JS.API.DIRECT.GET.OBJ_" + messages.BucketResults + ".$O." + messages.BucketResults + ".M.bmFtZQ==",
-		"$JS.API.STREAM.PURGE.OBJ_" + messages.BucketResults,
 	}
 	msgs := func(stream string) []string {
 		return []string{"$JS.API.STREAM.MSG.GET." + stream, "$JS.API.STREAM.MSG.DELETE." + stream}
 	}
 	service := func(name string) []string {
-		return []string{"_INBOX.abc.def", "$SRV.PING", "$SRV.INFO.toolbus-" + name, messages.StatusSubject(name)}
+		return []string{messages.InboxPrefix(name) + ".abc.def", "$SRV.PING", "$SRV.INFO.toolbus-" + name, messages.StatusSubject(name)}
 	}
 	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
 	return map[string]serviceNeeds{
@@ -299,7 +298,7 @@ func needs() map[string]serviceNeeds {
 				"$JS.API.CONSUMER.CREATE.OBJ_" + messages.BucketResults + ".abc_1.$O." + messages.BucketResults + ".C.abc",
 				"$JS.FC.OBJ_" + messages.BucketResults + ".abc_1.1.2.3",
 			},
-			subscribe: []string{messages.OutputSubject("c1"), "_INBOX.abc.def"},
+			subscribe: []string{messages.OutputSubject("c1"), messages.InboxPrefix(orchestr) + ".abc.def"},
 		},
 	}
 }
@@ -347,6 +346,24 @@ func TestPermissionsFitTheCode(t *testing.T) {
 			}
 		}
 	}
+	// Nobody reads another's replies: each user subscribes to its own inbox prefix only;
+	// and no user but admin may purge a stream, an object store's included.
+	for _, user := range users {
+		if user == "admin" || user == "sys" {
+			continue
+		}
+		p := perms[user].Permissions
+		for _, s := range []string{"_INBOX.>", "_INBOX.abc.def", messages.InboxPrefix("admin") + ".abc", messages.InboxPrefix(other(user)) + ".abc"} {
+			if allowed(p.Subscribe, s) {
+				t.Errorf("%s may subscribe %s", user, s)
+			}
+		}
+		for _, s := range []string{"$JS.API.STREAM.PURGE.OBJ_" + messages.BucketResults, "$JS.API.STREAM.PURGE." + messages.StreamOutput, "$JS.API.STREAM.PURGE.KV_" + messages.BucketCalls} {
+			if allowed(p.Publish, s) {
+				t.Errorf("%s may publish %s", user, s)
+			}
+		}
+	}
 	for user, n := range denied {
 		p := perms[user].Permissions
 		for _, s := range n.publish {
@@ -362,6 +379,32 @@ func TestPermissionsFitTheCode(t *testing.T) {
 	}
 }
 
+// other is a user of nats.conf other than user.
+func other(user string) string {
+	if user == toolbus.Executor {
+		return toolbus.Parser
+	}
+	return toolbus.Executor
+}
+
+// TestConfigsAreGenerated holds the checked-in NATS configurations to their generator
+// (`toolbus nats-conf`): nobody edits a right by hand in one file and not the other.
+func TestConfigsAreGenerated(t *testing.T) {
+	for file, tenants := range map[string][]string{baseConf: nil, tenantsConf: twoTenants} {
+		want, err := deploy.NATSConf(tenants)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is not what `toolbus nats-conf%s` writes: run it again", file, strings.Repeat(" --tenant X", len(tenants)))
+		}
+	}
+}
+
 // TestPermissionsSpellNamesLikeTheCode fails on a subject in nats.conf that names a
 // stream, consumer, bucket or subject pkg/messages does not define: a typo there grants
 // nothing and breaks a service only at run time.
@@ -370,7 +413,10 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 	words := map[string]bool{
 		"$JS": true, "API": true, "INFO": true, "STREAM": true, "CONSUMER": true, "CREATE": true, "UPDATE": true,
 		"DELETE": true, "DURABLE": true, "MSG": true, "GET": true, "NEXT": true, "DIRECT": true, "ACK": true, "FC": true,
-		"$KV": true, "$SRV": true, "_INBOX": true, ">": true, "*": true, "PURGE": true, "$O": true,
+		"$KV": true, "$SRV": true, "_INBOX": true, ">": true, "*": true, "PURGE": true, "$O": true, "LIST": true, "NAMES": true,
+	}
+	for _, u := range users { // inbox prefixes
+		words[u] = true
 	}
 	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec,
 		messages.StatusSubject(toolbus.Parser), messages.StatusSubject(toolbus.Executor), messages.StatusSubject(toolbus.Formatter), messages.StatusSubject(toolbus.Healthd)} {
@@ -379,6 +425,10 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 		}
 	}
 	topo := bus.Topology{}
+	for _, name := range twoTenants {
+		topo.Tenants = append(topo.Tenants, bus.Tenant{Name: name})
+		words[name] = true
+	}
 	for _, s := range topo.Streams() {
 		words[s.Name] = true
 	}
@@ -391,7 +441,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 	for _, c := range topo.Consumers() {
 		words[c.Durable] = true
 	}
-	for _, u := range loadConf(t, baseConf).Users {
+	for _, u := range slices.Concat(loadConf(t, baseConf).Users, loadConf(t, tenantsConf).Users) {
 		if u.Permissions == nil {
 			continue
 		}
@@ -477,6 +527,7 @@ func connectAs(t *testing.T, urls []string, user, password string) (*nats.Conn, 
 	t.Helper()
 	errs := make(asyncErrors, 256)
 	nc, err := nats.Connect(strings.Join(urls, ","), nats.UserInfo(user, password), nats.Name("toolbus "+user),
+		nats.CustomInboxPrefix(messages.InboxPrefix(user)),
 		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.ErrorHandler(errs.handler))
 	if err != nil {
 		t.Fatalf("connect as %s: %v", user, err)

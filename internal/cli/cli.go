@@ -50,6 +50,7 @@ func commands() []command {
 		{"version", "print the version, commit and Go version of this build", versionCmd},
 		{"auth", "log toolbus in to http servers that require OAuth: auth login|status|logout", authCmd},
 		{"provision", "create or update toolbus's streams, consumers and buckets on a NATS server (administrator credentials)", provisionCmd},
+		{"nats-conf", "print the NATS server configuration of a deployment: users, their rights, one per tenant (--tenant or --config)", natsConfCmd},
 		{"console", "serve the web console of a running toolbus: flow, servers, tools, calls, dead letters, try it", consoleCmd},
 		{"dead", "list the dead letters, or send one again: dead ls | dead redrive SEQ", deadCmd},
 	}

@@ -200,7 +200,7 @@ func (f connectFlags) connect(name string, cfg *config.Config, log *slog.Logger)
 // options are the connection's options: its name and, for a long-running service (log
 // set), reconnecting for ever with its logging.
 func (f connectFlags) options(name, url string, log *slog.Logger) []nats.Option {
-	opts := []nats.Option{nats.Name(name)}
+	opts := []nats.Option{nats.Name(name), bus.UserInbox(url)}
 	if log == nil {
 		return opts
 	}

@@ -33,6 +33,21 @@ type Topology struct {
 	MaxAckPending int
 	// GatherTTL is how long the formatter keeps partial results. Default 1h.
 	GatherTTL time.Duration
+	// Tenants besides the default one, each with a stream of its own for its outputs
+	// and progress (messages.OutputStream) and a bucket of its own for its stored
+	// results (messages.ResultsBucket): what a tenant's orchestrator reads, and nobody
+	// else's.
+	Tenants []Tenant
+}
+
+// Tenant is one tenant of a deployment (messages.ValidateTenant) and its storage limit.
+type Tenant struct {
+	Name string
+	// MaxBytes bounds each of the tenant's output stream and results bucket; 0: no
+	// limit but the server's. A full output stream drops its oldest outputs; a full
+	// bucket refuses to store, and a result too large to travel inline is then
+	// answered as a failure that says so.
+	MaxBytes int64
 }
 
 func (t Topology) withDefaults() Topology {
@@ -77,22 +92,37 @@ func (t Topology) Streams() []jetstream.StreamConfig {
 			Duplicates: t.DuplicateWindow, Discard: jetstream.DiscardOld,
 		}
 	}
-	output := work(messages.StreamOutput, messages.AllOutputs, "toolbus outputs, one per response, and the progress of streamed responses")
-	output.Retention, output.MaxAge = jetstream.LimitsPolicy, t.OutputMaxAge
-	output.Subjects = append(output.Subjects, messages.AllProgress)
+	// Each tenant's outputs and progress in a stream of its own; the default tenant's
+	// conversations are those of one token.
+	output := func(tenant Tenant) jetstream.StreamConfig {
+		s := work(messages.OutputStream(tenant.Name), "", "toolbus outputs, one per response, and the progress of streamed responses")
+		if tenant.Name != "" {
+			s.Description += ", of tenant " + tenant.Name
+		}
+		s.Retention, s.MaxAge, s.MaxBytes = jetstream.LimitsPolicy, t.OutputMaxAge, max(tenant.MaxBytes, 0)
+		if s.MaxBytes == 0 {
+			s.MaxBytes = -1
+		}
+		s.Subjects = []string{messages.TenantSubjects(messages.OutputSubject, tenant.Name), messages.TenantSubjects(messages.ProgressSubject, tenant.Name)}
+		return s
+	}
 	dead := work(messages.StreamDead, messages.AllDead, "toolbus calls that exhausted their deliveries")
 	dead.Retention, dead.MaxAge = jetstream.LimitsPolicy, t.DeadMaxAge
 	advisories := work(messages.StreamAdvisories, "", "toolbus: advisories of messages that ran out of deliveries")
 	advisories.Subjects = messages.AdvisorySubjects()
-	return []jetstream.StreamConfig{
+	streams := []jetstream.StreamConfig{
 		advisories,
 		work(messages.StreamResponses, messages.AllResponses, "toolbus: LLM responses to parse"),
 		work(messages.StreamChunks, messages.AllStream, "toolbus: chunks of LLM responses being written"),
 		work(messages.StreamCalls, messages.AllCalls, "toolbus: tool calls to execute"),
 		work(messages.StreamResults, messages.AllResults, "toolbus: tool results to format"),
-		output,
+		output(Tenant{}),
 		dead,
 	}
+	for _, tenant := range t.Tenants {
+		streams = append(streams, output(tenant))
+	}
+	return streams
 }
 
 // Consumers returns the shared durable consumer of each stage, by stream.
@@ -147,10 +177,40 @@ func (t Topology) ObjectStores() []jetstream.ObjectStoreConfig {
 	if t.Memory {
 		storage = jetstream.MemoryStorage
 	}
-	return []jetstream.ObjectStoreConfig{{
-		Bucket: messages.BucketResults, Description: "call id → a whole result too large to travel inline",
-		TTL: t.OutputMaxAge, Storage: storage, Replicas: t.Replicas,
-	}}
+	results := func(tenant Tenant) jetstream.ObjectStoreConfig {
+		c := jetstream.ObjectStoreConfig{
+			Bucket: messages.ResultsBucket(tenant.Name), Description: "call id → a whole result too large to travel inline",
+			TTL: t.OutputMaxAge, Storage: storage, Replicas: t.Replicas, MaxBytes: max(tenant.MaxBytes, 0),
+		}
+		if tenant.Name != "" {
+			c.Description += ", of tenant " + tenant.Name
+		}
+		if c.MaxBytes == 0 {
+			c.MaxBytes = -1
+		}
+		return c
+	}
+	stores := []jetstream.ObjectStoreConfig{results(Tenant{})}
+	for _, tenant := range t.Tenants {
+		stores = append(stores, results(tenant))
+	}
+	return stores
+}
+
+// Serves reports whether conversation belongs to one of t's tenants: the default one,
+// or one in Tenants.
+func (t Topology) Serves(conversation string) bool {
+	tenant := messages.Tenant(conversation)
+	return tenant == "" || slices.ContainsFunc(t.Tenants, func(x Tenant) bool { return x.Name == tenant })
+}
+
+// TenantNames are the names of t's tenants, the default one ("") first.
+func (t Topology) TenantNames() []string {
+	names := []string{""}
+	for _, tenant := range t.Tenants {
+		names = append(names, tenant.Name)
+	}
+	return names
 }
 
 // Provision creates or updates every stream, consumer and bucket of t. It is safe to run

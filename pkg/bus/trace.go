@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -56,6 +57,9 @@ func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer strin
 		telemetry.MessagingDestination.String(d.Subject),
 		telemetry.MessagingConsumer.String(consumer),
 		telemetry.Conversation.String(m.Conversation),
+	}
+	if tenant := messages.Tenant(m.Conversation); tenant != "" {
+		attrs = append(attrs, telemetry.Tenant.String(tenant))
 	}
 	if m.MsgID != "" {
 		attrs = append(attrs, telemetry.MessagingMessageID.String(m.MsgID))

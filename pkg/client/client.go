@@ -167,7 +167,7 @@ func (c *Client) await(ctx context.Context, conversation, id string, ch chan []b
 
 // find looks for the output of response id in the output stream, from since on.
 func (c *Client) find(ctx context.Context, conversation, id string, since time.Time) (*messages.Output, error) {
-	cons, err := c.js.OrderedConsumer(ctx, messages.StreamOutput, jetstream.OrderedConsumerConfig{
+	cons, err := c.js.OrderedConsumer(ctx, messages.OutputStream(messages.Tenant(conversation)), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{messages.OutputSubject(conversation)},
 		DeliverPolicy:  jetstream.DeliverByStartTimePolicy, OptStartTime: &since,
 	})
@@ -238,7 +238,7 @@ func (c *Client) deliver(m *nats.Msg) {
 // Wait returns the output of a response submitted earlier, reading the output stream
 // from its start, so it finds outputs that arrived before the call.
 func (c *Client) Wait(ctx context.Context, conversation, responseID string) (*messages.Output, error) {
-	cons, err := c.js.OrderedConsumer(ctx, messages.StreamOutput, jetstream.OrderedConsumerConfig{
+	cons, err := c.js.OrderedConsumer(ctx, messages.OutputStream(messages.Tenant(conversation)), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{messages.OutputSubject(conversation)},
 	})
 	if err != nil {

@@ -39,6 +39,11 @@ type Config struct {
 	Executor     Executor          `json:"executor,omitzero"`
 	Health       Health            `json:"health,omitzero"`
 	NATS         NATS              `json:"nats,omitzero"`
+	// Tenants served besides the default one, by name (messages.ValidateTenant): each
+	// tenant's orchestrator publishes and reads the conversations "<tenant>.<id>", its
+	// outputs in a stream and its stored results in a bucket of their own
+	// (docs/tenants.md). None: one tenant, conversations of one token.
+	Tenants map[string]Tenant `json:"tenants,omitempty"`
 
 	// Source is the file the configuration came from, for error messages.
 	Source string `json:"-"`
@@ -161,14 +166,25 @@ type NATS struct {
 	DuplicateWindow messages.Duration `json:"duplicate_window,omitzero"`
 }
 
+// Tenant is one tenant's settings.
+type Tenant struct {
+	// MaxBytes bounds each of the tenant's output stream and stored-results bucket
+	// (bus.Tenant); 0: no limit but the server's.
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+}
+
 // Topology is the stream shape the configuration asks for.
 func (c *Config) Topology() bus.Topology {
 	n := c.NATS
-	return bus.Topology{
+	t := bus.Topology{
 		Replicas: n.StreamReplicas, AckWait: time.Duration(n.AckWait), MaxDeliver: n.MaxDeliver,
 		MaxAckPending: n.MaxAckPending, OutputMaxAge: time.Duration(n.OutputMaxAge),
 		DuplicateWindow: time.Duration(n.DuplicateWindow),
 	}
+	for _, name := range sortedKeys(c.Tenants) {
+		t.Tenants = append(t.Tenants, bus.Tenant{Name: name, MaxBytes: c.Tenants[name].MaxBytes})
+	}
+	return t
 }
 
 // Order is the ordering policy of a response's calls; the error names the key at fault.
@@ -262,6 +278,14 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 	for _, name := range sortedKeys(c.MCPServers) {
 		if err := c.MCPServers[name].Validate(); err != nil {
 			return nil, fmt.Errorf("%s: mcpServers.%s.%w", source, name, err)
+		}
+	}
+	for _, name := range sortedKeys(c.Tenants) {
+		if err := messages.ValidateTenant(name); err != nil {
+			return nil, fmt.Errorf("%s: tenants: %w", source, err)
+		}
+		if c.Tenants[name].MaxBytes < 0 {
+			return nil, fmt.Errorf("%s: tenants.%s.maxBytes: %d is negative", source, name, c.Tenants[name].MaxBytes)
 		}
 	}
 	for tool, server := range c.Routes {

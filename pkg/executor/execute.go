@@ -111,7 +111,7 @@ func (e *Executor) RecordCall(ctx context.Context, call messages.ToolCall, r Rou
 	if routeErr != nil {
 		server = ""
 	}
-	e.Metrics.Call(ctx, telemetry.ToolLabel(call.Tool, routeErr == nil), server, outcome, time.Since(first))
+	e.Metrics.Call(ctx, telemetry.ToolLabel(call.Tool, routeErr == nil), server, messages.Tenant(call.Conversation), outcome, time.Since(first))
 }
 
 // Budget returns when the time budget of call, on route r, first tried at first, runs

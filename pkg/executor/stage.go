@@ -127,7 +127,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		res := messages.ResultFor(call)
 		res.Error = call.Error
 		span.SetStatus(codes.Error, string(call.Error.Code))
-		s.Exec.Metrics.Call(ctx, tool, "parser", string(call.Error.Code), 0)
+		s.Exec.Metrics.Call(ctx, tool, "parser", messages.Tenant(call.Conversation), string(call.Error.Code), 0)
 		return s.answer(call, res, false)
 	}
 

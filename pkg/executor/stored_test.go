@@ -24,14 +24,10 @@ import (
 
 // resultsBucket starts an embedded JetStream with toolbus's buckets and returns the
 // results object store.
-func resultsBucket(t *testing.T) (results.Store, jetstream.JetStream) {
+func resultsBucket(t *testing.T) (*results.Store, jetstream.JetStream) {
 	t.Helper()
 	_, js := bustest.Provisioned(t)
-	os, err := js.ObjectStore(context.Background(), messages.BucketResults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return results.Store{OS: os, Bucket: messages.BucketResults}, js
+	return results.NewStore(js), js
 }
 
 // bigServer is a go-sdk MCP server, in process, whose read-only tool "export" answers

@@ -18,14 +18,10 @@ import (
 // storedBus starts an embedded JetStream with toolbus's buckets and returns the results
 // object store, the gather bucket and the stream's last sequence of the results (every
 // write moves it on).
-func storedBus(t *testing.T) (results.Store, KVGatherer, jetstream.JetStream, func() uint64) {
+func storedBus(t *testing.T) (*results.Store, KVGatherer, jetstream.JetStream, func() uint64) {
 	t.Helper()
 	_, js := bustest.Provisioned(t)
 	ctx := context.Background()
-	os, err := js.ObjectStore(ctx, messages.BucketResults)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kv, err := js.KeyValue(ctx, messages.BucketGather)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +38,7 @@ func storedBus(t *testing.T) (results.Store, KVGatherer, jetstream.JetStream, fu
 		}
 		return info.State.LastSeq
 	}
-	return results.Store{OS: os, Bucket: messages.BucketResults}, KVGatherer{KV: kv}, js, writes
+	return results.NewStore(js), KVGatherer{KV: kv}, js, writes
 }
 
 // sized is result i of n of response id in conversation, of size bytes of JSON string.

@@ -359,7 +359,8 @@ var traceContext propagation.TraceContext
 
 // traceMeta is the _meta of a request made in ctx: its traceparent and tracestate, as the
 // MCP specification's trace context convention carries them, and the conversation the
-// call is made for (messages.MetaConversation); nil with neither.
+// call is made for (messages.MetaConversation) and its tenant (messages.MetaTenant); nil
+// with neither.
 func traceMeta(ctx context.Context) mcp.Meta {
 	carrier := propagation.MapCarrier{}
 	traceContext.Inject(ctx, carrier)
@@ -367,12 +368,15 @@ func traceMeta(ctx context.Context) mcp.Meta {
 	if len(carrier) == 0 && conv == "" {
 		return nil
 	}
-	meta := make(mcp.Meta, len(carrier)+1)
+	meta := make(mcp.Meta, len(carrier)+2)
 	for k, v := range carrier {
 		meta[k] = v
 	}
 	if conv != "" {
 		meta[messages.MetaConversation] = conv
+		if tenant := messages.Tenant(conv); tenant != "" {
+			meta[messages.MetaTenant] = tenant
+		}
 	}
 	return meta
 }

@@ -12,6 +12,9 @@ const (
 	// tools/call is made for: toolbus sends it with every call, and servers that keep
 	// state (the engineering server's activations) key it by the conversation.
 	MetaConversation = "toolbus/conversation"
+	// MetaTenant names the conversation's tenant (Tenant) in the same _meta, when it
+	// has one.
+	MetaTenant = "toolbus/tenant"
 	// HeaderCallIndex is the 0-based position of a call within its response.
 	HeaderCallIndex = "Toolbus-Call-Index"
 	// HeaderCallCount is the number of calls the parser found in the response.

@@ -45,6 +45,25 @@ const (
 	BucketResults = "toolbus_results"
 )
 
+// OutputStream is the stream that keeps a tenant's outputs and progress: StreamOutput
+// for the default tenant (""), TOOLBUS_OUTPUT_<tenant> for a configured tenant, so that
+// a tenant's orchestrator may read its own stream whole and nobody else's.
+func OutputStream(tenant string) string {
+	if tenant == "" {
+		return StreamOutput
+	}
+	return StreamOutput + "_" + tenant
+}
+
+// ResultsBucket is the object store that keeps a tenant's stored results: BucketResults
+// for the default tenant (""), toolbus_results_<tenant> for a configured tenant.
+func ResultsBucket(tenant string) string {
+	if tenant == "" {
+		return BucketResults
+	}
+	return BucketResults + "_" + tenant
+}
+
 // AdvisorySubjects are JetStream's advisories about the pipeline's consumers that the
 // dead-letter handler acts on.
 func AdvisorySubjects() []string {

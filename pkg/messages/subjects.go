@@ -94,11 +94,23 @@ func ConversationFromSubject(subject string) string {
 	return ""
 }
 
+// TenantSubjects are the subjects of kind root (OutputSubject, ProgressSubject, …) that
+// belong to tenant: root.* for the default tenant (conversations of one token),
+// root.<tenant>.* for a configured tenant. Built from the subject functions, so they
+// match exactly what those produce.
+func TenantSubjects(subject func(string) string, tenant string) string {
+	if tenant == "" {
+		return subject("*")
+	}
+	return subject(tenant + ".*")
+}
+
 // MaxConversationLen bounds a conversation id; it becomes a subject token and a key.
 const MaxConversationLen = 128
 
 // ValidateConversation reports whether id can be used as a conversation: one subject
-// token made of letters, digits, '-', '_' and '='. The same alphabet is valid in a
+// token made of letters, digits, '-', '_' and '=', or a tenant's conversation,
+// "<tenant>.<token>" (ValidateTenant). The same alphabet (and the dot) is valid in a
 // JetStream key-value key, so the id can key session state unchanged.
 func ValidateConversation(id string) error {
 	if id == "" {
@@ -107,9 +119,20 @@ func ValidateConversation(id string) error {
 	if len(id) > MaxConversationLen {
 		return fmt.Errorf("conversation id is %d bytes, the limit is %d", len(id), MaxConversationLen)
 	}
-	for i := 0; i < len(id); i++ {
-		if !keyByte(id[i]) {
-			return fmt.Errorf("conversation id %q: byte %d (%q) is not a letter, digit, '-', '_' or '='", id, i, id[i])
+	tenant, conv, dotted := strings.Cut(id, ".")
+	if dotted {
+		if err := ValidateTenant(tenant); err != nil {
+			return fmt.Errorf("conversation id %q: %w", id, err)
+		}
+		if conv == "" {
+			return fmt.Errorf("conversation id %q: nothing follows the tenant", id)
+		}
+	} else {
+		conv = id
+	}
+	for i := 0; i < len(conv); i++ {
+		if !keyByte(conv[i]) {
+			return fmt.Errorf("conversation id %q: byte %d (%q) is not a letter, digit, '-', '_' or '='", id, len(id)-len(conv)+i, conv[i])
 		}
 	}
 	return nil
@@ -118,3 +141,58 @@ func ValidateConversation(id string) error {
 func keyByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '='
 }
+
+// MaxTenantLen bounds a tenant's name: it is a subject token, and part of stream, bucket
+// and user names.
+const MaxTenantLen = 32
+
+// ValidateTenant reports whether name can name a tenant: lower-case letters, digits, '-'
+// and '_', starting with a letter, at most MaxTenantLen bytes, and not a name toolbus
+// gives its own users (ReservedUsers).
+func ValidateTenant(name string) error {
+	if name == "" {
+		return fmt.Errorf("tenant name is empty")
+	}
+	if len(name) > MaxTenantLen {
+		return fmt.Errorf("tenant name %q is %d bytes, the limit is %d", name, len(name), MaxTenantLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '_')) {
+			return fmt.Errorf("tenant name %q: byte %d (%q) is not a lower-case letter (first) or a lower-case letter, digit, '-' or '_'", name, i, c)
+		}
+	}
+	for _, u := range ReservedUsers {
+		if name == u {
+			return fmt.Errorf("tenant name %q is the name of one of toolbus's own NATS users", name)
+		}
+	}
+	return nil
+}
+
+// ReservedUsers are the NATS users of deploy/nats.conf that are not tenants: a tenant's
+// orchestrator user is named as the tenant, so no tenant may take one of these names.
+var ReservedUsers = []string{"sys", "admin", "parser", "executor", "formatter", "healthd", "console", "orchestrator"}
+
+// Tenant returns the tenant of a conversation: what comes before its dot, or "" (the
+// deployment's default tenant) for a conversation of one token.
+func Tenant(conversation string) string {
+	tenant, _, ok := strings.Cut(conversation, ".")
+	if !ok {
+		return ""
+	}
+	return tenant
+}
+
+// InboxPrefix is the inbox prefix of a NATS user: every reply to a toolbus connection
+// of user arrives under it (nats.CustomInboxPrefix), and deploy/nats.conf lets each user
+// subscribe to its own prefix only, so that nobody reads another's replies. "" for no
+// user: NATS's default, "_INBOX".
+func InboxPrefix(user string) string {
+	if user == "" {
+		return inboxRoot
+	}
+	return inboxRoot + "." + user
+}
+
+const inboxRoot = "_INBOX"

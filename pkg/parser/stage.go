@@ -35,6 +35,22 @@ type Stage struct {
 	// far and which calls were released.
 	Texts   Texts
 	Streams Streams
+	// Serves reports whether the deployment serves a conversation's tenant
+	// (bus.Topology.Serves); nil serves every one. A response of another tenant has
+	// no stream to answer into: it is dead-lettered.
+	Serves func(conversation string) bool
+}
+
+// check returns why a response or chunk on conversation cannot be answered at all, or
+// nil.
+func (s *Stage) check(conversation string) error {
+	if err := messages.ValidateConversation(conversation); err != nil {
+		return err
+	}
+	if s.Serves != nil && !s.Serves(conversation) {
+		return fmt.Errorf("conversation %q: this deployment serves no tenant %q (tenants in the configuration)", conversation, messages.Tenant(conversation))
+	}
+	return nil
 }
 
 // Planner saves a response's segments and returns the first as stored ([order.Store]).
@@ -51,7 +67,7 @@ func ResponseID(d *bus.Delivery) string { return d.Meta.ResponseIDAt(d.Sequence)
 // a call.
 func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
 	meta := d.Meta
-	if err := messages.ValidateConversation(meta.Conversation); err != nil {
+	if err := s.check(meta.Conversation); err != nil {
 		// No subject can be made of it to answer on: dead-lettered at once.
 		return nil, fmt.Errorf("response on %s: %w", d.Subject, err)
 	}

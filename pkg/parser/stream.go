@@ -87,7 +87,7 @@ var ErrTooLong = errors.New("the streamed response is over its size limit")
 // message ids make what it may have sent already a no-op.
 func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
 	meta := d.Meta
-	if err := messages.ValidateConversation(meta.Conversation); err != nil {
+	if err := s.check(meta.Conversation); err != nil {
 		return nil, fmt.Errorf("chunk on %s: %w", d.Subject, err)
 	}
 	if meta.ResponseID == "" {

@@ -11,20 +11,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/results"
 )
 
 // store opens the results bucket of an embedded JetStream with toolbus's buckets.
-func store(t *testing.T) (results.Store, jetstream.JetStream) {
+func store(t *testing.T) (*results.Store, jetstream.JetStream) {
 	t.Helper()
 	_, js := bustest.Provisioned(t)
-	os, err := js.ObjectStore(context.Background(), messages.BucketResults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return results.Store{OS: os, Bucket: messages.BucketResults}, js
+	return results.NewStore(js), js
 }
 
 // objects is the last sequence of the bucket's stream: every write moves it on (an
@@ -162,23 +159,66 @@ func TestFitStoresOnce(t *testing.T) {
 	}
 }
 
-// A stored object that is not the result (another result under its name: an older
-// version of a call id) is replaced by the whole result.
-func TestFitReplacesAnotherObject(t *testing.T) {
+// A stored object that is not the result (another result under its name: a read-only
+// call run again) is never replaced, which would purge its chunks (no service may
+// purge): the result is stored beside it, and both stay whole.
+func TestFitNeverReplacesAnObject(t *testing.T) {
 	s, js := store(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r := big("c1", 5000)
-	if _, err := s.OS.PutBytes(ctx, r.CallID, []byte(`"stale"`)); err != nil {
+	os, err := js.ObjectStore(ctx, messages.BucketResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.PutBytes(ctx, r.CallID, []byte(`"stale"`)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Fit(ctx, r, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got.Stored == nil || got.Stored.Name == r.CallID {
+		t.Fatalf("stored as %+v, want beside %q", got.Stored, r.CallID)
+	}
 	whole, err := results.Fetch(ctx, js, got.Stored)
 	if err != nil || !bytes.Equal(whole, r.Result) {
 		t.Errorf("fetched %.40q (%v), want the whole result", whole, err)
+	}
+	if stale, err := os.GetBytes(ctx, r.CallID); err != nil || string(stale) != `"stale"` {
+		t.Errorf("the object there before reads %q (%v), want it untouched", stale, err)
+	}
+	again, err := s.Fit(ctx, r, 1000)
+	if err != nil || *again.Stored != *got.Stored {
+		t.Errorf("fitted again: %+v (%v), want %+v", again.Stored, err, got.Stored)
+	}
+}
+
+// A tenant's result is kept in the tenant's own bucket, which its orchestrator may read
+// (and nobody else's); the default tenant's in toolbus_results.
+func TestStoredInTheTenantsBucket(t *testing.T) {
+	_, js := bustest.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.Topology{Memory: true, Tenants: []bus.Tenant{{Name: "acme"}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := results.NewStore(js)
+	for conv, bucket := range map[string]string{"acme.c1": "toolbus_results_acme", "c1": messages.BucketResults} {
+		got, err := s.Fit(ctx, big(conv, 5000), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Stored == nil || got.Stored.Bucket != bucket {
+			t.Fatalf("%s: stored %+v, want in bucket %s", conv, got.Stored, bucket)
+		}
+		os, err := js.ObjectStore(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.GetBytes(ctx, got.Stored.Name); err != nil || !bytes.Equal(b, big(conv, 5000).Result) {
+			t.Errorf("%s: the bucket holds %d bytes (%v), want the whole result", conv, len(b), err)
+		}
 	}
 }
 

@@ -113,15 +113,20 @@ func (m *Metrics) Handled(ctx context.Context, stage, outcome string, d time.Dur
 	}
 }
 
-// Call records one answered call.
-func (m *Metrics) Call(ctx context.Context, tool, server, outcome string, d time.Duration) {
+// Call records one answered call of a conversation of tenant ("" for the default one:
+// no tenant label). Tenants are bounded by the configuration: the parser answers no
+// other.
+func (m *Metrics) Call(ctx context.Context, tool, server, tenant, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
 	// Tool names come from models: at most maxCachedCalls sets are kept, the rest built
 	// each time.
-	opts := m.callAttrs.get(callKey{tool, server, outcome}, maxCachedCalls, func() callOptions {
+	opts := m.callAttrs.get(callKey{tool, server, tenant, outcome}, maxCachedCalls, func() callOptions {
 		toolServer := []attribute.KeyValue{attribute.String("tool", tool), attribute.String("server", server)}
+		if tenant != "" {
+			toolServer = append(toolServer, attribute.String("tenant", tenant))
+		}
 		return callOptions{
 			withOutcome: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append(toolServer, attribute.String("outcome", outcome))...))},
 			toolServer:  []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(toolServer...))},
@@ -136,7 +141,7 @@ const (
 	maxCachedStages = 256 // stages × outcomes: a handful in practice
 )
 
-type callKey struct{ tool, server, outcome string }
+type callKey struct{ tool, server, tenant, outcome string }
 
 type callOptions struct {
 	withOutcome []metric.AddOption

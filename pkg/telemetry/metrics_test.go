@@ -18,10 +18,10 @@ func TestCallCountsBeyondTheCache(t *testing.T) {
 	ctx := context.Background()
 	const tools = maxCachedCalls + 100
 	for i := range tools {
-		m.Call(ctx, fmt.Sprintf("tool_%d", i), "local", "ok", time.Millisecond)
+		m.Call(ctx, fmt.Sprintf("tool_%d", i), "local", "", "ok", time.Millisecond)
 	}
-	m.Call(ctx, "tool_0", "local", "ok", time.Millisecond) // cached
-	m.Call(ctx, fmt.Sprintf("tool_%d", tools-1), "local", "ok", time.Millisecond)
+	m.Call(ctx, "tool_0", "local", "", "ok", time.Millisecond) // cached
+	m.Call(ctx, fmt.Sprintf("tool_%d", tools-1), "local", "", "ok", time.Millisecond)
 	if n := m.callAttrs.len(); n != maxCachedCalls {
 		t.Errorf("%d attribute sets cached, want %d", n, maxCachedCalls)
 	}
@@ -55,10 +55,10 @@ func TestMetricsDoNotAllocate(t *testing.T) {
 	m := NewMetrics(nil)
 	ctx := context.Background()
 	m.Handled(ctx, "execute", "ack", time.Millisecond, 2)
-	m.Call(ctx, "clock", "local", "ok", time.Millisecond)
+	m.Call(ctx, "clock", "local", "", "ok", time.Millisecond)
 	if n := testing.AllocsPerRun(100, func() {
 		m.Handled(ctx, "execute", "ack", time.Millisecond, 2)
-		m.Call(ctx, "clock", "local", "ok", time.Millisecond)
+		m.Call(ctx, "clock", "local", "", "ok", time.Millisecond)
 	}); n != 0 {
 		t.Errorf("%v allocations a message, want 0", n)
 	}

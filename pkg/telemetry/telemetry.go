@@ -37,6 +37,7 @@ const (
 	MessagingMessageID   = attribute.Key("messaging.message.id")
 	MessagingConsumer    = attribute.Key("messaging.consumer.group.name")
 	Conversation         = attribute.Key("toolbus.conversation")
+	Tenant               = attribute.Key("toolbus.tenant")
 	ResponseID           = attribute.Key("toolbus.response_id")
 	Tool                 = attribute.Key("toolbus.tool")
 	Server               = attribute.Key("toolbus.server")

@@ -142,15 +142,6 @@ func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, leading func() bo
 	})
 }
 
-// resultStore is the object store of the results too large to travel inline.
-func resultStore(ctx context.Context, js jetstream.JetStream) (results.Store, error) {
-	os, err := js.ObjectStore(ctx, messages.BucketResults)
-	if err != nil {
-		return results.Store{}, fmt.Errorf("results object store: %w", err)
-	}
-	return results.Store{OS: os, Bucket: messages.BucketResults}, nil
-}
-
 // wiring is what every service is built from: the connection, the options, and the
 // pieces Start made once for all of them.
 type wiring struct {
@@ -194,6 +185,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			return nil, fmt.Errorf("parser: gather bucket: %w", err)
 		}
 		p := ParserStage(o.Config, catalog)
+		p.Serves = o.Topology.Serves
 		p.Plans = order.Store{KV: gather}
 		p.Texts, p.Streams = parser.TextStore{KV: gather}, order.StreamStore{KV: gather}
 		for range o.Replicas {
@@ -304,10 +296,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 				return run(ctx)
 			}
 		}
-		kept, err := resultStore(ctx, js)
-		if err != nil {
-			return nil, err
-		}
+		kept := results.NewStore(js)
 		owner := "executor-" + nuid.Next()
 		// The calls of a conversation to a conversation-scoped server reach the replica
 		// that holds the conversation's session (pkg/affinity); this executor's replicas
@@ -350,10 +339,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		if err != nil {
 			return nil, fmt.Errorf("formatter: gather bucket: %w", err)
 		}
-		kept, err := resultStore(ctx, js)
-		if err != nil {
-			return nil, err
-		}
+		kept := results.NewStore(js)
 		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, Plans: order.Store{KV: gather}, Streams: order.StreamStore{KV: gather},
 			Results: kept, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
 		for range o.Replicas {

@@ -58,6 +58,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"log/slog"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -252,7 +253,7 @@ func (tb *Toolbus) connect(o Options) error {
 		return nil
 	}
 	url := o.NATSURL
-	opts := append([]nats.Option{nats.Name("toolbus")}, o.NATSOptions...)
+	opts := append([]nats.Option{nats.Name("toolbus"), bus.UserInbox(url)}, o.NATSOptions...)
 	if url == "" {
 		eo := bus.EmbeddedOptions{}
 		if o.Embedded != nil {
@@ -319,8 +320,10 @@ func (tb *Toolbus) start(ctx, runCtx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if o.Topology == (bus.Topology{}) {
+	if reflect.ValueOf(o.Topology).IsZero() {
 		o.Topology = o.Config.Topology()
+	} else if o.Topology.Tenants == nil {
+		o.Topology.Tenants = o.Config.Topology().Tenants // the tenants are the configuration's
 	}
 	checkOnly := (o.Conn != nil || o.NATSURL != "") && !o.Provision
 	if err := provision(ctx, js, o.Topology, checkOnly, o.Logger); err != nil {
