@@ -332,50 +332,115 @@ var denied = map[string]serviceNeeds{
 // user may do what its service needs, and not what it must not.
 func TestPermissionsFitTheCode(t *testing.T) {
 	setPasswords(t)
-	perms := permissionsOf(t, loadConf(t, baseConf))
-	for user, n := range needs() {
-		p := perms[user].Permissions
-		for _, s := range n.publish {
-			if !allowed(p.Publish, s) {
-				t.Errorf("%s may not publish %s, which it needs", user, s)
+	for _, file := range []string{baseConf, tenantsConf} {
+		perms := permissionsOf(t, loadConf(t, file))
+		check := func(user string, n serviceNeeds, want bool) {
+			t.Helper()
+			p := perms[user].Permissions
+			for _, op := range []struct {
+				name     string
+				sp       *server.SubjectPermission
+				subjects []string
+			}{{"publish", p.Publish, n.publish}, {"subscribe", p.Subscribe, n.subscribe}} {
+				for _, s := range op.subjects {
+					if allowed(op.sp, s) != want {
+						t.Errorf("%s: %s may %s %s: %v, want %v", file, user, op.name, s, !want, want)
+					}
+				}
 			}
 		}
-		for _, s := range n.subscribe {
-			if !allowed(p.Subscribe, s) {
-				t.Errorf("%s may not subscribe %s, which it needs", user, s)
-			}
+		for user, n := range needs() {
+			check(user, n, true)
 		}
-	}
-	// Nobody reads another's replies: each user subscribes to its own inbox prefix only;
-	// and no user but admin may purge a stream, an object store's included.
-	for _, user := range users {
-		if user == "admin" || user == "sys" {
+		for user, n := range denied {
+			check(user, n, false)
+		}
+		// Nobody reads another's replies: each user subscribes to its own inbox prefix
+		// only; and no user but admin may purge a stream, an object store's included.
+		everyone := slices.Clone(users)
+		if file == tenantsConf {
+			everyone = append(everyone, twoTenants...)
+		}
+		for _, user := range everyone {
+			if user == "admin" || user == "sys" {
+				continue
+			}
+			check(user, serviceNeeds{
+				publish: []string{"$JS.API.STREAM.PURGE.OBJ_" + messages.BucketResults, "$JS.API.STREAM.PURGE." + messages.StreamOutput,
+					"$JS.API.STREAM.PURGE.KV_" + messages.BucketCalls, "$JS.API.STREAM.PURGE.OBJ_" + messages.ResultsBucket("acme"),
+					"$JS.API.STREAM.PURGE." + messages.OutputStream("acme")},
+				subscribe: []string{"_INBOX.>", "_INBOX.abc.def", messages.InboxPrefix("admin") + ".abc", messages.InboxPrefix(other(user)) + ".abc"},
+			}, false)
+		}
+		if file != tenantsConf {
 			continue
 		}
-		p := perms[user].Permissions
-		for _, s := range []string{"_INBOX.>", "_INBOX.abc.def", messages.InboxPrefix("admin") + ".abc", messages.InboxPrefix(other(user)) + ".abc"} {
-			if allowed(p.Subscribe, s) {
-				t.Errorf("%s may subscribe %s", user, s)
+		// The services work for every tenant: they check its stream and bucket, and the
+		// executor and formatter store its results.
+		for _, tenant := range twoTenants {
+			res := messages.ResultsBucket(tenant)
+			inspect := []string{"$JS.API.STREAM.INFO." + messages.OutputStream(tenant), "$JS.API.STREAM.INFO.OBJ_" + res}
+			store := []string{"$O." + res + ".C.abc", "$O." + res + ".M.bmFtZQ==", "$JS.API.DIRECT.GET.OBJ_" + res + ".$O." + res + ".M.bmFtZQ=="}
+			for _, svc := range toolbus.AllServices() {
+				n := serviceNeeds{publish: inspect}
+				if svc == toolbus.Executor || svc == toolbus.Formatter {
+					n.publish = slices.Concat(inspect, store)
+				}
+				check(svc, n, true)
 			}
 		}
-		for _, s := range []string{"$JS.API.STREAM.PURGE.OBJ_" + messages.BucketResults, "$JS.API.STREAM.PURGE." + messages.StreamOutput, "$JS.API.STREAM.PURGE.KV_" + messages.BucketCalls} {
-			if allowed(p.Publish, s) {
-				t.Errorf("%s may publish %s", user, s)
+		// Each tenant may do what an orchestrator does, on its own conversations, stream
+		// and bucket, and nothing of another tenant's or the default one's.
+		for _, tenant := range twoTenants {
+			check(tenant, orchestratorNeeds(tenant), true)
+			for _, other := range []string{"", "acme", "globex"} {
+				if other != tenant {
+					n := orchestratorNeeds(other)
+					n.publish = slices.DeleteFunc(n.publish, func(s string) bool { return s == "$JS.API.INFO" || s == "$JS.API.STREAM.NAMES" })
+					check(tenant, n, false)
+				}
 			}
+			check(tenant, serviceNeeds{publish: []string{
+				"$JS.API.STREAM.DELETE." + messages.OutputStream(tenant), "$JS.API.STREAM.UPDATE." + messages.OutputStream(tenant),
+				"$JS.API.STREAM.MSG.DELETE." + messages.OutputStream(tenant), "$JS.API.STREAM.PURGE." + messages.OutputStream(tenant),
+				"$O." + messages.ResultsBucket(tenant) + ".C.abc", "$JS.API.STREAM.PURGE.OBJ_" + messages.ResultsBucket(tenant),
+				messages.CallSubject(tenant + ".c1"), messages.ResultSubject(tenant + ".c1"), messages.OutputSubject(tenant + ".c1"),
+				"$JS.API.CONSUMER.CREATE." + messages.StreamCalls + ".x." + messages.CallSubject(tenant+".c1"), "$JS.API.STREAM.INFO." + messages.StreamDead,
+			}, subscribe: []string{messages.CallSubject(tenant + ".c1"), messages.ResultSubject(tenant + ".c1"), messages.DeadSubject(tenant + ".c1")}}, false)
+		}
+		check(orchestr, orchestratorNeeds(""), true)
+		for _, tenant := range twoTenants {
+			n := orchestratorNeeds(tenant)
+			n.publish = slices.DeleteFunc(n.publish, func(s string) bool { return s == "$JS.API.INFO" || s == "$JS.API.STREAM.NAMES" })
+			check(orchestr, n, false)
 		}
 	}
-	for user, n := range denied {
-		p := perms[user].Permissions
-		for _, s := range n.publish {
-			if allowed(p.Publish, s) {
-				t.Errorf("%s may publish %s", user, s)
-			}
-		}
-		for _, s := range n.subscribe {
-			if allowed(p.Subscribe, s) {
-				t.Errorf("%s may subscribe %s", user, s)
-			}
-		}
+}
+
+// orchestratorNeeds is what a tenant's orchestrator does (pkg/client, nats.js, the nats
+// CLI): publish its responses, read its outputs and progress by subscription and with
+// consumers of its own, fetch its stored results, answer its servers' questions.
+func orchestratorNeeds(tenant string) serviceNeeds {
+	conv := "c1"
+	if tenant != "" {
+		conv = tenant + ".c1"
+	}
+	out, res, user := messages.OutputStream(tenant), messages.ResultsBucket(tenant), deploy.TenantUser(tenant)
+	return serviceNeeds{
+		publish: []string{
+			messages.ResponseSubject(conv), messages.StreamSubject(conv), "$JS.API.INFO", "$JS.API.STREAM.NAMES",
+			"$JS.API.STREAM.INFO." + out,
+			"$JS.API.CONSUMER.CREATE." + out + ".abc_1." + messages.OutputSubject(conv),
+			"$JS.API.CONSUMER.CREATE." + out + ".reader",
+			"$JS.API.CONSUMER.MSG.NEXT." + out + ".abc_1", "$JS.API.CONSUMER.DELETE." + out + ".abc_1", "$JS.API.CONSUMER.INFO." + out + ".abc_1",
+			"$JS.ACK." + out + ".reader.1.2.3.4.5", "$JS.FC." + out + ".abc_1.1.2.3",
+			"$JS.API.DIRECT.GET." + out + "." + messages.OutputSubject(conv), "$JS.API.STREAM.MSG.GET." + out,
+			"$JS.API.STREAM.INFO.OBJ_" + res,
+			"$JS.API.DIRECT.GET.OBJ_" + res + ".$O." + res + ".M.bmFtZQ==",
+			"$JS.API.CONSUMER.CREATE.OBJ_" + res + ".abc_1.$O." + res + ".C.abc",
+			"$JS.FC.OBJ_" + res + ".abc_1.1.2.3",
+		},
+		subscribe: []string{messages.OutputSubject(conv), messages.ProgressSubject(conv), messages.ElicitSubject(conv), messages.InboxPrefix(user) + ".abc.def"},
 	}
 }
 
