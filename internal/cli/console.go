@@ -19,7 +19,6 @@ import (
 	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
-	"github.com/toolbus/toolbus/pkg/redact"
 )
 
 // consoleFlags are the console's flags, on serve and console.
@@ -39,7 +38,7 @@ func addConsoleFlags(fs *flag.FlagSet, env Env) consoleFlags {
 
 // startConsole serves the console on nc at the flags' address and returns its URL (with
 // its token) and what stops it; no address, no console.
-func (f consoleFlags) start(ctx context.Context, env Env, nc *nats.Conn, secrets *redact.Redactor) (string, func(), error) {
+func (f consoleFlags) start(ctx context.Context, env Env, nc *nats.Conn, cfg *config.Config) (string, func(), error) {
 	if *f.addr == "" {
 		return "", func() {}, nil
 	}
@@ -68,7 +67,11 @@ func (f consoleFlags) start(ctx context.Context, env Env, nc *nats.Conn, secrets
 	if err != nil {
 		return "", nil, fmt.Errorf("console: --console-addr %s: %w", *f.addr, err)
 	}
-	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: *f.jaeger, Redact: secrets}
+	var tenants []string
+	for _, t := range cfg.Topology().Tenants {
+		tenants = append(tenants, t.Name)
+	}
+	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: *f.jaeger, Redact: cfg.Redactor(), Tenants: tenants}
 	srv := &http.Server{Handler: con.Handler(token), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	addr := ln.Addr().(*net.TCPAddr)
@@ -115,7 +118,7 @@ func consoleCmd(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	url, stop, err := con.start(ctx, env, nc, cfg.Redactor())
+	url, stop, err := con.start(ctx, env, nc, cfg)
 	if err != nil {
 		return err
 	}

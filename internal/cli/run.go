@@ -278,7 +278,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	stopReload := reloadOnHangup(tb)
 	defer stopReload()
 	nc := tb.Conn()
-	consoleURL, stopConsole, err := con.start(ctx, env, nc, cfg.Redactor())
+	consoleURL, stopConsole, err := con.start(ctx, env, nc, cfg)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,9 @@ type Console struct {
 	// letters: the configuration's (config.Config.Redactor), and any URL's. nil hides
 	// the latter.
 	Redact *redact.Redactor
+	// Tenants are the deployment's tenants besides the default one (the configuration's
+	// tenants): the console reads each one's output stream, and filters calls by tenant.
+	Tenants []string
 
 	watch watcher
 }
@@ -66,9 +69,13 @@ type Queue struct {
 type Flow struct {
 	At     time.Time `json:"at"`
 	Queues []Queue   `json:"queues"`
-	// Outputs and Dead count the messages kept in the output and dead-letter streams.
+	// Outputs and Dead count the messages kept in the output streams (every tenant's)
+	// and the dead-letter stream.
 	Outputs uint64 `json:"outputs"`
 	Dead    uint64 `json:"dead"`
+	// Tenants are the deployment's tenants besides the default one, for the calls'
+	// filter.
+	Tenants []string `json:"tenants"`
 	// Latency is the calls' duration (as the executor measured each) over the last
 	// five minutes the console was watched: it follows the results only while a page
 	// is open (Watch), so that nobody watching costs the pipeline nothing.
@@ -119,7 +126,12 @@ func (c *Console) Flow(ctx context.Context) (Flow, error) {
 		}
 	}
 	f.Latency = c.watch.latency(time.Now().Add(-5 * time.Minute))
-	for name, n := range map[string]*uint64{messages.StreamOutput: &f.Outputs, messages.StreamDead: &f.Dead} {
+	counts := map[string]*uint64{messages.StreamDead: &f.Dead}
+	outputs := make([]uint64, 1+len(c.Tenants))
+	for i, tenant := range append([]string{""}, c.Tenants...) {
+		counts[messages.OutputStream(tenant)] = &outputs[i]
+	}
+	for name, n := range counts {
 		s, err := c.JS.Stream(ctx, name)
 		if err != nil {
 			return f, fmt.Errorf("%s: %w", name, err)
@@ -130,6 +142,10 @@ func (c *Console) Flow(ctx context.Context) (Flow, error) {
 		}
 		*n = info.State.Msgs
 	}
+	for _, n := range outputs {
+		f.Outputs += n
+	}
+	f.Tenants = append([]string{}, c.Tenants...)
 	return f, nil
 }
 
@@ -296,24 +312,28 @@ type Call struct {
 	TraceURL    string    `json:"trace_url,omitempty"`
 }
 
-// CallFilter narrows Calls: by conversation, tool, outcome ("ok" or "failed"), at most
-// Limit (default 100) of the newest.
+// CallFilter narrows Calls: by tenant ("" the default one; a conversation names its
+// own), conversation, tool, outcome ("ok" or "failed"), at most Limit (default 100) of
+// the newest.
 type CallFilter struct {
-	Conversation, Tool, Outcome string
-	Limit                       int
+	Tenant, Conversation, Tool, Outcome string
+	Limit                               int
 }
 
 // Calls returns the newest calls the outputs kept tell of, newest first.
 func (c *Console) Calls(ctx context.Context, f CallFilter) ([]Call, error) {
 	limit := cmp.Or(f.Limit, 100)
-	subject := messages.AllOutputs
+	subject := messages.TenantSubjects(messages.OutputSubject, f.Tenant)
 	if f.Conversation != "" {
 		if err := messages.ValidateConversation(f.Conversation); err != nil {
 			return nil, err
 		}
-		subject = messages.OutputSubject(f.Conversation)
+		subject, f.Tenant = messages.OutputSubject(f.Conversation), messages.Tenant(f.Conversation)
 	}
-	msgs, err := c.last(ctx, messages.StreamOutput, subject, 1000)
+	if f.Tenant != "" && !slices.Contains(c.Tenants, f.Tenant) {
+		return nil, fmt.Errorf("no tenant %q (the configuration's tenants: %v)", f.Tenant, c.Tenants)
+	}
+	msgs, err := c.last(ctx, messages.OutputStream(f.Tenant), subject, 1000)
 	if err != nil {
 		return nil, err
 	}

@@ -209,3 +209,49 @@ func TestConsoleAPI(t *testing.T) {
 		t.Error("Local")
 	}
 }
+
+// With tenants, the console reads each tenant's output stream: the flow counts them all,
+// the calls filter by tenant (or by a tenant's conversation), and a tenant the
+// deployment does not serve is an error, not an empty list.
+func TestConsoleTenants(t *testing.T) {
+	url := bustest.Server(t)
+	nc, _ := bustest.Connect(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := &config.Config{Tenants: map[string]config.Tenant{"acme": {}}}
+	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	js, _ := jetstream.New(nc)
+	c, _ := client.New(nc)
+	con := &console.Console{NC: nc, JS: js, Client: c, Tenants: []string{"acme"}}
+	srv := httptest.NewServer(con.Handler(""))
+	defer srv.Close()
+
+	actx, acancel := context.WithTimeout(ctx, time.Minute)
+	defer acancel()
+	for _, conv := range []string{"acme.c1", "c1"} {
+		if _, err := c.Ask(actx, conv, `<tool_call>{"name": "clock", "arguments": {}}</tool_call>`, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flow := get[console.Flow](t, srv.URL+"/api/flow")
+	if flow.Outputs != 2 || len(flow.Tenants) != 1 || flow.Tenants[0] != "acme" {
+		t.Errorf("flow: %d outputs, tenants %v; want 2 over both tenants' streams, and tenant acme", flow.Outputs, flow.Tenants)
+	}
+	for query, want := range map[string]string{"": "c1", "?tenant=acme": "acme.c1", "?conversation=acme.c1": "acme.c1", "?conversation=c1": "c1"} {
+		calls := get[[]console.Call](t, srv.URL+"/api/calls"+query)
+		if len(calls) != 1 || calls[0].Conversation != want {
+			t.Errorf("calls%s: %+v, want the one call of %s", query, calls, want)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/api/calls?tenant=globex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("calls of a tenant the deployment does not serve: %s, want an error", resp.Status)
+	}
+}

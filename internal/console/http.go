@@ -47,7 +47,7 @@ func (c *Console) Handler(token string) http.Handler {
 	get("/api/calls", func(r *http.Request) (any, error) {
 		q := r.URL.Query()
 		limit, _ := strconv.Atoi(q.Get("limit"))
-		return c.Calls(r.Context(), CallFilter{Conversation: q.Get("conversation"), Tool: q.Get("tool"), Outcome: q.Get("outcome"), Limit: limit})
+		return c.Calls(r.Context(), CallFilter{Tenant: q.Get("tenant"), Conversation: q.Get("conversation"), Tool: q.Get("tool"), Outcome: q.Get("outcome"), Limit: limit})
 	})
 	mux.HandleFunc("POST /api/dead/redrive", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, r, func(r *http.Request) (any, error) {

@@ -28,6 +28,13 @@ window.addEventListener("hashchange", show);
 // Flow: live.
 const history = [];  // [{at, backlog: {stage: n}}]
 let previous = null;
+// The tenants' filter on the calls, shown once the deployment has tenants.
+function renderTenants(tenants) {
+  const sel = $("#call-filter select[name=tenant]");
+  if (!tenants || !tenants.length || sel.options.length === tenants.length + 1) return;
+  sel.innerHTML = `<option value="">default tenant</option>` + tenants.map(t => `<option value="${esc(t)}">${esc(t)}</option>`).join("");
+  sel.hidden = false;
+}
 function renderFlow(f) {
   const rows = f.queues.map(q => {
     let rate = "";
@@ -73,7 +80,9 @@ function live() {
   es.addEventListener("flow", e => {
     $("#live").textContent = "live";
     $("#live").classList.add("on");
-    renderFlow(JSON.parse(e.data));
+    const flow = JSON.parse(e.data);
+    renderFlow(flow);
+    renderTenants(flow.tenants);
     if ((location.hash || "#flow") === "#servers") loadServers();
   });
   es.onerror = () => { $("#live").textContent = "reconnecting…"; $("#live").classList.remove("on"); };
