@@ -39,12 +39,16 @@ func root(t *testing.T) string {
 	return dir
 }
 
-func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
+func loadCompose(t *testing.T, env map[string]string, files ...string) (*types.Project, error) {
 	t.Helper()
 	top := root(t)
+	configs := []types.ConfigFile{{Filename: filepath.Join(top, "compose.yaml")}}
+	for _, f := range files {
+		configs = append(configs, types.ConfigFile{Filename: filepath.Join(top, f)})
+	}
 	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir:  top,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(top, "compose.yaml")}},
+		ConfigFiles: configs,
 		Environment: env,
 	}, func(o *loader.Options) {
 		o.SetProjectName("toolbus", true)
@@ -406,10 +410,13 @@ func checkOTEL(t *testing.T, s, jaeger types.ServiceConfig) {
 }
 
 // confVariables are the environment variables nats.conf and its cluster variant read.
-func confVariables(t *testing.T) map[string]bool {
+func confVariables(t *testing.T, files ...string) map[string]bool {
 	t.Helper()
 	vars := map[string]bool{}
-	for _, f := range []string{baseConf, clusterConf} {
+	if len(files) == 0 {
+		files = []string{baseConf, clusterConf, "cluster.conf"}
+	}
+	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -461,6 +468,65 @@ func dockerStages(t *testing.T) []string {
 
 // TestDockerfile checks the Dockerfile statically: it builds every command with the Go of
 // go.mod, the default target is the toolbus image, and the build context keeps secrets out.
+// TestComposeTenants checks the two-tenant overlay (compose.tenants.yaml) with
+// compose.yaml: the nodes run the tenants' cluster configuration with every password it
+// reads, and every toolbus process reads the configuration that names the same tenants
+// as that NATS configuration.
+func TestComposeTenants(t *testing.T) {
+	pw := setPasswords(t)
+	env := map[string]string{}
+	for _, u := range users {
+		env[deploy.PasswordVar(u)] = pw[u]
+	}
+	if _, err := loadCompose(t, env, "compose.tenants.yaml"); err == nil || !strings.Contains(err.Error(), "TOOLBUS_ACME_PASSWORD") {
+		t.Errorf("compose.tenants.yaml loads without the tenants' passwords: %v", err)
+	}
+	for _, u := range twoTenants {
+		env[deploy.PasswordVar(u)] = pw[u]
+	}
+	p, err := loadCompose(t, env, "compose.tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clusterTenants = "nats-cluster-tenants.conf"
+	vars := confVariables(t, tenantsConf, clusterTenants, "cluster.conf")
+	for _, u := range twoTenants {
+		if !vars[deploy.PasswordVar(u)] {
+			t.Errorf("%s reads no $%s", tenantsConf, deploy.PasswordVar(u))
+		}
+	}
+	for _, name := range natsNodes {
+		s := p.Services[name]
+		if !slices.Equal(s.Command, []string{"-c", "/etc/nats/" + clusterTenants}) {
+			t.Errorf("%s: command %v does not run %s", name, s.Command, clusterTenants)
+		}
+		e := envOf(s)
+		for v := range vars {
+			if v != "NATS_SERVER_NAME" && e[v] == "" {
+				t.Errorf("%s: $%s, which %s reads, is not set", name, v, tenantsConf)
+			}
+		}
+	}
+	t.Setenv("NATS_SERVER_NAME", "nats-1")
+	if users := permissionsOf(t, loadConf(t, clusterTenants)); users["acme"] == nil || users["globex"] == nil {
+		t.Errorf("%s has no users acme and globex", clusterTenants)
+	}
+	for _, name := range append(toolbus.AllServices(), "provision", "toolbus") {
+		host := hostPath(p.Services[name], "/etc/toolbus/toolbus.json")
+		cfg, err := config.Load(host)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var tenants []string
+		for _, tenant := range cfg.Topology().Tenants {
+			tenants = append(tenants, tenant.Name)
+		}
+		if !slices.Equal(tenants, twoTenants) {
+			t.Errorf("%s reads %s, whose tenants are %v; want %v, nats-tenants.conf's", name, host, tenants, twoTenants)
+		}
+	}
+}
+
 func TestDockerfile(t *testing.T) {
 	top := root(t)
 	data, err := os.ReadFile(filepath.Join(top, "Dockerfile"))
