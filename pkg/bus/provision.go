@@ -46,7 +46,7 @@ type Tenant struct {
 	// MaxBytes bounds each of the tenant's output stream and results bucket; 0: no
 	// limit but the server's. A full output stream drops its oldest outputs; a full
 	// bucket refuses to store, and a result too large to travel inline is then
-	// answered as a failure that says so.
+	// answered with its preview only.
 	MaxBytes int64
 }
 
