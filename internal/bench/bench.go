@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/internal/console"
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/localtools"
@@ -58,6 +59,11 @@ type Options struct {
 	Rate float64
 	// NoPaced skips the paced phase.
 	NoPaced bool
+	// NATSConf, when set, runs the pipeline as a deployment does: an embedded server
+	// serving this NATS configuration (deploy/nats.conf: users, permissions), each
+	// service on a connection of its own as its own user with its private inbox, the
+	// orchestrator as user orchestrator; streams provisioned by admin.
+	NATSConf string
 	// InProcess connects to the embedded server in process (as `toolbus run` does)
 	// rather than over TCP loopback (as services on a deployed NATS do).
 	InProcess bool
@@ -101,6 +107,7 @@ type Report struct {
 	Concurrency      int     `json:"concurrency"`
 	Executors        int     `json:"executors"`
 	InProcess        bool    `json:"in_process,omitempty"`
+	NATSConf         string  `json:"nats_conf,omitempty"`
 	Tool             string  `json:"tool"`
 	Console          bool    `json:"console,omitempty"`
 	Seconds          float64 `json:"seconds"`
@@ -217,7 +224,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
 	r := &Report{
 		Responses: o.Responses, Calls: o.Responses * o.CallsPerResponse, CallsPerResponse: o.CallsPerResponse,
-		Concurrency: o.Concurrency, Executors: o.Executors, InProcess: o.InProcess, Tool: o.Tool, Console: o.Console,
+		Concurrency: o.Concurrency, Executors: o.Executors, InProcess: o.InProcess, NATSConf: o.NATSConf, Tool: o.Tool, Console: o.Console,
 		NumCPU: runtime.NumCPU(), CPUModel: cpuModel(),
 	}
 	text := responseText(o.Tool, o.CallsPerResponse)
@@ -321,15 +328,26 @@ func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, p
 	if o.ToolLatency > 0 {
 		local = workTool(o.ToolLatency)
 	}
-	tb, err := toolbus.Start(ctx, toolbus.Options{
-		Config: o.Config, Replicas: o.Executors, Logger: o.Logger, Tools: local, EmbeddedOverTCP: !o.InProcess, Harden: true,
-		Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter},
-	})
-	if err != nil {
-		return nil, nil, 0, 0, err
+	var nc *nats.Conn
+	var c *client.Client
+	if o.NATSConf != "" {
+		d, err := startDeployment(ctx, o, local)
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		defer d.close()
+		nc, c = d.nc, d.client
+	} else {
+		tb, err := toolbus.Start(ctx, toolbus.Options{
+			Config: o.Config, Replicas: o.Executors, Logger: o.Logger, Tools: local, EmbeddedOverTCP: !o.InProcess, Harden: true,
+			Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter},
+		})
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		defer tb.Close()
+		nc, c = tb.Conn(), tb.Client()
 	}
-	defer tb.Close()
-	nc, c := tb.Conn(), tb.Client()
 	if o.Console {
 		js, err := jetstream.New(nc)
 		if err != nil {

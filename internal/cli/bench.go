@@ -24,6 +24,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "run a local tool that takes this long instead of --tool (e.g. 20ms, for scaling runs)")
 	fs.Float64Var(&o.Rate, "rate", 0, "responses per second of the paced phase (default: half the measured throughput)")
 	fs.BoolVar(&o.NoPaced, "no-paced", false, "skip the paced phase")
+	fs.StringVar(&o.NATSConf, "nats-conf", "", "run the pipeline as a deployment: serve this NATS configuration (deploy/nats.conf) and run each service as its own user, the orchestrator as orchestrator")
 	fs.BoolVar(&o.InProcess, "in-process", false, "connect to the embedded server in process, as toolbus run and serve do, instead of over TCP")
 	fs.BoolVar(&o.Console, "console", false, "serve the web console beside the pipeline, nobody watching (as serve does), to measure what it costs")
 	fs.StringVar(&o.ConsoleAddr, "console-addr", "", "serve the console of the toolbus run at this address, to watch it (implies --console; the URL is printed)")
@@ -107,6 +108,9 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	conn := "TCP loopback"
 	if r.InProcess {
 		conn = "in process"
+	}
+	if r.NATSConf != "" {
+		conn = "as a deployment (" + r.NATSConf + "): each service on its own connection as its own user, the orchestrator as orchestrator, over TCP loopback"
 	}
 	fmt.Fprintf(w, "run: %d responses × %d calls of %s, %d in flight, %d executors, connected %s\n", r.Responses, r.CallsPerResponse, r.Tool, r.Concurrency, r.Executors, conn)
 	fmt.Fprintf(w, "toolbus: %.0f calls/s, %.0f responses/s; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; %.3f CPU s per 1000 calls\n",
