@@ -527,3 +527,30 @@ func TestAckHold(t *testing.T) {
 		}
 	}
 }
+
+// A connection's inbox prefix is its URL's user's: the first URL that names one, NATS's
+// default without a user, or with one no subject can carry.
+func TestUserInbox(t *testing.T) {
+	srv, stop, err := StartEmbedded(EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	for urls, want := range map[string]string{
+		"nats://executor:pw@h1:4222,nats://executor:pw@h2:4222": "_INBOX.executor.",
+		"nats://h1:4222,nats://acme:pw@h2:4222":                 "_INBOX.acme.",
+		"nats://h1:4222":                                        "_INBOX.",
+		"nats://a%20b:pw@h1:4222":                               "_INBOX.",
+		"nats://a.*:pw@h1:4222":                                 "_INBOX.",
+	} {
+		nc, err := nats.Connect(srv.ClientURL(), UserInbox(urls))
+		if err != nil {
+			t.Fatalf("%s: %v", urls, err)
+		}
+		inbox := nc.NewInbox()
+		nc.Close()
+		if !strings.HasPrefix(inbox, want) || strings.Count(inbox, ".") != strings.Count(want, ".") {
+			t.Errorf("%s: inbox %s, want under %s", urls, inbox, want)
+		}
+	}
+}

@@ -14,7 +14,20 @@ import (
 // to its own prefix only, so nobody reads the replies (pulled messages, key-value reads,
 // status answers) of another. A URL without a user keeps NATS's default, "_INBOX".
 func UserInbox(urls string) nats.Option {
-	return nats.CustomInboxPrefix(messages.InboxPrefix(URLUser(urls)))
+	user := URLUser(urls)
+	if !subjectTokens(user) {
+		user = "" // no prefix can be made of it: NATS's default
+	}
+	return nats.CustomInboxPrefix(messages.InboxPrefix(user))
+}
+
+// subjectTokens reports whether s can follow "_INBOX." in a subject: tokens separated by
+// single dots, without wildcards or white space.
+func subjectTokens(s string) bool {
+	if s == "" || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.Contains(s, "..") {
+		return false
+	}
+	return !strings.ContainsAny(s, "*> \t\r\n")
 }
 
 // URLUser returns the user named in the first of urls that names one, or "".

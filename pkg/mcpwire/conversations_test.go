@@ -72,8 +72,12 @@ func TestConversationsHaveTheirOwnSessions(t *testing.T) {
 	if err != nil || string(out) != `"conv-a"` {
 		t.Errorf("the server saw _meta %s %q = %s, %v; want \"conv-a\"", messages.MetaConversation, "conv-a", out, err)
 	}
-	if got := p.Sessions()["local"]; len(got) != 2 {
-		t.Errorf("sessions open: %v, want conv-a and conv-b", got)
+	// A tenant's conversation names its tenant too.
+	if out, err := p.Call(mcpwire.WithConversation(ctxT(t), "acme.c1"), "conversation", nil); err != nil || string(out) != `"acme.c1 tenant=acme"` {
+		t.Errorf("the server saw _meta %s = %s, %v; want acme.c1 of tenant acme", messages.MetaTenant, out, err)
+	}
+	if got := p.Sessions()["local"]; len(got) != 3 {
+		t.Errorf("sessions open: %v, want conv-a, conv-b and acme.c1", got)
 	}
 
 	// A shared server keeps one session for all.

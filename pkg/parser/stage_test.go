@@ -167,3 +167,24 @@ func TestParseSegments(t *testing.T) {
 		})
 	}
 }
+
+// A tenant's response is parsed like any other and answered on its subjects; a
+// response of a tenant the deployment does not serve, whole or streamed, is an error
+// (dead-lettered by the runner), with nothing published.
+func TestParseTenants(t *testing.T) {
+	s := &Stage{Serves: bus.Topology{Tenants: []bus.Tenant{{Name: "acme"}}}.Serves}
+	text := `<tool_call>{"name": "clock", "arguments": {}}</tool_call>`
+	out, err := s.Parse(context.Background(), &bus.Delivery{Data: []byte(text), Meta: bus.Meta{Conversation: "acme.c1", ResponseID: "r1"}})
+	if err != nil || len(out) != 1 || out[0].Subject != messages.CallSubject("acme.c1") || out[0].Meta.MsgID != "acme.c1/r1/0" {
+		t.Fatalf("acme's response: %+v, %v", out, err)
+	}
+	for _, conv := range []string{"globex.c1", "parser.c1"} {
+		d := &bus.Delivery{Data: []byte(text), Meta: bus.Meta{Conversation: conv, ResponseID: "r1"}}
+		if out, err := s.Parse(context.Background(), d); err == nil || len(out) != 0 {
+			t.Errorf("%s: %+v, %v; want an error and nothing published", conv, out, err)
+		}
+		if out, err := s.Chunk(context.Background(), d); err == nil || len(out) != 0 {
+			t.Errorf("%s, streamed: %+v, %v; want an error and nothing published", conv, out, err)
+		}
+	}
+}

@@ -43,9 +43,12 @@ func main() {
 			tp, _ := req.Params.Meta["traceparent"].(string)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tp}}}, nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "conversation", Description: "Returns the toolbus/conversation of the request's _meta.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+	mcp.AddTool(s, &mcp.Tool{Name: "conversation", Description: "Returns the toolbus/conversation of the request's _meta, and its toolbus/tenant when there is one.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			c, _ := req.Params.Meta["toolbus/conversation"].(string)
+			if tenant, ok := req.Params.Meta["toolbus/tenant"].(string); ok {
+				c += " tenant=" + tenant
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: c}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo"},
