@@ -95,7 +95,8 @@ func TestUsageErrors(t *testing.T) {
 		{"no command", nil, 2, "usage"},
 		{"unknown command", []string{"fly"}, 2, `unknown command "fly"`},
 		{"bad flag", []string{"run", "--nope"}, 2, "flag provided but not defined"},
-		{"bad conversation", []string{"run", "--conversation", "a.b"}, 2, "conversation id"},
+		{"bad conversation", []string{"run", "--conversation", "a.b.c"}, 2, "conversation id"},
+		{"a tenant the configuration does not name", []string{"run", "--conversation", "acme.c1"}, 2, `no tenant "acme"`},
 		{"missing file", []string{"run", "does-not-exist.txt"}, 1, "no such file"},
 		{"bad config", []string{"run", "--config", "../../go.mod"}, 1, "not valid JSON"},
 	}

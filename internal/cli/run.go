@@ -55,6 +55,9 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !cfg.Topology().Serves(*conv) {
+		return usageError{fmt.Errorf("--conversation %s: the configuration names no tenant %q (tenants)", *conv, messages.Tenant(*conv))}
+	}
 	log := logger(env, *verbose, false)
 	stopTelemetry, err := startTelemetry(ctx, "toolbus")
 	if err != nil {

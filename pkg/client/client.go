@@ -14,6 +14,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -39,6 +40,32 @@ type Client struct {
 	subs    map[string]*nats.Subscription // conversation → output subscription
 	waiters map[string]chan []byte        // response id → its output
 	users   map[string]int                // conversation → Asks in flight
+	served  sync.Map                      // tenant → its output stream was found
+}
+
+// check returns an error for a conversation no output can answer: an invalid id, or a
+// tenant's conversation where the tenant's output stream does not exist (a deployment
+// that does not serve the tenant dead-letters its responses; waiting would only time
+// out). A tenant found once is not asked for again.
+func (c *Client) check(ctx context.Context, conversation string) error {
+	if err := messages.ValidateConversation(conversation); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	tenant := messages.Tenant(conversation)
+	if tenant == "" {
+		return nil
+	}
+	if _, ok := c.served.Load(tenant); ok {
+		return nil
+	}
+	if _, err := c.js.Stream(ctx, messages.OutputStream(tenant)); err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("client: conversation %q: the deployment serves no tenant %q (no stream %s)", conversation, tenant, messages.OutputStream(tenant))
+		}
+		return fmt.Errorf("client: conversation %q: tenant %q's stream %s: %w", conversation, tenant, messages.OutputStream(tenant), err)
+	}
+	c.served.Store(tenant, true)
+	return nil
 }
 
 // New returns a client on nc.
@@ -84,8 +111,8 @@ func (o *SubmitOptions) header(conversation, id string) nats.Header {
 // Submit publishes text as a response of conversation and returns its id once JetStream
 // has stored it. Submitting the same id again within the de-duplication window is a no-op.
 func (c *Client) Submit(ctx context.Context, conversation, text string, o *SubmitOptions) (string, error) {
-	if err := messages.ValidateConversation(conversation); err != nil {
-		return "", fmt.Errorf("client: %w", err)
+	if err := c.check(ctx, conversation); err != nil {
+		return "", err
 	}
 	var opts SubmitOptions
 	if o != nil {
@@ -118,8 +145,8 @@ var producerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProd
 
 // Ask submits text and waits for its output until ctx is done.
 func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOptions) (*messages.Output, error) {
-	if err := messages.ValidateConversation(conversation); err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+	if err := c.check(ctx, conversation); err != nil {
+		return nil, err
 	}
 	var opts SubmitOptions
 	if o != nil {

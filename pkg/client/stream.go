@@ -49,8 +49,8 @@ type Stream struct {
 // Stream starts a streamed response of conversation. ctx carries the trace the
 // response continues.
 func (c *Client) Stream(ctx context.Context, conversation string, o *StreamOptions) (*Stream, error) {
-	if err := messages.ValidateConversation(conversation); err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+	if err := c.check(ctx, conversation); err != nil {
+		return nil, err
 	}
 	s := &Stream{c: c, ctx: ctx, conversation: conversation, started: time.Now()}
 	if o != nil {
