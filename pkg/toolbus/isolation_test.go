@@ -102,39 +102,47 @@ func TestConversationsAreIsolated(t *testing.T) {
 		}
 	})
 
-	t.Run("a conversation id no subject can carry", func(t *testing.T) {
-		msg := nats.NewMsg("toolbus.responses.a.b")
-		msg.Data = []byte(ticket("dotted"))
-		if _, err := js.PublishMsg(ctx, msg); err != nil {
-			t.Fatal(err)
-		}
-		dead, err := js.Stream(ctx, messages.StreamDead)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m *jetstream.RawStreamMsg
-		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-		defer wcancel()
-		for m == nil && wctx.Err() == nil {
-			m, _ = dead.GetLastMsgForSubject(wctx, messages.DeadSubject("unknown"))
-			time.Sleep(20 * time.Millisecond)
-		}
-		if m == nil {
-			for _, name := range []string{messages.StreamResponses, messages.StreamAdvisories, messages.StreamDead} {
-				s, _ := js.Stream(ctx, name)
-				info, _ := s.Info(ctx, jetstream.WithSubjectFilter(">"))
-				t.Logf("%s: %+v", name, info.State.Subjects)
+	// A response whose subject carries no valid conversation, or a conversation of a
+	// tenant the deployment does not serve, is dead-lettered on its first delivery (under
+	// "unknown", or its conversation), and nothing of it runs.
+	for _, tc := range []struct{ name, subject, deadUnder string }{
+		{"a conversation id no subject can carry", "toolbus.responses.a.b.c", messages.DeadSubject("unknown")},
+		{"a tenant the deployment does not serve", "toolbus.responses.a.b", messages.DeadSubject("a.b")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := nats.NewMsg(tc.subject)
+			msg.Data = []byte(ticket("dotted"))
+			if _, err := js.PublishMsg(ctx, msg); err != nil {
+				t.Fatal(err)
 			}
-			t.Fatal("no dead letter")
-		}
-		var dl messages.DeadLetter
-		if err := json.Unmarshal(m.Data, &dl); err != nil || dl.Subject != "toolbus.responses.a.b" || dl.Deliveries != 1 {
-			t.Errorf("dead letter %+v (%v), want the response after one delivery", dl, err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if runs["dotted"] != 0 {
-			t.Error("the call of a response without a valid conversation ran")
-		}
-	})
+			dead, err := js.Stream(ctx, messages.StreamDead)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m *jetstream.RawStreamMsg
+			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer wcancel()
+			for m == nil && wctx.Err() == nil {
+				m, _ = dead.GetLastMsgForSubject(wctx, tc.deadUnder)
+				time.Sleep(20 * time.Millisecond)
+			}
+			if m == nil {
+				for _, name := range []string{messages.StreamResponses, messages.StreamAdvisories, messages.StreamDead} {
+					s, _ := js.Stream(ctx, name)
+					info, _ := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+					t.Logf("%s: %+v", name, info.State.Subjects)
+				}
+				t.Fatal("no dead letter")
+			}
+			var dl messages.DeadLetter
+			if err := json.Unmarshal(m.Data, &dl); err != nil || dl.Subject != tc.subject || dl.Deliveries != 1 {
+				t.Errorf("dead letter %+v (%v), want the response after one delivery", dl, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if runs["dotted"] != 0 {
+				t.Error("the call of a response without a valid conversation ran")
+			}
+		})
+	}
 }
