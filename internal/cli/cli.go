@@ -90,10 +90,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 		case err == flag.ErrHelp:
 			return 0
 		case isUsage(err):
-			fmt.Fprintf(env.Stderr, "toolbus %s: %v\n", c.name, err)
+			fmt.Fprintf(env.Stderr, "toolbus %s: %s\n", c.name, redactURLs(err.Error()))
 			return 2
-		default:
-			fmt.Fprintf(env.Stderr, "toolbus %s: %v\n", c.name, err)
+		default: // an error may quote a URL, and with it a password or a token
+			fmt.Fprintf(env.Stderr, "toolbus %s: %s\n", c.name, redactURLs(err.Error()))
 			return 1
 		}
 	}

@@ -117,3 +117,34 @@ func TestHealthFromBucket(t *testing.T) {
 		}
 	}
 }
+
+// What the CLI prints of a server's errors holds none of its secrets: a token in its URL
+// (`toolbus tools` quoting the server that is left out, `toolbus health --probe` quoting
+// its error), in the table, the JSON and stderr.
+func TestCLIPrintsNoSecret(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := ln.Addr().String()
+	ln.Close()
+	const token, key = "tok-5ecret-8f2a91", "ak-5ecret-77c3e0"
+	cfg := `{"mcpServers": {"gone": {"type": "http", "url": "http://` + gone + `/mcp?token=` + token + `&api_key=` + key + `"}}}`
+	path := filepath.Join(t.TempDir(), "toolbus.json")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"tools", "--config", path, "--wait", "2s"},
+		{"health", "--probe", "--config", path, "--timeout", "2s"},
+		{"health", "--probe", "--config", path, "--timeout", "2s", "--json"},
+	} {
+		stdout, stderr, _ := runMain(t, "", args...)
+		if strings.Contains(stdout+stderr, token) || strings.Contains(stdout+stderr, key) {
+			t.Errorf("toolbus %s printed a secret:\n%s\n%s", strings.Join(args, " "), stdout, stderr)
+		}
+		if !strings.Contains(stdout+stderr, gone) {
+			t.Errorf("toolbus %s does not name the server's address (the test sees nothing):\n%s\n%s", strings.Join(args, " "), stdout, stderr)
+		}
+	}
+}

@@ -88,8 +88,8 @@ func startTools(ctx context.Context, env Env, cmd string, cfg *config.Config, wa
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	err = pool.Connect(cctx)
 	cancel()
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "toolbus %s: some MCP servers are left out: %v\n", cmd, err)
+	if err != nil { // a server's error may quote its URL, and with it a token
+		fmt.Fprintf(env.Stderr, "toolbus %s: some MCP servers are left out: %s\n", cmd, cfg.Redactor().String(err.Error()))
 	}
 	exec, err := toolbus.NewExecutor(cfg, nil, engineering.NewMemorySessions(), pool)
 	if err != nil {
@@ -158,6 +158,16 @@ func healthCmd(ctx context.Context, env Env, args []string) error {
 		var err error
 		if statuses, err = storedHealth(ctx, cf, cfg); err != nil {
 			return err
+		}
+	}
+	// A status's error may quote the server's URL or its messages: each is masked with
+	// the server's secrets, as healthd stores it.
+	secrets := cfg.Redactor()
+	for i := range statuses {
+		mask := secrets.For(statuses[i].Server)
+		statuses[i].Error = mask.String(statuses[i].Error)
+		for k := range statuses[i].History {
+			statuses[i].History[k].Error = mask.String(statuses[i].History[k].Error)
 		}
 	}
 	var down []string

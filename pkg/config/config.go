@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,28 +53,41 @@ type Config struct {
 	// instead.
 	Ignored []string `json:"-"`
 	// expanded are the values ${VAR} references were replaced by: secrets, for [Config.Redactor].
-	expanded []string
+	expanded []expansion
 }
 
-// Redactor hides the configuration's secrets (see package redact): the values that came
-// from ${VAR}, the userinfo, query and header values of the servers' URLs, the env
-// values of stdio servers, their OAuth client secrets, and the NATS URL's password. Every process builds its logs,
-// health statuses, error messages and span attributes through it.
+// Redactor hides the configuration's secrets (see package redact). Each server's own:
+// the values its ${VAR}s expanded to, the userinfo and query values of its URL, its
+// header values, the values of its env entries named like a secret
+// (redact.SecretName), its OAuth client secret and key. Shared by all: the other values
+// that came from ${VAR} and the NATS URL's password. Every process builds its logs,
+// health statuses, error messages and span attributes through it; a server's messages
+// are masked with its own secrets and the shared ones only (Redactor.For).
 func (c *Config) Redactor() *redact.Redactor {
 	if c == nil {
 		return redact.New()
 	}
-	secrets := slices.Clone(c.expanded)
-	for _, s := range c.MCPServers {
-		secrets = append(secrets, redact.URLSecrets(s.URL)...)
+	var shared []string
+	scoped := map[string][]string{}
+	for _, e := range c.expanded {
+		if server, ok := c.serverOf(e.path); ok {
+			scoped[server] = append(scoped[server], e.value)
+		} else {
+			shared = append(shared, e.value)
+		}
+	}
+	for name, s := range c.MCPServers {
+		secrets := redact.URLSecrets(s.URL)
 		for _, v := range s.Headers {
 			secrets = append(secrets, v)
 			if _, token, ok := strings.Cut(v, " "); ok { // "Bearer <token>"
 				secrets = append(secrets, token)
 			}
 		}
-		for _, v := range s.Env {
-			secrets = append(secrets, v)
+		for k, v := range s.Env {
+			if redact.SecretName(k) {
+				secrets = append(secrets, v)
+			}
 		}
 		if s.OAuth != nil {
 			secrets = append(secrets, s.OAuth.ClientSecret, s.OAuth.PrivateKey)
@@ -83,11 +97,27 @@ func (c *Config) Redactor() *redact.Redactor {
 				}
 			}
 		}
+		scoped[name] = append(scoped[name], secrets...)
 	}
 	for _, u := range strings.Split(c.NATS.URL, ",") {
-		secrets = append(secrets, redact.URLSecrets(strings.TrimSpace(u))...)
+		shared = append(shared, redact.URLSecrets(strings.TrimSpace(u))...)
 	}
-	return redact.New(secrets...)
+	return redact.NewScoped(shared, scoped)
+}
+
+// serverOf returns the server a configuration path ("mcpServers.<name>.…") belongs to.
+func (c *Config) serverOf(path []string) (string, bool) {
+	if len(path) < 2 || path[0] != "mcpServers" {
+		return "", false
+	}
+	_, ok := c.MCPServers[path[1]]
+	return path[1], ok
+}
+
+// expansion is one value a ${VAR} reference expanded to, and where in the file.
+type expansion struct {
+	path  []string
+	value string
 }
 
 // Engineering configures the built-in engineering suite.
@@ -261,11 +291,11 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 	if len(mistakes) > 0 {
 		return nil, fmt.Errorf("%s: %s", source, strings.Join(mistakes, "; "))
 	}
-	var expanded []string
-	raw = expand(raw, func(name string) (string, bool) {
+	var expanded []expansion
+	raw = expand(raw, nil, func(path []string, name string) (string, bool) {
 		v, ok := lookup(name)
 		if ok {
-			expanded = append(expanded, v)
+			expanded = append(expanded, expansion{path: slices.Clone(path), value: v})
 		}
 		return v, ok
 	})
@@ -318,24 +348,24 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 
 var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
 
-// expand replaces ${VAR} and ${VAR:-default} in every string of v.
-func expand(v any, lookup func(string) (string, bool)) any {
+// expand replaces ${VAR} and ${VAR:-default} in every string of v; path is where v is.
+func expand(v any, path []string, lookup func(path []string, name string) (string, bool)) any {
 	switch v := v.(type) {
 	case string:
 		return varRef.ReplaceAllStringFunc(v, func(ref string) string {
 			m := varRef.FindStringSubmatch(ref)
-			if val, ok := lookup(m[1]); ok && (val != "" || m[2] == "") {
+			if val, ok := lookup(path, m[1]); ok && (val != "" || m[2] == "") {
 				return val
 			}
 			return m[2]
 		})
 	case []any:
 		for i := range v {
-			v[i] = expand(v[i], lookup)
+			v[i] = expand(v[i], append(path, strconv.Itoa(i)), lookup)
 		}
 	case map[string]any:
 		for k := range v {
-			v[k] = expand(v[k], lookup)
+			v[k] = expand(v[k], append(path, k), lookup)
 		}
 	}
 	return v

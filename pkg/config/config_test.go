@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/toolbus/toolbus/pkg/redact"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +131,34 @@ func TestPrivateKeyRedacted(t *testing.T) {
 	}
 	if got := r.String(key); strings.Contains(got, "MIGHAgEAMBMG") {
 		t.Errorf("redacted: %q still holds the key", got)
+	}
+}
+
+// The configuration's secrets are its real ones: an env entry that is not named like a
+// secret (LOG_LEVEL=info) masks nothing, while a ${VAR} value and a secret-named entry
+// are masked; each server's only in its own messages (and in text of unknown source).
+func TestSecretsAreSecrets(t *testing.T) {
+	env := map[string]string{"API_KEY": "k-7f3a9c2e11", "NATS_PW": "n4ts-pw-31337"}
+	c, err := Parse([]byte(`{"mcpServers":{
+		"files":{"command":"files-server","env":{"LOG_LEVEL":"info","MODE":"production","GITHUB_TOKEN":"ghp_literal123456","KEY_FROM_VAR":"${API_KEY}"}},
+		"other":{"command":"other-server"}},
+		"nats":{"url":"nats://svc:${NATS_PW}@h:4222"}}`), "test.json", func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Redactor()
+	msg := "open /etc/information (production): k-7f3a9c2e11 ghp_literal123456 n4ts-pw-31337"
+	for _, tc := range []struct {
+		name string
+		m    redact.Masker
+		want string
+	}{
+		{"unknown source", r, "open /etc/information (production): REDACTED REDACTED REDACTED"},
+		{"the server's own", r.For("files"), "open /etc/information (production): REDACTED REDACTED REDACTED"},
+		{"another server's", r.For("other"), "open /etc/information (production): k-7f3a9c2e11 ghp_literal123456 REDACTED"},
+	} {
+		if got := tc.m.String(msg); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

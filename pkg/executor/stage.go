@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -211,13 +212,16 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	}
 	var session mcpwire.SessionReport
 	res, oc := s.Exec.ExecuteRoute(mcpwire.WithReport(ctx, &session), call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts})
+	// What the model reads is masked with the secrets of the server that wrote it (and
+	// the shared ones), not with every server's.
+	mask := s.Exec.Redact.For(strings.TrimPrefix(route.Server, "mcp:"))
 	if route.Session != "" { // only a conversation's own session has anything to say
 		if n := s.notice(route.Session, session, lease); n != "" {
-			res.Notice = s.Exec.Redact.String(n)
+			res.Notice = mask.String(n)
 		}
 	}
 	if res.Error != nil {
-		res.Error.Message = s.Exec.Redact.String(res.Error.Message)
+		res.Error.Message = mask.String(res.Error.Message)
 		span.SetStatus(codes.Error, string(res.Error.Code)) // the call failed, as the model is told: Jaeger's error filter finds it
 	}
 	res = s.fit(ctx, res)

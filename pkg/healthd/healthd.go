@@ -302,7 +302,7 @@ func (s *Service) probe(ctx context.Context, t Target) {
 		s.mu.Unlock()
 	})
 	if r.Err != nil {
-		span.SetStatus(codes.Error, s.secrets.String(r.Err.Error()))
+		span.SetStatus(codes.Error, s.secrets.For(t.Name).String(r.Err.Error()))
 	} else {
 		span.SetAttributes(attribute.Int("toolbus.tools", r.Tools), attribute.String("mcp.protocol.version", r.Protocol))
 	}
@@ -328,9 +328,10 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 		before = st.State
 		*st = Next(*st, r, s.opts.Threshold, s.opts.Now().UTC())
 		st.Server, st.Transport, st.ProbedBy = t.Name, t.Transport, s.opts.ID
-		st.Error = s.secrets.String(st.Error)
+		mask := s.secrets.For(t.Name) // a server's status shows its own secrets masked, not others'
+		st.Error = mask.String(st.Error)
 		for i := range st.History {
-			st.History[i].Error = s.secrets.String(st.History[i].Error)
+			st.History[i].Error = mask.String(st.History[i].Error)
 		}
 		return true, nil
 	})

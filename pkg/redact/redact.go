@@ -1,10 +1,13 @@
 // Package redact hides secrets in text that leaves toolbus: logs, the health bucket and
-// `toolbus health`, error messages a model reads, span attributes. One rule, used
-// everywhere:
+// `toolbus health`, `toolbus tools` and the other commands' output, the console, error
+// messages a model reads, span attributes. One rule, used everywhere:
 //
 //   - every secret the configuration holds is replaced by REDACTED wherever it appears:
 //     the values that came from ${VAR}, the userinfo, query values and header values of
-//     configured URLs, the env values of stdio servers, the NATS URLs' passwords;
+//     configured URLs, the values of stdio servers' env entries named like a secret
+//     (SecretName), the NATS URLs' passwords — each only if it could not be part of
+//     ordinary text (Secret: 6 bytes or more, not a plain word); a server's own secrets
+//     are masked in its messages (For), and in text of unknown source (String);
 //   - in any URL in the text, configured or not, the password of its userinfo and the
 //     values of its query are replaced by REDACTED; a text that looks like a URL but does
 //     not parse is replaced whole.
@@ -23,26 +26,113 @@ import (
 // Mask is what a secret is replaced by.
 const Mask = "REDACTED"
 
-// minSecret is the shortest value treated as a secret: shorter ones ("1", "on") would
-// mask ordinary words.
-const minSecret = 4
+// A value is a secret only if it could not be part of ordinary text: at least minSecret
+// bytes, and not a plain word. Shorter or plain values ("info", "production", "on")
+// would mask pieces of ordinary words: LOG_LEVEL=info must leave /etc/information alone.
+const (
+	minSecret = 6
+	// minWordLike is the length from which even a value of letters of one case is a
+	// secret: a long run of letters is more likely a key than a word.
+	minWordLike = 24
+)
 
-// Redactor hides a set of secrets and the secrets of any URL. The zero value and nil
-// hide only the latter.
-type Redactor struct {
-	secrets []string // longest first, so that a secret containing another is masked whole
-}
-
-// New returns a redactor of secrets (short or empty ones are ignored).
-func New(secrets ...string) *Redactor {
-	r := &Redactor{}
-	for _, s := range secrets {
-		if len(s) >= minSecret && !slices.Contains(r.secrets, s) {
-			r.secrets = append(r.secrets, s)
+// Secret reports whether v is worth masking wherever it appears (see minSecret): at
+// least 6 bytes, and not a plain word (letters of one case, '-' or '_' only) shorter
+// than 24.
+func Secret(v string) bool {
+	if len(v) < minSecret {
+		return false
+	}
+	if len(v) >= minWordLike {
+		return true
+	}
+	lower, upper, other := false, false, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c >= 'a' && c <= 'z':
+			lower = true
+		case c >= 'A' && c <= 'Z':
+			upper = true
+		case c == '-' || c == '_':
+		default:
+			other = true
 		}
 	}
-	slices.SortFunc(r.secrets, func(a, b string) int { return len(b) - len(a) })
+	return other || lower && upper
+}
+
+// SecretName reports whether an environment variable or header called name holds a
+// secret by its name: KEY, TOKEN, SECRET, PASSWORD, PASS, PASSWD, CREDENTIAL(S), AUTH,
+// PRIVATE, SESSION, COOKIE, SIGNATURE, DSN among its words (API_KEY, GITHUB_TOKEN,
+// X-Api-Key, Authorization).
+func SecretName(name string) bool {
+	n := strings.ToUpper(name)
+	if strings.Contains(n, "AUTHORIZATION") {
+		return true
+	}
+	for _, w := range strings.FieldsFunc(n, func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
+		switch w {
+		case "KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASS", "PASSWD", "PWD", "CREDENTIAL", "CREDENTIALS",
+			"AUTH", "PRIVATE", "SESSION", "COOKIE", "SIGNATURE", "DSN", "ACCESSKEY", "SECRETKEY":
+			return true
+		}
+	}
+	return false
+}
+
+// Redactor hides a set of secrets and the secrets of any URL. Some secrets belong to
+// one source (a server's env and headers): String masks them everywhere, For(source)
+// only in that source's messages and the shared secrets. The zero value and nil hide
+// only the secrets of URLs.
+type Redactor struct {
+	secrets []string            // longest first, so that a secret containing another is masked whole
+	shared  []string            // the secrets of no source
+	scoped  map[string][]string // source → its own secrets
+}
+
+// New returns a redactor of secrets (those Secret rejects are ignored).
+func New(secrets ...string) *Redactor { return NewScoped(secrets, nil) }
+
+// NewScoped returns a redactor of shared secrets and of each source's own (those Secret
+// rejects are ignored).
+func NewScoped(shared []string, scoped map[string][]string) *Redactor {
+	r := &Redactor{shared: keep(shared)}
+	all := slices.Clone(shared)
+	for source, secrets := range scoped {
+		if k := keep(append(slices.Clone(secrets), shared...)); len(k) > 0 {
+			if r.scoped == nil {
+				r.scoped = map[string][]string{}
+			}
+			r.scoped[source] = k
+		}
+		all = append(all, secrets...)
+	}
+	r.secrets = keep(all)
 	return r
+}
+
+// keep returns the secrets worth masking, each once, longest first.
+func keep(secrets []string) []string {
+	var out []string
+	for _, s := range secrets {
+		if Secret(s) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// For returns the masker of the messages of source (a server): the shared secrets and
+// source's own, not another source's.
+func (r *Redactor) For(source string) Masker {
+	if r == nil {
+		return r
+	}
+	if s, ok := r.scoped[source]; ok {
+		return &Redactor{secrets: s}
+	}
+	return &Redactor{secrets: r.shared}
 }
 
 // URLSecrets are the secrets of a URL: its userinfo password (and user name when there
@@ -177,4 +267,12 @@ func (c *Current) String(s string) string {
 		return (*Redactor)(nil).String(s)
 	}
 	return c.p.Load().String(s)
+}
+
+// For masks the messages of source with the current redactor (Redactor.For).
+func (c *Current) For(source string) Masker {
+	if c == nil {
+		return (*Redactor)(nil)
+	}
+	return c.p.Load().For(source)
 }

@@ -57,3 +57,40 @@ func TestHandler(t *testing.T) {
 		t.Errorf("log line: %s", out)
 	}
 }
+
+// A value is a secret only if it could not be part of ordinary text, and a source's
+// secrets are masked in its own messages, not in another's.
+func TestSecretsAndSources(t *testing.T) {
+	for v, want := range map[string]bool{"info": false, "debug": false, "production": false, "PRODUCTION": false, "on": false,
+		"hunter2": true, "sk-live-4f9a": true, "Password": true, "abcdefghijklmnopqrstuvwxyz": true, "s3cret": true} {
+		if Secret(v) != want {
+			t.Errorf("Secret(%q) = %v, want %v", v, !want, want)
+		}
+	}
+	for name, want := range map[string]bool{"API_KEY": true, "GITHUB_TOKEN": true, "X-Api-Key": true, "Authorization": true, "DB_PASSWORD": true,
+		"LOG_LEVEL": false, "HOME": false, "KEYBOARD": false, "MONKEY": false} {
+		if SecretName(name) != want {
+			t.Errorf("SecretName(%q) = %v, want %v", name, !want, want)
+		}
+	}
+	r := NewScoped([]string{"nats-pw-123"}, map[string][]string{"a": {"a-secret-1"}, "b": {"b-secret-2", "info"}})
+	msg := "a-secret-1 b-secret-2 nats-pw-123 /etc/information"
+	for _, tc := range []struct {
+		m    Masker
+		want string
+	}{
+		{r, "REDACTED REDACTED REDACTED /etc/information"},
+		{r.For("a"), "REDACTED b-secret-2 REDACTED /etc/information"},
+		{r.For("b"), "a-secret-1 REDACTED REDACTED /etc/information"},
+		{r.For("other"), "a-secret-1 b-secret-2 REDACTED /etc/information"},
+	} {
+		if got := tc.m.String(msg); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+	var c Current
+	c.Set(r)
+	if got := c.For("a").String(msg); got != "REDACTED b-secret-2 REDACTED /etc/information" {
+		t.Errorf("Current.For: %q", got)
+	}
+}
