@@ -19,6 +19,13 @@ import (
 // path and the rest its own argv.
 const arg0 = "toolbus-reaper"
 
+// limitArg0 is the argv[0] that starts a binary as a limiter: it sets the limits of
+// argv[1] on itself and executes the program argv[2] with the rest as its argv.
+const limitArg0 = "toolbus-limit"
+
+// limitsFlag, after arg0, gives the reaper its program's limits (the next argument).
+const limitsFlag = "-limits"
+
 // lifelineFD is the reaper's end of the lifeline: the first of exec.Cmd's ExtraFiles.
 const lifelineFD = 3
 
@@ -33,12 +40,19 @@ const self = "/proc/self/exe"
 // and returns. Call it first thing in main: a binary that never calls it runs its
 // programs in a process group of their own, without a reaper. o may be nil.
 func Main(o *Options) {
+	if len(os.Args) >= 3 && os.Args[0] == limitArg0 {
+		os.Exit(limitExec(os.Args[1], os.Args[2], os.Args[3:]))
+	}
 	if len(os.Args) >= 3 && os.Args[0] == arg0 {
 		var notify func(chan<- os.Signal, ...os.Signal)
 		if o != nil {
 			notify = o.Notify
 		}
-		os.Exit(reap(os.Args[1], os.Args[2:], notify))
+		spec, args := "", os.Args[1:]
+		if len(args) >= 3 && args[0] == limitsFlag {
+			spec, args = args[1], args[2:]
+		}
+		os.Exit(reap(args[0], args[1:], spec, notify))
 	}
 	enabled.Store(true)
 }
@@ -62,11 +76,24 @@ var available = sync.OnceValue(func() bool {
 // and Args become the reaper's, which starts the program they named. The program and
 // the reaper lead a process group of their own. Call Kill once the command is done
 // with (after Wait, or to stop it); it releases the lifeline.
-func Contain(cmd *exec.Cmd) (*Containment, error) {
+func Contain(cmd *exec.Cmd) (*Containment, error) { return ContainWith(cmd, Limits{}) }
+
+// ContainWith is Contain with limits: the reaper sets them on the program before its
+// first instruction (through a limiter: this binary again, which sets them on itself
+// and executes the program), and runs as l.RunAs with it. Without reaper mode (no Main)
+// only RunAs applies.
+func ContainWith(cmd *exec.Cmd, l Limits) (*Containment, error) {
 	if cmd.Process != nil {
 		return nil, errors.New("reaper: command already started")
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if l.RunAs != "" {
+		cred, err := credential(l.RunAs)
+		if err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
 	if cmd.Err != nil || !enabled.Load() || !available() || !runnable(cmd) {
 		// Start reports a program it cannot run with os/exec's own error (ENOENT,
 		// EACCES), which the reaper could only print.
@@ -81,6 +108,9 @@ func Contain(cmd *exec.Cmd) (*Containment, error) {
 		args = []string{cmd.Path}
 	}
 	cmd.Args = append([]string{arg0, cmd.Path}, args...)
+	if spec := l.spec(); spec != "" {
+		cmd.Args = append([]string{arg0, limitsFlag, spec, cmd.Path}, args...)
+	}
 	cmd.Path = self
 	cmd.ExtraFiles = []*os.File{r}
 	return &Containment{lifeline: w, cmd: cmd}, nil
@@ -111,6 +141,15 @@ func (c *Containment) Kill() {
 	if c.lifeline == nil && c.cmd.Process != nil {
 		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	}
+	// A reaper killed itself (SIGKILL from outside) swept nothing: its program died of
+	// Pdeathsig, but what the program started is left. Those still in the reaper's
+	// process group are killed here; one that left the group (setsid) escapes, which
+	// only a cgroup could prevent.
+	if c.lifeline != nil && c.cmd.ProcessState != nil {
+		if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // Signal sends sig to the program (not to its reaper, which stays to clean up after
@@ -132,12 +171,16 @@ func (c *Containment) Signal(sig syscall.Signal) error {
 // reap is the reaper: it starts the program at path with argv, passes on the signals
 // the lifeline carries, and once the program has exited or the lifeline is cut, kills
 // and waits for every descendant; it returns the program's exit code.
-func reap(path string, argv []string, notify func(chan<- os.Signal, ...os.Signal)) int {
+func reap(path string, argv []string, limits string, notify func(chan<- os.Signal, ...os.Signal)) int {
 	// An old kernel without subreapers still gets the program's own group killed.
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	syscall.CloseOnExec(lifelineFD)
 
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+	exe, args := path, argv
+	if limits != "" { // the limiter sets them, then becomes the program (same process)
+		exe, args = self, append([]string{limitArg0, limits, path}, argv...)
+	}
+	pid, err := syscall.ForkExec(exe, args, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
 		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
