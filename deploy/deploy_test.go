@@ -29,6 +29,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/telemetry"
@@ -274,7 +275,7 @@ func needs() map[string]serviceNeeds {
 				watch(messages.BucketCatalog), watch(messages.BucketHealth),
 				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1"), messages.ExecSubject("executor-abc")},
 				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
-			subscribe: append(service(toolbus.Executor), messages.ExecSubject("executor-abc")),
+			subscribe: append(service(toolbus.Executor), messages.ExecSubject("executor-abc"), messages.AnswerSubject("c1", "abc"), messages.AnswerSubject("acme.c1", "abc")),
 		},
 		toolbus.Formatter: {
 			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), objPut, []string{messages.OutputSubject("c1"), messages.CallSubject("c1"), messages.DeadSubject("c1")}),
@@ -428,7 +429,7 @@ func orchestratorNeeds(tenant string) serviceNeeds {
 	out, res, user := messages.OutputStream(tenant), messages.ResultsBucket(tenant), deploy.TenantUser(tenant)
 	return serviceNeeds{
 		publish: []string{
-			messages.ResponseSubject(conv), messages.StreamSubject(conv), "$JS.API.INFO", "$JS.API.STREAM.NAMES",
+			messages.ResponseSubject(conv), messages.StreamSubject(conv), messages.AnswerSubject(conv, "abc"), "$JS.API.INFO", "$JS.API.STREAM.NAMES",
 			"$JS.API.STREAM.INFO." + out,
 			"$JS.API.CONSUMER.CREATE." + out + ".abc_1." + messages.OutputSubject(conv),
 			"$JS.API.CONSUMER.CREATE." + out + ".reader",
@@ -483,7 +484,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 	for _, u := range users { // inbox prefixes
 		words[u] = true
 	}
-	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec,
+	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec, messages.AllAnswers,
 		messages.StatusSubject(toolbus.Parser), messages.StatusSubject(toolbus.Executor), messages.StatusSubject(toolbus.Formatter), messages.StatusSubject(toolbus.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true
@@ -623,6 +624,12 @@ func (s service) scrape(t *testing.T) string {
 // the per-service binaries do, each with its /metrics.
 func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.Topology) map[string]service {
 	t.Helper()
+	return startServicesWith(t, urls, pw, topo, nil)
+}
+
+// startServicesWith is startServices with a configuration (nil: the default one).
+func startServicesWith(t *testing.T, urls []string, pw map[string]string, topo bus.Topology, cfg *config.Config) map[string]service {
+	t.Helper()
 	// Provisioning is admin's, once; the services only check it.
 	anc, _ := connectAs(t, urls, "admin", pw["admin"])
 	ajs, err := jetstream.New(anc)
@@ -640,7 +647,7 @@ func startServices(t *testing.T, urls []string, pw map[string]string, topo bus.T
 			cancel()
 			t.Fatal(err)
 		}
-		n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Services: []string{name}, Topology: topo, Tools: bigReport(t), MeterProvider: mp})
+		n, err := toolbus.Start(ctx, toolbus.Options{Conn: nc, Services: []string{name}, Topology: topo, Tools: bigReport(t), MeterProvider: mp, Config: cfg})
 		if err != nil {
 			cancel()
 			t.Fatalf("%s under its own user: %v", name, err)

@@ -27,7 +27,7 @@ type Tenant struct {
 	Name, User, PasswordVar, Inbox string
 	// Its subjects: responses and chunks it publishes; outputs, progress and servers'
 	// questions it receives.
-	Responses, Chunks, Outputs, Progress, Elicit string
+	Responses, Chunks, Answers, Outputs, Progress, Elicit string
 	// Its output stream and its stored results' object store stream.
 	OutputStream, ResultsStream string
 }
@@ -42,8 +42,9 @@ type conf struct {
 	Consumers []string
 	// ResultsStreams are the object store streams of every tenant's stored results.
 	ResultsStreams, ResultsBuckets []string
-	// OutputStreams are every tenant's output streams.
-	OutputStreams []string
+	// OutputStreams are every tenant's output streams; ResponseStreams and ChunkStreams
+	// every tenant's work queues of responses, whole and chunk by chunk.
+	OutputStreams, ResponseStreams, ChunkStreams []string
 }
 
 // PasswordVar is the environment variable nats.conf reads user's password from.
@@ -77,11 +78,14 @@ func NATSConf(tenants []string) ([]byte, error) {
 		c.Tenants = append(c.Tenants, Tenant{
 			Name: name, User: user, PasswordVar: PasswordVar(user), Inbox: messages.InboxPrefix(user),
 			Responses: messages.TenantSubjects(messages.ResponseSubject, name), Chunks: messages.TenantSubjects(messages.StreamSubject, name),
+			Answers: messages.AnswerSubjects(name),
 			Outputs: messages.TenantSubjects(messages.OutputSubject, name), Progress: messages.TenantSubjects(messages.ProgressSubject, name),
 			Elicit:       messages.TenantSubjects(messages.ElicitSubject, name),
 			OutputStream: messages.OutputStream(name), ResultsStream: "OBJ_" + messages.ResultsBucket(name),
 		})
 		c.OutputStreams = append(c.OutputStreams, messages.OutputStream(name))
+		c.ResponseStreams = append(c.ResponseStreams, messages.ResponseStream(name))
+		c.ChunkStreams = append(c.ChunkStreams, messages.ChunkStream(name))
 		c.ResultsStreams = append(c.ResultsStreams, "OBJ_"+messages.ResultsBucket(name))
 		c.ResultsBuckets = append(c.ResultsBuckets, messages.ResultsBucket(name))
 	}

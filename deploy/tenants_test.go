@@ -6,6 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/config"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +48,11 @@ func (s *sniffer) leaked(secret, tenant string) []string {
 		// asked for (acme's among them); anything else naming acme's conversations, or
 		// holding acme's secret, is a leak.
 		echo := bytes.HasPrefix(m.Data, []byte(`{"type":"io.nats.jetstream.api.v1.`))
+		// So does a message of the attacker's own conversations (its own response
+		// that names acme's message id).
+		if conv := m.Header.Get(messages.HeaderConversation); conv != "" && !strings.HasPrefix(conv, tenant+".") {
+			echo = true
+		}
 		if bytes.Contains(data, []byte(secret)) || !echo && bytes.Contains(data, []byte(tenant+".")) {
 			out = append(out, fmt.Sprintf("%s: %.300s", m.Subject, m.Data))
 		}
@@ -138,9 +147,29 @@ func TestTenantsOnServer(t *testing.T) {
 	if out, err := s.Close(step()); err != nil || len(out.Results) != 1 || progress != 1 {
 		t.Fatalf("acme's streamed response: %+v, %v, %d progress", out, err, progress)
 	}
-	// A dead letter of acme's (as the services file one), for the console only.
 	adminNC, _ := connectAs(t, urls, "admin", pw["admin"])
 	adminJS, _ := jetstream.New(adminNC)
+	// A tenant's stream bounds its consumers.
+	if st, err := adminJS.Stream(step(), messages.OutputStream(victim)); err != nil || st.CachedInfo().Config.MaxConsumers != bus.DefaultTenantConsumers {
+		t.Errorf("%s: max consumers %v (%v), want %d", messages.OutputStream(victim), st, err, bus.DefaultTenantConsumers)
+	}
+	// No tenant can take another's response id first: JetStream de-duplicates by message
+	// id per stream, and each tenant's responses have a stream of their own.
+	{
+		gnc := conns["globex"]
+		gjs, _ := jetstream.New(gnc)
+		squat := nats.NewMsg(messages.ResponseSubject("globex.x"))
+		squat.Data = []byte("hello")
+		squat.Header.Set(messages.HeaderMsgID, messages.ScopedID("acme.c5", "r1"))
+		if _, err := gjs.PublishMsg(step(), squat); err != nil {
+			t.Fatal(err)
+		}
+		out, err := ac.Ask(step(), "acme.c5", `<tool_call>{"name": "clock", "arguments": {}}</tool_call>`, &client.SubmitOptions{ResponseID: "r1"})
+		if err != nil || len(out.Results) != 1 || !out.Results[0].Success {
+			t.Fatalf("acme's response r1 after globex used its message id: %+v, %v", out, err)
+		}
+	}
+	// A dead letter of acme's (as the services file one), for the console only.
 	if _, err := adminJS.Publish(step(), messages.DeadSubject("acme.c1"), []byte(`{"reason": "`+secret+`"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -298,4 +327,134 @@ func TestTenantsOnServer(t *testing.T) {
 		svc.errs.none(t, name)
 	}
 	aerrs.none(t, victim)
+}
+
+// A tenant answers its servers' questions under its own user (no right to reply to
+// anyone's inbox: it answers on its conversation's answer subject), and what another
+// tenant delivers onto its subjects with a push consumer (which NATS lets deliver
+// anywhere) is neither a question nor progress nor an output to pkg/client: a copy of
+// the other's messages names the other's conversation.
+func TestTenantQuestionsAndInjectedCopies(t *testing.T) {
+	pw := setPasswords(t)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "booking", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "book"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
+		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Which seat?", RequestedSchema: map[string]any{
+			"type": "object", "properties": map[string]any{"seat": map[string]any{"type": "string"}}, "required": []string{"seat"},
+		}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, map[string]any{"action": r.Action, "seat": r.Content["seat"]}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	cfg, err := config.Parse([]byte(`{"mcpServers": {"booking": {"type": "http", "url": "`+hs.URL+`", "elicitation": "ask"}},
+		"tenants": {"acme": {}, "globex": {}}}`), "", func(string) (string, bool) { return "", false }) // no file: nothing to follow
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := loadConf(t, tenantsConf)
+	nsrv := startServer(t, conf)
+	urls := []string{nsrv.ClientURL()}
+	services := startServicesWith(t, urls, pw, cfg.Topology(), cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	anc, aerrs := connectAs(t, urls, "acme", pw["acme"])
+	ac, _ := client.New(anc)
+	gnc, gerrs := connectAs(t, urls, "globex", pw["globex"])
+	gc, _ := client.New(gnc)
+	// globex has outputs and progress of its own, which its push consumers then deliver
+	// onto acme's subjects.
+	if out, err := gc.Ask(ctx, "globex.c1", `<tool_call>{"name": "clock", "arguments": {}}</tool_call>`, nil); err != nil || len(out.Results) != 1 {
+		t.Fatalf("globex: %+v, %v", out, err)
+	}
+	for i, target := range []string{messages.ElicitSubject("acme.c1"), messages.ProgressSubject("acme.c2"), messages.OutputSubject("acme.c1")} {
+		body, _ := json.Marshal(map[string]any{"stream_name": messages.OutputStream("globex"), "config": map[string]any{
+			"name": fmt.Sprintf("inject%d", i), "deliver_subject": target, "ack_policy": "none", "deliver_policy": "all", "idle_heartbeat": int64(time.Second)}})
+		m, err := gnc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE."+messages.OutputStream("globex")+fmt.Sprintf(".inject%d", i), body)
+		if err != nil || bytes.Contains(m.Data, []byte(`"error"`)) {
+			t.Fatalf("globex's push consumer onto %s: %v %s", target, err, m.Data)
+		}
+	}
+
+	// What reaches acme's connection on its question subject, raw: globex's copies among
+	// it, which is what the checks below must have turned away.
+	raw, err := anc.SubscribeSync(messages.ElicitSubject("acme.c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []messages.ElicitRequest
+	var mu sync.Mutex
+	sub, err := ac.OnElicit("acme.c1", func(_ context.Context, req messages.ElicitRequest) messages.ElicitResponse {
+		mu.Lock()
+		asked = append(asked, req)
+		mu.Unlock()
+		return messages.ElicitResponse{Action: "accept", Content: map[string]any{"seat": "12A"}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	// The executor lists the server's tools as it starts: until then the tool is unknown.
+	var out *messages.Output
+	for {
+		out, err = ac.Ask(ctx, "acme.c1", `<tool_call>{"name": "booking__book", "arguments": {}}</tool_call>`, nil)
+		if err != nil || len(out.Results) != 1 || out.Results[0].Error == nil || out.Results[0].Error.Code != messages.CodeUnknownTool {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || len(out.Results) != 1 || !out.Results[0].Success || !bytes.Contains(out.Results[0].Result, []byte(`"12A"`)) {
+		t.Fatalf("acme's booking: %+v, %v", out, err)
+	}
+	var progress []messages.ToolResult
+	s, err := ac.Stream(ctx, "acme.c2", &client.StreamOptions{Progress: func(r messages.ToolResult) { progress = append(progress, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteString(`<tool_call>{"name": "clock", "arguments": {}}</tool_call>`); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Close(ctx); err != nil || len(out.Results) != 1 || out.Conversation != "acme.c2" {
+		t.Fatalf("acme's stream: %+v, %v", out, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || asked[0].Conversation != "acme.c1" || asked[0].Message != "Which seat?" {
+		t.Errorf("acme was asked %+v, want the one question of its server", asked)
+	}
+	for _, r := range progress {
+		if r.Conversation != "acme.c2" {
+			t.Errorf("acme's progress holds %+v", r)
+		}
+	}
+	if len(progress) != 1 {
+		t.Errorf("acme's progress: %d results, want 1", len(progress))
+	}
+
+	copies := 0
+	for {
+		m, err := raw.NextMsg(100 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if m.Header.Get(messages.HeaderConversation) == "globex.c1" {
+			copies++
+		}
+	}
+	if copies == 0 {
+		t.Error("no copy of globex's messages reached acme's question subject: the test proves nothing")
+	}
+	// Replying to an inbox is no right of a tenant's: the services' acks are safe.
+	_ = anc.Publish("_INBOX.formatter.abc", []byte(`{"error": {"code": 503}}`))
+	_ = anc.Flush()
+	aerrs.expect(t, "acme", "publish", "_INBOX.formatter.abc")
+	// Nor may globex answer acme's questions.
+	_ = gnc.Publish(messages.AnswerSubject("acme.c1", "abc"), []byte(`{"action": "accept"}`))
+	_ = gnc.Flush()
+	gerrs.expect(t, "globex", "publish", messages.AnswerSubject("acme.c1", "abc"))
+	for name, svc := range services {
+		svc.errs.none(t, name)
+	}
 }

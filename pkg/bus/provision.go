@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,7 +49,15 @@ type Tenant struct {
 	// bucket refuses to store, and a result too large to travel inline is then
 	// answered with its preview only.
 	MaxBytes int64
+	// MaxConsumers bounds the consumers on the tenant's output stream (its
+	// orchestrator's own, durable or not). Default DefaultTenantConsumers.
+	MaxConsumers int
 }
+
+// DefaultTenantConsumers is a tenant's [Tenant.MaxConsumers] unless configured: many
+// more than an orchestrator's readers need, few enough that one tenant cannot load the
+// servers with consumers.
+const DefaultTenantConsumers = 1000
 
 func (t Topology) withDefaults() Topology {
 	if t.Replicas <= 0 {
@@ -103,23 +112,43 @@ func (t Topology) Streams() []jetstream.StreamConfig {
 		if s.MaxBytes == 0 {
 			s.MaxBytes = -1
 		}
+		if tenant.Name != "" {
+			s.MaxConsumers = cmp.Or(tenant.MaxConsumers, DefaultTenantConsumers)
+		}
 		s.Subjects = []string{messages.TenantSubjects(messages.OutputSubject, tenant.Name), messages.TenantSubjects(messages.ProgressSubject, tenant.Name)}
 		return s
 	}
 	dead := work(messages.StreamDead, messages.AllDead, "toolbus calls that exhausted their deliveries")
 	dead.Retention, dead.MaxAge = jetstream.LimitsPolicy, t.DeadMaxAge
 	advisories := work(messages.StreamAdvisories, "", "toolbus: advisories of messages that ran out of deliveries")
-	advisories.Subjects = messages.AdvisorySubjects()
+	var tenants []string
+	for _, tenant := range t.Tenants {
+		tenants = append(tenants, tenant.Name)
+	}
+	advisories.Subjects = messages.AdvisorySubjects(tenants...)
+	// Each tenant's responses, whole and chunk by chunk, in queues of its own: JetStream
+	// de-duplicates by message id per stream, so no tenant can take another's response
+	// id first (the default tenant's conversations are those of one token).
+	responses := func(tenant string) []jetstream.StreamConfig {
+		desc := ""
+		if tenant != "" {
+			desc = ", of tenant " + tenant
+		}
+		return []jetstream.StreamConfig{
+			work(messages.ResponseStream(tenant), messages.TenantSubjects(messages.ResponseSubject, tenant), "toolbus: LLM responses to parse"+desc),
+			work(messages.ChunkStream(tenant), messages.TenantSubjects(messages.StreamSubject, tenant), "toolbus: chunks of LLM responses being written"+desc),
+		}
+	}
 	streams := []jetstream.StreamConfig{
 		advisories,
-		work(messages.StreamResponses, messages.AllResponses, "toolbus: LLM responses to parse"),
-		work(messages.StreamChunks, messages.AllStream, "toolbus: chunks of LLM responses being written"),
+		responses("")[0], responses("")[1],
 		work(messages.StreamCalls, messages.AllCalls, "toolbus: tool calls to execute"),
 		work(messages.StreamResults, messages.AllResults, "toolbus: tool results to format"),
 		output(Tenant{}),
 		dead,
 	}
 	for _, tenant := range t.Tenants {
+		streams = append(streams, responses(tenant.Name)...)
 		streams = append(streams, output(tenant))
 	}
 	return streams
@@ -135,13 +164,18 @@ func (t Topology) Consumers() map[string]jetstream.ConsumerConfig {
 			DeliverPolicy: jetstream.DeliverAllPolicy,
 		}
 	}
-	return map[string]jetstream.ConsumerConfig{
+	consumers := map[string]jetstream.ConsumerConfig{
 		messages.StreamResponses:  c(messages.ConsumerParser, "toolbus parser replicas"),
 		messages.StreamChunks:     c(messages.ConsumerParser, "toolbus parser replicas (streamed responses)"),
 		messages.StreamCalls:      c(messages.ConsumerExecutor, "toolbus executor replicas"),
 		messages.StreamResults:    c(messages.ConsumerFormatter, "toolbus formatter replicas"),
 		messages.StreamAdvisories: c(messages.ConsumerDeadLetter, "toolbus dead-letter handlers (in the executors)"),
 	}
+	for _, tenant := range t.Tenants {
+		consumers[messages.ResponseStream(tenant.Name)] = c(messages.ConsumerParser, "toolbus parser replicas, tenant "+tenant.Name)
+		consumers[messages.ChunkStream(tenant.Name)] = c(messages.ConsumerParser, "toolbus parser replicas (streamed responses), tenant "+tenant.Name)
+	}
+	return consumers
 }
 
 // Buckets returns the configuration of every key-value bucket.

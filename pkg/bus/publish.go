@@ -110,7 +110,9 @@ func JSON(subject string, m Meta, v any) (Outgoing, error) {
 }
 
 // Key turns an id into a valid key-value key: ids made of key-safe bytes are used as
-// they are (readable in `nats kv ls`), anything else is hashed.
+// they are (readable in `nats kv ls`), anything else is hashed — a tenant's ids among
+// them, whose dot would be a token of the key's subject, where keys built on this one
+// (".segment.", ".stream") could collide.
 func Key(id string) string {
 	if id != "" && len(id) <= 200 && keySafe(id) {
 		return id

@@ -250,7 +250,9 @@ func (c *Client) unlisten(conversation, id string) {
 	}
 }
 
-// deliver hands an output to its waiter, by its message id: the response's scoped id.
+// deliver hands an output to its waiter, by its message id: the response's scoped id,
+// which names the conversation (a copy of another tenant's output delivered on this
+// subject by a push consumer names the other's, and is dropped).
 func (c *Client) deliver(m *nats.Msg) {
 	id := m.Header.Get(messages.HeaderMsgID)
 	c.mu.Lock()

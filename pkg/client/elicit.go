@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,7 +23,14 @@ func (c *Client) OnElicit(conversation string, fn Elicitor) (*nats.Subscription,
 	if err := messages.ValidateConversation(conversation); err != nil {
 		return nil, err
 	}
+	answers := messages.AnswerSubject(conversation, "")
 	return c.nc.Subscribe(messages.ElicitSubject(conversation), func(m *nats.Msg) {
+		// Only a request of this conversation, to be answered on its answer subject: a
+		// copy of another tenant's message delivered here (NATS lets a push consumer
+		// deliver anywhere) names another conversation, or no answer subject.
+		if m.Header.Get(messages.HeaderConversation) != conversation || !strings.HasPrefix(m.Reply, answers) || strings.Contains(m.Reply[len(answers):], ".") {
+			return
+		}
 		go answer(m, fn) // a user's answer takes its time: the next question need not wait
 	})
 }

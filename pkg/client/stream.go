@@ -64,7 +64,11 @@ func (c *Client) Stream(ctx context.Context, conversation string, o *StreamOptio
 		s.reported = map[int]bool{}
 		sub, err := c.nc.Subscribe(messages.ProgressSubject(conversation), func(m *nats.Msg) {
 			var r messages.ToolResult
-			if m.Header.Get(messages.HeaderResponseID) != s.id || messages.DecodeResult(m.Data, &r) != nil {
+			// Progress of this response of this conversation only: a copy of another
+			// tenant's message delivered here (a push consumer may deliver anywhere)
+			// names its own conversation.
+			if m.Header.Get(messages.HeaderResponseID) != s.id || m.Header.Get(messages.HeaderConversation) != conversation ||
+				messages.DecodeResult(m.Data, &r) != nil || r.Conversation != conversation {
 				return
 			}
 			s.report(r)

@@ -201,6 +201,9 @@ type Tenant struct {
 	// MaxBytes bounds each of the tenant's output stream and stored-results bucket
 	// (bus.Tenant); 0: no limit but the server's.
 	MaxBytes int64 `json:"maxBytes,omitempty"`
+	// MaxConsumers bounds the consumers its orchestrator may have on its output stream
+	// (bus.Tenant); default 1000.
+	MaxConsumers int `json:"maxConsumers,omitempty"`
 }
 
 // Topology is the stream shape the configuration asks for.
@@ -212,7 +215,7 @@ func (c *Config) Topology() bus.Topology {
 		DuplicateWindow: time.Duration(n.DuplicateWindow),
 	}
 	for _, name := range sortedKeys(c.Tenants) {
-		t.Tenants = append(t.Tenants, bus.Tenant{Name: name, MaxBytes: c.Tenants[name].MaxBytes})
+		t.Tenants = append(t.Tenants, bus.Tenant{Name: name, MaxBytes: c.Tenants[name].MaxBytes, MaxConsumers: c.Tenants[name].MaxConsumers})
 	}
 	return t
 }
@@ -314,8 +317,8 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 		if err := messages.ValidateTenant(name); err != nil {
 			return nil, fmt.Errorf("%s: tenants: %w", source, err)
 		}
-		if c.Tenants[name].MaxBytes < 0 {
-			return nil, fmt.Errorf("%s: tenants.%s.maxBytes: %d is negative", source, name, c.Tenants[name].MaxBytes)
+		if c.Tenants[name].MaxBytes < 0 || c.Tenants[name].MaxConsumers < 0 {
+			return nil, fmt.Errorf("%s: tenants.%s: maxBytes and maxConsumers may not be negative", source, name)
 		}
 	}
 	for tool, server := range c.Routes {

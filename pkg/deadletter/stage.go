@@ -80,12 +80,12 @@ func (s *Stage) Handle(ctx context.Context, adv Advisory, d *bus.Delivery) ([]bu
 	// Terminated messages were answered (or could not be) by their handler.
 	if adv.Reason == "" {
 		var answer *bus.Outgoing
-		switch adv.Stream {
-		case messages.StreamCalls:
+		switch {
+		case adv.Stream == messages.StreamCalls:
 			answer, dl.Answer, err = s.lostCall(ctx, raw, reason)
-		case messages.StreamResponses:
+		case messages.IsResponseStream(adv.Stream):
 			answer, dl.Answer, err = lostResponse(meta, raw, reason)
-		case messages.StreamChunks:
+		case messages.IsChunkStream(adv.Stream):
 			answer, dl.Answer, err = lostChunk(meta, raw, reason)
 		}
 		if err != nil {

@@ -1,5 +1,7 @@
 package messages
 
+import "strings"
+
 // JetStream stream, consumer and key-value bucket names. Orchestrators that read outputs
 // with a consumer of their own bind to StreamOutput.
 const (
@@ -64,13 +66,45 @@ func ResultsBucket(tenant string) string {
 	return BucketResults + "_" + tenant
 }
 
+// ResponseStream and ChunkStream are the work queues of a tenant's responses, whole and
+// chunk by chunk: StreamResponses and StreamChunks for the default tenant (""),
+// <name>_<tenant> for a configured tenant. JetStream de-duplicates a stream's messages
+// by Nats-Msg-Id whatever their subject: in a stream of its own, no tenant can take
+// another's response id first.
+func ResponseStream(tenant string) string { return tenantStream(StreamResponses, tenant) }
+
+// ChunkStream: see [ResponseStream].
+func ChunkStream(tenant string) string { return tenantStream(StreamChunks, tenant) }
+
+func tenantStream(name, tenant string) string {
+	if tenant == "" {
+		return name
+	}
+	return name + "_" + tenant
+}
+
+// IsResponseStream reports whether stream is a tenant's ResponseStream.
+func IsResponseStream(stream string) bool { return isTenantStream(stream, StreamResponses) }
+
+// IsChunkStream reports whether stream is a tenant's ChunkStream.
+func IsChunkStream(stream string) bool { return isTenantStream(stream, StreamChunks) }
+
+func isTenantStream(stream, name string) bool {
+	return stream == name || strings.HasPrefix(stream, name+"_")
+}
+
 // AdvisorySubjects are JetStream's advisories about the pipeline's consumers that the
-// dead-letter handler acts on.
-func AdvisorySubjects() []string {
+// dead-letter handler acts on: those of the default tenant's queues and of each of
+// tenants' response and chunk queues.
+func AdvisorySubjects(tenants ...string) []string {
 	var subjects []string
-	for _, sc := range [][2]string{
+	queues := [][2]string{
 		{StreamResponses, ConsumerParser}, {StreamChunks, ConsumerParser}, {StreamCalls, ConsumerExecutor}, {StreamResults, ConsumerFormatter},
-	} {
+	}
+	for _, t := range tenants {
+		queues = append(queues, [2]string{ResponseStream(t), ConsumerParser}, [2]string{ChunkStream(t), ConsumerParser})
+	}
+	for _, sc := range queues {
 		subjects = append(subjects,
 			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+sc[0]+"."+sc[1],
 			"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+sc[0]+"."+sc[1])

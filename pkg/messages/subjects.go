@@ -19,6 +19,7 @@ const (
 	streamRoot    = "toolbus.stream"
 	progressRoot  = "toolbus.progress"
 	execRoot      = "toolbus.exec"
+	answersRoot   = "toolbus.answers"
 )
 
 // Wildcards that match every subject of one kind; streams and consumers filter on them.
@@ -34,6 +35,8 @@ const (
 	AllProgress  = progressRoot + ".>"
 	// AllExec: the calls forwarded to the executor holding a conversation's session.
 	AllExec = execRoot + ".>"
+	// AllAnswers: the orchestrators' answers to servers' questions (AnswerSubject).
+	AllAnswers = answersRoot + ".>"
 )
 
 // StreamSubject is where an orchestrator publishes a response chunk by chunk while the
@@ -49,6 +52,22 @@ func ProgressSubject(conversation string) string { return progressRoot + "." + c
 // question (an [ElicitRequest], NATS request-reply): a server configured with the
 // elicitation policy "ask" asked for user input in the middle of a call.
 func ElicitSubject(conversation string) string { return elicitRoot + "." + conversation }
+
+// AnswerSubject is where a conversation's orchestrator answers the elicitation request
+// id (a random token) that the executor asked on [ElicitSubject]: the request's reply
+// subject. An orchestrator may publish on its own conversations' answer subjects
+// (AnswerSubjects), and needs no right to answer on anyone's inbox.
+func AnswerSubject(conversation, id string) string {
+	return answersRoot + "." + conversation + "." + id
+}
+
+// AnswerSubjects is the pattern of a tenant's answer subjects (see TenantSubjects).
+func AnswerSubjects(tenant string) string {
+	if tenant == "" {
+		return answersRoot + ".*.*"
+	}
+	return answersRoot + "." + tenant + ".*.*"
+}
 
 // ResponseSubject is where an orchestrator publishes a model's answer.
 func ResponseSubject(conversation string) string { return responsesRoot + "." + conversation }

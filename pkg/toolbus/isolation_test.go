@@ -2,7 +2,6 @@ package toolbus_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -103,46 +102,18 @@ func TestConversationsAreIsolated(t *testing.T) {
 	})
 
 	// A response whose subject carries no valid conversation, or a conversation of a
-	// tenant the deployment does not serve, is dead-lettered on its first delivery (under
-	// "unknown", or its conversation), and nothing of it runs.
-	for _, tc := range []struct{ name, subject, deadUnder string }{
-		{"a conversation id no subject can carry", "toolbus.responses.a.b.c", messages.DeadSubject("unknown")},
-		{"a tenant the deployment does not serve", "toolbus.responses.a.b", messages.DeadSubject("a.b")},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			msg := nats.NewMsg(tc.subject)
-			msg.Data = []byte(ticket("dotted"))
-			if _, err := js.PublishMsg(ctx, msg); err != nil {
-				t.Fatal(err)
-			}
-			dead, err := js.Stream(ctx, messages.StreamDead)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m *jetstream.RawStreamMsg
-			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-			defer wcancel()
-			for m == nil && wctx.Err() == nil {
-				m, _ = dead.GetLastMsgForSubject(wctx, tc.deadUnder)
-				time.Sleep(20 * time.Millisecond)
-			}
-			if m == nil {
-				for _, name := range []string{messages.StreamResponses, messages.StreamAdvisories, messages.StreamDead} {
-					s, _ := js.Stream(ctx, name)
-					info, _ := s.Info(ctx, jetstream.WithSubjectFilter(">"))
-					t.Logf("%s: %+v", name, info.State.Subjects)
-				}
-				t.Fatal("no dead letter")
-			}
-			var dl messages.DeadLetter
-			if err := json.Unmarshal(m.Data, &dl); err != nil || dl.Subject != tc.subject || dl.Deliveries != 1 {
-				t.Errorf("dead letter %+v (%v), want the response after one delivery", dl, err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if runs["dotted"] != 0 {
-				t.Error("the call of a response without a valid conversation ran")
-			}
-		})
+	// tenant the deployment does not serve, has no stream to go to: the publisher is told
+	// at once, and nothing of it runs.
+	for _, subject := range []string{"toolbus.responses.a.b.c", "toolbus.responses.a.b", "toolbus.stream.a.b"} {
+		msg := nats.NewMsg(subject)
+		msg.Data = []byte(ticket("dotted"))
+		if _, err := js.PublishMsg(ctx, msg); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+			t.Errorf("a response on %s: %v, want no stream to take it", subject, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["dotted"] != 0 {
+		t.Error("the call of a response without a valid conversation ran")
 	}
 }

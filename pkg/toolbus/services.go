@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,12 +95,13 @@ type runFunc func(context.Context) error
 // reaches MaxAckPending). One process of the cluster reports them (the leading
 // healthd, whose NATS user may read every stage's consumer), so that a sum over
 // processes counts each queue once and no other service asks for what it may not read.
-func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, leading func() bool) error {
+func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, topo bus.Topology, leading func() bool) error {
 	type queue struct{ stream, consumer string }
-	queues := []queue{
-		{messages.StreamResponses, messages.ConsumerParser}, {messages.StreamChunks, messages.ConsumerParser}, {messages.StreamCalls, messages.ConsumerExecutor},
-		{messages.StreamResults, messages.ConsumerFormatter}, {messages.StreamAdvisories, messages.ConsumerDeadLetter},
+	var queues []queue // every tenant's too
+	for stream, c := range topo.Consumers() {
+		queues = append(queues, queue{stream, c.Durable})
 	}
+	slices.SortFunc(queues, func(a, b queue) int { return strings.Compare(a.stream, b.stream) })
 	infos := func(ctx context.Context, f func(q queue, info *jetstream.ConsumerInfo)) {
 		if !leading() {
 			return
@@ -193,10 +195,13 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			if err != nil {
 				return nil, err
 			}
-			runs = append(runs, runStage(js, messages.StreamResponses, messages.ConsumerParser, p.Parse, false,
-				bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}),
-				runStage(js, messages.StreamChunks, messages.ConsumerParser, p.Chunk, false,
-					bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse chunk", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+			// Each tenant's responses come on queues of its own.
+			for _, tenant := range o.Topology.TenantNames() {
+				runs = append(runs, runStage(js, messages.ResponseStream(tenant), messages.ConsumerParser, p.Parse, false,
+					bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}),
+					runStage(js, messages.ChunkStream(tenant), messages.ConsumerParser, p.Chunk, false,
+						bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse chunk", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+			}
 		}
 	case Executor:
 		// The executor runs tools and servers as children of the same user: they must not
@@ -368,7 +373,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		}
 		// The queues are the cluster's: the leading healthd reports them, once.
 		if o.MeterProvider != nil {
-			if err := queueGauges(metrics, js, h.Leading); err != nil {
+			if err := queueGauges(metrics, js, o.Topology, h.Leading); err != nil {
 				return nil, err
 			}
 		}
@@ -559,7 +564,20 @@ func askOrchestrator(nc *nats.Conn) mcpwire.AskFunc {
 		if err != nil {
 			return nil, err
 		}
-		msg, err := nc.RequestWithContext(ctx, messages.ElicitSubject(conversation), body)
+		// The answer comes on a subject of the conversation's own (which only its
+		// orchestrator may publish on), not on an inbox: an orchestrator needs no right to
+		// reply to inboxes, where it could forge the services' JetStream acks.
+		answers, err := nc.SubscribeSync(messages.AnswerSubject(conversation, nuid.Next()))
+		if err != nil {
+			return nil, err
+		}
+		defer answers.Unsubscribe()
+		ask := &nats.Msg{Subject: messages.ElicitSubject(conversation), Reply: answers.Subject, Data: body, Header: nats.Header{}}
+		ask.Header.Set(messages.HeaderConversation, conversation)
+		if err := nc.PublishMsg(ask); err != nil {
+			return nil, err
+		}
+		msg, err := answers.NextMsgWithContext(ctx)
 		if err != nil {
 			return nil, err
 		}
