@@ -143,3 +143,40 @@ func TestRunAs(t *testing.T) {
 		}
 	}
 }
+
+// A reaper killed from outside (SIGKILL: it can sweep nothing) takes its program with it
+// (Pdeathsig), and Kill then kills what the program started that stayed in its process
+// group. A descendant that left the group (setsid) outlives it: only a cgroup could catch
+// it, which docs/security.md says.
+func TestAReaperKilledFromOutside(t *testing.T) {
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	path := script(t, `sleep 300 &
+echo $! >> "$PIDS"
+setsid sh -c 'echo $$ >> "$PIDS"; exec sleep 300' &
+while [ "$(wc -l < "$PIDS")" -lt 2 ]; do sleep 0.01; done
+echo $$ >> "$PIDS"
+touch "$DIR/ready"; sleep 300
+`)
+	cmd := exec.Command(path)
+	cmd.Env = append(os.Environ(), "PIDS="+pids, "DIR="+dir)
+	c, err := Contain(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(dir, "ready"))
+	got := readPids(t, pids, 3)
+	child, escaped, program := got[0], got[1], got[2]
+	t.Cleanup(func() { syscall.Kill(escaped, syscall.SIGKILL) })
+	if err := cmd.Process.Kill(); err != nil { // the reaper, as an OOM killer or an operator would
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	c.Kill()
+	waitGone(t, []int{program, child})
+	// What remains impossible without a cgroup, measured rather than asserted.
+	t.Logf("a descendant in a session of its own outlived the killed reaper: %v", alive(escaped))
+}
