@@ -2,15 +2,15 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,20 +24,42 @@ import (
 // consoleFlags are the console's flags, on serve and console.
 type consoleFlags struct {
 	addr, jaeger *string
+	hosts        *hostList
 	fs           *flag.FlagSet
 	env          Env
 }
 
+// hostList is a comma-separated list of host names, given in one flag or several.
+type hostList []string
+
+func (h *hostList) String() string { return strings.Join(*h, ",") }
+
+func (h *hostList) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*h = append(*h, name)
+		}
+	}
+	return nil
+}
+
 func addConsoleFlags(fs *flag.FlagSet, env Env) consoleFlags {
-	return consoleFlags{fs: fs, env: env,
+	hosts := &hostList{}
+	hosts.Set(env.getenv("TOOLBUS_CONSOLE_HOSTS"))
+	fs.Var(hosts, "console-host", "a further host name the console answers to, \"name\" or \"name:port\" (comma-separated or repeated; TOOLBUS_CONSOLE_HOSTS): "+
+		"the name of a proxy in front of it, or of this host when it listens on every interface; any other Host header is refused (DNS rebinding)")
+	return consoleFlags{fs: fs, env: env, hosts: hosts,
 		addr: fs.String("console-addr", envDefault(env, "console-addr", "127.0.0.1:8090"),
-			"address of the web console (TOOLBUS_CONSOLE_ADDR; empty turns it off); off localhost it requires a token (TOOLBUS_CONSOLE_TOKEN, else a random one, printed in its URL)"),
+			"address of the web console, loopback unless told otherwise (TOOLBUS_CONSOLE_ADDR; empty turns it off); it requires a token, "+
+				"TOOLBUS_CONSOLE_TOKEN's, else a random one printed in its URL"),
 		jaeger: fs.String("jaeger-url", envDefault(env, "jaeger-url", ""), "Jaeger UI base URL, for the console's trace links (TOOLBUS_JAEGER_URL)"),
 	}
 }
 
-// startConsole serves the console on nc at the flags' address and returns its URL (with
-// its token) and what stops it; no address, no console.
+// startConsole serves the console on nc at the flags' address and returns its URL and
+// what stops it; no address, no console. The console always requires a token:
+// TOOLBUS_CONSOLE_TOKEN's, else a random one, which the URL carries (a configured one
+// it does not: it would stay in logs).
 func (f consoleFlags) start(ctx context.Context, env Env, nc *nats.Conn, cfg *config.Config) (string, func(), error) {
 	if *f.addr == "" {
 		return "", func() {}, nil
@@ -50,13 +72,11 @@ func (f consoleFlags) start(ctx context.Context, env Env, nc *nats.Conn, cfg *co
 	if err != nil {
 		return "", nil, err
 	}
-	token := ""
-	if !console.Local(*f.addr) {
-		if token = env.getenv("TOOLBUS_CONSOLE_TOKEN"); token == "" {
-			b := make([]byte, 16)
-			rand.Read(b)
-			token = hex.EncodeToString(b)
-		}
+	token, configured := env.getenv("TOOLBUS_CONSOLE_TOKEN"), true
+	if token == "" {
+		token, configured = console.NewToken(), false
+	} else if err := console.ValidToken(token); err != nil {
+		return "", nil, fmt.Errorf("console: TOOLBUS_CONSOLE_TOKEN: %w", err)
 	}
 	ln, err := net.Listen("tcp", *f.addr)
 	if err != nil && !f.explicit() {
@@ -71,24 +91,31 @@ func (f consoleFlags) start(ctx context.Context, env Env, nc *nats.Conn, cfg *co
 	for _, t := range cfg.Topology().Tenants {
 		tenants = append(tenants, t.Name)
 	}
-	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: *f.jaeger, Redact: cfg.Redactor(), Tenants: tenants}
-	srv := &http.Server{Handler: con.Handler(token), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
 	addr := ln.Addr().(*net.TCPAddr)
-	host := addr.IP.String()
+	host, hosts := addr.IP.String(), append([]string{}, *f.hosts...)
 	if addr.IP.IsUnspecified() {
-		host, _ = os.Hostname() // every interface: the name others reach it by
+		// Every interface: the URL names the host as others reach it, and the console
+		// answers to that name besides its addresses.
+		if name, err := os.Hostname(); err == nil && name != "" {
+			host = name
+			hosts = append(hosts, net.JoinHostPort(name, strconv.Itoa(addr.Port)))
+		}
 	}
-	url := "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port)) + "/"
-	if token != "" {
-		url += "?token=" + token
+	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: *f.jaeger, Redact: cfg.Redactor(), Tenants: tenants}
+	srv := &http.Server{Handler: con.Handler(token, hosts...), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	u := "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port)) + "/"
+	if configured {
+		u += " (its token: TOOLBUS_CONSOLE_TOKEN's value, as ?token=)"
+	} else {
+		u += "?token=" + url.QueryEscape(token)
 	}
 	stop := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)
 	}
-	return url, stop, nil
+	return u, stop, nil
 }
 
 // explicit reports whether the console's address was asked for (flag or environment).
@@ -134,6 +161,7 @@ func deadCmd(ctx context.Context, env Env, args []string) error {
 	cf := addConnectFlags(fs, env)
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for a redriven call's output")
+	force := fs.Bool("force", false, "redrive a dead letter redriven before: its call runs again, which repeats its side effect if the first redrive ran")
 	// Flags may come before or after the subcommand and its argument.
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -169,12 +197,16 @@ func deadCmd(ctx context.Context, env Env, args []string) error {
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SEQ\tWHEN\tCONVERSATION\tWHAT\tREASON")
 		for _, d := range list {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%s\n", d.Sequence, d.At.Format(time.DateTime), d.Conversation, d.Kind, d.Tool, d.Reason)
+			reason := d.Reason
+			if d.Redriven != "" {
+				reason += " (redriven as " + d.Redriven + ")"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%s\n", d.Sequence, d.At.Format(time.DateTime), d.Conversation, d.Kind, d.Tool, reason)
 		}
 		return tw.Flush()
 	case "redrive":
 		if len(positional) != 1 {
-			return usageError{errors.New("toolbus dead redrive SEQ")}
+			return usageError{errors.New("toolbus dead redrive [--force] SEQ")}
 		}
 		seq, err := strconv.ParseUint(positional[0], 10, 64)
 		if err != nil {
@@ -182,7 +214,14 @@ func deadCmd(ctx context.Context, env Env, args []string) error {
 		}
 		rctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		out, err := con.Redrive(rctx, seq)
+		redrive := con.Redrive
+		if *force {
+			redrive = con.ForceRedrive
+		}
+		out, err := redrive(rctx, seq)
+		if errors.Is(err, console.ErrRedriven) {
+			return fmt.Errorf("%w; --force sends it again", err)
+		}
 		if err != nil {
 			return err
 		}

@@ -95,9 +95,14 @@ func (e *everything) stop() {
 // against a running pipeline with a real MCP server: the page goes live, shows the
 // server going down and coming back (its process killed and started again), shows the
 // backlog rise and fall under `toolbus bench` (bench.Run, watched through its console), finds a failed call by conversation and follows its
-// trace link, redrives a dead letter and shows its new output, answers a pasted
-// response, and lists the tools with their declarations. The main views are saved as
-// screenshots (in TOOLBUS_CONSOLE_SHOTS when set: docs/console holds the README's).
+// trace link, redrives a dead letter and shows its new output (a second redrive only
+// after a confirmation that says what it does), answers a pasted response, and lists
+// the tools with their declarations. The page is opened with its token in the URL, as
+// toolbus prints it, and keeps it out of the address bar; opened without it, it asks
+// for it. It runs under the console's Content-Security-Policy without a violation (an
+// inline script the test injects is refused: the policy is in force). The main views
+// are saved as screenshots (in TOOLBUS_CONSOLE_SHOTS when set: docs/console holds the
+// README's).
 func TestConsoleInABrowser(t *testing.T) {
 	browser := chromium(t)
 	playwright := filepath.Join(mcptest.NPMPackage(t, "playwright-core"), "index.mjs")
@@ -165,7 +170,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	control := httptest.NewServer(ctl)
 	defer control.Close()
 	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: control.URL + "/jaeger"}
-	page := httptest.NewServer(con.Handler(""))
+	page := httptest.NewServer(con.Handler(token))
 	defer page.Close()
 
 	shots := os.Getenv("TOOLBUS_CONSOLE_SHOTS")
@@ -175,7 +180,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		shots = filepath.Join(mcptest.RepoRoot(t), shots)
 	}
 	script := exec.CommandContext(actx, "node", "testdata/browser.mjs")
-	script.Env = append(os.Environ(), "PLAYWRIGHT=file://"+playwright, "CHROMIUM="+browser, "CONSOLE_URL="+page.URL+"/",
+	script.Env = append(os.Environ(), "PLAYWRIGHT=file://"+playwright, "CHROMIUM="+browser, "CONSOLE_URL="+page.URL+"/?token="+token,
 		"CONTROL_URL="+control.URL, "SHOTS_DIR="+shots)
 	out, err := script.CombinedOutput()
 	t.Logf("browser:\n%s", out)

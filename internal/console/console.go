@@ -430,8 +430,11 @@ type DeadLetter struct {
 	Tool   string `json:"tool,omitempty"`
 	Reason string `json:"reason"`
 	// Redrivable: a call or a response that can be sent again.
-	Redrivable bool            `json:"redrivable"`
-	Body       json.RawMessage `json:"body"`
+	Redrivable bool `json:"redrivable"`
+	// Redriven is the response id of the newest redrive of this dead letter among the
+	// letters read ("" when none): a second redrive must be forced (ForceRedrive).
+	Redriven string          `json:"redriven,omitempty"`
+	Body     json.RawMessage `json:"body"`
 }
 
 // Dead returns the newest dead letters (at most 200), newest first.
@@ -439,6 +442,12 @@ func (c *Console) Dead(ctx context.Context) ([]DeadLetter, error) {
 	msgs, err := c.last(ctx, messages.StreamDead, messages.AllDead, 200)
 	if err != nil {
 		return nil, err
+	}
+	redriven := map[uint64]string{} // a dead letter's sequence: its newest redrive
+	for _, m := range msgs {
+		if r, ok := redriveOf(m.Data()); ok {
+			redriven[r.Redrive] = r.ResponseID
+		}
 	}
 	out := []DeadLetter{}
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -451,10 +460,14 @@ func (c *Console) Dead(ctx context.Context) ([]DeadLetter, error) {
 		if body, err := json.Marshal(c.Redact.String(string(m.Data()))); err == nil {
 			dl.Body = body // as text, its secrets hidden
 		}
-		if _, ok := redriveOf(m.Data()); ok {
-			dl.Kind, dl.Reason = "redrive", "sent again"
+		if r, ok := redriveOf(m.Data()); ok {
+			dl.Kind, dl.Reason = "redrive", fmt.Sprintf("dead letter %d sent again as %s", r.Redrive, r.ResponseID)
+			if r.Forced {
+				dl.Reason += " (forced)"
+			}
 		} else if text, tool, reason, ok := deadText(m.Data()); ok {
 			dl.Kind, dl.Tool, dl.Reason, dl.Redrivable = "call", tool, reason, text != ""
+			dl.Redriven = redriven[dl.Sequence]
 			if tool == "" {
 				dl.Kind = "message"
 			}
@@ -467,10 +480,13 @@ func (c *Console) Dead(ctx context.Context) ([]DeadLetter, error) {
 	return out, nil
 }
 
-// Redrive is what the dead-letter stream records of a message sent again.
+// Redrive is what the dead-letter stream records of a message sent again, on the
+// subject of the dead letter's conversation, before it is sent.
 type Redrive struct {
 	Redrive    uint64 `json:"redrive"` // the dead letter's sequence
 	ResponseID string `json:"response_id"`
+	// Forced: sent again although it had been redriven before (ForceRedrive).
+	Forced bool `json:"forced,omitempty"`
 }
 
 func redriveOf(data []byte) (Redrive, bool) {
@@ -515,10 +531,46 @@ func deadText(data []byte) (text, tool, reason string, ok bool) {
 // ErrNotRedrivable: the dead letter holds nothing to send again.
 var ErrNotRedrivable = errors.New("this dead letter holds no call or response to send again")
 
+// ErrRedriven: the dead letter was redriven before (errors.Is; the error is a
+// *RedrivenError).
+var ErrRedriven = errors.New("this dead letter was redriven before")
+
+// RedrivenError refuses a second redrive of a dead letter: its call may have run
+// already, and running it again may repeat its side effect. ForceRedrive sends it anyway.
+type RedrivenError struct {
+	Seq uint64 `json:"seq"`
+	// ResponseID is the newest redrive's response id; Record and At its record's sequence
+	// and time in the dead-letter stream.
+	ResponseID string    `json:"response_id"`
+	Record     uint64    `json:"record"`
+	At         time.Time `json:"at"`
+}
+
+func (e *RedrivenError) Error() string {
+	return fmt.Sprintf("dead letter %d was redriven already, as %s at %s (record %d): a forced redrive runs its call again, which repeats its side effect if the first one ran",
+		e.Seq, e.ResponseID, e.At.UTC().Format(time.RFC3339), e.Record)
+}
+
+func (e *RedrivenError) Is(target error) bool { return target == ErrRedriven }
+
 // Redrive sends the call (or response) of the dead letter at seq again, as a new
 // response of its conversation with a new id, records that in the dead-letter stream,
-// and returns the new response's output.
+// and returns the new response's output. A dead letter is redriven once: when the
+// stream records a redrive of seq already, Redrive sends nothing and returns a
+// *RedrivenError (ErrRedriven). The record and the check are one step: the record is
+// published only if nothing was filed on the conversation's dead-letter subject since
+// the check (JetStream's expected last sequence per subject), so two redrives at once
+// send the call once.
 func (c *Console) Redrive(ctx context.Context, seq uint64) (*messages.Output, error) {
+	return c.redrive(ctx, seq, false)
+}
+
+// ForceRedrive is Redrive, also of a dead letter redriven before: its call runs again.
+func (c *Console) ForceRedrive(ctx context.Context, seq uint64) (*messages.Output, error) {
+	return c.redrive(ctx, seq, true)
+}
+
+func (c *Console) redrive(ctx context.Context, seq uint64, force bool) (*messages.Output, error) {
 	s, err := c.JS.Stream(ctx, messages.StreamDead)
 	if err != nil {
 		return nil, err
@@ -532,10 +584,67 @@ func (c *Console) Redrive(ctx context.Context, seq uint64) (*messages.Output, er
 	if !ok || text == "" || messages.ValidateConversation(conv) != nil {
 		return nil, ErrNotRedrivable
 	}
+	subject := messages.DeadSubject(conv)
 	id := fmt.Sprintf("redrive-%d-%s", seq, nuid.Next())
-	rec, _ := json.Marshal(Redrive{Redrive: seq, ResponseID: id})
-	if _, err := c.JS.Publish(ctx, messages.DeadSubject(conv), rec); err != nil {
-		return nil, fmt.Errorf("record the redrive of %d: %w", seq, err)
+	rec, _ := json.Marshal(Redrive{Redrive: seq, ResponseID: id, Forced: force})
+	for attempt := 1; ; attempt++ {
+		var opts []jetstream.PublishOpt
+		if !force {
+			last, err := c.redriven(ctx, s, subject, seq)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, jetstream.WithExpectLastSequencePerSubject(last))
+		}
+		_, err := c.JS.Publish(ctx, subject, rec, opts...)
+		if err == nil {
+			break
+		}
+		// Something was filed on the subject since the check (another redrive, or a
+		// dead letter of the conversation): check again.
+		if !wrongLastSequence(err) || attempt == 10 {
+			return nil, fmt.Errorf("record the redrive of %d: %w", seq, err)
+		}
 	}
 	return c.Client.Ask(ctx, conv, text, &client.SubmitOptions{ResponseID: id})
+}
+
+// redriven looks for a record of a redrive of the dead letter at seq among the messages
+// filed on subject (its conversation's) after it: a *RedrivenError when there is one,
+// else the subject's last sequence, which the new record expects.
+func (c *Console) redriven(ctx context.Context, s jetstream.Stream, subject string, seq uint64) (uint64, error) {
+	lastMsg, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return 0, fmt.Errorf("dead letter %d: %w", seq, err)
+	}
+	last := lastMsg.Sequence
+	var found *RedrivenError
+	for next := seq + 1; next <= last; {
+		m, err := s.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("the redrives of dead letter %d: %w", seq, err)
+		}
+		if m.Sequence > last {
+			break
+		}
+		if r, ok := redriveOf(m.Data); ok && r.Redrive == seq {
+			found = &RedrivenError{Seq: seq, ResponseID: r.ResponseID, Record: m.Sequence, At: m.Time}
+		}
+		next = m.Sequence + 1
+	}
+	if found != nil {
+		return 0, found
+	}
+	return last, nil
+}
+
+// wrongLastSequence reports whether a publish was refused for its expected last
+// sequence.
+func wrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }

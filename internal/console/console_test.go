@@ -21,9 +21,15 @@ import (
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
-func get[T any](t *testing.T, url string) T {
+// token is the tests' console token.
+const token = "test-token-0123456789abcdef"
+
+// get fetches url with the token (another one when given) and decodes its JSON.
+func get[T any](t *testing.T, url string, tok ...string) T {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+append(tok, token)[0])
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +43,24 @@ func get[T any](t *testing.T, url string) T {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	return v
+}
+
+// post sends body as JSON to url with the token, as the page does, and decodes the
+// answer into out (when not nil).
+func post(t *testing.T, url, body string, out any) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -65,7 +89,7 @@ func TestConsoleAPI(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	c, _ := client.New(nc)
 	con := &console.Console{NC: nc, JS: js, Client: c, JaegerURL: "http://jaeger.example:16686"}
-	srv := httptest.NewServer(con.Handler(""))
+	srv := httptest.NewServer(con.Handler(token))
 	defer srv.Close()
 
 	actx, acancel := context.WithTimeout(ctx, time.Minute)
@@ -130,13 +154,8 @@ func TestConsoleAPI(t *testing.T) {
 	if strings.Contains(letters[0].Reason, "hunter22") || strings.Contains(string(letters[0].Body), "hunter22") || !strings.Contains(letters[0].Reason, "REDACTED") {
 		t.Errorf("a URL's password is shown: %s %s", letters[0].Reason, letters[0].Body)
 	}
-	resp, err := http.Post(srv.URL+"/api/dead/redrive?seq="+strconv.FormatUint(letters[0].Sequence, 10), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out messages.Output
-	json.NewDecoder(resp.Body).Decode(&out)
-	resp.Body.Close()
+	resp := post(t, srv.URL+"/api/dead/redrive", `{"seq": `+strconv.FormatUint(letters[0].Sequence, 10)+`}`, &out)
 	if resp.StatusCode != 200 || len(out.Results) != 1 || !out.Results[0].Success || !strings.HasPrefix(out.ResponseID, "redrive-") {
 		t.Fatalf("redrive: %s %+v", resp.Status, out)
 	}
@@ -148,19 +167,16 @@ func TestConsoleAPI(t *testing.T) {
 	}
 
 	// Try it.
-	resp, err = http.Post(srv.URL+"/api/try", "application/json", strings.NewReader(`{"conversation": "try-1", "text": "<tool_call>{\"name\": \"clock\", \"arguments\": {}}</tool_call>"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	out = messages.Output{}
-	json.NewDecoder(resp.Body).Decode(&out)
-	resp.Body.Close()
+	post(t, srv.URL+"/api/try", `{"conversation": "try-1", "text": "<tool_call>{\"name\": \"clock\", \"arguments\": {}}</tool_call>"}`, &out)
 	if len(out.Results) != 1 || !out.Results[0].Success || !strings.Contains(out.Text, "<tool_result>") {
 		t.Errorf("try: %+v", out)
 	}
 
 	// Live: the flow as server-sent events.
-	ev, err := http.Get(srv.URL + "/api/events")
+	evReq, _ := http.NewRequest("GET", srv.URL+"/api/events", nil)
+	evReq.Header.Set("Authorization", "Bearer "+token)
+	ev, err := http.DefaultClient.Do(evReq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,17 +208,30 @@ func TestConsoleAPI(t *testing.T) {
 		t.Errorf("the page: %.200s", body)
 	}
 
-	// With a token, nothing without it.
-	locked := httptest.NewServer(con.Handler("s3cret"))
-	defer locked.Close()
-	for path, want := range map[string]int{"/api/flow": 401, "/": 401, "/api/flow?token=wrong": 401, "/api/flow?token=s3cret": 200, "/?token=s3cret": 200} {
-		r, err := http.Get(locked.URL + path)
+	// The API only with the token, in the Authorization header; the page without it, and
+	// with the token it was opened with (?token=, as toolbus prints it).
+	for path, want := range map[string]int{"/api/flow": 401, "/api/flow?token=" + token: 401, "/": 200, "/?token=wrong": 401, "/?token=" + token: 200, "/app.js": 200} {
+		r, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.Body.Close()
 		if r.StatusCode != want {
 			t.Errorf("GET %s: %d, want %d", path, r.StatusCode, want)
+		}
+	}
+	for _, auth := range []string{"", "Bearer wrong", "Basic " + token, token} {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/flow", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusUnauthorized || r.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("Authorization %q: %s, want 401 with WWW-Authenticate", auth, r.Status)
 		}
 	}
 	if !console.Local("127.0.0.1:8090") || !console.Local("localhost:1") || !console.Local("[::1]:2") || console.Local(":8090") || console.Local("0.0.0.0:8090") {
@@ -226,7 +255,7 @@ func TestConsoleTenants(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	c, _ := client.New(nc)
 	con := &console.Console{NC: nc, JS: js, Client: c, Tenants: []string{"acme"}}
-	srv := httptest.NewServer(con.Handler(""))
+	srv := httptest.NewServer(con.Handler(token))
 	defer srv.Close()
 
 	actx, acancel := context.WithTimeout(ctx, time.Minute)
@@ -246,7 +275,9 @@ func TestConsoleTenants(t *testing.T) {
 			t.Errorf("calls%s: %+v, want the one call of %s", query, calls, want)
 		}
 	}
-	resp, err := http.Get(srv.URL + "/api/calls?tenant=globex")
+	req, _ := http.NewRequest("GET", srv.URL+"/api/calls?tenant=globex", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,16 +2,21 @@ package console
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -28,12 +33,35 @@ var web embed.FS
 //	GET  /api/tools                the catalog, with each tool's declarations
 //	GET  /api/calls?conversation=&tool=&outcome=ok|failed&limit=
 //	GET  /api/dead                 the newest dead letters
-//	POST /api/dead/redrive?seq=N   send a dead letter's call again: its new output
+//	POST /api/dead/redrive         {"seq": N, "force": false}: send a dead letter's call
+//	                               again, its new output; 409 when it was redriven before
+//	                               and force is not true
 //	POST /api/try                  {"conversation", "text"}: the output of that response
 //
-// With token set, every request must carry it (Authorization: Bearer TOKEN, or
-// ?token=TOKEN, which the page then keeps in its links).
-func (c *Console) Handler(token string) http.Handler {
+// Every request passes guard first, which answers for itself when it refuses one:
+//
+//   - Its Host must be one the console is served on (421): the address the connection
+//     came to, localhost, 127.0.0.1 or [::1] with its port when that is a loopback
+//     address, or one of hosts ("name" on any port, "name:port"; a console behind a
+//     proxy, the name of a host listening on every interface). A page of another site
+//     that a DNS name made point at the console (DNS rebinding) is refused on every path.
+//   - Its Origin, when there is one, must be the console's own: the Host it came with,
+//     or one of hosts (403).
+//   - Under /api/, it must carry token as "Authorization: Bearer TOKEN" (401): never in
+//     the query string, nor in a cookie, which a browser adds to other sites' requests.
+//     Fetch metadata saying another site sent it is refused (403).
+//   - A request that changes something (any method but GET and HEAD) must be
+//     application/json (415), which no form and no cross-site "simple" request can be.
+//
+// The page and its script and style need no token: the page takes it once from its URL
+// (?token=…, as toolbus prints it), keeps it in the tab's sessionStorage and sends it
+// on every API request. Every response carries a Content-Security-Policy allowing only
+// the console's own script, style and API, and refuses framing.
+//
+// A token "" serves the API without authentication, the other checks kept: only a
+// throwaway console in a test or benchmark should; toolbus serve and toolbus console
+// always have one (NewToken).
+func (c *Console) Handler(token string, hosts ...string) http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(web, "web")
 	mux.Handle("GET /", http.FileServerFS(static))
@@ -51,13 +79,38 @@ func (c *Console) Handler(token string) http.Handler {
 	})
 	mux.HandleFunc("POST /api/dead/redrive", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, r, func(r *http.Request) (any, error) {
-			seq, err := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64)
-			if err != nil {
+			var in struct {
+				Seq   uint64 `json:"seq"`
+				Force bool   `json:"force"`
+			}
+			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&in); err != nil && err != io.EOF {
+				return nil, badRequest{fmt.Errorf("want {\"seq\": N, \"force\": false}: %w", err)}
+			}
+			q := r.URL.Query() // seq and force may also come in the query
+			if q.Has("seq") {
+				seq, err := strconv.ParseUint(q.Get("seq"), 10, 64)
+				if err != nil {
+					return nil, badRequest{errors.New("seq: the dead letter's sequence number")}
+				}
+				in.Seq = seq
+			}
+			if q.Has("force") {
+				force, err := strconv.ParseBool(q.Get("force"))
+				if err != nil {
+					return nil, badRequest{errors.New("force: true or false")}
+				}
+				in.Force = force
+			}
+			if in.Seq == 0 {
 				return nil, badRequest{errors.New("seq: the dead letter's sequence number")}
 			}
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 			defer cancel()
-			out, err := c.Redrive(ctx, seq)
+			redrive := c.Redrive
+			if in.Force {
+				redrive = c.ForceRedrive
+			}
+			out, err := redrive(ctx, in.Seq)
 			if errors.Is(err, ErrNotRedrivable) {
 				return nil, badRequest{err}
 			}
@@ -82,20 +135,168 @@ func (c *Console) Handler(token string) http.Handler {
 		})
 	})
 	mux.HandleFunc("GET /api/events", c.events)
-	if token == "" {
-		return mux
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.URL.Query().Get("token")
-		if h := r.Header.Get("Authorization"); len(h) > 7 && h[:7] == "Bearer " {
-			got = h[7:]
+	g := &guard{token: token, next: mux}
+	for _, h := range hosts {
+		if h = strings.TrimSpace(h); h != "" {
+			g.hosts = append(g.hosts, parseHost(h, ""))
 		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			http.Error(w, "a token is required: open the URL toolbus printed (…?token=…)", http.StatusUnauthorized)
+	}
+	return g
+}
+
+// ContentSecurityPolicy is the policy of every response: the console's own script,
+// style, images and API (fetch), nothing inline, no plugin, no framing, forms only to
+// itself.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// NewToken returns a random token (192 bits, hex).
+func NewToken() string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail
+	}
+	return hex.EncodeToString(b)
+}
+
+// ValidToken says why a configured token cannot be used (nil when it can): it goes in a
+// URL and an HTTP header, and must not be guessed.
+func ValidToken(token string) error {
+	if len(token) < 16 {
+		return errors.New("shorter than 16 characters")
+	}
+	for _, r := range token {
+		if r <= ' ' || r > '~' {
+			return errors.New("only printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+// guard checks every request before the console's handlers see it (see Handler).
+type guard struct {
+	token string
+	hosts []hostPort // given names
+	next  http.Handler
+}
+
+type hostPort struct{ host, port string }
+
+// parseHost splits "name", "name:port", "[v6]" or "[v6]:port", lower case, without
+// brackets; port is def when none is given.
+func parseHost(s, def string) hostPort {
+	s = strings.ToLower(s)
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		return hostPort{h, p}
+	}
+	return hostPort{strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"), def}
+}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	api := strings.HasPrefix(r.URL.Path, "/api/")
+	if api {
+		h.Set("Cache-Control", "no-store")
+	}
+	if !g.servedOn(r) {
+		refuse(w, api, http.StatusMisdirectedRequest, fmt.Sprintf("the console is not served on host %q (toolbus serve/console --console-host adds a name)", r.Host))
+		return
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !g.sameOrigin(origin, r) {
+		refuse(w, api, http.StatusForbidden, fmt.Sprintf("a request from %s: the console answers only its own page", origin))
+		return
+	}
+	if api {
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+			refuse(w, api, http.StatusForbidden, "a request from another site ("+site+"): the console answers only its own page")
 			return
 		}
-		mux.ServeHTTP(w, r)
-	})
+		if g.token != "" && !g.bearer(r) {
+			h.Set("WWW-Authenticate", `Bearer realm="toolbus console"`)
+			refuse(w, api, http.StatusUnauthorized, "the console's token is required (Authorization: Bearer TOKEN): open the URL toolbus printed (…/?token=…)")
+			return
+		}
+	} else if q := r.URL.Query(); g.token != "" && q.Has("token") && subtle.ConstantTimeCompare([]byte(q.Get("token")), []byte(g.token)) != 1 {
+		refuse(w, api, http.StatusUnauthorized, "this is not the console's token: open the URL toolbus printed (…/?token=…)")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			refuse(w, api, http.StatusUnsupportedMediaType, "a request that changes something must be application/json")
+			return
+		}
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// servedOn reports whether r's Host is one the console is served on.
+func (g *guard) servedOn(r *http.Request) bool {
+	def := "80"
+	if r.TLS != nil {
+		def = "443"
+	}
+	host := parseHost(r.Host, def)
+	for _, h := range g.hosts {
+		if h.host == host.host && (h.port == "" || h.port == host.port) {
+			return true
+		}
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	if !ok || strconv.Itoa(local.Port) != host.port {
+		return false
+	}
+	ip := net.ParseIP(host.host)
+	if ip != nil && ip.Equal(local.IP) {
+		return true
+	}
+	return local.IP.IsLoopback() && (host.host == "localhost" || ip != nil && ip.IsLoopback())
+}
+
+// sameOrigin reports whether origin is the console's own: its host is r's Host (which
+// servedOn accepted), or one of the given names.
+func (g *guard) sameOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return false // "null" too: a sandboxed frame, a file, a redirect across sites
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	def := "80"
+	if u.Scheme == "https" {
+		def = "443"
+	}
+	o := parseHost(u.Host, def)
+	for _, h := range g.hosts {
+		if h.host == o.host && (h.port == "" || h.port == o.port) {
+			return true
+		}
+	}
+	return false
+}
+
+// bearer reports whether r carries the token as "Authorization: Bearer TOKEN".
+func (g *guard) bearer(r *http.Request) bool {
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(g.token)) == 1
+}
+
+// refuse answers a request the guard refuses: JSON under /api/, as the handlers do;
+// text elsewhere.
+func refuse(w http.ResponseWriter, api bool, code int, msg string) {
+	if !api {
+		http.Error(w, msg, code)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
 // events streams the flow every second while the page is open.
@@ -134,12 +335,17 @@ func reply(w http.ResponseWriter, r *http.Request, f func(*http.Request) (any, e
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
 		code := http.StatusInternalServerError
+		body := map[string]any{"error": err.Error()}
 		var bad badRequest
-		if errors.As(err, &bad) {
+		var redriven *RedrivenError
+		switch {
+		case errors.As(err, &bad):
 			code = http.StatusBadRequest
+		case errors.As(err, &redriven):
+			code, body["redriven"] = http.StatusConflict, redriven
 		}
 		w.WriteHeader(code)
-		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+		json.NewEncoder(w).Encode(body)
 		return
 	}
 	json.NewEncoder(w).Encode(v)

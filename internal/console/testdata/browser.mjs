@@ -13,16 +13,51 @@ const browser = await chromium.launch({
 });
 const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
 const page = await context.newPage();
+// Whatever the Content-Security-Policy refuses, Chromium reports on the page's console;
+// an exception the page's script does not catch, as a page error. Neither may happen.
+const cspErrors = [], pageErrors = [];
+const watch = p => {
+  p.on("console", m => { if (/Content Security Policy/i.test(m.text())) cspErrors.push(m.text()); });
+  p.on("pageerror", e => pageErrors.push(e.message));
+};
+watch(page);
+const token = new URL(consoleURL).searchParams.get("token");
 const step = name => console.log("step:", name);
 const post = path => fetch(control + path, { method: "POST" }).then(r => { if (!r.ok) throw new Error(`${path}: ${r.status}`); });
 const shot = name => page.screenshot({ path: `${shots}/${name}.png` });
 const view = async name => { await page.goto(consoleURL + "#" + name); await page.waitForSelector(`#${name}.view.active`); };
 
 try {
-  step("the page loads and goes live");
-  await page.goto(consoleURL);
+  step("the page loads with its token, under its Content-Security-Policy, and goes live");
+  if (!token) throw new Error("CONSOLE_URL carries no token: " + consoleURL);
+  const first = await page.goto(consoleURL);
+  const headers = first.headers();
+  if (!/script-src 'self'/.test(headers["content-security-policy"] || "") || headers["x-frame-options"] !== "DENY")
+    throw new Error("the page's headers: " + JSON.stringify(headers));
   await page.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 15000 });
   await page.waitForFunction(() => document.querySelectorAll("#queues tbody tr").length === 4);
+  if (new URL(page.url()).searchParams.has("token")) throw new Error("the token stays in the address bar: " + page.url());
+  await page.reload(); // the tab keeps its token
+  await page.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 15000 });
+  // The policy is in force: an inline script is refused, and reported.
+  const refused = page.waitForEvent("console", m => /Content Security Policy/i.test(m.text()));
+  await page.evaluate(() => { const s = document.createElement("script"); s.textContent = "window.inlineRan = true"; document.body.append(s); });
+  await refused;
+  if (await page.evaluate(() => window.inlineRan)) throw new Error("an inline script ran under the console's policy");
+  cspErrors.length = 0;
+
+  step("without its token, the page asks for it, and works once it is pasted");
+  const bare = await browser.newContext();
+  const other = await bare.newPage();
+  watch(other);
+  await other.goto(consoleURL.split("?")[0]);
+  await other.locator("#token-form").waitFor({ state: "visible", timeout: 15000 });
+  if (await other.textContent("#live") === "live") throw new Error("the page went live without its token");
+  await other.fill('#token-form input[name="token"]', token);
+  await other.click("#token-form button");
+  await other.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 15000 });
+  if (await other.isVisible("#token-form")) throw new Error("the token form stays after the token was pasted");
+  await bare.close();
 
   step("a server goes down and comes back");
   await view("servers");
@@ -89,6 +124,22 @@ try {
   if (!redriven.includes('"tool": "clock"') || !redriven.includes('"success": true')) throw new Error("redrive: " + redriven);
   await shot("dead");
 
+  step("a second redrive only once confirmed, saying that the call runs again");
+  const again = page.locator("button.redrive", { hasText: "Redrive again" }).first();
+  await again.waitFor({ timeout: 15000 });
+  const questions = [];
+  page.once("dialog", d => { questions.push(d.message()); d.dismiss(); });
+  await again.click();
+  await page.locator("#redrive-output", { hasText: "not sent again" }).waitFor({ timeout: 15000 });
+  if (!/runs its call again/.test(questions[0] || "") || !/second time/.test(questions[0])) throw new Error("the confirmation: " + questions[0]);
+  page.once("dialog", d => { questions.push(d.message()); d.accept(); });
+  await again.click();
+  await page.waitForFunction(before => {
+    const text = document.querySelector("#redrive-output").textContent;
+    return text.includes("<tool_result>") && text !== before;
+  }, redriven, { timeout: 60000 });
+  if (questions.length !== 2) throw new Error("confirmations asked: " + questions.length);
+
   step("try it answers a pasted response");
   await view("try");
   await page.fill('#try-form textarea', '<tool_call>{"name": "everything__echo", "arguments": {"message": "from the console"}}</tool_call>');
@@ -103,6 +154,10 @@ try {
   await clock.locator("summary").click();
   await clock.locator("h4", { hasText: "openai" }).waitFor();
   await shot("tools");
+
+  step("no Content-Security-Policy violation, no uncaught error");
+  if (cspErrors.length) throw new Error("the Content-Security-Policy refused: " + cspErrors.join("\n"));
+  if (pageErrors.length) throw new Error("page errors: " + pageErrors.join("\n"));
   console.log("all steps passed");
 } finally {
   await browser.close();

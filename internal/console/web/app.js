@@ -1,14 +1,50 @@
 // toolbus console: reads /api/ and renders each view; the flow updates live from
-// /api/events (server-sent events).
+// /api/events (server-sent events, read with fetch so that they carry the token).
 "use strict";
-const token = new URLSearchParams(location.search).get("token");
-const api = (path, init) => {
-  const url = new URL(path, location.href);
-  if (token) url.searchParams.set("token", token);
-  return fetch(url, init).then(async r => {
-    const body = await r.json();
-    if (!r.ok) throw new Error(body.error || r.statusText);
-    return body;
+
+// The token: taken once from the URL toolbus printed (?token=…), kept in this tab's
+// sessionStorage (which no other origin, not even another port of this host, can read;
+// a cookie would go to every port of the host), and removed from the address bar, so
+// that it does not stay in the history or on screen. Every API request carries it as
+// "Authorization: Bearer …"; the console takes it nowhere else.
+const tokenKey = "toolbus-console-token";
+{
+  const params = new URLSearchParams(location.search);
+  if (params.has("token")) {
+    sessionStorage.setItem(tokenKey, params.get("token"));
+    params.delete("token");
+    const rest = params.toString();
+    window.history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+  }
+}
+const token = () => sessionStorage.getItem(tokenKey);
+const headers = extra => {
+  const h = {...extra};
+  if (token()) h.Authorization = "Bearer " + token();
+  return h;
+};
+// The token is missing or refused: ask for it.
+function needToken() {
+  const form = document.querySelector("#token-form");
+  form.querySelector(".why").textContent = token() ? "The console refused this tab's token." : "This console needs its token.";
+  form.hidden = false;
+}
+document.querySelector("#token-form").addEventListener("submit", e => {
+  e.preventDefault();
+  const t = new FormData(e.target).get("token").trim();
+  if (t) { sessionStorage.setItem(tokenKey, t); location.reload(); }
+});
+
+// api fetches path; a body is sent as JSON. A refusal throws an Error with its status
+// and the answer's body.
+const api = (path, body) => {
+  const init = body === undefined ? {headers: headers()}
+    : {method: "POST", headers: headers({"Content-Type": "application/json"}), body: JSON.stringify(body)};
+  return fetch(path, init).then(async r => {
+    const answer = await r.json().catch(() => ({}));
+    if (r.status === 401) needToken();
+    if (!r.ok) throw Object.assign(new Error(answer.error || r.statusText), {status: r.status, body: answer});
+    return answer;
   });
 };
 const $ = sel => document.querySelector(sel);
@@ -73,19 +109,50 @@ function drawChart() {
   g.fillStyle = "#6b7385";
   g.fillText(`max ${max}`, 4, 12);
 }
-function live() {
-  const url = new URL("api/events", location.href);
-  if (token) url.searchParams.set("token", token);
-  const es = new EventSource(url);
-  es.addEventListener("flow", e => {
-    $("#live").textContent = "live";
-    $("#live").classList.add("on");
-    const flow = JSON.parse(e.data);
-    renderFlow(flow);
-    renderTenants(flow.tenants);
-    if ((location.hash || "#flow") === "#servers") loadServers();
-  });
-  es.onerror = () => { $("#live").textContent = "reconnecting…"; $("#live").classList.remove("on"); };
+function onFlow(flow) {
+  $("#live").textContent = "live";
+  $("#live").classList.add("on");
+  renderFlow(flow);
+  renderTenants(flow.tenants);
+  if ((location.hash || "#flow") === "#servers") loadServers();
+}
+// live reads /api/events, and reconnects after a pause when it ends.
+async function live() {
+  for (;;) {
+    try {
+      const r = await fetch("api/events", {headers: headers({Accept: "text/event-stream"}), cache: "no-store"});
+      if (r.status === 401) {
+        needToken();
+        $("#live").textContent = "no token";
+        return;
+      }
+      if (!r.ok) throw new Error(r.statusText);
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) break;
+        buf += value.replace(/\r\n?/g, "\n");
+        let end;
+        while ((end = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          let event = "message";
+          const data = [];
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event:")) event = line.slice(6).trim();
+            else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+          }
+          if (event === "flow" && data.length) onFlow(JSON.parse(data.join("\n")));
+        }
+      }
+    } catch (err) {
+      console.warn("console: live events:", err.message);
+    }
+    $("#live").textContent = "reconnecting…";
+    $("#live").classList.remove("on");
+    await new Promise(done => setTimeout(done, 2000));
+  }
 }
 
 // Servers, and their state changes (healthd keeps the last ones of each).
@@ -121,7 +188,7 @@ function loadCalls() {
       <td>${esc(c.tool)}</td><td class="${c.success ? "up" : "failed"}">${c.success ? "ok" : esc(c.error?.code)}</td><td>${c.attempts || ""}</td>
       <td>${c.duration_ms ? c.duration_ms.toFixed(1) + " ms" : ""}</td><td>${c.arguments_bytes} B</td>
       <td><code>${esc(c.success ? c.preview : c.error?.message)}</code> <span class="muted">${c.result_bytes} B</span></td>
-      <td>${c.trace_url ? `<a class="trace" href="${esc(c.trace_url)}" target="_blank">trace</a>` : esc(c.trace_id?.slice(0, 8))}</td></tr>`).join("");
+      <td>${c.trace_url ? `<a class="trace" href="${esc(c.trace_url)}" target="_blank" rel="noopener noreferrer">trace</a>` : esc(c.trace_id?.slice(0, 8))}</td></tr>`).join("");
   }).catch(err => $("#call-table tbody").innerHTML = `<tr><td colspan=9>${esc(err.message)}</td></tr>`);
 }
 $("#call-filter").addEventListener("submit", e => { e.preventDefault(); loadCalls(); });
@@ -129,28 +196,39 @@ $("#call-filter").addEventListener("submit", e => { e.preventDefault(); loadCall
 function loadDead() {
   api("api/dead").then(list => {
     $("#dead-table tbody").innerHTML = list.map(d => `<tr data-seq="${d.sequence}"><td>${d.sequence}</td><td>${when(d.at)}</td><td>${esc(d.conversation)}</td>
-      <td>${esc(d.kind)} ${esc(d.tool)}</td><td>${esc(d.reason)}</td>
-      <td>${d.redrivable ? `<button class="redrive" data-seq="${d.sequence}" data-conversation="${esc(d.conversation)}">Redrive</button>` : ""}</td></tr>`).join("");
+      <td>${esc(d.kind)} ${esc(d.tool)}</td><td>${esc(d.reason)}${d.redriven ? ` <span class="muted redriven">redriven as ${esc(d.redriven)}</span>` : ""}</td>
+      <td>${d.redrivable ? `<button class="redrive" data-seq="${d.sequence}" data-conversation="${esc(d.conversation)}" data-redriven="${esc(d.redriven)}">${d.redriven ? "Redrive again…" : "Redrive"}</button>` : ""}</td></tr>`).join("");
   }).catch(err => $("#dead-table tbody").innerHTML = `<tr><td colspan=6>${esc(err.message)}</td></tr>`);
 }
+// A dead letter is redriven once; sending it again must be confirmed, and is forced.
+const forceQuestion = (seq, as) => `Dead letter ${seq} was redriven already${as ? ` (as ${as})` : ""}.\n\n` +
+  "Redriving it again runs its call again: if the call changes something (files a ticket, sends a message, " +
+  "moves money), and the first redrive ran, it happens a second time.\n\nRun the call again?";
 document.addEventListener("click", e => {
   if (!e.target.matches("button.redrive")) return;
-  const {seq, conversation} = e.target.dataset;
-  $("#redrive-output").textContent = "sending again…";
-  api(`api/dead/redrive?seq=${seq}`, {method: "POST"})
-    .then(out => {
-      $("#redrive-output").textContent = `redriven in ${conversation} as ${out.response_id}:\n${out.text}`;
-      loadDead();
-    })
-    .catch(err => $("#redrive-output").textContent = err.message);
+  const {seq, conversation, redriven} = e.target.dataset;
+  const out = $("#redrive-output");
+  const send = force => {
+    out.textContent = force ? "sending again (forced)…" : "sending again…";
+    return api("api/dead/redrive", {seq: Number(seq), force})
+      .then(o => { out.textContent = `redriven in ${conversation} as ${o.response_id}:\n${o.text}`; loadDead(); });
+  };
+  const forced = as => {
+    if (!confirm(forceQuestion(seq, as))) { out.textContent = `dead letter ${seq}: not sent again`; return; }
+    return send(true);
+  };
+  (redriven ? Promise.resolve(forced(redriven)) : send(false).catch(err => {
+    if (err.status !== 409) throw err;
+    loadDead();
+    return forced(err.body.redriven?.response_id); // redriven meanwhile (another tab, toolbus dead redrive)
+  })).catch(err => out.textContent = err.message);
 });
 
 $("#try-form").addEventListener("submit", e => {
   e.preventDefault();
   const f = new FormData(e.target);
   $("#try-output").textContent = "running…";
-  api("api/try", {method: "POST", headers: {"Content-Type": "application/json"},
-    body: JSON.stringify({conversation: f.get("conversation"), text: f.get("text")})})
+  api("api/try", {conversation: f.get("conversation"), text: f.get("text")})
     .then(out => $("#try-output").textContent = out.text || out.kind)
     .catch(err => $("#try-output").textContent = err.message);
 });
