@@ -357,11 +357,12 @@ func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, p
 		if err != nil {
 			return nil, nil, 0, 0, err
 		}
-		srv := &http.Server{Handler: (&console.Console{NC: nc, JS: js, Client: c}).Handler("")}
+		token := console.NewToken() // the console is always behind a token, the bench's too
+		srv := &http.Server{Handler: (&console.Console{NC: nc, JS: js, Client: c}).Handler(token)}
 		go srv.Serve(ln)
 		defer srv.Close()
 		if o.ConsoleReady != nil {
-			o.ConsoleReady("http://" + ln.Addr().String() + "/")
+			o.ConsoleReady("http://" + ln.Addr().String() + "/?token=" + token)
 			defer time.Sleep(3 * time.Second)
 		}
 	}

@@ -59,8 +59,8 @@ var web embed.FS
 // the console's own script, style and API, and refuses framing.
 //
 // A token "" serves the API without authentication, the other checks kept: only a
-// throwaway console in a test or benchmark should; toolbus serve and toolbus console
-// always have one (NewToken).
+// throwaway console in a test should; toolbus serve, toolbus console
+// and toolbus bench always have one (NewToken).
 func (c *Console) Handler(token string, hosts ...string) http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(web, "web")

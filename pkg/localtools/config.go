@@ -3,6 +3,7 @@ package localtools
 import (
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/reaper"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -42,6 +43,8 @@ type ToolsConfig struct {
 	Timeout        messages.Duration `json:"timeout,omitzero"`
 	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
 	RescanInterval messages.Duration `json:"rescan_interval,omitzero"`
+	// Limits of every tool's process (FolderOptions.Limits); a manifest's win.
+	Limits reaper.Limits `json:"limits,omitzero"`
 }
 
 // KnowledgeBaseConfig configures search_knowledge_base; see [KnowledgeOptions].
@@ -179,7 +182,7 @@ func Configure(r *Registry, c Config, opts *Options) error {
 	}
 	if tc := c.Tools; tc.on() {
 		f, err := NewFolder(path(tc.Folder), &FolderOptions{
-			Env: tc.Env, Timeout: time.Duration(tc.Timeout), MaxOutputBytes: tc.MaxOutputBytes,
+			Env: tc.Env, Timeout: time.Duration(tc.Timeout), MaxOutputBytes: tc.MaxOutputBytes, Limits: tc.Limits,
 			RescanInterval: time.Duration(tc.RescanInterval), Logger: o.Logger,
 		})
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolbus/toolbus/pkg/reaper"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -29,6 +30,10 @@ type FolderOptions struct {
 	Timeout time.Duration
 	// MaxOutputBytes bounds what a tool may print on stdout. Default 1 MiB.
 	MaxOutputBytes int64
+	// Limits bound each tool's process and what it starts (memory, CPU time, file
+	// size, processes, open files), and may run it as another user; a manifest's own
+	// limits win. Zero fields take reaper.DefaultToolLimits; a negative one sets none.
+	Limits reaper.Limits
 	// RescanInterval is how old the folder's listing may get before it is read again.
 	// Default 2s; negative means on every lookup.
 	RescanInterval time.Duration
@@ -86,6 +91,7 @@ func NewFolder(dir string, opts *FolderOptions) (*Folder, error) {
 	if o.MaxOutputBytes <= 0 {
 		o.MaxOutputBytes = 1 << 20
 	}
+	o.Limits = o.Limits.Or(reaper.DefaultToolLimits)
 	if o.RescanInterval == 0 {
 		o.RescanInterval = 2 * time.Second
 	}
@@ -286,7 +292,8 @@ func (f *Folder) load(dir, stem string) (*folderTool, error) {
 	if timeout <= 0 {
 		timeout = f.opts.Timeout
 	}
-	p := process{name: stem, path: exe, args: args, dir: dir, env: f.env, timeout: timeout, maxOutput: f.opts.MaxOutputBytes}
+	p := process{name: stem, path: exe, args: args, dir: dir, env: f.env, timeout: timeout, maxOutput: f.opts.MaxOutputBytes,
+		limits: spec.limits.Or(f.opts.Limits)}
 	run := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 		args, err := toolcall.CheckArguments(stem, spec.in, args)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/reaper"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
@@ -40,6 +41,8 @@ type manifest struct {
 		IdempotentHint bool `json:"idempotentHint"`
 	} `json:"annotations"`
 	Timeout messages.Duration `json:"timeout"`
+	// Limits of this tool's process, over the folder's (local.tools.limits).
+	Limits *reaper.Limits `json:"limits"`
 }
 
 // toolSpec is a checked manifest.
@@ -47,13 +50,14 @@ type toolSpec struct {
 	info    messages.ToolInfo
 	in, out *jsonschema.Resolved
 	timeout time.Duration // 0: the folder's default
+	limits  reaper.Limits // zero fields: the folder's
 }
 
 // manifestKeys are the keys a manifest may hold: an MCP tool definition's, their
-// snake_case spellings, and toolbus's timeout. Another is a mistake (a schema under a
+// snake_case spellings, and toolbus's timeout and limits. Another is a mistake (a schema under a
 // name nobody reads is a tool whose arguments go unchecked).
 var manifestKeys = []string{"name", "title", "description", "inputSchema", "input_schema", "outputSchema", "output_schema",
-	"annotations", "icons", "_meta", "execution", "timeout"}
+	"annotations", "icons", "_meta", "execution", "timeout", "limits"}
 
 // parseManifest decodes and checks the manifest of the executable called stem.
 func parseManifest(data []byte, stem string) (toolSpec, error) {
@@ -110,6 +114,9 @@ func parseManifest(data []byte, stem string) (toolSpec, error) {
 			InputSchema: compact(m.InputSchema),
 		},
 		timeout: time.Duration(m.Timeout),
+	}
+	if m.Limits != nil {
+		spec.limits = *m.Limits
 	}
 	var err error
 	if spec.in, err = toolcall.ResolveSchema(m.InputSchema); err != nil {

@@ -22,6 +22,7 @@ type process struct {
 	env             []string
 	timeout         time.Duration
 	maxOutput       int64
+	limits          reaper.Limits
 }
 
 // stderrLines is how many of the last lines of stderr a failure reports.
@@ -49,7 +50,7 @@ func (p process) run(ctx context.Context, args []byte) (json.RawMessage, error) 
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(args), stdout, stderr
 	// Wait returns this long after the kill even if a grandchild kept the pipes open.
 	cmd.WaitDelay = time.Second
-	contained, err := reaper.Contain(cmd)
+	contained, err := reaper.ContainWith(cmd, p.limits.Effective())
 	if err != nil {
 		return nil, &messages.ToolError{Code: messages.CodeToolError, Message: fmt.Sprintf("the tool %q could not be started: %v", p.name, err), Err: err}
 	}
@@ -72,7 +73,11 @@ func (p process) run(ctx context.Context, args []byte) (json.RawMessage, error) 
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
 	case err != nil:
-		return nil, &messages.ToolError{Code: messages.CodeToolError, Message: fmt.Sprintf("the tool %q failed (%v): %s", p.name, err, stderr.lastLines(stderrLines)), Err: err}
+		tail := stderr.lastLines(stderrLines)
+		if limit := p.limits.Effective().Exceeded(cmd.ProcessState.ExitCode(), tail); limit != "" {
+			return nil, &messages.ToolError{Code: messages.CodeToolError, Message: fmt.Sprintf("the tool %q was stopped at %s (%v): %s", p.name, limit, err, tail), Err: err}
+		}
+		return nil, &messages.ToolError{Code: messages.CodeToolError, Message: fmt.Sprintf("the tool %q failed (%v): %s", p.name, err, tail), Err: err}
 	}
 	out, err := oneJSONValue(stdout.buf.Bytes())
 	if err != nil {

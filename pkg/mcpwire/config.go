@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
+	"github.com/toolbus/toolbus/pkg/reaper"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,10 +42,14 @@ type ServerConfig struct {
 	Env     map[string]string `json:"env,omitempty"`
 	// InheritEnv names variables of toolbus's own environment a stdio server also gets,
 	// beyond the few every server gets (see [DefaultEnv]).
-	InheritEnv []string          `json:"inheritEnv,omitempty"`
-	Cwd        string            `json:"cwd,omitempty"`
-	URL        string            `json:"url,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
+	InheritEnv []string `json:"inheritEnv,omitempty"`
+	Cwd        string   `json:"cwd,omitempty"`
+	// Limits bound a stdio server's process and what it starts (memory, CPU time,
+	// file size, processes, open files), and may run it as another user (runAs): zero
+	// fields take reaper.DefaultServerLimits, a negative one sets none.
+	Limits  *reaper.Limits    `json:"limits,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
 
 	// Timeout of one call. Default 60s.
 	Timeout      messages.Duration `json:"timeout,omitzero"`
@@ -284,6 +289,9 @@ func (c ServerConfig) Validate() error {
 	case TransportSSE, TransportHTTP, TransportJSONRPC:
 		if c.URL == "" {
 			return fmt.Errorf("url: a %s server needs a url", t)
+		}
+		if c.Limits != nil {
+			return fmt.Errorf("limits: only a stdio server runs as a process of toolbus's, which limits bound")
 		}
 		u, err := url.Parse(c.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -229,7 +229,11 @@ func command(cfg ServerConfig, log *slog.Logger) (*child, error) {
 	cmd.Stderr = &logWriter{log: log}
 	// A grandchild holding stderr open must not keep Wait from returning.
 	cmd.WaitDelay = terminateGrace
-	tree, err := reaper.Contain(cmd)
+	var limits reaper.Limits
+	if cfg.Limits != nil {
+		limits = *cfg.Limits
+	}
+	tree, err := reaper.ContainWith(cmd, limits.Or(reaper.DefaultServerLimits).Effective())
 	if err != nil {
 		return nil, err
 	}

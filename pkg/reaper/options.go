@@ -66,3 +66,11 @@ func (l Limits) Or(d Limits) Limits {
 	}
 	return l
 }
+
+// Effective is l with its negative limits (none) as zero, as the reaper takes them.
+func (l Limits) Effective() Limits {
+	for _, v := range []*int64{&l.MemoryBytes, &l.CPUSeconds, &l.FileSizeBytes, &l.Processes, &l.OpenFiles} {
+		*v = max(*v, 0)
+	}
+	return l
+}
