@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/reaper"
 )
 
 // toolsFolder copies the named tools of testdata/shtools (each executable and its
@@ -621,5 +622,44 @@ func TestFolderPythonTools(t *testing.T) {
 		if te := messages.AsToolError(err); te.Code != tc.code || !strings.Contains(te.Message, tc.want) {
 			t.Errorf("%s %s: err = %v, want %s mentioning %q", tc.tool, tc.args, err, tc.code, tc.want)
 		}
+	}
+}
+
+// A tool runs under limits: past its memory limit (its manifest's, here) it is stopped
+// with a tool_error that says so, past its file size limit (the folder's) too; the
+// folder's defaults apply to a tool without limits of its own.
+func TestFolderToolLimits(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatalf("the test needs python3: %v", err)
+	}
+	dir := t.TempDir()
+	write := func(name, body, manifest string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!"+python+"\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+ManifestSuffix), []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("hog", "b = bytearray(600 << 20)\nprint(len(b))\n", `{"name": "hog", "limits": {"memoryBytes": 268435456}}`)
+	write("writer", "import os\nwith open(os.path.join(os.environ.get('TMPDIR', '/tmp'), 'big-%d' % os.getpid()), 'wb') as f:\n    f.write(b'x' * (8 << 20))\nprint(1)\n",
+		`{"name": "writer"}`)
+	write("modest", "b = bytearray(64 << 20)\nprint(len(b))\n", `{"name": "modest"}`)
+	f, err := NewFolder(dir, &FolderOptions{Env: []string{"TMPDIR=" + t.TempDir()}, Limits: reaper.Limits{FileSizeBytes: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New()
+	r.AddFolder(f)
+	for tool, want := range map[string]string{"hog": "memory limit", "writer": "file size limit"} {
+		_, err := call(t, r, tool, `{}`)
+		if te := messages.AsToolError(err); te == nil || te.Code != messages.CodeToolError || !strings.Contains(te.Message, want) {
+			t.Errorf("%s: %v, want a tool_error naming its %s", tool, err, want)
+		}
+	}
+	if out, err := call(t, r, "modest", `{}`); err != nil || string(out) != "67108864" {
+		t.Errorf("modest: %s, %v; want it to run within the default limits", out, err)
 	}
 }
