@@ -162,6 +162,7 @@ func deadCmd(ctx context.Context, env Env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for a redriven call's output")
 	force := fs.Bool("force", false, "redrive a dead letter redriven before: its call runs again, which repeats its side effect if the first redrive ran")
+	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file (TOOLBUS_CONFIG): its secrets are masked in what is printed")
 	// Flags may come before or after the subcommand and its argument.
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -171,7 +172,11 @@ func deadCmd(ctx context.Context, env Env, args []string) error {
 	if len(positional) > 0 {
 		sub, positional = positional[0], positional[1:]
 	}
-	nc, err := cf.connect("toolbus dead", nil, nil)
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	nc, err := cf.connect("toolbus dead", cfg, nil)
 	if err != nil {
 		return err
 	}
@@ -184,7 +189,9 @@ func deadCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	con := &console.Console{NC: nc, JS: js, Client: c}
+	// What a dead letter holds (its reason, its text) is printed masked as the console
+	// shows it.
+	con := &console.Console{NC: nc, JS: js, Client: c, Redact: cfg.Redactor()}
 	switch sub {
 	case "", "ls":
 		list, err := con.Dead(ctx)
