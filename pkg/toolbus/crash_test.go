@@ -346,7 +346,20 @@ func TestExecutorSIGTERM(t *testing.T) {
 	a, b := r.startExecutor("executor-a"), r.startExecutor("executor-b")
 	defer func() { b.Process.Kill(); b.Wait() }()
 	exited := make(chan error, 1)
+	w := a.Stderr.(*prefixWriter)
+	w.mu.Lock()
+	ready := w.ready
+	w.mu.Unlock()
 	go func() {
+		// Stopped while it works: after it said it is ready (a busy machine may take
+		// longer than the 300 ms to start it, and a process killed before it handles
+		// SIGTERM dies of it), with calls under way.
+		if ready != nil {
+			select {
+			case <-ready:
+			case <-ctx.Done():
+			}
+		}
 		time.Sleep(300 * time.Millisecond)
 		a.Process.Signal(syscall.SIGTERM)
 		exited <- a.Wait()
