@@ -452,8 +452,9 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		// A message that cannot be answered is moved to the dead-letter stream, with
 		// what is known of it, and acknowledged once it is stored there: terminating it
 		// would delete it from its work queue, unseen.
-		r.log.ErrorContext(ctx, "dead-lettering a message that cannot be answered", "subject", d.Subject, "err", err)
-		p.span.SetStatus(codes.Error, err.Error())
+		// The error may quote what a model wrote: logs and spans get it cut.
+		r.log.ErrorContext(ctx, "dead-lettering a message that cannot be answered", "subject", d.Subject, "err", messages.EchoError(err.Error()))
+		p.span.SetStatus(codes.Error, messages.EchoError(err.Error()))
 		out, err = []Outgoing{deadLetter(r.streamName, d, err)}, nil
 	}
 	if retry != nil {
@@ -479,7 +480,7 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 // can carry), de-duplicated by its stream and sequence.
 func deadLetter(stream string, d *Delivery, err error) Outgoing {
 	return DeadCopy(messages.NewDeadLetter(stream, d.Sequence, d.Subject, d.Header, d.Data, uint64(d.Delivered),
-		"cannot be answered: "+err.Error()), d.Meta)
+		"cannot be answered: "+messages.EchoError(err.Error())), d.Meta)
 }
 
 // DeadCopy is the message that files dl in the dead-letter stream, on its conversation's
@@ -597,9 +598,10 @@ func (r *runner) settle(p pending, retry *RetryError) {
 	if retry == nil {
 		return
 	}
-	p.span.SetStatus(codes.Error, retry.Error())
-	p.span.SetAttributes(telemetry.RetryReason.String(retry.Err.Error()))
-	r.log.InfoContext(p.ctx, "handing message back", "subject", p.d.Subject, "delay", retry.Delay, "err", retry.Err)
+	reason := messages.EchoError(retry.Err.Error())
+	p.span.SetStatus(codes.Error, messages.EchoError(retry.Error()))
+	p.span.SetAttributes(telemetry.RetryReason.String(reason))
+	r.log.InfoContext(p.ctx, "handing message back", "subject", p.d.Subject, "delay", retry.Delay, "err", reason)
 	_ = p.msg.NakWithDelay(retry.Delay)
 }
 

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"sort"
+
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Catalog is the tools of a set of servers under the names a model calls them by, and the
@@ -141,10 +143,10 @@ func (c *Catalog) Servers() []string { return slices.Clone(c.servers) }
 func (c *Catalog) Resolve(name string) (Tool, error) {
 	if server, ok := c.routes[name]; ok {
 		if server == "" {
-			return Tool{}, fmt.Errorf("%w: %q is routed to the local tools", ErrUnknownTool, name)
+			return Tool{}, fmt.Errorf("%w: %q is routed to the local tools", ErrUnknownTool, messages.EchoName(name))
 		}
 		if !slices.Contains(c.servers, server) {
-			return Tool{}, fmt.Errorf("%w: %q is routed to %q, which is disabled", ErrUnknownTool, name, server)
+			return Tool{}, fmt.Errorf("%w: %q is routed to %q, which is disabled", ErrUnknownTool, messages.EchoName(name), server)
 		}
 		remote := name
 		if s, t, ok := SplitAlias(name, c.servers); ok && s == server {
@@ -176,7 +178,7 @@ func (c *Catalog) Resolve(name string) (Tool, error) {
 				return Tool{Name: name, Server: server, Remote: name}, notAllowed(name, server)
 			}
 		}
-		return Tool{}, fmt.Errorf("%w: no server has a tool called %q", ErrUnknownTool, name)
+		return Tool{}, fmt.Errorf("%w: no server has a tool called %q", ErrUnknownTool, messages.EchoName(name))
 	}
 	return found[0], &AmbiguousError{Name: name, Tools: found}
 }
@@ -205,7 +207,7 @@ func (c *Catalog) onServer(name, server, remote string, unlisted bool) (Tool, er
 	if unlisted {
 		return Tool{Name: name, Server: server, Remote: remote, Destructive: true}, nil
 	}
-	return Tool{}, fmt.Errorf("%w: server %q has no tool called %q", ErrUnknownTool, server, remote)
+	return Tool{}, fmt.Errorf("%w: server %q has no tool called %q", ErrUnknownTool, server, messages.EchoName(remote))
 }
 
 func notAllowed(tool, server string) error {

@@ -19,7 +19,9 @@ func ClosestNames(name string, names []string, n int) []string {
 		name string
 		d    int
 	}
-	q := strings.ToLower(name)
+	// The distance to a name of kilobytes is its length, whatever it is compared with,
+	// and costs its length times each name's: its start is enough to rank by.
+	q := strings.ToLower(name[:min(len(name), 4*MaxNameLen)])
 	all := make([]scored, 0, len(names))
 	for _, c := range names {
 		lc := strings.ToLower(c)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Values holds a calculator's variables by name, each in its variable's unit.
@@ -348,7 +350,7 @@ func (c *Calculator) solveWith(refs map[string]paramRef, params map[string]json.
 		}
 		ref, ok := refs[key]
 		if !ok {
-			return nil, c.invalid("unknown parameter %q; the parameters are %s", key, c.paramList())
+			return nil, c.invalid("unknown parameter %q; the parameters are %s", messages.EchoArguments(key), c.paramList())
 		}
 		v := ref.v
 		name, unitSym := v.Name, v.Unit

@@ -77,12 +77,12 @@ func (s *Suite) dispatch(ctx context.Context, conversation string, raw json.RawM
 		return nil, invalidArguments("action is missing: give one of %s, e.g. {\"action\": \"info\"}", actions)
 	case actionInfo, actionList, actionActivate:
 	default:
-		return nil, invalidArguments("unknown action %q: give one of %s", action, actions)
+		return nil, invalidArguments("unknown action %q: give one of %s", messages.EchoArguments(action), actions)
 	}
 	if action != actionInfo && !slices.Contains(s.domains, domain) {
 		what := "domain is missing"
 		if domain != "" {
-			what = fmt.Sprintf("unknown domain %q", domain)
+			what = fmt.Sprintf("unknown domain %q", messages.EchoArguments(domain))
 		}
 		return nil, invalidArguments("%s: the domains are %s", what, strings.Join(s.domains, ", "))
 	}
@@ -266,6 +266,7 @@ func (s *Suite) execute(ctx context.Context, conversation string, raw json.RawMe
 // unknownCalculator explains an unknown calculator name: the domain's calculators when
 // the domain is right, else the nearest names.
 func (s *Suite) unknownCalculator(name string) string {
+	name = messages.EchoName(name) // a name of kilobytes is compared and quoted by its start
 	domain, _, hasDot := strings.Cut(name, ".")
 	if hasDot && slices.Contains(s.domains, domain) {
 		return fmt.Sprintf("unknown calculator %q; the calculators of %s are %s", name, domain, strings.Join(s.domainTools(domain), ", "))

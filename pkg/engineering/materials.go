@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Material is one steel of the materials table: minimum properties at room temperature
@@ -141,7 +143,7 @@ func materialLookup() Calculator {
 			}
 			for key := range params {
 				if key != "material" {
-					return nil, invalidArguments("materials.lookup: unknown parameter %q; the only parameter is material", key)
+					return nil, invalidArguments("materials.lookup: unknown parameter %q; the only parameter is material", messages.EchoArguments(key))
 				}
 			}
 			if strings.TrimSpace(name) == "" {

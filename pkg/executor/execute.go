@@ -151,7 +151,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		res := messages.ResultFor(call)
 		res.Backend, res.Attempts = r.Server, earlier.Attempts
 		return res.Fail(messages.Errorf(messages.CodeTimeout,
-			"the call to %q ran out of its time budget of %v before it could be tried again", call.Tool, budget.Sub(first).Round(time.Millisecond))), Outcome{}
+			"the call to %q ran out of its time budget of %v before it could be tried again", messages.EchoName(call.Tool), budget.Sub(first).Round(time.Millisecond))), Outcome{}
 	}
 	ctx, cancel := context.WithDeadline(ctx, budget)
 	defer cancel()
@@ -177,7 +177,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	sent := 0 // failed attempts that reached the server (not refused before sending)
 	op := func() error {
 		if pending != nil {
-			pending.SetAttributes(telemetry.RetryReason.String(e.Redact.String(pendingReason)))
+			pending.SetAttributes(telemetry.RetryReason.String(e.Redact.String(messages.EchoError(pendingReason))))
 			pending.End()
 			pending = nil
 			e.Metrics.Retry(ctx, tool, r.Label(), pendingCode)
@@ -255,7 +255,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			// It may still complete on the server: say so, and never repeat it.
 			last = &messages.ToolError{Code: messages.CodeOutcomeUnknown, Err: last, Message: fmt.Sprintf(
 				"the call to %q did not finish within its time budget of %v; it may still complete, and it was not repeated: check its effect before calling it again",
-				call.Tool, budget.Sub(first).Round(time.Millisecond))}
+				messages.EchoName(call.Tool), budget.Sub(first).Round(time.Millisecond))}
 		}
 		oc := Outcome{
 			Retryable: last.Retryable() && (safe || last.Unsent) && time.Now().Before(budget),
@@ -264,7 +264,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		return res.Fail(last), oc
 	}
 	if len(out) == 0 || !messages.Valid(out) {
-		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", call.Tool)), Outcome{MaybeRan: true}
+		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", messages.EchoName(call.Tool))), Outcome{MaybeRan: true}
 	}
 	res.Success, res.Result = true, out
 	return res, Outcome{}
@@ -286,7 +286,7 @@ func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall)
 	// ctx ends with the call's time budget: the attempt gets what remains of it.
 	defer func() {
 		if r := recover(); r != nil {
-			err = messages.Errorf(messages.CodeInternal, "the tool %q crashed: %v", call.Tool, r)
+			err = messages.Errorf(messages.CodeInternal, "the tool %q crashed: %v", messages.EchoName(call.Tool), r)
 		}
 	}()
 	args := call.Arguments
@@ -299,7 +299,7 @@ func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall)
 		switch {
 		case errors.As(err, &te):
 		case errors.Is(err, context.DeadlineExceeded):
-			err = &messages.ToolError{Code: messages.CodeTimeout, Message: fmt.Sprintf("the tool %q did not finish within its time budget", call.Tool), Err: err}
+			err = &messages.ToolError{Code: messages.CodeTimeout, Message: fmt.Sprintf("the tool %q did not finish within its time budget", messages.EchoName(call.Tool)), Err: err}
 		default:
 			err = &messages.ToolError{Code: messages.CodeToolError, Message: err.Error(), Err: err}
 		}

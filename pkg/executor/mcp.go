@@ -94,17 +94,17 @@ func mcpError(err error, name string, t catalog.Tool) *messages.ToolError {
 	var tool *mcpwire.ToolError
 	switch {
 	case errors.As(err, &tool) && tool.UnknownTool():
-		return te(messages.CodeUnknownTool, "the server %q has no tool %q (any more): %s", t.Server, t.Remote, tool.Message)
+		return te(messages.CodeUnknownTool, "the server %q has no tool %q (any more): %s", t.Server, messages.EchoName(t.Remote), tool.Message)
 	case errors.As(err, &tool) && tool.InvalidArguments():
-		return te(messages.CodeInvalidArguments, "the arguments of %q were rejected: %s", name, tool.Message)
+		return te(messages.CodeInvalidArguments, "the arguments of %q were rejected: %s", messages.EchoName(name), tool.Message)
 	case errors.As(err, &tool):
 		return te(messages.CodeToolError, "%s", tool.Message)
 	case errors.Is(err, catalog.ErrNotAllowed):
-		return te(messages.CodeNotAllowed, "the tool %q is not allowed by the configuration", name)
+		return te(messages.CodeNotAllowed, "the tool %q is not allowed by the configuration", messages.EchoName(name))
 	case errors.Is(err, catalog.ErrUnknownTool), errors.Is(err, catalog.ErrAmbiguous):
 		return te(messages.CodeUnknownTool, "%s", err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		return te(messages.CodeTimeout, "the tool %q did not finish in time", name)
+		return te(messages.CodeTimeout, "the tool %q did not finish in time", messages.EchoName(name))
 	case errors.Is(err, oauth.ErrNeedsLogin):
 		// Nobody has authorized toolbus with the server (or the authorization was
 		// revoked): say who can, and do not retry.
@@ -131,7 +131,7 @@ func mcpError(err error, name string, t catalog.Tool) *messages.ToolError {
 		if t.Retryable() {
 			return te(messages.CodeServerUnavailable, "the connection to the server %q failed during the call", t.Server)
 		}
-		return te(messages.CodeOutcomeUnknown, "the connection to the server %q failed during the call of %q; it may or may not have run, and is not repeated", t.Server, name)
+		return te(messages.CodeOutcomeUnknown, "the connection to the server %q failed during the call of %q; it may or may not have run, and is not repeated", t.Server, messages.EchoName(name))
 	}
-	return te(messages.CodeToolError, "the tool %q failed: %v", name, err)
+	return te(messages.CodeToolError, "the tool %q failed: %v", messages.EchoName(name), err)
 }

@@ -64,7 +64,7 @@ func label(backend string) string {
 // reports as tool_error).
 func (r Route) Call(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
 	if r.Run == nil {
-		return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q", r.Info.Name)
+		return nil, messages.Errorf(messages.CodeUnknownTool, "there is no tool called %q", messages.EchoName(r.Info.Name))
 	}
 	return r.Run(ctx, conversation, args)
 }
@@ -96,10 +96,10 @@ func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
 	closest := catalog.ClosestNames(name, names, maxSuggestions)
 	if len(closest) == len(names) {
 		return Route{Info: messages.ToolInfo{Name: name}}, messages.Errorf(messages.CodeUnknownTool,
-			"there is no tool called %q; available tools: %s", name, strings.Join(closest, ", "))
+			"there is no tool called %q; available tools: %s", messages.EchoName(name), strings.Join(closest, ", "))
 	}
 	return Route{Info: messages.ToolInfo{Name: name}}, messages.Errorf(messages.CodeUnknownTool,
-		"there is no tool called %q; the closest of the %d tools: %s", name, len(names), strings.Join(closest, ", "))
+		"there is no tool called %q; the closest of the %d tools: %s", messages.EchoName(name), len(names), strings.Join(closest, ", "))
 }
 
 // maxSuggestions bounds the tool names an unknown_tool error lists: a model's context is

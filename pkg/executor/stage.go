@@ -125,8 +125,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		tool := telemetry.ToolLabel(call.Tool, call.Error.Code == messages.CodeInvalidArguments)
 		span.SetName("execute " + tool)
 		span.SetAttributes(telemetry.Tool.String(tool), telemetry.ErrorCode.String(string(call.Error.Code)))
-		res := messages.ResultFor(call)
-		res.Error = call.Error
+		res := messages.ResultFor(call).Fail(&messages.ToolError{Code: call.Error.Code, Message: call.Error.Message})
 		span.SetStatus(codes.Error, string(call.Error.Code))
 		s.Exec.Metrics.Call(ctx, tool, "parser", messages.Tenant(call.Conversation), string(call.Error.Code), 0)
 		return s.answer(call, res, false)
@@ -190,7 +189,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 			res := messages.ResultFor(call).Fail(messages.Errorf(messages.CodeOutcomeUnknown,
 				"the call to %q was started by an executor that stopped before it finished (%s, started %s); "+
 					"the tool may or may not have run, and it is not idempotent, so it was not run again: check its effect before calling it again",
-				call.Tool, claim.Abandoned.Owner, claim.Abandoned.Started.Format(time.RFC3339)))
+				messages.EchoName(call.Tool), claim.Abandoned.Owner, claim.Abandoned.Started.Format(time.RFC3339)))
 			res.Attempts = d.Delivered
 			s.Exec.RecordCall(ctx, call, route, routeErr, res, claim.Abandoned.Started)
 			return s.finish(ctx, call, res, true, false)
@@ -241,7 +240,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		level = slog.LevelDebug
 	}
 	if lg := s.logger(); lg.Enabled(ctx, level) { // the arguments are not built for a level that is off
-		lg.Log(ctx, level, "call", "call", call.ID, "tool", telemetry.Cap(call.Tool), "server", label(res.Backend),
+		lg.Log(ctx, level, "call", "call", call.ID, "tool", messages.EchoName(call.Tool), "server", label(res.Backend),
 			"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
 	}
 	if !res.Success && oc.Retryable && !d.Last {

@@ -98,13 +98,13 @@ func (w *fileWriter) write(ctx context.Context, in writeInput) (writeOutput, err
 		return writeOutput{}, err
 	}
 	if filepath.Base(rel) == lockFile && filepath.Dir(rel) == "." {
-		return writeOutput{}, messages.Errorf(messages.CodeNotAllowed, "file_path %q is file_writer's own lock file", in.FilePath)
+		return writeOutput{}, messages.Errorf(messages.CodeNotAllowed, "file_path %q is file_writer's own lock file", messages.EchoArguments(in.FilePath))
 	}
 	if in.Mode == "" {
 		in.Mode = "overwrite"
 	}
 	if in.Mode != "overwrite" && in.Mode != "append" {
-		return writeOutput{}, messages.Errorf(messages.CodeInvalidArguments, `mode must be "overwrite" or "append", not %q`, in.Mode)
+		return writeOutput{}, messages.Errorf(messages.CodeInvalidArguments, `mode must be "overwrite" or "append", not %q`, messages.EchoArguments(in.Mode))
 	}
 	if n := int64(len(in.Content)); n > w.opts.MaxWriteBytes {
 		return writeOutput{}, messages.Errorf(messages.CodeInvalidArguments, "content is %d bytes; file_writer takes at most %d bytes per call", n, w.opts.MaxWriteBytes)
@@ -144,9 +144,9 @@ func (w *fileWriter) write(ctx context.Context, in writeInput) (writeOutput, err
 	case err != nil:
 		return writeOutput{}, w.refusal(in.FilePath, err)
 	case fi.IsDir():
-		return writeOutput{}, messages.Errorf(messages.CodeInvalidArguments, "file_path %q is a folder, not a file", in.FilePath)
+		return writeOutput{}, messages.Errorf(messages.CodeInvalidArguments, "file_path %q is a folder, not a file", messages.EchoArguments(in.FilePath))
 	case !fi.Mode().IsRegular():
-		return writeOutput{}, messages.Errorf(messages.CodeNotAllowed, "file_path %q is not a regular file", in.FilePath)
+		return writeOutput{}, messages.Errorf(messages.CodeNotAllowed, "file_path %q is not a regular file", messages.EchoArguments(in.FilePath))
 	default:
 		perm, existed = fi.Mode().Perm(), true
 		if in.Mode == "append" {
@@ -174,21 +174,21 @@ func localPath(p string) (string, error) {
 	case strings.ContainsRune(p, 0):
 		return "", messages.Errorf(messages.CodeInvalidArguments, "file_path contains a NUL byte")
 	case filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) || filepath.VolumeName(p) != "":
-		return "", messages.Errorf(messages.CodeNotAllowed, "file_path %q is absolute; give a path relative to the output folder", p)
+		return "", messages.Errorf(messages.CodeNotAllowed, "file_path %q is absolute; give a path relative to the output folder", messages.EchoArguments(p))
 	case strings.HasSuffix(p, "/") || strings.HasSuffix(p, `\`):
-		return "", messages.Errorf(messages.CodeInvalidArguments, "file_path %q names a folder, not a file", p)
+		return "", messages.Errorf(messages.CodeInvalidArguments, "file_path %q names a folder, not a file", messages.EchoArguments(p))
 	}
 	for _, e := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
 		if e == ".." {
-			return "", messages.Errorf(messages.CodeNotAllowed, "file_path %q contains '..'; files can only be written inside the output folder", p)
+			return "", messages.Errorf(messages.CodeNotAllowed, "file_path %q contains '..'; files can only be written inside the output folder", messages.EchoArguments(p))
 		}
 	}
 	clean := filepath.Clean(p)
 	if clean == "." {
-		return "", messages.Errorf(messages.CodeInvalidArguments, "file_path %q names the output folder itself, not a file", p)
+		return "", messages.Errorf(messages.CodeInvalidArguments, "file_path %q names the output folder itself, not a file", messages.EchoArguments(p))
 	}
 	if !filepath.IsLocal(clean) {
-		return "", messages.Errorf(messages.CodeNotAllowed, "file_path %q is not a plain path inside the output folder", p)
+		return "", messages.Errorf(messages.CodeNotAllowed, "file_path %q is not a plain path inside the output folder", messages.EchoArguments(p))
 	}
 	return clean, nil
 }
@@ -234,9 +234,9 @@ var errEscapes = errors.New("path escapes from parent")
 func (w *fileWriter) refusal(p string, err error) error {
 	// os.Root reports an escape with an unexported error of this text.
 	if errors.Is(err, errEscapes) || strings.Contains(err.Error(), errEscapes.Error()) {
-		return &messages.ToolError{Code: messages.CodeNotAllowed, Message: fmt.Sprintf("file_path %q leads out of the output folder through a symbolic link", p), Err: err}
+		return &messages.ToolError{Code: messages.CodeNotAllowed, Message: fmt.Sprintf("file_path %q leads out of the output folder through a symbolic link", messages.EchoArguments(p)), Err: err}
 	}
-	return &messages.ToolError{Code: messages.CodeToolError, Message: fmt.Sprintf("cannot write %q: %v", p, stripRoot(err)), Err: err}
+	return &messages.ToolError{Code: messages.CodeToolError, Message: fmt.Sprintf("cannot write %q: %v", messages.EchoArguments(p), stripRoot(err)), Err: err}
 }
 
 // stripRoot keeps the operation and the cause of err, not the server's paths.

@@ -281,7 +281,7 @@ func documentTitle(path, text string) string {
 func (kb *KnowledgeBase) Search(ctx context.Context, query string, limit int) ([]Hit, error) {
 	qterms := terms(query)
 	if len(qterms) == 0 {
-		return nil, messages.Errorf(messages.CodeInvalidArguments, "the query %q has no words to search for", query)
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "the query %q has no words to search for", messages.EchoArguments(query))
 	}
 	if limit <= 0 {
 		limit = 5

@@ -8,7 +8,8 @@ import (
 )
 
 // encoderBlock is Block as encoding/json writes it: a struct encoded with two-space
-// indentation and no HTML escaping. Block writes the same bytes by hand.
+// indentation and no HTML escaping, the name and the error cut as toolbus repeats them
+// (echo.go). Block writes the same bytes by hand.
 func encoderBlock(r ToolResult) string {
 	type okBlock struct {
 		Tool    string          `json:"tool"`
@@ -27,13 +28,13 @@ func encoderBlock(r ToolResult) string {
 		if len(bytes.Trim(res, " \t\r\n")) == 0 { // a result of JSON whitespace alone is null
 			res = json.RawMessage("null")
 		}
-		v = okBlock{Tool: r.Tool, Success: true, Result: res}
+		v = okBlock{Tool: EchoName(r.Tool), Success: true, Result: res}
 	} else {
 		e := r.Error
 		if e == nil {
 			e = &ResultError{Code: CodeInternal, Message: "the call failed without a reason"}
 		}
-		v = errBlock{Tool: r.Tool, Error: e.Message, ErrorCode: e.Code}
+		v = errBlock{Tool: EchoName(r.Tool), Error: EchoError(e.Message), ErrorCode: e.Code}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

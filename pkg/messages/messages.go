@@ -102,20 +102,22 @@ type ResultError struct {
 	Message string    `json:"message"`
 }
 
-// Fail returns r marked failed with err's code and message.
+// Fail returns r marked failed with err's code and message, the message within
+// [MaxEchoedError] bytes ([EchoError]).
 func (r ToolResult) Fail(err error) ToolResult {
 	te := AsToolError(err)
 	r.Success = false
 	r.Result = nil
-	r.Error = &ResultError{Code: te.Code, Message: te.Message}
+	r.Error = &ResultError{Code: te.Code, Message: EchoError(te.Message)}
 	return r
 }
 
-// ResultFor returns an unfilled result addressed like call.
+// ResultFor returns an unfilled result addressed like call, naming its tool as results
+// repeat names ([EchoName]).
 func ResultFor(c ToolCall) ToolResult {
 	return ToolResult{
 		CallID: c.ID, ResponseID: c.ResponseID, Conversation: c.Conversation,
-		Index: c.Index, Count: c.Count, Next: c.Next, Tool: c.Tool, Stream: c.Stream, End: c.End,
+		Index: c.Index, Count: c.Count, Next: c.Next, Tool: EchoName(c.Tool), Stream: c.Stream, End: c.End,
 		ArgumentsBytes: len(c.Arguments),
 	}
 }

@@ -23,7 +23,7 @@ func Block(r ToolResult) string {
 	var buf bytes.Buffer
 	buf.Grow(len(r.Result)*5/4 + 128)
 	buf.WriteString("<tool_result>\n{\n  \"tool\": ")
-	writeString(&buf, r.Tool)
+	writeString(&buf, EchoName(r.Tool))
 	if r.Success {
 		buf.WriteString(",\n  \"success\": true,\n  \"result\": ")
 		res := bytes.Trim(r.Result, " \t\r\n") // JSON's whitespace only: \v or U+00A0 make the result invalid
@@ -41,7 +41,7 @@ func Block(r ToolResult) string {
 			e = &ResultError{Code: CodeInternal, Message: "the call failed without a reason"}
 		}
 		buf.WriteString(",\n  \"success\": false,\n  \"error\": ")
-		writeString(&buf, e.Message)
+		writeString(&buf, EchoError(e.Message))
 		buf.WriteString(",\n  \"error_code\": ")
 		writeString(&buf, string(e.Code))
 	}
@@ -80,11 +80,19 @@ func RenderOutput(responseID, conversation string, results []ToolResult) Output 
 	blocks := make([]string, len(sorted))
 	for i, r := range sorted {
 		blocks[i] = Block(r)
-		out.Results[i] = OutputResult{Tool: r.Tool, Success: r.Success, Error: r.Error, Attempts: r.Attempts, Notice: r.Notice, Stored: r.Stored,
+		out.Results[i] = OutputResult{Tool: EchoName(r.Tool), Success: r.Success, Error: echoError(r.Error), Attempts: r.Attempts, Notice: r.Notice, Stored: r.Stored,
 			DurationMS: r.DurationMS, ArgumentsBytes: r.ArgumentsBytes}
 	}
 	out.Text = strings.Join(blocks, "\n")
 	return out
+}
+
+// echoError is e with its message as results carry it ([EchoError]).
+func echoError(e *ResultError) *ResultError {
+	if e == nil || len(e.Message) <= MaxEchoedError {
+		return e
+	}
+	return &ResultError{Code: e.Code, Message: EchoError(e.Message)}
 }
 
 // RefusedOutput is the output of a response none of whose calls ran: one failed result
@@ -104,9 +112,14 @@ func NoToolCall(responseID, conversation string) Output {
 
 // CapResult returns r with its result cut to about max bytes when it is larger: the
 // result becomes a preview ([Preview]), so that a message carrying it fits the bus. A
-// result already stored whole (r.Stored) has its preview cut shorter. A result within
-// max, or a failure, is returned as it is.
+// result already stored whole (r.Stored) has its preview cut shorter. A failure has its
+// error message cut to half of max (an output carries it twice), start and end kept. A
+// result within max is returned as it is.
 func CapResult(r ToolResult, max int) ToolResult {
+	if max > 0 && !r.Success && r.Error != nil && len(r.Error.Message) > max/2 {
+		r.Error = &ResultError{Code: r.Error.Code, Message: CutMiddle(r.Error.Message, max/2)}
+		return r
+	}
 	if max <= 0 || len(r.Result) <= max || !r.Success {
 		return r
 	}

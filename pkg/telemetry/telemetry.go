@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/version"
 )
 
@@ -67,17 +67,9 @@ func ToolLabel(name string, known bool) string {
 	return Cap(name)
 }
 
-// Cap cuts s to [MaxLabelLen] bytes, at a UTF-8 boundary.
-func Cap(s string) string {
-	if len(s) <= MaxLabelLen {
-		return s
-	}
-	n := MaxLabelLen
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+// Cap cuts s to [MaxLabelLen] bytes, as toolbus cuts what it repeats of a model's
+// writing ([messages.Cut]).
+func Cap(s string) string { return messages.Cut(s, MaxLabelLen) }
 
 // propagator carries W3C trace context and baggage.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})

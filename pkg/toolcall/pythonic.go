@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/jsonscan"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Pythonic calls: get_weather(city='Paris', days=3), alone, in a list, or one per line.
@@ -76,7 +77,7 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 				return parsed{name: name, err: "not a call"}, at, true
 			}
 			se := jsonrepair.NewSyntaxError(s, at, "expected a keyword argument name=value or ')', found "+jsonrepair.Describe(s, at))
-			return parsed{name: name, err: fmt.Sprintf("in %s(…) at line %d, column %d: %s", name, se.Line, se.Column, se.Msg), cause: se}, at, true
+			return parsed{name: name, err: fmt.Sprintf("in %s(…) at line %d, column %d: %s", messages.EchoName(name), se.Line, se.Column, se.Msg), cause: se}, at, true
 		}
 		pos++
 		space()
@@ -102,7 +103,7 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 				return parsed{name: name, err: "not a call"}, rd.Stopped(), true
 			}
 			se := rd.Err()
-			return parsed{name: name, err: fmt.Sprintf("in %s(…): %s", name, syntaxMessage(se)), cause: se}, se.Offset, true
+			return parsed{name: name, err: fmt.Sprintf("in %s(…): %s", messages.EchoName(name), syntaxMessage(se)), cause: se}, se.Offset, true
 		}
 		if num, ok := leadingZeroNumber(s[valueAt:pos]); ok && x.schemaFor(name).prop(key).typeName() != "string" {
 			// month=07: not Python, but what the model means is 7 (as vLLM reads it),
@@ -111,7 +112,8 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 		} else {
 			fixes |= fixSet(repairs)
 			if what := noJSONEquivalent(s[valueAt:pos], out[outAt:]); what != "" && noJSON == "" {
-				noJSON = fmt.Sprintf("in %s(…), %s=%s is %s, which JSON cannot hold; pass it as a string or a number JSON can hold", name, key, s[valueAt:pos], what)
+				noJSON = fmt.Sprintf("in %s(…), %s=%s is %s, which JSON cannot hold; pass it as a string or a number JSON can hold",
+					messages.EchoName(name), messages.EchoName(key), messages.EchoArguments(s[valueAt:pos]), what)
 			}
 		}
 		n++

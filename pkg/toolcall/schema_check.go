@@ -99,18 +99,18 @@ func CheckArguments(tool string, schema *jsonschema.Resolved, args json.RawMessa
 	}
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {
-		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: not JSON: %v", tool, err)
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: not JSON: %v", messages.EchoName(tool), err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: the arguments must be a JSON object", tool)
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: the arguments must be a JSON object", messages.EchoName(tool))
 	}
 	members := countMembers(m)
 	if err := schema.ApplyDefaults(&m); err != nil {
-		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %s", tool, DescribeSchemaError(err))
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %s", messages.EchoName(tool), DescribeSchemaError(err))
 	}
 	if err := schema.Validate(m); err != nil {
-		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %s", tool, DescribeSchemaError(err))
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %s", messages.EchoName(tool), DescribeSchemaError(err))
 	}
 	if countMembers(m) == members {
 		// No default was added (defaults only ever add members): the arguments stand as
