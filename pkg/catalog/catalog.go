@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,14 +14,14 @@ import (
 // one lookup of what a model means by a name ([Catalog.Resolve]). It is immutable: build
 // a new one when a server's tools change.
 type Catalog struct {
-	tools    []Tool                     // visible, sorted by Name (then by server)
-	byName   map[string][]int           // Name → indexes in tools
-	remote   map[string]map[string]int  // server → Remote → index in tools
-	hidden   map[string]map[string]bool // server → Remote of the tools Permitted forbids
-	servers  []string                   // sorted, without ""
+	tools    []Tool                      // visible, sorted by Name (then by server)
+	byName   map[string][]int            // Name → indexes in tools
+	remote   map[string]map[string]int   // server → Remote → index in tools
+	hidden   map[string]map[string]error // server → Remote → why Permitted forbids the tool
+	servers  []string                    // sorted, without ""
 	unlisted map[string]bool
 	routes   map[string]string
-	allowed  func(server, tool string) bool
+	allowed  func(server, tool string) error
 	aliases  map[string]string // vendor alias → Name
 }
 
@@ -37,10 +38,11 @@ type Options struct {
 	// (toolbus's configuration: to the local tools) or to a server the catalog does not
 	// have is none of its tools.
 	Routes map[string]string
-	// Permitted, when set, decides whether the tool called tool on server may be called.
-	// A tool it forbids is left out of the catalog, and every spelling of it, also of a
-	// server that has not listed its tools, resolves to [ErrNotAllowed].
-	Permitted func(server, tool string) bool
+	// Permitted, when set, decides whether the tool called tool on server may be called:
+	// nil, or why not (toolbus's is [Permit] over the configuration's lists). A tool it
+	// forbids is left out of the catalog, and every spelling of it, also of a server that
+	// has not listed its tools, resolves to [ErrNotAllowed] with that reason.
+	Permitted func(server, tool string) error
 	// Distinct gives every tool a name of its own: of tools that would be shown by one
 	// name, the first (by server, then list) keeps it and the others' end in a hash of
 	// their server and remote name. Without it, such a name is [ErrAmbiguous].
@@ -62,7 +64,7 @@ func New(servers map[string][]Tool, o *Options) *Catalog {
 	c := &Catalog{
 		byName:   map[string][]int{},
 		remote:   map[string]map[string]int{},
-		hidden:   map[string]map[string]bool{},
+		hidden:   map[string]map[string]error{},
 		unlisted: map[string]bool{},
 		routes:   o.Routes,
 		allowed:  o.Permitted,
@@ -85,11 +87,11 @@ func New(servers map[string][]Tool, o *Options) *Catalog {
 			if t.Remote == "" {
 				t.Remote = t.Name
 			}
-			if !c.permitted(server, t.Remote) {
+			if err := c.permit(server, t.Remote); err != nil {
 				if c.hidden[server] == nil {
-					c.hidden[server] = map[string]bool{}
+					c.hidden[server] = map[string]error{}
 				}
-				c.hidden[server][t.Remote] = true
+				c.hidden[server][t.Remote] = err
 				continue
 			}
 			if r, ok := routedName[[2]string{server, t.Remote}]; ok {
@@ -123,8 +125,17 @@ func New(servers map[string][]Tool, o *Options) *Catalog {
 	return c
 }
 
-func (c *Catalog) permitted(server, tool string) bool {
-	return c.allowed == nil || c.allowed(server, tool)
+// permit is nil when the tool called tool on server may be called, else an error that
+// is [ErrNotAllowed] and says why.
+func (c *Catalog) permit(server, tool string) error {
+	if c.allowed == nil {
+		return nil
+	}
+	err := c.allowed(server, tool)
+	if err == nil || errors.Is(err, ErrNotAllowed) {
+		return err
+	}
+	return fmt.Errorf("%w: %q of server %q: %w", ErrNotAllowed, messages.EchoName(tool), server, err)
 }
 
 // Tools returns the tools a model may call, sorted by name.
@@ -174,8 +185,8 @@ func (c *Catalog) Resolve(name string) (Tool, error) {
 		return found[0], nil
 	case 0:
 		for _, server := range c.servers {
-			if c.hidden[server][name] {
-				return Tool{Name: name, Server: server, Remote: name}, notAllowed(name, server)
+			if err := c.hidden[server][name]; err != nil {
+				return Tool{Name: name, Server: server, Remote: name}, err
 			}
 		}
 		return Tool{}, fmt.Errorf("%w: no server has a tool called %q", ErrUnknownTool, messages.EchoName(name))
@@ -198,8 +209,8 @@ func (c *Catalog) named(name string, idx []int) (Tool, error) {
 
 // onServer finds remote on server; unlisted accepts a tool the catalog does not know.
 func (c *Catalog) onServer(name, server, remote string, unlisted bool) (Tool, error) {
-	if !c.permitted(server, remote) {
-		return Tool{Name: name, Server: server, Remote: remote}, notAllowed(remote, server)
+	if err := c.permit(server, remote); err != nil {
+		return Tool{Name: name, Server: server, Remote: remote}, err
 	}
 	if i, ok := c.remote[server][remote]; ok {
 		return c.tools[i], nil
@@ -208,8 +219,4 @@ func (c *Catalog) onServer(name, server, remote string, unlisted bool) (Tool, er
 		return Tool{Name: name, Server: server, Remote: remote, Destructive: true}, nil
 	}
 	return Tool{}, fmt.Errorf("%w: server %q has no tool called %q", ErrUnknownTool, server, messages.EchoName(remote))
-}
-
-func notAllowed(tool, server string) error {
-	return fmt.Errorf("%w: %q of server %q is not allowed by the configuration", ErrNotAllowed, tool, server)
 }

@@ -25,9 +25,14 @@ func TestResolve(t *testing.T) {
 		"empty":     {},
 		"":          {{Name: "clock"}},
 	}, &Options{
-		Unlisted:      []string{"down"},
-		Routes:        map[string]string{"greet": "tickets", "local_only": "", "gone": "disabled"},
-		Permitted:     func(server, tool string) bool { return tool != "delete" && !(server == "down" && tool == "rm") },
+		Unlisted: []string{"down"},
+		Routes:   map[string]string{"greet": "tickets", "local_only": "", "gone": "disabled"},
+		Permitted: func(server, tool string) error {
+			if tool == "delete" || server == "down" && tool == "rm" {
+				return errors.New("forbidden")
+			}
+			return nil
+		},
 		VendorAliases: true,
 	})
 	tests := []struct {

@@ -12,7 +12,8 @@ var (
 	ErrUnknownTool = errors.New("unknown tool")
 	// ErrAmbiguous: more than one tool answers to the name; see [AmbiguousError].
 	ErrAmbiguous = errors.New("ambiguous tool name")
-	// ErrNotAllowed: the tool exists but [Options].Permitted forbids it.
+	// ErrNotAllowed: the tool exists but [Options].Permitted forbids it; toolbus's
+	// refusals are a [*NotAllowedError] naming the list.
 	ErrNotAllowed = errors.New("tool not allowed")
 )
 

@@ -119,21 +119,32 @@ func cutServer(name, sep string, servers []string, sanitized bool) (server, tool
 
 // MatchTool reports whether any pattern matches the tool of a server. A pattern is a tool
 // name or a glob ("get_*"), optionally qualified with its server as "server__tool",
-// "mcp__server__tool" or "server::tool". Allow-lists, block-lists and the executor's
-// quiet tools are all read with it.
+// "mcp__server__tool" or "server::tool". A tool of no server (server "") is matched by
+// its name alone. Allow-lists, block-lists ([Permit]) and the executor's quiet tools
+// are all read with it.
 func MatchTool(patterns []string, server, tool string) bool {
-	for _, p := range patterns {
-		p = strings.TrimPrefix(p, mcpPrefix)
+	_, ok := matching(patterns, server, tool)
+	return ok
+}
+
+// matching is [MatchTool], returning the first pattern that matches as it was written.
+func matching(patterns []string, server, tool string) (string, bool) {
+	for _, written := range patterns {
+		p := strings.TrimPrefix(written, mcpPrefix)
 		if s, t, found := strings.Cut(p, "::"); found {
 			p = s + Separator + t
 		}
-		for _, candidate := range []string{tool, server + Separator + tool} {
-			if ok, _ := path.Match(p, candidate); ok {
-				return true
-			}
+		if ok, _ := path.Match(p, tool); ok {
+			return written, true
+		}
+		if server == "" {
+			continue
+		}
+		if ok, _ := path.Match(p, server+Separator+tool); ok {
+			return written, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // ValidPattern reports whether p is a pattern [MatchTool] can read: a glob of [path.Match].

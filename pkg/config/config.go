@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -31,9 +32,15 @@ type Config struct {
 	MCPServers map[string]mcpwire.ServerConfig `json:"mcpServers,omitempty"`
 	// Routes map a tool name to a server; null routes to the local tools.
 	Routes map[string]*string `json:"routes,omitempty"`
-	// AllowedTools, when not empty, allows only these tools of remote servers: names,
-	// "server__tool", "mcp__server__tool", with globs.
+	// AllowedTools, when not empty, allows only these tools, of every backend: the Go
+	// tools of the program, the tools folder, the built-ins (clock, file_writer, ...),
+	// the engineering suite and the MCP servers. A pattern is a name ("clock"), or a
+	// server's tool "server__tool", "mcp__server__tool" or "server::tool", with globs
+	// ("get_*"); a tool of no server (a built-in, a tools-folder tool) is matched by its
+	// name. BlockedTools refuses the tools it matches, whatever AllowedTools says. A
+	// refused call is answered not_allowed, naming the list (catalog.Permit).
 	AllowedTools []string          `json:"allowedTools,omitempty"`
+	BlockedTools []string          `json:"blockedTools,omitempty"`
 	Engineering  Engineering       `json:"engineering,omitzero"`
 	Local        localtools.Config `json:"local,omitzero"`
 	Parser       Parser            `json:"parser,omitzero"`
@@ -319,6 +326,16 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 		}
 		if c.Tenants[name].MaxBytes < 0 || c.Tenants[name].MaxConsumers < 0 {
 			return nil, fmt.Errorf("%s: tenants.%s: maxBytes and maxConsumers may not be negative", source, name)
+		}
+	}
+	for _, list := range []struct {
+		key      string
+		patterns []string
+	}{{"allowedTools", c.AllowedTools}, {"blockedTools", c.BlockedTools}} {
+		for _, p := range list.patterns {
+			if !catalog.ValidPattern(p) {
+				return nil, fmt.Errorf("%s: %s: %q is not a valid pattern", source, list.key, p)
+			}
 		}
 	}
 	for tool, server := range c.Routes {

@@ -81,6 +81,14 @@ func TestParse(t *testing.T) {
 		{name: "route to missing server", json: `{"routes":{"create_ticket":"tickets"}}`, wantErr: `routes.create_ticket: no server called "tickets"`},
 		{name: "bad duration", json: `{"executor":{"timeout":"soon"}}`, wantErr: `duration "soon"`},
 		{name: "bad expose", json: `{"engineering":{"expose":"all"}}`, wantErr: "engineering.expose"},
+		{name: "top-level allow- and block-lists", json: `{"allowedTools":["mcp__calc__add","clock"],"blockedTools":["file_*"]}`,
+			check: func(t *testing.T, c *Config) {
+				if strings.Join(c.AllowedTools, ",") != "mcp__calc__add,clock" || strings.Join(c.BlockedTools, ",") != "file_*" {
+					t.Errorf("lists: %q, %q", c.AllowedTools, c.BlockedTools)
+				}
+			}},
+		{name: "a bad top-level pattern", json: `{"blockedTools":["[x"]}`, wantErr: `blockedTools: "[x" is not a valid pattern`},
+		{name: "a near miss of blockedTools", json: `{"blocked_tools":["x"]}`, wantErr: `(did you mean "blockedTools"?)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,7 +54,7 @@ func (b MCPBackend) Resolve(ctx context.Context, name string) (Route, bool, erro
 	switch {
 	case err == nil:
 	case errors.Is(err, catalog.ErrNotAllowed), errors.Is(err, catalog.ErrAmbiguous):
-		return Route{Server: "mcp:" + t.Server, Info: messages.ToolInfo{Name: name}, MCP: t}, true, mcpError(err, name, t)
+		return Route{Server: "mcp:" + t.Server, Info: messages.ToolInfo{Name: name}, MCP: t, Ref: catalog.Ref{Server: t.Server, Tool: t.Remote}}, true, mcpError(err, name, t)
 	case b.RoutedOnly:
 		return Route{Info: messages.ToolInfo{Name: name}}, true, mcpError(err, name, t)
 	default:
@@ -65,7 +65,7 @@ func (b MCPBackend) Resolve(ctx context.Context, name string) (Route, bool, erro
 	if pool.Scoped(t.Server) {
 		session = t.Server
 	}
-	return Route{Server: "mcp:" + t.Server, Info: info(name, t), MCP: t, Timeout: pool.Timeout(t.Server), Session: session,
+	return Route{Server: "mcp:" + t.Server, Info: info(name, t), MCP: t, Ref: catalog.Ref{Server: t.Server, Tool: t.Remote}, Timeout: pool.Timeout(t.Server), Session: session,
 		Run: func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error) {
 			// The conversation is in the request's _meta; a server under the
 			// elicitation policy "ask" asks it; a conversation-scoped server runs the
@@ -100,7 +100,7 @@ func mcpError(err error, name string, t catalog.Tool) *messages.ToolError {
 	case errors.As(err, &tool):
 		return te(messages.CodeToolError, "%s", tool.Message)
 	case errors.Is(err, catalog.ErrNotAllowed):
-		return te(messages.CodeNotAllowed, "the tool %q is not allowed by the configuration", messages.EchoName(name))
+		return NotAllowed(name, err)
 	case errors.Is(err, catalog.ErrUnknownTool), errors.Is(err, catalog.ErrAmbiguous):
 		return te(messages.CodeUnknownTool, "%s", err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

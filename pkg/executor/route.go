@@ -3,8 +3,11 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/catalog"
@@ -37,6 +40,11 @@ type Route struct {
 	Info messages.ToolInfo
 	// MCP is the server's tool, for a route to an MCP server.
 	MCP catalog.Tool
+	// Ref is the tool as the configuration's allow- and block-lists name it
+	// ([catalog.Permit]): an MCP server's and its name there, the server a Go tool was
+	// added under ([localtools.Tool.Server]) and its name, or no server and the name.
+	// Empty: no server, and Info.Name.
+	Ref catalog.Ref
 	// Timeout, when set, is the time budget of calls on this route (an MCP server's
 	// configured timeout); see [Executor.Budget].
 	Timeout time.Duration
@@ -69,11 +77,62 @@ func (r Route) Call(ctx context.Context, conversation string, args json.RawMessa
 	return r.Run(ctx, conversation, args)
 }
 
-// Router picks the backend of a tool: the first backend that has it, in the order given.
-type Router struct{ backends []Backend }
+// Router picks the backend of a tool: the first backend that has it, in the order given,
+// and refuses what the configuration's top-level allow- and block-lists do not permit
+// ([Router.SetLists]), whichever backend offers it.
+type Router struct {
+	backends []Backend
+	lists    atomic.Pointer[catalog.Lists]
+}
 
 // NewRouter returns a router over backends, in priority order.
 func NewRouter(backends ...Backend) *Router { return &Router{backends: backends} }
+
+// SetLists sets the top-level allow- and block-lists ("allowedTools", "blockedTools")
+// that every call's route must pass ([catalog.Permit] on [Route.Ref]), whatever its
+// backend: a refused call is answered not_allowed, naming the list, and the tools they
+// refuse are not listed. An MCP pool applies the same lists to its servers' tools
+// itself (with each server's own). Safe to call while calls are routed (a reload).
+func (r *Router) SetLists(l catalog.Lists) {
+	if l.Empty() {
+		r.lists.Store(nil)
+		return
+	}
+	r.lists.Store(&l)
+}
+
+// permit is nil when the top-level lists let route's tool through, else the not_allowed
+// error a model reads for calling it name.
+func (r *Router) permit(route Route, name string) error {
+	l := r.lists.Load()
+	if l == nil {
+		return nil
+	}
+	if err := catalog.Permit(route.ref(), *l); err != nil {
+		return NotAllowed(name, err)
+	}
+	return nil
+}
+
+// ref is [Route.Ref], or its default.
+func (r Route) ref() catalog.Ref {
+	if r.Ref.Tool == "" {
+		return catalog.Ref{Tool: r.Info.Name}
+	}
+	return r.Ref
+}
+
+// NotAllowed is the error a model reads for calling name, which err (from
+// [catalog.Permit], through a catalog or not) refuses: not_allowed, saying which list
+// refused it.
+func NotAllowed(name string, err error) *messages.ToolError {
+	msg := fmt.Sprintf("the tool %q is not allowed by the configuration", messages.EchoName(name))
+	var na *catalog.NotAllowedError
+	if errors.As(err, &na) {
+		msg += ": " + na.Reason()
+	}
+	return &messages.ToolError{Code: messages.CodeNotAllowed, Message: msg, Err: err}
+}
 
 // Backends returns the router's backends in priority order.
 func (r *Router) Backends() []Backend { return r.backends }
@@ -84,6 +143,9 @@ func (r *Router) Backends() []Backend { return r.backends }
 func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
 	for _, b := range r.backends {
 		if route, ok, err := b.Resolve(ctx, name); ok {
+			if err == nil {
+				err = r.permit(route, name)
+			}
 			return route, err
 		}
 	}
@@ -106,19 +168,60 @@ func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
 // no place for a catalog of hundreds.
 const maxSuggestions = 10
 
-// Tools lists every tool of every backend.
+// Tools lists every tool of every backend that the top-level lists permit.
 func (r *Router) Tools(ctx context.Context) []messages.ToolInfo {
 	var out []messages.ToolInfo
 	seen := map[string]bool{}
+	lists := r.lists.Load() != nil
 	for _, b := range r.backends {
 		for _, t := range b.Tools(ctx) {
-			if !seen[t.Name] {
-				seen[t.Name] = true
-				out = append(out, t)
+			if seen[t.Name] {
+				continue
 			}
+			if lists {
+				if _, ok := r.listed(ctx, b, t); !ok {
+					continue
+				}
+			}
+			seen[t.Name] = true
+			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// Offered returns the tools backend b lists that the top-level lists permit, as the
+// catalog keeps them: under the names b lists them by, each with the server and name
+// the lists see ([Route.Ref]; a tool of no server is b's, under its own name).
+func (r *Router) Offered(ctx context.Context, b Backend) []catalog.Tool {
+	tools := []catalog.Tool{}
+	for _, t := range b.Tools(ctx) {
+		ref, ok := r.listed(ctx, b, t)
+		if !ok {
+			continue
+		}
+		if ref.Server == "" {
+			ref = catalog.Ref{Server: b.Name(), Tool: t.Name}
+		}
+		tools = append(tools, catalog.Tool{Name: t.Name, Server: ref.Server, Remote: ref.Tool, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly, Idempotent: t.Idempotent, ReadOnlyWhen: t.ReadOnlyWhen})
+	}
+	return tools
+}
+
+// listed reports whether the top-level lists permit t, which b lists, and what they
+// see of it: the route its name resolves to on b. An MCP pool applied the lists to its
+// servers' tools already.
+func (r *Router) listed(ctx context.Context, b Backend, t messages.ToolInfo) (catalog.Ref, bool) {
+	if _, remote := b.(MCPBackend); remote {
+		return catalog.Ref{Tool: t.Name}, true
+	}
+	ref := catalog.Ref{Tool: t.Name}
+	if route, ok, err := b.Resolve(ctx, t.Name); ok && err == nil {
+		ref = route.ref()
+	}
+	l := r.lists.Load()
+	return ref, l == nil || catalog.Permit(ref, *l) == nil
 }
 
 func (r *Router) names(ctx context.Context) []string {

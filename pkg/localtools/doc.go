@@ -23,6 +23,11 @@
 // *messages.ToolError with its own code. [Registry.Add] takes a [Tool] with a raw
 // [Func] for tools that handle JSON themselves.
 //
+// Tools added through [Registry.Server] belong to an in-process server, named as an MCP
+// server's tools are ([Tool.Name]): AddFunc(reg.Server("calc"), ...) of "add" is called
+// "calc__add", "mcp__calc__add", "calc::add", or "add" when no other tool has it
+// ([Registry.Resolve]), and allow-lists name it so.
+//
 // # A tools folder
 //
 // A [Folder] holds tools in any language: an executable NAME beside NAME.mcp.json,

@@ -42,15 +42,10 @@ func marshalSchema(s any) json.RawMessage {
 	return b
 }
 
-// Permitted reports whether the configuration allows the tool called tool on server: the
-// server's allowedTools (when set) and the top-level allowed list (when set) match it, and
-// its blockedTools do not. It decides from the configuration alone, on the canonical
-// (server, tool) pair, whatever name a model spelled it with and whether or not the
-// server has listed its tools yet; every path to a server's tool asks it.
-func Permitted(cfg ServerConfig, allowed []string, server, tool string) bool {
-	return (len(cfg.AllowedTools) == 0 || catalog.MatchTool(cfg.AllowedTools, server, tool)) &&
-		!catalog.MatchTool(cfg.BlockedTools, server, tool) &&
-		(len(allowed) == 0 || catalog.MatchTool(allowed, server, tool))
+// Lists are the server's own allowedTools and blockedTools, as [catalog.Permit] reads
+// them beside the configuration's top-level lists.
+func (c ServerConfig) Lists(server string) catalog.Lists {
+	return catalog.Lists{Scope: "mcpServers." + server, Allowed: c.AllowedTools, Blocked: c.BlockedTools}
 }
 
 // catalogInput is what the catalog is built from: one entry per enabled server.
@@ -60,9 +55,12 @@ type catalogInput struct {
 	listed bool
 }
 
-// newCatalog is the catalog of the servers' tools: the routes and allow-lists of the
-// configuration apply, and every tool has a name of its own.
-func newCatalog(in map[string]catalogInput, routes map[string]*string, allowed []string) *catalog.Catalog {
+// newCatalog is the catalog of the servers' tools: the routes apply, and so do the
+// allow- and block-lists — each server's own, then the top-level ones, top — through
+// catalog.Permit, on the canonical (server, tool) pair, whatever name a model spelled it
+// with and whether or not the server has listed its tools yet; and every tool has a
+// name of its own.
+func newCatalog(in map[string]catalogInput, routes map[string]*string, top catalog.Lists) *catalog.Catalog {
 	servers := make(map[string][]Tool, len(in))
 	var unlisted []string
 	for server, e := range in {
@@ -85,5 +83,7 @@ func newCatalog(in map[string]catalogInput, routes map[string]*string, allowed [
 		}
 	}
 	return catalog.New(servers, &catalog.Options{Unlisted: unlisted, Routes: routed, Distinct: true,
-		Permitted: func(server, tool string) bool { return Permitted(in[server].cfg, allowed, server, tool) }})
+		Permitted: func(server, tool string) error {
+			return catalog.Permit(catalog.Ref{Server: server, Tool: tool}, in[server].cfg.Lists(server), top)
+		}})
 }

@@ -3,6 +3,8 @@ package mcpwire
 import (
 	"errors"
 	"testing"
+
+	"github.com/toolbus/toolbus/pkg/catalog"
 )
 
 // The allow-lists decide from the configuration alone: a server that has not listed its
@@ -15,7 +17,7 @@ func TestAllowListsBeforeListing(t *testing.T) {
 		"open":       {cfg: ServerConfig{Command: "x"}},
 	}
 	routed := "everything"
-	c := newCatalog(in, map[string]*string{"sum": &routed}, []string{"everything__*", "blocky__*"})
+	c := newCatalog(in, map[string]*string{"sum": &routed}, catalog.Lists{Allowed: []string{"everything__*", "blocky__*"}})
 	for _, name := range []string{"everything__get-sum", "mcp__everything__get-sum", "everything::get-sum", "sum",
 		"blocky__rm_rf", "mcp__blocky__rmdir", "blocky::rm", "open__anything", "open::anything", "mcp__open__x"} {
 		if _, err := c.Resolve(name); !errors.Is(err, ErrNotAllowed) {

@@ -40,6 +40,8 @@
 // [ServerConfig.Refresh]. A tool is exposed as "<server>__<tool>" (see
 // [catalog.ExposedName]); a bare tool name works when exactly one server has it,
 // "mcp__<server>__<tool>" and "<server>::<tool>" are aliases, and a route in
-// [Options.Routes] wins over all of them ([catalog.Catalog.Resolve]). allowedTools,
-// blockedTools ([Permitted]), prefix and enabled are applied per server.
+// [Options.Routes] wins over all of them ([catalog.Catalog.Resolve]). prefix and enabled
+// are applied per server, and so are allowedTools and blockedTools, beside the top-level
+// lists ([Options.AllowedTools], [Options.BlockedTools]), through [catalog.Permit] (see
+// [ServerConfig.Lists]).
 package mcpwire

@@ -33,7 +33,10 @@ type Options struct {
 	Routes map[string]*string
 	// AllowedTools, when not empty, is a global allow-list over every server: tool
 	// names, "server__tool", "mcp__server__tool" or "server::tool", with globs.
+	// BlockedTools is the global block-list, read the same way. (toolbus's executor
+	// applies the same top-level lists to its other backends too.)
 	AllowedTools []string
+	BlockedTools []string
 	// ClientInfo is how toolbus introduces itself to servers. Default "toolbus".
 	ClientInfo *mcp.Implementation
 	// HTTPClient is the base client of http, sse and jsonrpc servers; headers from the
@@ -85,7 +88,7 @@ type Pool struct {
 	mu      sync.RWMutex
 	servers map[string]*server // enabled servers
 	routes  map[string]*string
-	allowed []string
+	top     catalog.Lists // the top-level allow- and block-lists
 	started bool
 	running atomic.Bool // started, read without the lock
 
@@ -117,7 +120,7 @@ func NewPool(servers map[string]ServerConfig, opts *Options) (*Pool, error) {
 	p.opDuration = newOperationDuration(p.opts.MeterProvider)
 	p.observeSessions(p.opts.MeterProvider)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	if err := p.Update(servers, p.opts.Routes, p.opts.AllowedTools); err != nil {
+	if err := p.Update(servers, p.opts.Routes, p.opts.AllowedTools, p.opts.BlockedTools); err != nil {
 		p.cancel()
 		return nil, err
 	}
@@ -127,8 +130,8 @@ func NewPool(servers map[string]ServerConfig, opts *Options) (*Pool, error) {
 // Update applies a new configuration while the pool runs: servers that were added or
 // changed are (re)connected, those removed or changed are closed (failing their calls
 // under way), and those unchanged keep their sessions and calls. Routes and the global
-// allow-list are replaced. Nothing changes when the configuration is invalid.
-func (p *Pool) Update(servers map[string]ServerConfig, routes map[string]*string, allowedTools []string) error {
+// allow- and block-lists are replaced. Nothing changes when the configuration is invalid.
+func (p *Pool) Update(servers map[string]ServerConfig, routes map[string]*string, allowedTools, blockedTools []string) error {
 	names := make([]string, 0, len(servers))
 	for name := range servers {
 		names = append(names, name)
@@ -177,7 +180,7 @@ func (p *Pool) Update(servers map[string]ServerConfig, routes map[string]*string
 			stopped = append(stopped, old)
 		}
 	}
-	p.servers, p.routes, p.allowed = next, routes, allowedTools
+	p.servers, p.routes, p.top = next, routes, catalog.Lists{Allowed: allowedTools, Blocked: blockedTools}
 	p.mu.Unlock()
 
 	for _, s := range stopped {
@@ -482,7 +485,7 @@ func (p *Pool) rebuild() *catalog.Catalog {
 	p.rebuildMu.Lock()
 	defer p.rebuildMu.Unlock()
 	p.mu.RLock()
-	servers, routes, allowed := p.servers, p.routes, p.allowed
+	servers, routes, top := p.servers, p.routes, p.top
 	p.mu.RUnlock()
 	in := map[string]catalogInput{}
 	for name, s := range servers {
@@ -490,7 +493,7 @@ func (p *Pool) rebuild() *catalog.Catalog {
 		in[name] = catalogInput{cfg: s.cfg, tools: s.tools, listed: s.listed}
 		s.mu.Unlock()
 	}
-	c := newCatalog(in, routes, allowed)
+	c := newCatalog(in, routes, top)
 	p.catalog.Store(c)
 	return c
 }
@@ -712,7 +715,9 @@ func (s *server) list(ctx context.Context, sess session) error {
 	s.mu.Unlock()
 	c := s.pool.rebuild()
 	if f := s.pool.opts.OnCatalog; f != nil {
-		var mine []Tool
+		// Empty, not nil, when the lists leave none of its tools: the server has
+		// listed them, and whoever waits for its tools (WaitForTools) waits no more.
+		mine := []Tool{}
 		for _, t := range c.Tools() {
 			if t.Server == s.name {
 				mine = append(mine, t)

@@ -592,7 +592,7 @@ func TestPoolUpdate(t *testing.T) {
 	}()
 
 	bad := map[string]mcpwire.ServerConfig{"keep": placeholder, "new": {Type: "sse"}}
-	if err := p.Update(bad, nil, nil); err == nil {
+	if err := p.Update(bad, nil, nil, nil); err == nil {
 		t.Fatal("an invalid configuration was applied")
 	}
 	route := "added"
@@ -600,7 +600,7 @@ func TestPoolUpdate(t *testing.T) {
 		"keep":   placeholder,
 		"change": placeholder,
 		"added":  placeholder,
-	}, map[string]*string{"add": &route}, nil)
+	}, map[string]*string{"add": &route}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
-	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // ConfigPollInterval is how often [WatchConfig] looks at the configuration file.
@@ -98,23 +98,24 @@ func (w *configWatch) check(force bool) {
 }
 
 // ReloadPool returns the apply function of [WatchConfig] for an executor's pool, whose
-// configuration was cur: the servers, routes and global allow-list are updated with
-// [mcpwire.Pool.Update], leaving the servers that did not change (and their calls under
-// way) alone. Changes to other sections are reported as needing a restart.
+// configuration was cur: the servers, routes and top-level allow- and block-lists are
+// updated with [mcpwire.Pool.Update], leaving the servers that did not change (and their
+// calls under way) alone. Changes to other sections are reported as needing a restart.
+// (The executor's router takes the new lists too: see watchPool's caller.)
 func ReloadPool(pool *mcpwire.Pool, cur *config.Config, log *slog.Logger) func(*config.Config) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	prev := *cur
 	return func(next *config.Config) error {
-		if err := pool.Update(next.MCPServers, next.Routes, next.AllowedTools); err != nil {
+		if err := pool.Update(next.MCPServers, next.Routes, next.AllowedTools, next.BlockedTools); err != nil {
 			return fmt.Errorf("%s: %w", next.Source, err)
 		}
 		added, changed, removed := diffServers(prev.MCPServers, next.MCPServers)
 		if len(added)+len(changed)+len(removed) > 0 || !reflect.DeepEqual(prev.Routes, next.Routes) ||
-			!reflect.DeepEqual(prev.AllowedTools, next.AllowedTools) {
+			!reflect.DeepEqual(prev.AllowedTools, next.AllowedTools) || !reflect.DeepEqual(prev.BlockedTools, next.BlockedTools) {
 			log.Info("configuration reloaded", "added", added, "changed", changed, "removed", removed,
-				"routes", len(next.Routes), "allowedTools", len(next.AllowedTools))
+				"routes", len(next.Routes), "allowedTools", len(next.AllowedTools), "blockedTools", len(next.BlockedTools))
 		}
 		if other := restartNeeded(&prev, next); len(other) > 0 {
 			log.Warn("configuration sections changed that apply only after a restart", "sections", other)
@@ -156,25 +157,24 @@ type CatalogEntry struct {
 }
 
 // InProcessCatalog is what the executor keeps in the catalog for its in-process
-// backends (local, engineering, a program's own), each under its name, leaving out the names a route sends to a server:
-// the parser checks a call against the schema of the tool that runs it.
+// backends (local, engineering, a program's own), each under its name: the tools the
+// top-level lists permit (executor.Router.Offered; a Go tool of a server under that
+// server, so that its qualified spellings resolve), leaving out the names a route sends
+// to a server: the parser checks a call against the schema of the tool that runs it.
 func InProcessCatalog(router *executor.Router, pool *mcpwire.Pool) []CatalogEntry {
 	var out []CatalogEntry
 	for _, b := range router.Backends() {
 		if _, ok := b.(executor.MCPBackend); ok {
 			continue // the pool keeps its servers' tools in the catalog itself
 		}
-		name := b.Name()
-		var tools []messages.ToolInfo
-		for _, t := range b.Tools(context.Background()) {
-			if pool != nil {
-				if server, routed := pool.Route(t.Name); routed && server != "" {
-					continue
-				}
-			}
-			tools = append(tools, t)
+		tools := router.Offered(context.Background(), b)
+		if pool != nil {
+			tools = slices.DeleteFunc(tools, func(t catalog.Tool) bool {
+				server, routed := pool.Route(t.Name)
+				return routed && server != ""
+			})
 		}
-		out = append(out, CatalogEntry{Key: name, Tools: catalogTools(name, tools)})
+		out = append(out, CatalogEntry{Key: b.Name(), Tools: tools})
 	}
 	return out
 }
@@ -200,12 +200,12 @@ func diffServers(old, next map[string]mcpwire.ServerConfig) (added, changed, rem
 	return added, changed, removed
 }
 
-// restartNeeded names the sections other than mcpServers, routes and allowedTools that
-// differ.
+// restartNeeded names the sections other than mcpServers, routes, allowedTools and
+// blockedTools that differ.
 func restartNeeded(old, next *config.Config) []string {
 	a, b := *old, *next
-	a.MCPServers, a.Routes, a.AllowedTools, a.Source = nil, nil, nil, ""
-	b.MCPServers, b.Routes, b.AllowedTools, b.Source = nil, nil, nil, ""
+	a.MCPServers, a.Routes, a.AllowedTools, a.BlockedTools, a.Source = nil, nil, nil, nil, ""
+	b.MCPServers, b.Routes, b.AllowedTools, b.BlockedTools, b.Source = nil, nil, nil, nil, ""
 	var ma, mb map[string]json.RawMessage
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)

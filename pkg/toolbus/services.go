@@ -278,6 +278,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		if o.Config.Source != "" {
 			runs = append(runs, watchPool(o.Config, pool, w.reload.wait, func(next *config.Config) {
 				w.secrets.Set(next.Redactor())
+				exec.Router.SetLists(TopLists(next))
 				mirrorInProcess(catalog, exec.Router, pool, log)
 			}, log))
 		}
@@ -474,9 +475,9 @@ func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
 }
 
 // NewPool returns the pool of the configuration's MCP servers: o with the
-// configuration's routes and allow-list.
+// configuration's routes and top-level allow- and block-lists.
 func NewPool(cfg *config.Config, o mcpwire.Options) (*mcpwire.Pool, error) {
-	o.Routes, o.AllowedTools = cfg.Routes, cfg.AllowedTools
+	o.Routes, o.AllowedTools, o.BlockedTools = cfg.Routes, cfg.AllowedTools, cfg.BlockedTools
 	return mcpwire.NewPool(cfg.MCPServers, &o)
 }
 
@@ -501,21 +502,19 @@ func mirrorCatalog(kv jetstream.KeyValue, server string, tools []catalog.Tool, l
 	}
 }
 
-func catalogTools(server string, infos []messages.ToolInfo) []catalog.Tool {
-	tools := make([]catalog.Tool, 0, len(infos))
-	for _, t := range infos {
-		tools = append(tools, catalog.Tool{Name: t.Name, Server: server, Remote: t.Name, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly, Idempotent: t.Idempotent, ReadOnlyWhen: t.ReadOnlyWhen})
-	}
-	return tools
-}
-
 // NewExecutor builds the executor of a configuration. Routing order: explicit routes to
 // MCP servers, local tools, the engineering suite, the extra backends, then the MCP
-// servers' own tools.
+// servers' own tools. The top-level allowedTools and blockedTools cover every one of them
+// (executor.Router.SetLists; the pool applies them to its servers' tools too).
 func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engineering.SessionStore, pool *mcpwire.Pool, extra ...executor.Backend) (*executor.Executor, error) {
 	if local == nil {
 		local = localtools.New()
+	}
+	for _, server := range local.Servers() {
+		// A Go tool's server shares the names of the configuration's servers.
+		if _, taken := cfg.MCPServers[server]; taken {
+			return nil, fmt.Errorf("toolbus: Go tools are added under the server %q, which mcpServers configures too", server)
+		}
 	}
 	base := ""
 	if cfg.Source != "" {
@@ -541,11 +540,19 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 	for name, d := range cfg.Executor.ToolTimeouts {
 		tools[name] = time.Duration(d)
 	}
+	router := executor.NewRouter(backends...)
+	router.SetLists(TopLists(cfg))
 	return &executor.Executor{
-		Router:       executor.NewRouter(backends...),
+		Router:       router,
 		Timeout:      time.Duration(cfg.Executor.Timeout),
 		ToolTimeouts: tools,
 	}, nil
+}
+
+// TopLists are the configuration's top-level allow- and block-lists, which cover every
+// backend.
+func TopLists(cfg *config.Config) catalog.Lists {
+	return catalog.Lists{Allowed: cfg.AllowedTools, Blocked: cfg.BlockedTools}
 }
 
 // askOrchestrator puts a server's elicitation request to the conversation's

@@ -98,7 +98,10 @@ type Options struct {
 	// relative to Config.Source, the file it was read from.
 	Config *config.Config
 	// Tools are the program's own Go tools, joined to the built-ins and the tools folder
-	// the configuration turns on. Only executors run them.
+	// the configuration turns on. Only executors run them. Tools added through
+	// Tools.Server(name) are that in-process server's, called and allow-listed as an MCP
+	// server's are ("calc__add", "mcp__calc__add", "calc::add"); the configuration's
+	// top-level allowedTools and blockedTools cover them as every other tool.
 	Tools *localtools.Registry
 	// Backends are the program's own executor backends, consulted after the local tools
 	// and the engineering calculators and before the MCP servers' own tools (explicit
@@ -362,7 +365,9 @@ func (tb *Toolbus) start(ctx, runCtx context.Context, o Options) error {
 // backend of the configuration and of [Options.Backends] (its MCP servers list theirs after they start), so that
 // calls written without a marker — bare JSON, a pythonic list after a sentence — are
 // recognised from the first response; or until ctx is done, when it names the backends
-// still missing. Without a parser in this process it returns at once.
+// still missing. A backend whose tools the allow- and block-lists all refuse has listed
+// them all the same (none), and is not waited for any longer. Without a parser in this
+// process it returns at once.
 func (tb *Toolbus) WaitForTools(ctx context.Context) error {
 	if !slices.Contains(tb.services, Parser) {
 		return nil
