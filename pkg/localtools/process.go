@@ -60,6 +60,7 @@ func (p process) run(ctx context.Context, args []byte) (json.RawMessage, error) 
 		return nil, &messages.ToolError{Code: messages.CodeToolError, Message: fmt.Sprintf("the tool %q could not be started: %v", p.name, err), Err: err}
 	}
 	err = cmd.Wait()
+	contained.Exited(cmd.ProcessState)
 	contained.Kill()
 
 	if errors.Is(err, exec.ErrWaitDelay) {

@@ -175,6 +175,7 @@ touch "$DIR/ready"; sleep 300
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	c.Exited(cmd.ProcessState)
 	c.Kill()
 	waitGone(t, []int{program, child})
 	// What remains impossible without a cgroup, measured rather than asserted.

@@ -4,6 +4,7 @@ package reaper
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -44,3 +45,6 @@ func ContainWith(cmd *exec.Cmd, _ Limits) (*Containment, error) { return Contain
 
 // Exceeded is "": no limit is set here.
 func (Limits) Exceeded(int, string) string { return "" }
+
+// Exited does nothing here: Kill kills what there is to kill.
+func (c *Containment) Exited(*os.ProcessState) {}

@@ -141,14 +141,19 @@ func (c *Containment) Kill() {
 	if c.lifeline == nil && c.cmd.Process != nil {
 		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	}
-	// A reaper killed itself (SIGKILL from outside) swept nothing: its program died of
-	// Pdeathsig, but what the program started is left. Those still in the reaper's
-	// process group are killed here; one that left the group (setsid) escapes, which
-	// only a cgroup could prevent.
-	if c.lifeline != nil && c.cmd.ProcessState != nil {
-		if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		}
+}
+
+// Exited tells the containment how its reaper ended: the command's ProcessState, from
+// the goroutine that waited for it. A reaper killed itself (SIGKILL from outside) swept
+// nothing: its program died of Pdeathsig, but what the program started is left. Those
+// still in the reaper's process group are killed here; one that left the group
+// (setsid) escapes, which only a cgroup could prevent.
+func (c *Containment) Exited(state *os.ProcessState) {
+	if c.lifeline == nil || c.cmd.Process == nil || state == nil {
+		return
+	}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
 

@@ -42,3 +42,6 @@ func ContainWith(cmd *exec.Cmd, _ Limits) (*Containment, error) { return Contain
 
 // Exceeded is "": no limit is set here.
 func (Limits) Exceeded(int, string) string { return "" }
+
+// Exited does nothing here: Kill kills what there is to kill.
+func (c *Containment) Exited(*os.ProcessState) {}
