@@ -29,6 +29,22 @@ type Lists struct {
 // Empty reports whether the lists refuse nothing.
 func (l Lists) Empty() bool { return len(l.Allowed) == 0 && len(l.Blocked) == 0 }
 
+// Validate says which pattern of the lists is not a valid glob (ValidPattern), naming
+// its list by its key ("allowedTools", "blockedTools").
+func (l Lists) Validate() error {
+	for _, list := range []struct {
+		key      string
+		patterns []string
+	}{{"allowedTools", l.Allowed}, {"blockedTools", l.Blocked}} {
+		for _, p := range list.patterns {
+			if !ValidPattern(p) {
+				return fmt.Errorf("%s: %q is not a valid pattern", list.key, p)
+			}
+		}
+	}
+	return nil
+}
+
 // name is the configuration's name of one of the lists: key under the scope.
 func (l Lists) name(key string) string {
 	if l.Scope == "" {

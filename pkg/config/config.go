@@ -328,15 +328,8 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 			return nil, fmt.Errorf("%s: tenants.%s: maxBytes and maxConsumers may not be negative", source, name)
 		}
 	}
-	for _, list := range []struct {
-		key      string
-		patterns []string
-	}{{"allowedTools", c.AllowedTools}, {"blockedTools", c.BlockedTools}} {
-		for _, p := range list.patterns {
-			if !catalog.ValidPattern(p) {
-				return nil, fmt.Errorf("%s: %s: %q is not a valid pattern", source, list.key, p)
-			}
-		}
+	if err := (catalog.Lists{Allowed: c.AllowedTools, Blocked: c.BlockedTools}).Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	for tool, server := range c.Routes {
 		if server == nil {

@@ -306,15 +306,8 @@ func (c ServerConfig) Validate() error {
 	if c.RefreshInterval < 0 {
 		return fmt.Errorf("refreshInterval: must not be negative")
 	}
-	for _, list := range []struct {
-		key      string
-		patterns []string
-	}{{"allowedTools", c.AllowedTools}, {"blockedTools", c.BlockedTools}} {
-		for _, p := range list.patterns {
-			if !catalog.ValidPattern(p) {
-				return fmt.Errorf("%s: %q is not a valid pattern", list.key, p)
-			}
-		}
+	if err := (catalog.Lists{Allowed: c.AllowedTools, Blocked: c.BlockedTools}).Validate(); err != nil {
+		return err
 	}
 	if !catalog.ValidPrefix(c.Prefix) {
 		return fmt.Errorf("prefix: %q may only hold letters, digits, '_', '.' and '-'", c.Prefix)
