@@ -6,10 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/config"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -336,19 +334,8 @@ func TestTenantsOnServer(t *testing.T) {
 // the other's messages names the other's conversation.
 func TestTenantQuestionsAndInjectedCopies(t *testing.T) {
 	pw := setPasswords(t)
-	srv := mcp.NewServer(&mcp.Implementation{Name: "booking", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "book"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
-		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Which seat?", RequestedSchema: map[string]any{
-			"type": "object", "properties": map[string]any{"seat": map[string]any{"type": "string"}}, "required": []string{"seat"},
-		}})
-		if err != nil {
-			return nil, nil, err
-		}
-		return nil, map[string]any{"action": r.Action, "seat": r.Content["seat"]}, nil
-	})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(hs.Close)
-	cfg, err := config.Parse([]byte(`{"mcpServers": {"booking": {"type": "http", "url": "`+hs.URL+`", "elicitation": "ask"}},
+	booking := mcptest.BookingServer(t)
+	cfg, err := config.Parse([]byte(`{"mcpServers": {"booking": {"type": "http", "url": "`+booking+`", "elicitation": "ask"}},
 		"tenants": {"acme": {}, "globex": {}}}`), "", func(string) (string, bool) { return "", false }) // no file: nothing to follow
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,10 @@ package client_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
@@ -23,19 +20,8 @@ import (
 // the question reaches the conversation's orchestrator (client.OnElicit), whose answer
 // the tool gets; a conversation nobody answers for is declined at once.
 func TestElicitationAsk(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "booking", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "book"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
-		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Which seat?", RequestedSchema: map[string]any{
-			"type": "object", "properties": map[string]any{"seat": map[string]any{"type": "string"}}, "required": []string{"seat"},
-		}})
-		if err != nil {
-			return nil, nil, err
-		}
-		return nil, map[string]any{"action": r.Action, "seat": r.Content["seat"]}, nil
-	})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(hs.Close)
-	cfg, err := config.Parse([]byte(`{"mcpServers": {"booking": {"type": "http", "url": "`+hs.URL+`", "elicitation": "ask"}},
+	booking := mcptest.BookingServer(t)
+	cfg, err := config.Parse([]byte(`{"mcpServers": {"booking": {"type": "http", "url": "`+booking+`", "elicitation": "ask"}},
 		"engineering": {"enabled": false}}`), "toolbus.json", func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
