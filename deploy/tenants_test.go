@@ -6,8 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/toolbus/toolbus/internal/mcptest"
-	"github.com/toolbus/toolbus/pkg/config"
 	"slices"
 	"strings"
 	"sync"
@@ -17,8 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 

@@ -3,11 +3,11 @@ package client_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/toolbus/toolbus/internal/mcptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
