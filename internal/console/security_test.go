@@ -26,24 +26,6 @@ import (
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
-// syncBuffer is a bytes.Buffer a command writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // pipeline runs toolbus's services on a fresh embedded NATS and returns its URL, and a
 // console of it.
 func pipeline(t *testing.T) (string, *console.Console) {
@@ -115,7 +97,7 @@ func served(t *testing.T) (base, tok string, con *console.Console) {
 	t.Helper()
 	url, con := pipeline(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &syncBuffer{}
+	stderr := &bustest.LogBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, []string{"console", "--nats", url, "--console-addr", "127.0.0.1:0"},

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -35,7 +35,7 @@ func TestHugeEchoesAreAnswered(t *testing.T) {
 			InputSchema: json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string", "pattern": "^[A-Z][a-z]+$"}, "mode": {"enum": ["a", "b"]}}, "required": ["city"]}`)},
 		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
 	})
-	var logs lockedBuffer
+	var logs bustest.LogBuffer
 	rec := tracetest.NewSpanRecorder()
 	nc := connect("node")
 	n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Tools: local,
@@ -91,7 +91,7 @@ func TestHugeEchoesAreAnswered(t *testing.T) {
 	if info, _ := st.Info(ctx); info.State.Msgs != 0 {
 		t.Errorf("%d dead letters", info.State.Msgs)
 	}
-	lines := bufio.NewScanner(bytes.NewReader(logs.Bytes()))
+	lines := bufio.NewScanner(bytes.NewReader([]byte(logs.String())))
 	lines.Buffer(nil, 4<<20)
 	for lines.Scan() {
 		if len(lines.Bytes()) > 2*messages.MaxEchoedError {
@@ -108,22 +108,4 @@ func TestHugeEchoesAreAnswered(t *testing.T) {
 			}
 		}
 	}
-}
-
-// lockedBuffer is a buffer the services may log into from any goroutine.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }
