@@ -28,8 +28,9 @@ type Tenant struct {
 	// Its subjects: responses and chunks it publishes; outputs, progress and servers'
 	// questions it receives.
 	Responses, Chunks, Answers, Outputs, Progress, Elicit string
-	// Its output stream and its stored results' object store stream.
-	OutputStream, ResultsStream string
+	// Its work queues of responses, whole and chunk by chunk; its output stream; its
+	// stored results' bucket and that bucket's stream.
+	ResponseStream, ChunkStream, OutputStream, ResultsBucket, ResultsStream string
 }
 
 // conf is the data of nats.conf.tmpl.
@@ -40,11 +41,6 @@ type conf struct {
 	Streams []string
 	// Consumers are the stages' durable consumers, as STREAM.DURABLE.
 	Consumers []string
-	// ResultsStreams are the object store streams of every tenant's stored results.
-	ResultsStreams, ResultsBuckets []string
-	// OutputStreams are every tenant's output streams; ResponseStreams and ChunkStreams
-	// every tenant's work queues of responses, whole and chunk by chunk.
-	OutputStreams, ResponseStreams, ChunkStreams []string
 }
 
 // PasswordVar is the environment variable nats.conf reads user's password from.
@@ -80,14 +76,10 @@ func NATSConf(tenants []string) ([]byte, error) {
 			Responses: messages.TenantSubjects(messages.ResponseSubject, name), Chunks: messages.TenantSubjects(messages.StreamSubject, name),
 			Answers: messages.AnswerSubjects(name),
 			Outputs: messages.TenantSubjects(messages.OutputSubject, name), Progress: messages.TenantSubjects(messages.ProgressSubject, name),
-			Elicit:       messages.TenantSubjects(messages.ElicitSubject, name),
-			OutputStream: messages.OutputStream(name), ResultsStream: "OBJ_" + messages.ResultsBucket(name),
+			Elicit:         messages.TenantSubjects(messages.ElicitSubject, name),
+			ResponseStream: messages.ResponseStream(name), ChunkStream: messages.ChunkStream(name),
+			OutputStream: messages.OutputStream(name), ResultsBucket: messages.ResultsBucket(name), ResultsStream: "OBJ_" + messages.ResultsBucket(name),
 		})
-		c.OutputStreams = append(c.OutputStreams, messages.OutputStream(name))
-		c.ResponseStreams = append(c.ResponseStreams, messages.ResponseStream(name))
-		c.ChunkStreams = append(c.ChunkStreams, messages.ChunkStream(name))
-		c.ResultsStreams = append(c.ResultsStreams, "OBJ_"+messages.ResultsBucket(name))
-		c.ResultsBuckets = append(c.ResultsBuckets, messages.ResultsBucket(name))
 	}
 	for _, s := range topo.Streams() {
 		c.Streams = append(c.Streams, s.Name)
