@@ -272,17 +272,17 @@ func needs() map[string]serviceNeeds {
 		toolbus.Executor: {
 			publish: cat(provision, consume(messages.ConsumerExecutor), consume(messages.ConsumerDeadLetter),
 				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketOwners), kv(messages.BucketCatalog), objPut,
-				watch(messages.BucketCatalog), watch(messages.BucketHealth),
+				watch(messages.BucketCatalog),
 				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1"), messages.ExecSubject("executor-abc")},
 				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
-			subscribe: append(service(toolbus.Executor), messages.ExecSubject("executor-abc"), messages.AnswerSubject("c1", "abc"), messages.AnswerSubject("acme.c1", "abc")),
+			subscribe: append(service(toolbus.Executor), messages.ExecSubject("executor-abc"), messages.AnswerSubject("c1", "abc"), messages.AnswerSubject("acme.c1", "abc"), messages.ProbeSubject("srv")),
 		},
 		toolbus.Formatter: {
 			publish:   cat(provision, consume(messages.ConsumerFormatter), kv(messages.BucketGather), objPut, []string{messages.OutputSubject("c1"), messages.CallSubject("c1"), messages.DeadSubject("c1")}),
 			subscribe: service(toolbus.Formatter),
 		},
 		toolbus.Healthd: {
-			publish:   cat(provision, kv(messages.BucketHealth), watch(messages.BucketHealth), []string{messages.HealthSubject("srv")}),
+			publish:   cat(provision, kv(messages.BucketHealth), watch(messages.BucketHealth), []string{messages.HealthSubject("srv"), messages.ProbeSubject("srv")}),
 			subscribe: service(toolbus.Healthd),
 		},
 		// pkg/client: publish responses (JetStream, acked to an inbox), subscribe outputs,
@@ -484,7 +484,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 	for _, u := range users { // inbox prefixes
 		words[u] = true
 	}
-	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec, messages.AllAnswers,
+	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec, messages.AllAnswers, messages.AllProbes,
 		messages.StatusSubject(toolbus.Parser), messages.StatusSubject(toolbus.Executor), messages.StatusSubject(toolbus.Formatter), messages.StatusSubject(toolbus.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true

@@ -1,22 +1,18 @@
 package executor
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Defaults of [BreakerOptions].
 const (
 	DefaultCoolDown         = 5 * time.Second
-	DefaultStaleAfter       = time.Minute
 	DefaultFailureThreshold = 5
 )
 
@@ -25,41 +21,35 @@ type BreakerOptions struct {
 	// CoolDown is how long an open circuit refuses every call before it lets one
 	// trial call through (half-open). Default 5s.
 	CoolDown time.Duration
-	// StaleAfter is the age of a probe past which a "down" status is ignored: healthd
-	// may have stopped, and calls should not be refused on old news. Default 1m.
-	StaleAfter time.Duration
 	// FailureThreshold is the number of consecutive calls that failed with
-	// server_unavailable, timeout or outcome_unknown after which the circuit opens
-	// without waiting for healthd. Default 5; negative: only healthd opens it.
+	// server_unavailable, timeout or outcome_unknown after which the circuit opens.
+	// Default 5; negative: never.
 	FailureThreshold int
 	// Now is the clock. Default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
 }
 
-// Breaker is the executor's [Gate]: a circuit breaker per MCP server, fed by healthd's
-// statuses ([Breaker.SetHealth], normally through [WatchHealth]) and by the outcome of
-// the calls it let through ([Breaker.Report]). Backends other than "mcp:<server>" run
-// in process and are always allowed.
+// Breaker is the executor's [Gate]: a circuit breaker per MCP server, fed by the
+// outcome of the calls it let through ([Breaker.Report]) and by nothing else — the
+// calls are what the breaker protects, so their outcomes, not a health probe's opinion,
+// decide (passive outlier detection, as Envoy's): a server whose calls succeed is never
+// refused. Backends other than "mcp:<server>" run in process and are always allowed.
 //
-// A circuit is open while healthd marks the server down — unless that probe is older
-// than StaleAfter, or a call has succeeded since that status arrived — or after
-// FailureThreshold consecutive calls failed with server_unavailable, timeout or
-// outcome_unknown. An open circuit answers server_unavailable at once, without trying
-// the server. CoolDown after it opened, and after each failed trial, it lets one call
-// through (half-open): success closes the circuit, failure keeps it open for another
-// CoolDown. A newer "down" status opens it again.
+// A circuit opens after FailureThreshold consecutive calls failed with
+// server_unavailable, timeout or outcome_unknown; a failure that is final at once (a
+// configuration or authentication failure, a server that needs a login) is not the
+// server's trouble and counts for nothing. An open circuit answers server_unavailable
+// at once, without trying the server. CoolDown after it opened, and after each failed
+// trial, it lets one call through (half-open): success (or a tool's own error: the
+// server answered) closes the circuit, failure keeps it open for another CoolDown.
 //
 // In the executor, a refused call is answered at once: no attempt, no retry, no
 // redelivery.
 //
 // Use:
 //
-//	gate := executor.NewBreaker(&executor.BreakerOptions{StaleAfter: 4 * cfg.HealthInterval()})
-//	if err := executor.WatchHealth(ctx, healthKV, gate); err != nil {
-//		return err
-//	}
-//	exec.Gate = gate
+//	exec.Gate = executor.NewBreaker(nil)
 //
 // Allow and Report take a mutex and read memory only: no call costs a round trip.
 type Breaker struct {
@@ -67,18 +57,13 @@ type Breaker struct {
 
 	mu       sync.Mutex
 	circuits map[string]*circuit // by server name
-	keys     map[string]string   // bucket key → server name, to handle deletes
 }
 
 type circuit struct {
-	health *messages.HealthStatus // the last status from healthd, if any
-	// overridden is the CheckedAt of the "down" status that a successful call has
-	// overruled; the next probe's status counts again.
-	overridden time.Time
-	failures   int       // consecutive transient failures reported
-	lastErr    string    // the message of the last of them: what is wrong with the server
-	openedAt   time.Time // when the circuit last opened; zero while closed
-	trialAt    time.Time // when the last trial call was let through
+	failures int       // consecutive transient failures reported
+	lastErr  string    // the message of the last of them: what is wrong with the server
+	openedAt time.Time // when the circuit last opened; zero while closed
+	trialAt  time.Time // when the last trial call was let through
 }
 
 // NewBreaker returns a breaker with every circuit closed.
@@ -90,9 +75,6 @@ func NewBreaker(opts *BreakerOptions) *Breaker {
 	if o.CoolDown <= 0 {
 		o.CoolDown = DefaultCoolDown
 	}
-	if o.StaleAfter <= 0 {
-		o.StaleAfter = DefaultStaleAfter
-	}
 	if o.FailureThreshold == 0 {
 		o.FailureThreshold = DefaultFailureThreshold
 	}
@@ -102,7 +84,7 @@ func NewBreaker(opts *BreakerOptions) *Breaker {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Breaker{opts: o, circuits: map[string]*circuit{}, keys: map[string]string{}}
+	return &Breaker{opts: o, circuits: map[string]*circuit{}}
 }
 
 // serverOf returns the MCP server of a backend name, or "" for in-process backends.
@@ -123,22 +105,14 @@ func (b *Breaker) circuit(server string) *circuit {
 	return c
 }
 
-// markedDown reports whether healthd's status, still fresh and not overruled, says the
-// server is down.
-func (b *Breaker) markedDown(c *circuit, now time.Time) bool {
-	h := c.health
-	return h != nil && h.State == messages.HealthDown && now.Sub(h.CheckedAt) < b.opts.StaleAfter &&
-		!h.CheckedAt.Equal(c.overridden)
-}
-
 // isOpen reports whether c's circuit is open, changing nothing.
-func (b *Breaker) isOpen(c *circuit, now time.Time) bool {
-	return b.markedDown(c, now) || (b.opts.FailureThreshold > 0 && c.failures >= b.opts.FailureThreshold)
+func (b *Breaker) isOpen(c *circuit) bool {
+	return b.opts.FailureThreshold > 0 && c.failures >= b.opts.FailureThreshold
 }
 
 // open is isOpen, and starts or ends the open period.
 func (b *Breaker) open(c *circuit, now time.Time) bool {
-	isOpen := b.isOpen(c, now)
+	isOpen := b.isOpen(c)
 	if !isOpen {
 		c.openedAt, c.trialAt = time.Time{}, time.Time{}
 	} else if c.openedAt.IsZero() {
@@ -174,19 +148,15 @@ func (b *Breaker) Allow(backend string) error {
 }
 
 func (b *Breaker) refusal(server string, c *circuit, wait time.Duration) error {
-	why := fmt.Sprintf("%d attempts in a row failed", c.failures)
+	why := fmt.Sprintf("%d calls in a row failed", c.failures)
 	if c.lastErr != "" {
 		why += ", the last with: " + c.lastErr
 	}
-	if h := c.health; h != nil && h.State == messages.HealthDown {
-		why = fmt.Sprintf("%d health probes in a row failed", h.Failures)
-		if h.Error != "" {
-			why += ", the last with: " + h.Error
-		}
-	}
+	// Final: this call is answered now and nothing retries it. The model may call
+	// again; the first call after the cool-down goes through as a trial.
 	return &messages.ToolError{
 		Code: messages.CodeServerUnavailable,
-		Message: fmt.Sprintf("the server %q is down (%s); this attempt was not sent to it. It will be tried again in %v.",
+		Message: fmt.Sprintf("the server %q is failing (%s); this call was not sent to it and will not be retried. A call made after %v is let through to try the server again.",
 			server, why, wait.Round(100*time.Millisecond)),
 		Unsent: true,
 	}
@@ -195,19 +165,19 @@ func (b *Breaker) refusal(server string, c *circuit, wait time.Duration) error {
 // Open reports, for every server the breaker has seen, whether its circuit is open now
 // (calls refused, trials aside).
 func (b *Breaker) Open() map[string]bool {
-	now := b.opts.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make(map[string]bool, len(b.circuits))
 	for server, c := range b.circuits {
-		out[server] = b.isOpen(c, now)
+		out[server] = b.isOpen(c)
 	}
 	return out
 }
 
 // Report tells the breaker how a call it allowed ended. server_unavailable, timeout and
 // outcome_unknown (the connection broke during the call) count as failures of the
-// server; anything else, a tool's own error included, shows that the server answers.
+// server; a final failure (configuration, authentication, a login needed) counts for
+// nothing; anything else, a tool's own error included, shows that the server answers.
 func (b *Breaker) Report(backend string, err error) {
 	server := serverOf(backend)
 	if server == "" {
@@ -228,9 +198,6 @@ func (b *Breaker) Report(backend string, err error) {
 	wasOpen := b.open(c, now)
 	if !failed {
 		c.failures = 0
-		if c.health != nil && c.health.State == messages.HealthDown {
-			c.overridden = c.health.CheckedAt
-		}
 		c.openedAt, c.trialAt = time.Time{}, time.Time{}
 		if wasOpen {
 			b.opts.Logger.Info("breaker: closed after a successful call", "server", server)
@@ -244,123 +211,5 @@ func (b *Breaker) Report(backend string, err error) {
 		c.trialAt = now // the trial failed: wait another cool-down
 	case b.open(c, now):
 		b.opts.Logger.Warn("breaker: open after failed calls", "server", server, "failures", c.failures)
-	}
-}
-
-// SetHealth takes a status from healthd into account.
-func (b *Breaker) SetHealth(st messages.HealthStatus) {
-	if st.Server == "" {
-		return
-	}
-	now := b.opts.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := b.circuit(st.Server)
-	wasDown := b.markedDown(c, now)
-	c.health = &st
-	if st.State == messages.HealthUp {
-		c.failures = 0
-	}
-	b.open(c, now)
-	if !wasDown && b.markedDown(c, now) {
-		b.opts.Logger.Warn("breaker: open, healthd marks the server down", "server", st.Server, "err", st.Error)
-	}
-}
-
-// Health returns the last status healthd gave for server.
-func (b *Breaker) Health(server string) (messages.HealthStatus, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c := b.circuits[server]; c != nil && c.health != nil {
-		return *c.health, true
-	}
-	return messages.HealthStatus{}, false
-}
-
-// forget drops healthd's status of the server stored under key.
-func (b *Breaker) forget(key string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if server, ok := b.keys[key]; ok {
-		if c := b.circuits[server]; c != nil {
-			c.health = nil
-		}
-		delete(b.keys, key)
-	}
-}
-
-func (b *Breaker) setKey(key, server string) {
-	b.mu.Lock()
-	b.keys[key] = server
-	b.mu.Unlock()
-}
-
-// WatchHealth feeds b with the statuses of the health bucket: it returns once the
-// current ones are loaded (or ctx is done), and keeps watching, re-watching after
-// failures, until ctx is done.
-func WatchHealth(ctx context.Context, kv jetstream.KeyValue, b *Breaker) error {
-	w, err := kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", kv.Bucket(), err)
-	}
-	loaded := make(chan struct{})
-	go func() {
-		for {
-			if w != nil {
-				follow(ctx, w, b, loaded)
-				_ = w.Stop()
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			if w, err = kv.WatchAll(ctx); err != nil {
-				b.opts.Logger.Warn("breaker: watching health again", "err", err)
-				w = nil
-			}
-		}
-	}()
-	select {
-	case <-loaded:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// follow applies a watcher's entries until its channel closes; the nil entry marks the
-// end of the initial values.
-func follow(ctx context.Context, w jetstream.KeyWatcher, b *Breaker, loaded chan struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				select {
-				case <-loaded:
-				default:
-					close(loaded)
-				}
-				continue
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				b.forget(e.Key())
-				continue
-			}
-			var st messages.HealthStatus
-			if e.Key() == messages.HealthLeaderKey || json.Unmarshal(e.Value(), &st) != nil || st.Server == "" {
-				continue
-			}
-			b.setKey(e.Key(), st.Server)
-			b.SetHealth(st)
-		}
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// A server healthd marks down is refused at once; after the cool-down one trial call
-// goes through, and its success closes the circuit.
+// A server whose calls keep failing is refused at once; after the cool-down one trial
+// call goes through, and its success closes the circuit.
 func ExampleBreaker() {
 	now := time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
-	gate := executor.NewBreaker(&executor.BreakerOptions{CoolDown: 5 * time.Second, Now: func() time.Time { return now }})
-	gate.SetHealth(messages.HealthStatus{Server: "tickets", State: messages.HealthDown, Failures: 3, CheckedAt: now})
+	gate := executor.NewBreaker(&executor.BreakerOptions{CoolDown: 5 * time.Second, FailureThreshold: 2, Now: func() time.Time { return now }})
+	down := &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "connection refused", Unsent: true}
+	gate.Report("mcp:tickets", down)
+	gate.Report("mcp:tickets", down)
 
 	fmt.Println(gate.Allow("mcp:tickets"))
 	fmt.Println(gate.Allow("local"))
@@ -22,7 +24,7 @@ func ExampleBreaker() {
 	gate.Report("mcp:tickets", nil)
 	fmt.Println(gate.Allow("mcp:tickets"))
 	// Output:
-	// server_unavailable: the server "tickets" is down (3 health probes in a row failed); this attempt was not sent to it. It will be tried again in 5s.
+	// server_unavailable: the server "tickets" is failing (2 calls in a row failed, the last with: connection refused); this call was not sent to it and will not be retried. A call made after 5s is let through to try the server again.
 	// <nil>
 	// <nil>
 	// <nil>

@@ -8,16 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolbus/toolbus/pkg/bus/bustest"
-	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/executor"
-	"github.com/toolbus/toolbus/pkg/healthd"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -27,52 +25,49 @@ func TestBreaker(t *testing.T) {
 	const s = time.Second
 	type step struct {
 		at time.Duration
-		// do is "down" or "up" (a status from healthd, of a probe age ago), "allow", or
-		// a report: "ok", "server_unavailable", "timeout", "tool_error".
+		// do is "allow", or a report: "ok", "server_unavailable", "timeout",
+		// "tool_error", or "final" (a server_unavailable that is final at once).
 		do      string
-		age     time.Duration
 		backend string // default "mcp:tickets"
 		wantErr bool   // of "allow"
 	}
+	fail5 := []step{{do: "server_unavailable"}, {do: "timeout"}, {do: "server_unavailable"}, {do: "outcome_unknown"}, {do: "server_unavailable"}}
+	with := func(steps ...step) []step { return append(slices.Clone(fail5), steps...) }
 	tests := []struct {
 		name  string
 		steps []step
 	}{
 		{name: "unknown server allowed", steps: []step{{do: "allow"}}},
 		{name: "in-process backends always allowed", steps: []step{
-			{do: "down", backend: "mcp:local"}, {do: "allow", backend: "local"}, {do: "allow", backend: "engineering"},
+			{do: "server_unavailable", backend: "local"}, {do: "server_unavailable", backend: "local"}, {do: "server_unavailable", backend: "local"},
+			{do: "server_unavailable", backend: "local"}, {do: "server_unavailable", backend: "local"},
+			{do: "allow", backend: "local"}, {do: "allow", backend: "engineering"},
 		}},
-		{name: "marked down: refused", steps: []step{{do: "down"}, {at: s, do: "allow", wantErr: true}}},
-		{name: "another server unaffected", steps: []step{{do: "down"}, {do: "allow", backend: "mcp:other"}}},
-		{name: "down then up: allowed", steps: []step{{do: "down"}, {at: s, do: "up"}, {at: s, do: "allow"}}},
-		{name: "stale down status ignored", steps: []step{{at: 2 * time.Minute, do: "down", age: 2 * time.Minute}, {at: 2 * time.Minute, do: "allow"}}},
-		{name: "one trial after the cool-down, success closes", steps: []step{
-			{do: "down"}, {at: 4 * s, do: "allow", wantErr: true},
-			{at: 5 * s, do: "allow"},                                     // the trial
-			{at: 5*s + 100*time.Millisecond, do: "allow", wantErr: true}, // one at a time
-			{at: 6 * s, do: "ok"},
-			{at: 6 * s, do: "allow"}, {at: 6 * s, do: "allow"},
+		{name: "four failures: still allowed", steps: []step{
+			{do: "server_unavailable"}, {do: "timeout"}, {do: "server_unavailable"}, {do: "server_unavailable"}, {do: "allow"},
 		}},
-		{name: "a tool's own error closes too", steps: []step{
-			{do: "down"}, {at: 5 * s, do: "allow"}, {at: 5 * s, do: "tool_error"}, {at: 5 * s, do: "allow"},
-		}},
-		{name: "failed trial: another cool-down", steps: []step{
-			{do: "down"}, {at: 5 * s, do: "allow"}, {at: 6 * s, do: "server_unavailable"},
-			{at: 10 * s, do: "allow", wantErr: true}, {at: 11 * s, do: "allow"},
-		}},
-		{name: "a newer down status opens it again", steps: []step{
-			{do: "down"}, {at: 5 * s, do: "allow"}, {at: 5 * s, do: "ok"},
-			{at: 6 * s, do: "down", age: 6 * s}, {at: 6 * s, do: "allow"}, // the same probe again: still overruled
-			{at: 7 * s, do: "down"}, {at: 7 * s, do: "allow", wantErr: true},
-		}},
-		{name: "consecutive failures open it without healthd", steps: []step{
-			{do: "server_unavailable"}, {do: "timeout"}, {do: "server_unavailable"}, {do: "server_unavailable"},
-			{do: "allow"}, {do: "server_unavailable"},
-			{at: s, do: "allow", wantErr: true}, {at: 5 * s, do: "allow"},
-		}},
+		{name: "five consecutive failures open it", steps: with(step{at: s, do: "allow", wantErr: true})},
+		{name: "another server unaffected", steps: with(step{do: "allow", backend: "mcp:other"})},
+		{name: "one trial after the cool-down, success closes", steps: with(
+			step{at: 4 * s, do: "allow", wantErr: true},
+			step{at: 5 * s, do: "allow"},                                     // the trial
+			step{at: 5*s + 100*time.Millisecond, do: "allow", wantErr: true}, // one at a time
+			step{at: 6 * s, do: "ok"},
+			step{at: 6 * s, do: "allow"}, step{at: 6 * s, do: "allow"},
+		)},
+		{name: "a tool's own error closes too", steps: with(
+			step{at: 5 * s, do: "allow"}, step{at: 5 * s, do: "tool_error"}, step{at: 5 * s, do: "allow"},
+		)},
+		{name: "failed trial: another cool-down", steps: with(
+			step{at: 5 * s, do: "allow"}, step{at: 6 * s, do: "server_unavailable"},
+			step{at: 10 * s, do: "allow", wantErr: true}, step{at: 11 * s, do: "allow"},
+		)},
 		{name: "an answer resets the count", steps: []step{
 			{do: "server_unavailable"}, {do: "server_unavailable"}, {do: "server_unavailable"}, {do: "server_unavailable"},
 			{do: "tool_error"}, {do: "server_unavailable"}, {do: "allow"},
+		}},
+		{name: "final failures count for nothing", steps: []step{
+			{do: "final"}, {do: "final"}, {do: "final"}, {do: "final"}, {do: "final"}, {do: "final"}, {do: "allow"},
 		}},
 	}
 	for _, tt := range tests {
@@ -86,11 +81,7 @@ func TestBreaker(t *testing.T) {
 				if backend == "" {
 					backend = "mcp:tickets"
 				}
-				server, _ := strings.CutPrefix(backend, "mcp:")
-				checked := now.Add(-st.age)
 				switch st.do {
-				case "down", "up":
-					b.SetHealth(messages.HealthStatus{Server: server, State: messages.HealthState(st.do), Failures: 3, CheckedAt: checked})
 				case "allow":
 					err := b.Allow(backend)
 					if (err != nil) != st.wantErr {
@@ -100,8 +91,13 @@ func TestBreaker(t *testing.T) {
 					if err != nil && (!errors.As(err, &te) || te.Code != messages.CodeServerUnavailable || !te.Unsent) {
 						t.Fatalf("step %d: refusal %#v, want an unsent server_unavailable", i, err)
 					}
+					if err != nil && strings.Contains(err.Error(), "tried again in") {
+						t.Errorf("step %d: the refusal promises a retry nothing makes: %v", i, err)
+					}
 				case "ok":
 					b.Report(backend, nil)
+				case "final":
+					b.Report(backend, &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "x", Unsent: true, Final: true})
 				default:
 					b.Report(backend, &messages.ToolError{Code: messages.ErrorCode(st.do), Message: "x"})
 				}
@@ -150,10 +146,11 @@ func newGateServer(t *testing.T) *gateServer {
 	return g
 }
 
-// The executor fails a call to a server healthd marks down at once, without trying it,
-// and lets one trial through after the cool-down.
-func TestGateWithHealthd(t *testing.T) {
-	nc, js := bustest.Provisioned(t)
+// The executor's breaker opens on its own calls' failures: a server that stops
+// answering is refused at once, without being tried, after the threshold; one trial
+// goes through after the cool-down, and its success closes the circuit. healthd's
+// statuses play no part: a server whose calls succeed is never refused.
+func TestGateOpensOnCallFailures(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 
@@ -165,57 +162,40 @@ func TestGateWithHealthd(t *testing.T) {
 	}
 	t.Cleanup(func() { pool.Close() })
 
-	// healthd, fast; its probe's timeout long enough that a busy machine does not fail
-	// the probes of the answering server.
-	h, err := healthd.New(ctx, nc, js, &config.Config{MCPServers: servers}, &healthd.Options{
-		Interval: 100 * time.Millisecond, Timeout: time.Second, Threshold: 2, LeaseTTL: time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hctx, stopHealthd := context.WithCancel(ctx)
-	healthdDone := make(chan struct{})
-	go func() { defer close(healthdDone); _ = h.Run(hctx) }()
-
-	// The executor, its gate fed by the health bucket.
 	const coolDown = 2 * time.Second
-	gate := executor.NewBreaker(&executor.BreakerOptions{CoolDown: coolDown})
-	kv, err := js.KeyValue(ctx, messages.BucketHealth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := executor.WatchHealth(ctx, kv, gate); err != nil {
-		t.Fatal(err)
-	}
+	gate := executor.NewBreaker(&executor.BreakerOptions{CoolDown: coolDown, FailureThreshold: 2})
 	exec := &executor.Executor{
 		Router:  executor.NewRouter(executor.MCPBackend{Pool: pool}),
 		Timeout: 5 * time.Second,
-		Retry:   executor.RetryPolicy{MaxAttempts: 3, InitialInterval: 50 * time.Millisecond},
+		Retry:   executor.RetryPolicy{MaxAttempts: 1},
 		Gate:    gate,
 	}
-	call := func(id string) (messages.ToolResult, time.Duration) {
+	call := func(id string, timeout time.Duration) (messages.ToolResult, time.Duration) {
 		start := time.Now()
-		res, _ := exec.Execute(ctx, messages.ToolCall{ID: id, Tool: "lookup", Arguments: json.RawMessage(`{}`)})
+		c := messages.ToolCall{ID: id, Tool: "lookup", Arguments: json.RawMessage(`{}`)}
+		if timeout > 0 {
+			c.Deadline = start.Add(timeout)
+		}
+		res, _ := exec.Execute(ctx, c)
 		return res, time.Since(start)
 	}
-	healthIs := func(want messages.HealthState) func() bool {
-		return func() bool { st, _ := gate.Health("tickets"); return st.State == want }
-	}
-
-	waitUntil(t, 30*time.Second, "up", healthIs(messages.HealthUp))
-	if res, _ := call("c1"); !res.Success {
+	if res, _ := call("c1", 0); !res.Success {
 		t.Fatalf("first call: %+v", res.Error)
 	}
 
-	// The server hangs; healthd marks it down; the executor learns it from the watch.
+	// The server hangs: two calls run out of time, and the circuit opens.
 	tickets.hang.Store(true)
-	waitUntil(t, 30*time.Second, "down", healthIs(messages.HealthDown))
-	downAt := time.Now()
+	for _, id := range []string{"c2", "c3"} {
+		if res, _ := call(id, 300*time.Millisecond); res.Success || res.Error.Code != messages.CodeTimeout {
+			t.Fatalf("%s to a hanging server: %+v", id, res)
+		}
+	}
+	openedAt := time.Now()
 	before := tickets.calls.Load()
-	res, took := call("c2")
+	res, took := call("c4", 0)
 	t.Logf("refused in %v (attempts %d): %s", took, res.Attempts, res.Error.Message)
 	if res.Success || res.Error.Code != messages.CodeServerUnavailable {
-		t.Fatalf("call to a server marked down: %+v", res)
+		t.Fatalf("call to a failing server: %+v", res)
 	}
 	if res.Attempts != 1 || tickets.calls.Load() != before {
 		t.Errorf("attempts %d, %d requests reached the server: want the call refused before any attempt", res.Attempts, tickets.calls.Load()-before)
@@ -223,30 +203,21 @@ func TestGateWithHealthd(t *testing.T) {
 	if took >= exec.Timeout {
 		t.Errorf("refused after %v: the call waited for the server", took)
 	}
-
-	// healthd stops (the status stays "down", and fresh) and the server recovers.
-	stopHealthd()
-	<-healthdDone
-	tickets.hang.Store(false)
-	if time.Since(downAt) < coolDown/2 {
-		if res, _ := call("c3"); res.Success || tickets.calls.Load() != before {
-			t.Errorf("a call within the cool-down got through: %+v", res)
-		}
+	if strings.Contains(res.Error.Message, "tried again in") || !strings.Contains(res.Error.Message, "will not be retried") {
+		t.Errorf("the refusal must not promise a retry: %s", res.Error.Message)
 	}
 
-	// After the cool-down one trial goes through; its success closes the circuit,
-	// although healthd still says down.
-	time.Sleep(time.Until(downAt.Add(coolDown)))
-	res, took = call("c4")
-	if !res.Success {
+	// The server recovers; after the cool-down one trial goes through and closes it.
+	tickets.hang.Store(false)
+	time.Sleep(time.Until(openedAt.Add(coolDown)))
+	if res, _ := call("c5", 0); !res.Success {
 		t.Fatalf("the trial after the cool-down: %+v", res.Error)
 	}
-	t.Logf("trial call answered in %v", took)
-	if res, _ := call("c5"); !res.Success {
+	if res, _ := call("c6", 0); !res.Success {
 		t.Errorf("after a successful trial: %+v", res.Error)
 	}
-	if st, _ := gate.Health("tickets"); st.State != messages.HealthDown {
-		t.Errorf("healthd's status changed meanwhile: %+v", st)
+	if open := gate.Open()["tickets"]; open {
+		t.Error("the circuit is still open after a successful trial")
 	}
 }
 

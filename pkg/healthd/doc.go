@@ -6,14 +6,15 @@
 //
 // [Targets] lists what a configuration asks to probe, and how:
 //
-//   - MCP servers (stdio, http, sse): a fresh, short-lived session per probe — the
-//     go-sdk client's handshake, which negotiates the protocol version (server/discover
-//     for 2026-07-28 servers, initialize for older ones), then tools/list, then close.
-//     tools/list is the probe for every version, since 2026-07-28 servers have no ping.
-//     A fresh session measures what a new connection would meet, cannot be answered
-//     from a session's list cache, and keeps healthd independent of the executors'
-//     sessions (pkg/mcpwire's pool). A stdio server is therefore started once per
-//     probe, in a process group of its own that is killed when the probe ends.
+//   - MCP servers (stdio, http, sse): over the session that serves their calls. The
+//     leader asks the executors on toolbus.probe.<server>; one of them answers
+//     ([AnswerProbes], [mcpwire.Pool.Check]) with tools/list over its live session —
+//     tools/list for every protocol version, since 2026-07-28 servers have no ping. A
+//     server the executor is still starting is not judged yet; one that answered a
+//     call since the previous probe is up. Only a server no executor serves is probed
+//     with a fresh, short-lived session of healthd's own ([mcpwire.Probe]: the go-sdk
+//     client's handshake, tools/list, close; a stdio server started for the probe and
+//     killed when it ends). An entry's "health": false leaves the server unprobed.
 //   - jsonrpc services: one tools/list POST; any JSON-RPC answer means up.
 //   - "local": the tools folder is read and every tool checked (manifest valid,
 //     executable present and executable); the knowledge-base and file_writer folders
@@ -21,7 +22,7 @@
 //   - "engineering": in process, always up.
 //
 // Every target is probed in a loop of its own, each probe under the timeout (default
-// 5s), so a server that hangs delays nobody else. A probe records the latency, the
+// 5s; an entry's probeTimeout), so a server that hangs delays nobody else. A probe records the latency, the
 // negotiated protocol version, the tool count and the error.
 //
 // # States

@@ -124,7 +124,7 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *config
 	}
 	targets := o.Targets
 	if targets == nil {
-		targets = Targets(cfg, &TargetOptions{HTTPClient: o.HTTPClient, RequestTimeout: o.Timeout, Tokens: o.Tokens})
+		targets = Targets(cfg, &TargetOptions{HTTPClient: o.HTTPClient, RequestTimeout: o.Timeout, Tokens: o.Tokens, Conn: nc})
 	}
 	s := &Service{
 		nc: nc, kv: kv, opts: o, targets: targets,
@@ -159,7 +159,7 @@ func (s *Service) eachState(yield func(string, messages.HealthState)) {
 // is probed anew, and one removed is forgotten (its status deleted from the health
 // bucket).
 func (s *Service) Apply(cfg *config.Config) {
-	targets := Targets(cfg, &TargetOptions{HTTPClient: s.opts.HTTPClient, RequestTimeout: s.opts.Timeout, Tokens: s.opts.Tokens})
+	targets := Targets(cfg, &TargetOptions{HTTPClient: s.opts.HTTPClient, RequestTimeout: s.opts.Timeout, Tokens: s.opts.Tokens, Conn: s.nc})
 	s.secrets.Set(cfg.Redactor())
 	s.mu.Lock()
 	s.targets = targets
@@ -363,10 +363,17 @@ func Next(prev messages.HealthStatus, r Result, threshold int, now time.Time) me
 	st := prev
 	st.CheckedAt = now
 	st.LatencyMS = float64(r.Latency.Microseconds()) / 1000
-	if r.Err == nil {
+	if r.Via != "" {
+		st.Via = r.Via
+	}
+	switch {
+	case r.Pending:
+		// The executor is still starting the server: no verdict, no failure.
+		st.Error = r.Note
+	case r.Err == nil:
 		st.State, st.Failures, st.Error = messages.HealthUp, 0, r.Note
 		st.Tools, st.Protocol = r.Tools, r.Protocol
-	} else {
+	default:
 		st.Failures++
 		st.Error = r.Err.Error()
 		switch {

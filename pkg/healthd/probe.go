@@ -1,6 +1,7 @@
 package healthd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/engineering"
@@ -33,6 +37,11 @@ type Result struct {
 	// Note says what is wrong with a server that answered: the local tools that
 	// cannot be used.
 	Note string
+	// Pending: no verdict yet — the executor is still starting the server. The
+	// server's state and failure count stay as they were.
+	Pending bool
+	// Via says whose session the probe went over ([messages.HealthStatus.Via]).
+	Via string
 }
 
 // Target is one thing healthd probes: a configured server, the local tools or the
@@ -41,9 +50,10 @@ type Target struct {
 	Name      string
 	Transport string
 	Probe     func(ctx context.Context) Result
-	// Timeout, when longer than the prober's, is this target's time limit: a stdio
-	// server's probe starts its process (`npx -y` fetching a package cold takes seconds),
-	// so it gets the server's own timeout (its `timeout`, default 60s).
+	// Timeout, when set, is this target's time limit instead of the prober's: a
+	// server's probeTimeout, and at least the server's own timeout (its `timeout`,
+	// default 60s) for a stdio server, whose probe may have to start its process (`npx
+	// -y` fetching a package cold takes seconds) when no executor serves it.
 	Timeout time.Duration
 	// spec is the configuration the target was built from: a target whose spec changes
 	// with a configuration reload is probed anew.
@@ -68,10 +78,15 @@ type TargetOptions struct {
 	// Tokens holds the OAuth grants of http servers (the executor's): a server that
 	// requires authorization is probed with its grant, and is "needs_login" without.
 	Tokens oauth.TokenStore
+	// Conn, when set, is how a server is probed over the executors' live sessions
+	// ([AnswerProbes]); only a server no executor serves gets a session (for stdio, a
+	// process) of the probe's own. Without it every probe opens its own.
+	Conn *nats.Conn
 }
 
 // Targets returns what cfg asks healthd to probe: "local" (the tools folder and the
-// built-in tools), "engineering" when it is on, then every enabled server by name.
+// built-in tools), "engineering" when it is on, then every enabled server by name whose
+// "health" is not false.
 func Targets(cfg *config.Config, opts *TargetOptions) []Target {
 	var o TargetOptions
 	if opts != nil {
@@ -97,7 +112,9 @@ func Targets(cfg *config.Config, opts *TargetOptions) []Target {
 		}})
 	}
 	for _, name := range cfg.ServerNames() {
-		targets = append(targets, serverTarget(name, cfg.MCPServers[name], o.HTTPClient, o.Tokens))
+		if sc := cfg.MCPServers[name]; sc.Probed() {
+			targets = append(targets, serverTarget(name, sc, o))
+		}
 	}
 	return targets
 }
@@ -106,17 +123,30 @@ func Targets(cfg *config.Config, opts *TargetOptions) []Target {
 // seconds to exit (mcpwire's grace) before it is killed.
 const closeGrace = 2 * time.Second
 
-// serverTarget probes a configured server through mcpwire, which dials it exactly as the
-// executor's pool does.
-func serverTarget(name string, sc mcpwire.ServerConfig, base *http.Client, tokens oauth.TokenStore) Target {
+// serverTarget probes a configured server: over an executor's live session when o.Conn
+// is set and an executor serves it, else through mcpwire.Probe, which dials it exactly
+// as the executor's pool does.
+func serverTarget(name string, sc mcpwire.ServerConfig, o TargetOptions) Target {
 	spec, _ := json.Marshal(sc)
-	var limit time.Duration
+	limit := time.Duration(sc.ProbeTimeout)
 	if sc.Transport() == mcpwire.TransportStdio {
-		limit = sc.CallTimeout()
+		limit = max(limit, sc.CallTimeout())
 	}
+	live := cmp.Or(time.Duration(sc.ProbeTimeout), o.RequestTimeout)
+	var last atomic.Int64 // when the previous probe started (Unix nanoseconds)
 	return Target{Name: name, Transport: string(sc.Transport()), spec: string(spec), Timeout: limit, Probe: func(ctx context.Context) Result {
-		r := mcpwire.Probe(ctx, name, sc, &mcpwire.ProbeOptions{HTTPClient: base, ClientName: "toolbus-healthd", Tokens: tokens})
-		return Result{Latency: r.Latency, Protocol: r.Protocol, Tools: r.Tools, Err: r.Err, Note: r.Note}
+		now := time.Now()
+		since := now
+		if prev := last.Swap(now.UnixNano()); prev != 0 {
+			since = time.Unix(0, prev)
+		}
+		if o.Conn != nil {
+			if r, err := askExecutors(ctx, o.Conn, name, since, live); !errors.Is(err, errNotServed) {
+				return r
+			}
+		}
+		r := mcpwire.Probe(ctx, name, sc, &mcpwire.ProbeOptions{HTTPClient: o.HTTPClient, ClientName: "toolbus-healthd", Tokens: o.Tokens})
+		return Result{Latency: r.Latency, Protocol: r.Protocol, Tools: r.Tools, Err: r.Err, Note: r.Note, Via: "probe"}
 	}}
 }
 
@@ -206,7 +236,9 @@ func ProbeAll(ctx context.Context, targets []Target, timeout time.Duration) []me
 // grace for closing) is reported as failed and left to finish on its own; exited, when
 // set, is called when it does.
 func runProbe(ctx context.Context, t Target, timeout time.Duration, exited func()) Result {
-	timeout = max(timeout, t.Timeout)
+	if t.Timeout > 0 {
+		timeout = t.Timeout
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	done := make(chan Result, 1)
 	start := time.Now()

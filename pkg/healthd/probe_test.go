@@ -44,6 +44,9 @@ func TestNext(t *testing.T) {
 		{name: "down, more failures: still down", prev: down(up, 7), r: fail, wantState: messages.HealthDown, wantFailures: 8, wantErr: "refused"},
 		{name: "down, one success: up", prev: down(up, 7), r: ok, wantState: messages.HealthUp, wantChanged: true},
 		{name: "success with a note", prev: up, r: healthd.Result{Note: "tools skipped: x"}, wantState: messages.HealthUp, wantErr: "tools skipped"},
+		// The executor is still starting the server: no verdict, nothing counted.
+		{name: "starting: stays unknown", r: healthd.Result{Pending: true, Note: "the executor is starting the server"}, wantState: messages.HealthUnknown, wantErr: "starting"},
+		{name: "starting after failures: failures kept", prev: with(up, 2), r: healthd.Result{Pending: true, Note: "starting"}, wantState: messages.HealthUp, wantFailures: 2, wantErr: "starting"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,6 +89,32 @@ func TestNext(t *testing.T) {
 	}
 	if len(st.History) != messages.MaxHealthHistory || !st.History[len(st.History)-1].At.Equal(t0.Add(time.Duration(3*messages.MaxHealthHistory-1)*time.Second)) {
 		t.Errorf("%d changes kept, the last at %v", len(st.History), st.History[len(st.History)-1].At)
+	}
+}
+
+// An entry's "health": false leaves it out of the targets; its probeTimeout is its
+// target's time limit, and a stdio server's is at least the server's own timeout.
+func TestTargetsPerServer(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"mcpServers": {
+		"quiet": {"type": "http", "url": "http://127.0.0.1:1/mcp", "health": false},
+		"quick": {"type": "http", "url": "http://127.0.0.1:1/mcp", "probeTimeout": "750ms"},
+		"plain": {"type": "http", "url": "http://127.0.0.1:1/mcp"},
+		"slow": {"command": "node", "probeTimeout": "2s", "timeout": "90s"}}}`), "test.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]time.Duration{}
+	for _, tg := range healthd.Targets(cfg, nil) {
+		got[tg.Name] = tg.Timeout
+	}
+	if _, ok := got["quiet"]; ok {
+		t.Error(`a server with "health": false is a target`)
+	}
+	want := map[string]time.Duration{"quick": 750 * time.Millisecond, "plain": 0, "slow": 90 * time.Second}
+	for name, d := range want {
+		if g, ok := got[name]; !ok || g != d {
+			t.Errorf("%s: timeout %v (target %v), want %v", name, g, ok, d)
+		}
 	}
 }
 

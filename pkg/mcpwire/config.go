@@ -58,6 +58,13 @@ type ServerConfig struct {
 	Prefix       string            `json:"prefix,omitempty"`
 	// Enabled false turns the server off without removing it. Default true.
 	Enabled *bool `json:"enabled,omitempty"`
+	// Health false leaves the server out of healthd's probes: its calls alone say
+	// whether it works (the executors' breakers). Default true.
+	Health *bool `json:"health,omitempty"`
+	// ProbeTimeout bounds one health probe of the server. Default: healthd's (5s);
+	// a probe that has to start a stdio server of its own (no executor holds a
+	// session with it) gets at least the server's timeout.
+	ProbeTimeout messages.Duration `json:"probeTimeout,omitzero"`
 	// Retry shapes the backoff between reconnects and between attempts of a call.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 	// RefreshInterval is how often the server's tools are listed again, besides on
@@ -227,6 +234,9 @@ func (c ServerConfig) CallTimeout() time.Duration {
 	}
 	return DefaultTimeout
 }
+
+// Probed reports whether healthd probes the server (its "health" is not false).
+func (c ServerConfig) Probed() bool { return c.Health == nil || *c.Health }
 
 // Refresh is the interval of the periodic tools/list.
 func (c ServerConfig) Refresh() time.Duration {

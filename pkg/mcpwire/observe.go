@@ -106,6 +106,12 @@ func (s *server) callTool(ctx context.Context, sess session, tool string, args j
 	case res.IsError:
 		errType = "tool_error"
 	}
+	var werr *jsonrpc.Error
+	if err == nil || (errors.As(err, &werr) && !transportCode(werr.Code)) {
+		// The server answered (a tool's own error too): the session that serves calls
+		// works, whatever a probe says ([Pool.Check]).
+		s.answered.Store(time.Now().UnixNano())
+	}
 	if traced {
 		if errType != "" {
 			span.SetAttributes(attrErrorType.String(errType))

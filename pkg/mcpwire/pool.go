@@ -540,6 +540,9 @@ type server struct {
 	listed   bool
 	connects int
 	inflight map[*inflight]struct{} // calls under way, under the policy "ask"
+	// answered is when (Unix nanoseconds) the server last answered a call, with a
+	// result or a tool's own error ([Pool.Check]).
+	answered atomic.Int64
 	// convs are the conversations' own sessions, when the server is scoped so.
 	convs conversations
 	// knownStateless: a session of this http server had no session id, so under the

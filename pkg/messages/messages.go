@@ -242,9 +242,46 @@ type HealthStatus struct {
 	ChangedAt time.Time `json:"changed_at,omitzero"`
 	// ProbedBy is the healthd replica that wrote the status.
 	ProbedBy string `json:"probed_by,omitempty"`
+	// Via says whose session the last probe went over: "executor <replica>" (the live
+	// session that serves the server's calls) or "probe" (a session of healthd's own,
+	// when no executor serves the server).
+	Via string `json:"via,omitempty"`
 	// History holds the server's last state changes, oldest first (at most
 	// MaxHealthHistory).
 	History []HealthChange `json:"history,omitempty"`
+}
+
+// ProbeRequest is healthd's question on [ProbeSubject].
+type ProbeRequest struct {
+	// Since: a call the server answered at or after this time shows it up, whatever
+	// the probe meets (the previous probe's time).
+	Since time.Time `json:"since,omitzero"`
+	// Timeout bounds the probe over the session.
+	Timeout Duration `json:"timeout,omitzero"`
+}
+
+// ProbeAnswer is an executor's answer on [ProbeSubject]: how its live session with the
+// server is.
+type ProbeAnswer struct {
+	Server string `json:"server"`
+	// Executor is the replica that answered.
+	Executor string `json:"executor"`
+	// NotServed: the executor has no such server (another configuration); healthd
+	// probes it with a session of its own.
+	NotServed bool `json:"not_served,omitempty"`
+	// Starting: the executor's first connection to the server is still under way (no
+	// verdict yet; the other fields are empty).
+	Starting  bool    `json:"starting,omitempty"`
+	LatencyMS float64 `json:"latency_ms,omitempty"`
+	Protocol  string  `json:"protocol,omitempty"`
+	Tools     int     `json:"tools,omitempty"`
+	// Error is why the session does not work; empty when it answered.
+	Error string `json:"error,omitempty"`
+	// NeedsLogin: the server requires an OAuth authorization nobody has given (Error
+	// says why).
+	NeedsLogin bool `json:"needs_login,omitempty"`
+	// Note says what is odd about a server that answered.
+	Note string `json:"note,omitempty"`
 }
 
 // MaxHealthHistory is how many state changes a [HealthStatus] keeps.

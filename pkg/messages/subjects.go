@@ -20,6 +20,7 @@ const (
 	progressRoot  = "toolbus.progress"
 	execRoot      = "toolbus.exec"
 	answersRoot   = "toolbus.answers"
+	probeRoot     = "toolbus.probe"
 )
 
 // Wildcards that match every subject of one kind; streams and consumers filter on them.
@@ -37,6 +38,8 @@ const (
 	AllExec = execRoot + ".>"
 	// AllAnswers: the orchestrators' answers to servers' questions (AnswerSubject).
 	AllAnswers = answersRoot + ".>"
+	// AllProbes: healthd's questions to the executors about their servers' sessions.
+	AllProbes = probeRoot + ".>"
 )
 
 // StreamSubject is where an orchestrator publishes a response chunk by chunk while the
@@ -88,6 +91,15 @@ func OutputSubject(conversation string) string { return outputRoot + "." + conve
 
 // HealthSubject carries the status of one tool server.
 func HealthSubject(server string) string { return healthRoot + "." + server }
+
+// ProbeSubject is where healthd asks the executors how their live session with a
+// server is (NATS request-reply, answered by one executor of the queue group
+// [ProbeQueue] with a [ProbeAnswer]): health is judged by the sessions that serve calls,
+// not by a session or process of healthd's own.
+func ProbeSubject(server string) string { return probeRoot + "." + server }
+
+// ProbeQueue is the queue group the executors answer [ProbeSubject] in.
+const ProbeQueue = "toolbus-executors"
 
 // StatusSubject is where every replica of a service answers requests for its status
 // (readiness and the counts of the messages it handled), through nats.go/micro.

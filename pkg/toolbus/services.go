@@ -242,11 +242,9 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		}
 		runs = append(runs, sessions.Follow)
 		exec.Tracer, exec.Metrics, exec.Redact = tracer, metrics, w.secrets
-		health, err := js.KeyValue(ctx, messages.BucketHealth)
-		if err != nil {
-			return nil, fmt.Errorf("executor: health bucket: %w", err)
-		}
-		gate := executor.NewBreaker(&executor.BreakerOptions{StaleAfter: 4 * o.Config.HealthInterval(), Logger: log})
+		// The breaker opens on this executor's own call failures, never on a probe's
+		// opinion: healthd's statuses are for operators and alerts.
+		gate := executor.NewBreaker(&executor.BreakerOptions{Logger: log})
 		if w.ops != nil {
 			w.ops.SetBreakers(gate.Open)
 			w.ops.SetSessions(func() map[string]int {
@@ -271,7 +269,6 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			}); err != nil {
 			return nil, err
 		}
-		runs = append(runs, func(ctx context.Context) error { return executor.WatchHealth(ctx, health, gate) })
 		// The in-process tools join the catalog too, for the parser and `toolbus tools`,
 		// and the executor follows its configuration file.
 		mirrorInProcess(catalog, exec.Router, pool, log)
@@ -304,6 +301,9 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		}
 		kept := results.NewStore(js)
 		owner := "executor-" + nuid.Next()
+		// healthd judges the servers by this executor's live sessions, the ones that
+		// serve their calls (pkg/healthd AnswerProbes).
+		runs = append(runs, func(ctx context.Context) error { return healthd.AnswerProbes(ctx, nc, owner, pool, log) })
 		// The calls of a conversation to a conversation-scoped server reach the replica
 		// that holds the conversation's session (pkg/affinity); this executor's replicas
 		// share one pool, so they are one holder.

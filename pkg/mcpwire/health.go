@@ -1,0 +1,88 @@
+package mcpwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// Liveness says what [Pool.Check] could tell of a server.
+type Liveness int
+
+const (
+	// NotServed: the pool has no such server (not configured here, disabled, or the
+	// pool has not started).
+	NotServed Liveness = iota
+	// Starting: the server's first connection attempt is still under way (a stdio
+	// server that takes seconds to start, `npx -y` fetching a package): no verdict yet.
+	Starting
+	// Checked: the result says how the server's live session is.
+	Checked
+)
+
+// Check probes a server over the pool's live session — the one that serves its calls —
+// never over a session or process of its own: tools/list on that session (every
+// protocol version has it; 2026-07-28 has no ping), within ctx. A server whose session
+// is down fails with why it is (the last connection attempt's error); one whose first
+// connection attempt is under way is [Starting]. A server that answered a call at or
+// after since is up whatever the probe met (a single-threaded server busy with a long
+// call answers tools/list late): its calls work.
+func (p *Pool) Check(ctx context.Context, name string, since time.Time) (ProbeResult, Liveness) {
+	s, ok := p.server(name)
+	if !ok || p.closed.Load() {
+		return ProbeResult{}, NotServed
+	}
+	p.mu.RLock()
+	started := s.started
+	p.mu.RUnlock()
+	if !started {
+		return ProbeResult{}, NotServed
+	}
+	answered := func() bool { return s.answered.Load() >= since.UnixNano() }
+	start := time.Now()
+	s.mu.Lock()
+	sess, lastErr, tools := s.sess, s.err, len(s.tools)
+	s.mu.Unlock()
+	if sess == nil || isDone(sess.done()) {
+		select {
+		case <-s.tried:
+		default:
+			return ProbeResult{Note: "the executor is starting the server"}, Starting
+		}
+		if answered() {
+			return ProbeResult{Tools: tools, Note: "no session at the moment, but calls were answered since the last probe"}, Checked
+		}
+		if lastErr == nil {
+			lastErr = errors.New("not connected")
+		}
+		return ProbeResult{Latency: time.Since(start), Err: fmt.Errorf("no live session: %w", lastErr)}, Checked
+	}
+	var r ProbeResult
+	if _, version := sess.describe(); version != "" {
+		r.Protocol = version
+	}
+	listed, err := sess.listTools(ctx)
+	r.Latency = time.Since(start)
+	switch {
+	case err == nil:
+		r.Tools = len(listed)
+	case isMethodNotFound(err):
+		// A service without tools/list is up, with what the configuration declares.
+		r.Tools = tools
+	case answered():
+		r.Tools = tools
+		r.Note = fmt.Sprintf("tools/list on the live session failed (%v), but calls were answered meanwhile", describe(ctx, "tools/list", err))
+	default:
+		r.Err = describe(ctx, "tools/list", err)
+	}
+	return r, Checked
+}
+
+// isMethodNotFound reports whether err is the server's "method not found".
+func isMethodNotFound(err error) bool {
+	var werr *jsonrpc.Error
+	return errors.As(err, &werr) && werr.Code == codeMethodNotFound
+}
