@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,16 +229,32 @@ func authStatusCmd(ctx context.Context, env Env, args []string) error {
 	return tw.Flush()
 }
 
+// authLogoutCmd forgets a server's grant; the running executors see it at once (they
+// follow the bucket). A server that is neither configured nor holds a grant is an error:
+// a misspelled name must not read as a logout.
 func authLogoutCmd(ctx context.Context, env Env, args []string) error {
-	servers, _, store, closeNATS, err := openAuth(ctx, env, "auth logout", args, 1)
+	servers, cfg, store, closeNATS, err := openAuth(ctx, env, "auth logout", args, 1)
 	if err != nil {
 		return err
 	}
 	defer closeNATS()
-	if err := store.Delete(ctx, servers[0]); err != nil {
+	name := servers[0]
+	stored, err := store.Servers(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "forgot the grant of %s\n", servers[0])
+	_, configured := cfg.MCPServers[name]
+	if !slices.Contains(stored, name) {
+		if !configured {
+			return fmt.Errorf("auth logout: no server %q is configured and no grant of it is stored (grants are kept for: %s)", name, orDefault(strings.Join(stored, ", "), "none"))
+		}
+		fmt.Fprintf(env.Stdout, "%s has no grant stored: nothing to forget\n", name)
+		return nil
+	}
+	if err := store.Delete(ctx, name); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "forgot the grant of %s; running executors stop using it now\n", name)
 	return nil
 }
 
@@ -334,6 +351,10 @@ func (u *loginUI) login(server string, cfg oauth.Config) (*oauth.Login, error) {
 	u.mu.Unlock()
 	redirect := "http://" + ln.Addr().String() + "/callback"
 	answers := make(chan url.Values, 1)
+	// state is the one the authorization URL carries: a callback with another (or none)
+	// did not come from the authorization server's redirect of this login.
+	var stateMu sync.Mutex
+	state := ""
 	mux := http.NewServeMux()
 	mux.HandleFunc("/callback", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -342,6 +363,14 @@ func (u *loginUI) login(server string, cfg oauth.Config) (*oauth.Login, error) {
 		default:
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		stateMu.Lock()
+		want := state
+		stateMu.Unlock()
+		if q.Get("state") != want {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, "<p>toolbus: this is not the redirect of toolbus's login to %s (its state does not match); the login stopped.</p>", html.EscapeString(server))
+			return
+		}
 		if e := q.Get("error"); e != "" {
 			fmt.Fprintf(w, "<p>toolbus: %s refused the authorization: %s</p>", html.EscapeString(server), html.EscapeString(e))
 			return
@@ -364,6 +393,11 @@ func (u *loginUI) login(server string, cfg oauth.Config) (*oauth.Login, error) {
 		}()
 	}
 	fetch := func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+		if au, err := url.Parse(args.URL); err == nil {
+			stateMu.Lock()
+			state = au.Query().Get("state")
+			stateMu.Unlock()
+		}
 		fmt.Fprintf(u.env.Stderr, "toolbus: %s requires a login. Open this URL in a browser and authorize toolbus:\n\n  %s\n\n", server, args.URL)
 		if u.paste {
 			fmt.Fprintf(u.env.Stderr, "The browser comes back to %s; if that page cannot be reached from the browser's machine, paste the URL it ended on here.\n", redirect)
@@ -380,6 +414,12 @@ func (u *loginUI) login(server string, cfg oauth.Config) (*oauth.Login, error) {
 		}
 		select {
 		case q := <-answers:
+			stateMu.Lock()
+			want := state
+			stateMu.Unlock()
+			if q.Get("state") != want {
+				return nil, fmt.Errorf("%s: a callback came with another state than the login's: it is not the authorization server's redirect of this login (forged, or left from an older login); the login stopped, run it again", server)
+			}
 			if e := q.Get("error"); e != "" {
 				return nil, fmt.Errorf("the authorization server refused: %s %s", e, q.Get("error_description"))
 			}

@@ -164,6 +164,45 @@ func (s *Store) open(server string, sealed []byte) (*oauth.Grant, error) {
 	return &g, nil
 }
 
+// Sealed reports whether the store has a key, so that it can keep and read grants.
+func (s *Store) Sealed() bool { return s.aead != nil }
+
+// Watch calls changed with a server's name whenever its grant is written or deleted —
+// a login, a logout, another replica's refresh — until ctx is done, watching again after
+// a failure, and then with "": any grant may have changed meanwhile. It returns once the
+// watch is set up.
+func (s *Store) Watch(ctx context.Context, changed func(server string)) error {
+	w, err := s.kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", messages.BucketAuth, err)
+	}
+	go func() {
+		for {
+			for e := range w.Updates() {
+				if e != nil {
+					changed(e.Key())
+				}
+			}
+			_ = w.Stop()
+			if ctx.Err() != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			// What changed while no watch ran (a logout among it) is not known: every
+			// grant may have.
+			if again, err := s.kv.WatchAll(ctx, jetstream.UpdatesOnly()); err == nil {
+				w = again
+				changed("")
+			}
+		}
+	}()
+	return nil
+}
+
 // Load returns the server's grant, nil when there is none.
 func (s *Store) Load(ctx context.Context, server string) (*oauth.Grant, error) {
 	r, _, err := s.get(ctx, server)

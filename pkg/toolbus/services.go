@@ -229,6 +229,9 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 				return nil, fmt.Errorf("executor: %w", err)
 			}
 		}
+		if err := requireTokenKey(ctx, o.Config, store); err != nil {
+			return nil, fmt.Errorf("executor: %w", err)
+		}
 		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login, Ask: askOrchestrator(nc),
 			OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalog, server, tools, log) }})
 		if err != nil {
@@ -240,7 +243,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			pool.Close()
 			return nil, err
 		}
-		runs = append(runs, sessions.Follow)
+		runs = append(runs, sessions.Follow, followGrants(store, pool, log))
 		exec.Tracer, exec.Metrics, exec.Redact = tracer, metrics, w.secrets
 		// The breaker opens on this executor's own call failures, never on a probe's
 		// opinion: healthd's statuses are for operators and alerts.
@@ -366,6 +369,9 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			if store, err = tokens.Open(ctx, js, o.TokenKey); err != nil {
 				return nil, fmt.Errorf("healthd: %w", err)
 			}
+		}
+		if err := requireTokenKey(ctx, o.Config, store); err != nil {
+			return nil, fmt.Errorf("healthd: %w", err)
 		}
 		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Observe: observe, Logger: log, Tokens: store,
 			MeterProvider: o.MeterProvider, TracerProvider: o.TracerProvider})

@@ -404,6 +404,15 @@ func (c *Client) Authorize(ctx context.Context, req *http.Request, resp *http.Re
 	return h.Authorize(ctx, req, resp)
 }
 
+// Forget drops the grant last seen, so that the next request reads the store again: a
+// logout, a new login or another replica's refresh, seen by the store's watch, takes
+// effect at once rather than when the token expires.
+func (c *Client) Forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.grant, c.protected = nil, true
+}
+
 // NeedsLogin returns why the server last refused with nobody to log in, or nil.
 func (c *Client) NeedsLogin() error {
 	c.mu.Lock()
