@@ -26,10 +26,10 @@ func TestHealthFromLiveSessions(t *testing.T) {
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	dir := t.TempDir()
 	starts := filepath.Join(dir, "starts")
-	// Every start of the server leaves a line; it answers only after 3 s (healthd's
+	// Every start of the server leaves a line; it answers only after 7 s (healthd's
 	// probe timeout below is 1 s).
 	script := filepath.Join(dir, "slow-server.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\necho started >> "+starts+"\nsleep 3\nexec node "+everything+" stdio\n"), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho started >> "+starts+"\nsleep 7\nexec node "+everything+" stdio\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cfg := mcpConfig(t, `{"health": {"interval": "200ms"}, "mcpServers": {
