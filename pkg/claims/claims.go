@@ -5,6 +5,7 @@
 package claims
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,8 @@ type Record struct {
 	State   string    `json:"state"`
 	Owner   string    `json:"owner,omitempty"`
 	Started time.Time `json:"started,omitzero"`
-	// Attempts counts the attempts of earlier deliveries.
+	// Attempts counts the attempts of earlier deliveries (while running: those before
+	// the delivery that runs it).
 	Attempts int `json:"attempts,omitempty"`
 	// FirstAttempt is when the call was first tried: its time budget counts from there,
 	// across deliveries.
@@ -44,7 +46,8 @@ type Claim struct {
 	// Abandoned is set when an earlier delivery claimed the call and never finished it:
 	// its executor died, and whether the tool ran is unknown.
 	Abandoned *Record
-	// PriorAttempts counts the attempts of earlier deliveries that failed safely, and
+	// PriorAttempts counts the attempts of earlier deliveries — those that failed
+	// safely, and one for a delivery that was abandoned (it started the call) — and
 	// FirstAttempt is when the first of them started.
 	PriorAttempts int
 	FirstAttempt  time.Time
@@ -99,12 +102,15 @@ func (c KV) Begin(ctx context.Context, id string) (Claim, error) {
 		}
 		return cl, nil
 	}
-	return Claim{Abandoned: &prev, rev: prevRev}, nil
+	// The abandoned delivery started the call: one attempt more than it found.
+	return Claim{Abandoned: &prev, rev: prevRev, PriorAttempts: prev.Attempts + 1, FirstAttempt: cmp.Or(prev.FirstAttempt, prev.Started)}, nil
 }
 
 // TakeOver implements [Store].
 func (c KV) TakeOver(ctx context.Context, id string, cl *Claim) error {
-	rec, _ := json.Marshal(Record{State: stateRunning, Owner: c.Owner, Started: time.Now().UTC()})
+	// The attempts so far go on with the claim: if this executor stops too, the next
+	// one counts on from them.
+	rec, _ := json.Marshal(Record{State: stateRunning, Owner: c.Owner, Started: time.Now().UTC(), Attempts: cl.PriorAttempts, FirstAttempt: cl.FirstAttempt.UTC()})
 	rev, err := c.KV.Update(ctx, bus.Key(id), rec, cl.rev)
 	if err != nil {
 		return fmt.Errorf("take over %s: %w", id, err)

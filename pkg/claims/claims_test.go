@@ -174,6 +174,10 @@ func TestBegin(t *testing.T) {
 					t.Errorf("record %+v, want executor-b's running claim", rec)
 				}
 			}
+			if tt.wantAbandoned != "" {
+				// The abandoned delivery started the call: one attempt, from then.
+				tt.wantPrior, tt.wantFirst = 1, cl.Abandoned.Started
+			}
 			if cl.PriorAttempts != tt.wantPrior || !cl.FirstAttempt.Equal(tt.wantFirst) {
 				t.Errorf("prior attempts %d from %v, want %d from %v", cl.PriorAttempts, cl.FirstAttempt, tt.wantPrior, tt.wantFirst)
 			}

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/redact"
 	"github.com/toolbus/toolbus/pkg/telemetry"
@@ -19,11 +21,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// RetryPolicy bounds the in-process retries of one delivery of a call. Only transient
-// failures are retried, and only when repeating cannot repeat a side effect: the tool is
-// read-only or idempotent, or the request provably never left.
+// RetryPolicy bounds the retries of a call. Only transient failures are retried, and
+// only when repeating cannot repeat a side effect: the tool is read-only or idempotent,
+// or the request provably never left.
 type RetryPolicy struct {
-	// MaxAttempts per delivery, the first included. Default 3.
+	// MaxAttempts of a call in all, the first included, across its deliveries (the
+	// claims carry the count from one to the next); a route's own (an MCP server's
+	// "retry.maxAttempts") wins. Default 3.
 	MaxAttempts int
 	// InitialInterval of the exponential backoff (with jitter). Default 100ms.
 	InitialInterval time.Duration
@@ -33,15 +37,21 @@ type RetryPolicy struct {
 	MaxElapsed time.Duration
 }
 
-func (p RetryPolicy) backoff(ctx context.Context) backoff.BackOff {
-	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = 3
-	}
+// DefaultMaxAttempts is the default of [RetryPolicy.MaxAttempts].
+const DefaultMaxAttempts = 3
+
+// backoff waits between the attempts of one delivery, at most retries of them.
+func (p RetryPolicy) backoff(ctx context.Context, retries int) backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = cmp.Or(p.InitialInterval, 100*time.Millisecond)
 	b.MaxInterval = cmp.Or(p.MaxInterval, 2*time.Second)
 	b.MaxElapsedTime = cmp.Or(p.MaxElapsed, 10*time.Second)
-	return backoff.WithContext(backoff.WithMaxRetries(b, uint64(p.MaxAttempts-1)), ctx)
+	return backoff.WithContext(backoff.WithMaxRetries(b, uint64(max(retries, 0))), ctx)
+}
+
+// MaxAttempts is how many times a call on route r may be tried in all.
+func (e *Executor) MaxAttempts(r Route) int {
+	return cmp.Or(r.MaxAttempts, e.Retry.MaxAttempts, DefaultMaxAttempts)
 }
 
 // Executor runs calls on their backends. It knows nothing of NATS.
@@ -70,6 +80,8 @@ type Executor struct {
 	Gate Gate
 	// Metrics, when set, counts calls by tool, server and outcome, and retries.
 	Metrics *telemetry.Metrics
+
+	schemas schemas
 }
 
 // Gate is a circuit breaker over backends, fed by health probes and by call outcomes.
@@ -87,6 +99,9 @@ type Outcome struct {
 	Retryable bool
 	// MaybeRan: the tool may have run although the call failed.
 	MaybeRan bool
+	// Exhausted: the failure is transient and repeating the call would be safe, but
+	// its attempts or its time budget ran out.
+	Exhausted bool
 }
 
 // Execute routes one call and runs it, with in-process retries of safe transient
@@ -131,7 +146,8 @@ type Earlier struct {
 	// First is when the call was first tried (zero: now); its time budget counts from
 	// there.
 	First time.Time
-	// Attempts counts the attempts made so far; this delivery's are numbered on.
+	// Attempts counts the attempts made so far; this delivery's are counted on, and
+	// only what remains of the route's MaxAttempts is tried.
 	Attempts int
 }
 
@@ -157,11 +173,22 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	defer cancel()
 	res := messages.ResultFor(call)
 	res.Attempts = earlier.Attempts
+	failed := Failed{Name: call.Tool, Route: r, Budget: budget.Sub(first)}
 	if err != nil {
-		return res.Fail(err), Outcome{}
+		return res.Fail(Classify(err, failed)), Outcome{}
 	}
 	res.Backend = r.Server
+	if call.Arguments, err = e.schemas.checkArguments(call.Tool, r, call.Arguments); err != nil {
+		return res.Fail(Classify(err, failed)), Outcome{}
+	}
 	safe := r.Info.ReadOnly || r.Info.Idempotent
+	maxAttempts := e.MaxAttempts(r)
+	if earlier.Attempts >= maxAttempts {
+		// Earlier deliveries used every attempt up (one that failed after its last
+		// attempt was recorded): answer now, try nothing.
+		return res.Fail(messages.Errorf(messages.CodeServerUnavailable,
+			"the call to %q was tried %d times, as many as it may be, and failed", messages.EchoName(call.Tool), earlier.Attempts)), Outcome{Exhausted: true}
+	}
 
 	var out json.RawMessage
 	var last *messages.ToolError
@@ -174,7 +201,12 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	// one starts: only an attempt that another follows is a retry, with a reason.
 	var pending trace.Span
 	var pendingCode, pendingReason string
-	sent := 0 // failed attempts that reached the server (not refused before sending)
+	sent := 0  // failed attempts that reached the server (not refused before sending)
+	tries := 0 // this delivery's attempts, refused ones included
+	// retryable: last may be tried again, now or by a later delivery.
+	retryable := func() bool {
+		return last.Retryable() && (safe || last.Unsent) && res.Attempts < maxAttempts && time.Now().Before(budget)
+	}
 	op := func() error {
 		if pending != nil {
 			pending.SetAttributes(telemetry.RetryReason.String(e.Redact.String(messages.EchoError(pendingReason))))
@@ -182,10 +214,11 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			pending = nil
 			e.Metrics.Retry(ctx, tool, r.Label(), pendingCode)
 		}
-		res.Attempts++
-		actx, span := tracer.Start(ctx, attemptName(res.Attempts))
+		tries++
+		number := earlier.Attempts + tries
+		actx, span := tracer.Start(ctx, attemptName(number))
 		if span.IsRecording() { // with tracing off, no attribute is built
-			span.SetAttributes(telemetry.Tool.String(tool), telemetry.Server.String(r.Label()), telemetry.Attempt.Int(res.Attempts))
+			span.SetAttributes(telemetry.Tool.String(tool), telemetry.Server.String(r.Label()), telemetry.Attempt.Int(number))
 			if r.MCP.Server != "" {
 				// OpenTelemetry's MCP conventions: the method and the tool's name on its server.
 				span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(r.MCP.Remote)))
@@ -193,16 +226,22 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		}
 		if e.Gate != nil {
 			if err = e.Gate.Allow(r.Server); err != nil {
-				// The server is known to be down: answer now, retry nothing.
+				// The server is known to be down: answer now, retry nothing. The try
+				// counts, as one that sent nothing does.
 				refused, last = true, messages.AsToolError(err)
+				res.Attempts++
 				span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
 				span.End()
 				return backoff.Permanent(err)
 			}
-			out, err = e.attempt(actx, r, call)
+		}
+		var requests atomic.Int32
+		out, err = e.attempt(mcpwire.WithSentCount(actx, &requests), r, call, failed)
+		// Each request an MCP server was sent (a resend after a broken connection too)
+		// is an attempt; a try that sent nothing (a command not found) is one.
+		res.Attempts += max(int(requests.Load()), 1)
+		if e.Gate != nil {
 			e.Gate.Report(r.Server, err)
-		} else {
-			out, err = e.attempt(actx, r, call)
 		}
 		if err == nil {
 			span.End()
@@ -214,7 +253,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		}
 		span.SetStatus(codes.Error, string(last.Code)) // the message may echo arguments: the model gets it, traces do not
 		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
-		if last.Retryable() && (safe || last.Unsent) && time.Now().Before(budget) {
+		if retryable() {
 			pending, pendingCode, pendingReason = span, string(last.Code), last.Message
 			return err
 		}
@@ -232,7 +271,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 				return firstErr
 			}
 			return op()
-		}, e.Retry.backoff(ctx))
+		}, e.Retry.backoff(ctx, maxAttempts-earlier.Attempts-1))
 	}
 	if pending != nil {
 		pending.End() // the last attempt: nothing followed it
@@ -245,22 +284,17 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			if sent > 0 {
 				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
 					"%d earlier attempt(s) of this call were sent and failed; %s", sent, last.Message)}
-			} else if tried := res.Attempts - 1; tried > 0 {
+			} else if tried := tries - 1; tried > 0 {
 				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
 					"%d earlier attempt(s) of this call could not reach the server; %s", tried, last.Message)}
 			}
 			return res.Fail(last), Outcome{}
 		}
-		if last.Code == messages.CodeTimeout && !safe && !last.Unsent {
-			// It may still complete on the server: say so, and never repeat it.
-			last = &messages.ToolError{Code: messages.CodeOutcomeUnknown, Err: last, Message: fmt.Sprintf(
-				"the call to %q did not finish within its time budget of %v; it may still complete, and it was not repeated: check its effect before calling it again",
-				messages.EchoName(call.Tool), budget.Sub(first).Round(time.Millisecond))}
-		}
 		oc := Outcome{
-			Retryable: last.Retryable() && (safe || last.Unsent) && time.Now().Before(budget),
+			Retryable: retryable(),
 			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
 		}
+		oc.Exhausted = !oc.Retryable && last.Retryable() && (safe || last.Unsent)
 		return res.Fail(last), oc
 	}
 	if len(out) == 0 || !messages.Valid(out) {
@@ -280,9 +314,9 @@ func attemptName(n int) string {
 	return "attempt " + strconv.Itoa(n)
 }
 
-// attempt runs the call once under its timeout, turning panics and plain errors into
-// *messages.ToolError.
-func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall) (out json.RawMessage, err error) {
+// attempt runs the call once under its timeout, turning panics into internal errors
+// and every failure into the *messages.ToolError [Classify] makes of it.
+func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall, f Failed) (out json.RawMessage, err error) {
 	// ctx ends with the call's time budget: the attempt gets what remains of it.
 	defer func() {
 		if r := recover(); r != nil {
@@ -295,14 +329,7 @@ func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall)
 	}
 	out, err = r.Call(ctx, call.Conversation, args)
 	if err != nil {
-		var te *messages.ToolError
-		switch {
-		case errors.As(err, &te):
-		case errors.Is(err, context.DeadlineExceeded):
-			err = &messages.ToolError{Code: messages.CodeTimeout, Message: fmt.Sprintf("the tool %q did not finish within its time budget", messages.EchoName(call.Tool)), Err: err}
-		default:
-			err = &messages.ToolError{Code: messages.CodeToolError, Message: err.Error(), Err: err}
-		}
+		return nil, Classify(err, f)
 	}
-	return out, err
+	return out, nil
 }

@@ -51,8 +51,8 @@ func TestExecute(t *testing.T) {
 		{name: "success", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 0, nil, false, c) }, wantCalls: 1},
 		{name: "unknown tool", call: "nope", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 0, nil, false, c) }, wantCode: messages.CodeUnknownTool},
 		{name: "idempotent transient retried to success", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 2, unavailable, true, c) }, wantCalls: 3},
-		{name: "idempotent transient exhausted", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 9, unavailable, true, c) },
-			wantCode: messages.CodeServerUnavailable, wantCalls: 3, wantRetryable: true, wantMaybeRan: true},
+		{name: "idempotent transient exhausted: MaxAttempts in all, no later delivery", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 9, unavailable, true, c) },
+			wantCode: messages.CodeServerUnavailable, wantCalls: 3, wantMaybeRan: true},
 		{name: "side effect after send not retried", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 1, unavailable, false, c) },
 			wantCode: messages.CodeServerUnavailable, wantCalls: 1, wantMaybeRan: true},
 		{name: "side effect unsent retried", tool: func(c *atomic.Int32) localtools.Tool { return flaky("t", 2, refused, false, c) }, wantCalls: 3},
@@ -171,7 +171,7 @@ func TestRetriesAreAttemptsThatAnotherFollows(t *testing.T) {
 		{name: "exhausted", fails: 9, wantAttempts: 3, wantRetries: 2},
 		{name: "second attempt succeeds", fails: 1, wantAttempts: 2, wantRetries: 1, wantSucceeded: true},
 		{name: "first attempt succeeds", fails: 0, wantAttempts: 1, wantRetries: 0, wantSucceeded: true},
-		{name: "after two earlier deliveries", fails: 9, earlier: 6, wantAttempts: 9, wantRetries: 2},
+		{name: "after an earlier delivery: MaxAttempts in all", fails: 9, earlier: 1, wantAttempts: 3, wantRetries: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls atomic.Int32

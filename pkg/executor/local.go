@@ -32,7 +32,9 @@ func (b LocalBackend) Resolve(_ context.Context, name string) (Route, bool, erro
 	}
 	info := t.Info
 	info.Name = t.Name()
-	return Route{Server: "local", Info: info, Ref: catalog.Ref{Server: t.Server, Tool: t.Info.Name},
+	// A tool with a time limit of its own (a tools-folder tool's) has that as its
+	// call's budget: it is stopped there, so no budget beyond it can be used.
+	return Route{Server: "local", Info: info, Ref: catalog.Ref{Server: t.Server, Tool: t.Info.Name}, Timeout: t.Timeout,
 		Run: func(ctx context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
 			return t.Run(ctx, args)
 		}}, true, nil

@@ -119,7 +119,10 @@ func TestMCPBackendErrors(t *testing.T) {
 			}
 			var out json.RawMessage
 			if err == nil {
-				out, err = r.Call(ctx, "c1", json.RawMessage(`{}`))
+				// The route's failures are the pool's errors; the executor classifies them.
+				if out, err = r.Call(ctx, "c1", json.RawMessage(`{}`)); err != nil {
+					err = executor.Classify(err, executor.Failed{Name: tt.tool, Route: r})
+				}
 			}
 			if tt.wantErr == "" {
 				if err != nil || string(out) != `{"ok":true}` {

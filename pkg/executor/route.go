@@ -48,13 +48,18 @@ type Route struct {
 	// Timeout, when set, is the time budget of calls on this route (an MCP server's
 	// configured timeout); see [Executor.Budget].
 	Timeout time.Duration
+	// MaxAttempts, when set, is how many times a call on this route may be tried in
+	// all, across deliveries (an MCP server's "retry.maxAttempts"); see
+	// [Executor.MaxAttempts].
+	MaxAttempts int
 	// Session, when set, names the server in whose conversation's own session the call
 	// runs (a conversation-scoped MCP server): every call of the conversation must reach
 	// the replica holding that session ([Stage.Owners]).
 	Session string
 
 	// Run runs the call for a conversation: the backend's work. A failure is a
-	// *messages.ToolError (or an error the executor reports as tool_error).
+	// *messages.ToolError, or an error [Classify] tells (an MCP pool's errors, a
+	// deadline; anything else is a tool_error).
 	Run func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error)
 }
 

@@ -190,7 +190,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 				"the call to %q was started by an executor that stopped before it finished (%s, started %s); "+
 					"the tool may or may not have run, and it is not idempotent, so it was not run again: check its effect before calling it again",
 				messages.EchoName(call.Tool), claim.Abandoned.Owner, claim.Abandoned.Started.Format(time.RFC3339)))
-			res.Attempts = d.Delivered
+			res.Attempts = max(claim.PriorAttempts, 1)
 			s.Exec.RecordCall(ctx, call, route, routeErr, res, claim.Abandoned.Started)
 			return s.finish(ctx, call, res, true, false)
 		}
@@ -211,6 +211,13 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	}
 	var session mcpwire.SessionReport
 	res, oc := s.Exec.ExecuteRoute(mcpwire.WithReport(ctx, &session), call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts})
+	if safe && claimed && d.Delivered > 1 && claim.PriorAttempts == 0 && routeErr == nil {
+		// A read-only or idempotent call is not claimed on its first delivery, so a
+		// delivery that ran it and was handed back after (its answer not published, its
+		// ack lost, its executor stopped) left no record: the answer counts each as one
+		// attempt (the retry bound counts only recorded ones).
+		res.Attempts += d.Delivered - 1
+	}
 	// What the model reads is masked with the secrets of the server that wrote it (and
 	// the shared ones), not with every server's.
 	mask := s.Exec.Redact.For(strings.TrimPrefix(route.Server, "mcp:"))
@@ -254,7 +261,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		s.Owners.Opened(ctx, lease)
 	}
 	s.Exec.RecordCall(ctx, call, route, routeErr, res, first) // once, answered
-	return s.finish(ctx, call, res, claimed, !res.Success && oc.Retryable)
+	return s.finish(ctx, call, res, claimed, !res.Success && (oc.Retryable || oc.Exhausted))
 }
 
 // place finds the replica that holds the conversation's session with server: this one

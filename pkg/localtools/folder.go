@@ -308,7 +308,7 @@ func (f *Folder) load(dir, stem string) (*folderTool, error) {
 		}
 		return out, nil
 	}
-	return &folderTool{manifest: stampOf(mfi), exe: stampOf(efi), tool: Tool{Info: spec.info, Run: run}}, nil
+	return &folderTool{manifest: stampOf(mfi), exe: stampOf(efi), tool: Tool{Info: spec.info, Run: run, Timeout: timeout}}, nil
 }
 
 // readFileLimited reads at most limit bytes of path, failing if there are more.

@@ -70,7 +70,7 @@ func (p process) run(ctx context.Context, args []byte) (json.RawMessage, error) 
 	case stdout.overflow:
 		return nil, messages.Errorf(messages.CodeToolError, "the tool %q printed more than %d bytes on stdout and was stopped", p.name, p.maxOutput)
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, &messages.ToolError{Code: messages.CodeTimeout, Message: fmt.Sprintf("the tool %q did not finish within %s and was stopped", p.name, limit), Err: ctx.Err()}
+		return nil, &messages.ToolError{Code: messages.CodeTimeout, Message: fmt.Sprintf("the tool %q did not finish within %s and was stopped", p.name, limit), Err: ctx.Err(), Stopped: true}
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
 	case err != nil:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -26,6 +27,10 @@ type Tool struct {
 	// tool has it, and allow- and block-lists name it so ("mcp__calc__add"). Empty: a
 	// tool of no server, called by its name.
 	Server string
+	// Timeout, when set, is the tool's own time limit (a tools-folder tool's manifest
+	// or folder timeout): it stops the tool, and the executor takes it as the call's
+	// time budget.
+	Timeout time.Duration
 }
 
 // Name is what a model calls the tool, and the catalog shows: Info.Name, or for a tool

@@ -2,6 +2,7 @@ package mcpwire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -145,6 +146,11 @@ func (s *server) endedLocked(conv, why string) {
 // use of it.
 func (s *server) conversationSession(ctx context.Context, conv string) (sess session, release func(), err error) {
 	s.mu.Lock()
+	if err := s.err; s.sess == nil && errors.Is(err, ErrMisconfigured) {
+		// The server's own session failed so: a conversation's would too.
+		s.mu.Unlock()
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
+	}
 	for {
 		if s.ctx.Err() != nil {
 			s.mu.Unlock()

@@ -1,9 +1,15 @@
 package mcpwire
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net/http"
+	"os/exec"
 	"strings"
+	"syscall"
 
 	"github.com/toolbus/toolbus/pkg/catalog"
 )
@@ -28,7 +34,66 @@ var (
 	ErrConnectionLost = errors.New("connection lost during the call")
 	// ErrClosed: the pool was closed.
 	ErrClosed = errors.New("pool closed")
+	// ErrMisconfigured: the server cannot be used as configured until someone changes
+	// the configuration or the server — its command is not found or cannot be run, it
+	// refuses toolbus's credentials (HTTP 401 or 403), or its TLS certificate does not
+	// verify. Nothing was sent, and trying again cannot help: [ErrUnavailable] wraps it,
+	// and a call is answered at once ([Misconfigured] tells such a failure).
+	ErrMisconfigured = errors.New("server misconfigured")
 )
+
+// StatusError is an HTTP status that refused toolbus's requests to a server (401 or
+// 403: the credentials the configuration gives it are not accepted).
+type StatusError struct {
+	Status int
+	Err    error
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %v", e.Status, http.StatusText(e.Status), e.Err)
+}
+
+func (e *StatusError) Unwrap() error { return e.Err }
+
+// Misconfigured reports whether err is a failure only a change of the configuration or
+// of the server can end: a command that is not found or cannot be run, an HTTP 401 or 403
+// ([StatusError]), a TLS certificate that does not verify. It is the one place that
+// tells them; a session that fails so is marked with [ErrMisconfigured].
+func Misconfigured(err error) bool {
+	if errors.Is(err, ErrMisconfigured) {
+		return true
+	}
+	var (
+		notFound  *exec.Error
+		path      *fs.PathError
+		status    *StatusError
+		authority x509.UnknownAuthorityError
+		invalid   x509.CertificateInvalidError
+		host      x509.HostnameError
+		verify    *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return true // exec: "x": executable file not found in $PATH
+	case errors.As(err, &path) && path.Op == "fork/exec":
+		// No such file, permission denied, not an executable; not a busy or
+		// exhausted system, which passes.
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC)
+	case errors.As(err, &status):
+		return status.Status == http.StatusUnauthorized || status.Status == http.StatusForbidden
+	case errors.As(err, &authority), errors.As(err, &invalid), errors.As(err, &host), errors.As(err, &verify):
+		return true
+	}
+	return false
+}
+
+// misconfigured marks err with [ErrMisconfigured] when [Misconfigured] says it is one.
+func misconfigured(err error) error {
+	if err == nil || errors.Is(err, ErrMisconfigured) || !Misconfigured(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrMisconfigured, err)
+}
 
 // ToolError is a failure the server reported: a result with isError set (Code 0), or a
 // JSON-RPC error response to tools/call.

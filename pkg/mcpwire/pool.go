@@ -50,7 +50,9 @@ type Options struct {
 	Dial func(ctx context.Context, server string) (mcp.Transport, error)
 	// OnCatalog is called, from the server's own goroutine, after a server's tools were
 	// listed (on connect, on notifications/tools/list_changed and periodically), with
-	// that server's visible tools; toolbus mirrors them into the catalog bucket.
+	// that server's visible tools; toolbus mirrors them into the catalog bucket. A
+	// server that never listed any and cannot be used as configured ([ErrMisconfigured])
+	// is told with an empty list, so that nobody waits for its tools.
 	OnCatalog func(server string, tools []Tool)
 	// Logger defaults to discarding.
 	Logger *slog.Logger
@@ -388,6 +390,9 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 		}
 		res, err := s.callTool(ctx, sess, t.Remote, args)
 		release()
+		if err == nil || !neverSent(err) {
+			countSent(ctx)
+		}
 		if err == nil {
 			return resultValue(s.name, t.Remote, res)
 		}
@@ -415,6 +420,30 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 		// The request never reached the tool (an expired session, a restarted server),
 		// or the tool does no harm when run twice: reconnect and send it once more.
 	}
+}
+
+type sentKey struct{}
+
+// WithSentCount returns ctx whose tool calls add to n each tools/call request that may
+// have reached the server: one per call, and one more for each resend after a broken
+// connection. A request provably never sent is not counted.
+func WithSentCount(ctx context.Context, n *atomic.Int32) context.Context {
+	return context.WithValue(ctx, sentKey{}, n)
+}
+
+func countSent(ctx context.Context) {
+	if n, ok := ctx.Value(sentKey{}).(*atomic.Int32); ok {
+		n.Add(1)
+	}
+}
+
+// MaxAttempts returns how many times a call of server's tools may be tried in all, the
+// first included: its "retry.maxAttempts", or 0 when it sets none.
+func (p *Pool) MaxAttempts(server string) int {
+	if s, ok := p.server(server); ok && s.cfg.Retry != nil {
+		return max(s.cfg.Retry.MaxAttempts, 0)
+	}
+	return 0
 }
 
 // Refresh lists a server's tools again now.
@@ -615,7 +644,7 @@ const minHealthy = 5 * time.Second
 // run connects, serves the session until it ends, and reconnects, until ctx is done.
 func (s *server) run(ctx context.Context) {
 	b := s.cfg.Backoff()
-	first, loggedLogin := true, false
+	first, loggedLogin, loggedConfig := true, false, ""
 	expired := make(chan struct{})
 	go func() { defer close(expired); s.expireConversations(ctx) }()
 	defer func() {
@@ -635,8 +664,9 @@ func (s *server) run(ctx context.Context) {
 			first = false
 			close(s.tried)
 		}
+		next := b.NextBackOff()
 		if err == nil {
-			loggedLogin = false
+			loggedLogin, loggedConfig = false, ""
 			began := time.Now()
 			s.serve(ctx, sess)
 			s.end(sess)
@@ -650,10 +680,20 @@ func (s *server) run(ctx context.Context) {
 				s.log.Warn("the server needs an OAuth login; calls of its tools are answered server_unavailable until then", "err", err)
 				loggedLogin = true
 			}
+		} else if errors.Is(err, ErrMisconfigured) {
+			// Said once, tried again rarely: only a change of the configuration or of
+			// the server ends it. Its tools are listed as none meanwhile, so that
+			// whoever waits for every server's tools waits no more.
+			if msg := err.Error(); msg != loggedConfig {
+				s.log.Warn("the server cannot be used as configured; calls of its tools are answered server_unavailable at once", "err", err)
+				loggedConfig = msg
+			}
+			next = max(next, b.MaxInterval)
+			s.unlisted()
 		} else if ctx.Err() == nil {
 			s.log.Warn("cannot connect", "err", err)
 		}
-		wait := time.NewTimer(b.NextBackOff())
+		wait := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
 		case <-wait.C:
@@ -742,6 +782,17 @@ func (s *server) refresh(ctx context.Context, sess session) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
 	return s.list(ctx, sess)
+}
+
+// unlisted tells the catalog's watcher that the server has no tools, if it never
+// listed any: a server that cannot be used as configured is not waited for.
+func (s *server) unlisted() {
+	s.mu.Lock()
+	listed := s.listed
+	s.mu.Unlock()
+	if f := s.pool.opts.OnCatalog; f != nil && !listed {
+		f(s.name, []Tool{})
+	}
 }
 
 // finish records the outcome of an attempt and wakes the calls waiting for it.
@@ -846,6 +897,12 @@ func (s *server) session(ctx context.Context) (session, error) {
 	if sess := s.sess; sess != nil && !isDone(sess.done()) {
 		s.mu.Unlock()
 		return sess, nil
+	}
+	if err := s.err; s.sess == nil && errors.Is(err, ErrMisconfigured) {
+		// Connecting again now would fail the same way (and send the server another
+		// refused request): answer with it; the server's loop tries again in a while.
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
 	}
 	next := s.attempt
 	s.mu.Unlock()

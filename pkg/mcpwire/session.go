@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -164,23 +165,24 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 	var cmd *child
 	var direct *directCalls
 	tasks := &taskTools{}
+	var refused atomic.Int32 // a 401 or 403 the server answered while connecting
 	if t == nil {
 		switch cfg.Transport() {
 		case TransportStdio:
 			var err error
 			if cmd, err = command(cfg, log); err != nil {
 				cancel()
-				return nil, err
+				return nil, misconfigured(err)
 			}
 			t = &stdioTransport{cmd: cmd, maxMessage: cfg.MaxMessageBytes, grace: terminateGrace, tasks: tasks, stray: func(line string) {
 				log.Debug("stdio server printed a line that is not JSON-RPC; skipped", "server", name, "line", line)
 			}}
 		case TransportHTTP:
-			hc := sessionBound(forgottenSessions(withHeaders(observingTasks(httpClient, tasks), cfg.Headers)), sctx)
+			hc := sessionBound(forgottenSessions(noteRefusals(withHeaders(observingTasks(httpClient, tasks), cfg.Headers), &refused)), sctx)
 			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc, OAuthHandler: oauth}
 			direct = &directCalls{url: cfg.URL, client: hc, oauth: oauth, peer: &client.peer, maxMessage: cfg.maxMessage()}
 		case TransportSSE:
-			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(withHeaders(observingTasks(httpClient, tasks), cfg.Headers), sctx)}
+			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(noteRefusals(withHeaders(observingTasks(httpClient, tasks), cfg.Headers), &refused), sctx)}
 		default:
 			cancel()
 			return nil, fmt.Errorf("unknown transport %q", cfg.Type)
@@ -205,7 +207,10 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 		if expired && ctx.Err() == nil {
 			return nil, fmt.Errorf("no answer to initialize within %v: %w", timeout, context.DeadlineExceeded)
 		}
-		return nil, err
+		if status := refused.Load(); status != 0 {
+			err = &StatusError{Status: int(status), Err: err}
+		}
+		return nil, misconfigured(err)
 	}
 	s := &mcpSession{cs: cs, dead: make(chan struct{}), life: sctx, cancel: cancel, cmd: cmd, tasks: tasks}
 	if r := cs.InitializeResult(); direct != nil && r != nil && directProtocol(r.ProtocolVersion) {
@@ -286,6 +291,26 @@ type logWriter struct{ log *slog.Logger }
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.log.Debug("stderr", "text", string(p))
 	return len(p), nil
+}
+
+// noteRefusals returns a client that records in status the last 401 or 403 a server
+// answers: the go-sdk says only "Forbidden", and a refusal of the configured
+// credentials is a failure no retry ends ([Misconfigured]).
+func noteRefusals(base *http.Client, status *atomic.Int32) *http.Client {
+	return wrapTransport(base, func(rt http.RoundTripper) http.RoundTripper { return refusals{base: rt, status: status} })
+}
+
+type refusals struct {
+	base   http.RoundTripper
+	status *atomic.Int32
+}
+
+func (t refusals) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		t.status.Store(int32(resp.StatusCode))
+	}
+	return resp, err
 }
 
 // withHeaders returns a client that adds headers to every request.

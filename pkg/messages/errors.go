@@ -53,8 +53,13 @@ type ToolError struct {
 	// refused), so repeating it cannot repeat a side effect.
 	Unsent bool
 	// Final is set when trying again cannot help until someone acts (a server that
-	// needs a login): the failure is answered at once, never retried.
+	// needs a login, a command that is not found, credentials refused): the failure is
+	// answered at once, never retried.
 	Final bool
+	// Stopped is set when the tool was stopped at its time limit (a tools-folder
+	// process killed with everything it started): it cannot complete later, so a
+	// timeout is a timeout, not an unknown outcome.
+	Stopped bool
 }
 
 // Retryable reports whether the call may be tried again as it is: a retryable code,

@@ -152,7 +152,8 @@ func TestEmbedExampleOutsideTheModule(t *testing.T) {
 
 // WaitForTools: after it, a call of an MCP server's tool written without a marker (a
 // pythonic list after a sentence) is recognised from the first response; a server that
-// never lists its tools is named when the wait ends.
+// never lists its tools is named when the wait ends; a server whose command is not found
+// is not waited for (it cannot list any until the configuration changes).
 func TestWaitForTools(t *testing.T) {
 	memory := mcptest.NPMPackage(t, "@modelcontextprotocol/server-memory")
 	dir := t.TempDir()
@@ -161,7 +162,8 @@ func TestWaitForTools(t *testing.T) {
 		"mcpServers": map[string]any{
 			"memory": map[string]any{"command": "node", "args": []string{filepath.Join(memory, "dist", "index.js")},
 				"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}},
-			"gone": map[string]any{"command": filepath.Join(dir, "no-such-server")},
+			"gone":    map[string]any{"command": "sleep", "args": []string{"600"}}, // never answers
+			"missing": map[string]any{"command": filepath.Join(dir, "no-such-server")},
 		},
 		"engineering": map[string]any{"enabled": false},
 	})
@@ -188,7 +190,7 @@ func TestWaitForTools(t *testing.T) {
 			break
 		}
 	}
-	if err == nil || !strings.Contains(err.Error(), "gone") || strings.Contains(err.Error(), "memory") {
+	if err == nil || !strings.Contains(err.Error(), "gone") || strings.Contains(err.Error(), "memory") || strings.Contains(err.Error(), "missing") {
 		t.Fatalf("WaitForTools = %v, want the gone server named, and only it", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -58,7 +58,11 @@ func (c *Memory) Begin(_ context.Context, id string) (claims.Claim, error) {
 		c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
 		return claims.Claim{PriorAttempts: prev.Attempts, FirstAttempt: prev.FirstAttempt}, nil
 	}
-	return claims.Claim{Abandoned: &prev}, nil
+	first := prev.FirstAttempt
+	if first.IsZero() {
+		first = prev.Started
+	}
+	return claims.Claim{Abandoned: &prev, PriorAttempts: prev.Attempts + 1, FirstAttempt: first}, nil
 }
 
 // TakeOver implements claims.Store, with compare-and-set as the calls bucket does it: it
@@ -72,7 +76,7 @@ func (c *Memory) TakeOver(_ context.Context, id string, cl *claims.Claim) error 
 		!cur.Started.Equal(cl.Abandoned.Started) || cur.Result != nil {
 		return fmt.Errorf("claim %s: taken over or finished by another delivery", id)
 	}
-	c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
+	c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now(), Attempts: cl.PriorAttempts, FirstAttempt: cl.FirstAttempt})
 	cl.Abandoned = nil
 	return nil
 }
