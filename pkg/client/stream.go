@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -109,11 +110,12 @@ func (s *Stream) Close(ctx context.Context) (*messages.Output, error) {
 	if s.closed {
 		return nil, errors.New("client: stream closed twice")
 	}
-	s.closed = true
-	defer s.stop()
 	if err := s.publish(nil, true); err != nil {
+		// Not closed: Close may be called again, and sends the same last chunk.
 		return nil, err
 	}
+	s.closed = true
+	defer s.stop()
 	out, err := s.c.await(ctx, s.conversation, s.id, s.ch, s.started)
 	if err != nil || s.opts.Progress == nil {
 		return out, err
@@ -143,20 +145,46 @@ func (s *Stream) report(r messages.ToolResult) {
 	s.opts.Progress(r)
 }
 
+// publish sends the next chunk and waits until JetStream stored it. A publish that got
+// no answer (a timeout, no responders: the stream's leader died or is being elected,
+// the connection is reconnecting) is sent again, with the same message id, until ctx
+// ends: the chunk may have been stored, and the id makes the second copy a no-op, but
+// a chunk left out would leave the response without its end.
 func (s *Stream) publish(p []byte, final bool) error {
-	s.n++
+	n := s.n + 1
 	msg := &nats.Msg{Subject: messages.StreamSubject(s.conversation), Data: p, Header: s.opts.header(s.conversation, s.id)}
-	msg.Header.Set(messages.HeaderChunk, strconv.Itoa(s.n))
-	msg.Header.Set(messages.HeaderMsgID, messages.ScopedID(s.conversation, s.id)+"/chunk/"+strconv.Itoa(s.n))
+	msg.Header.Set(messages.HeaderChunk, strconv.Itoa(n))
+	msg.Header.Set(messages.HeaderMsgID, messages.ScopedID(s.conversation, s.id)+"/chunk/"+strconv.Itoa(n))
 	if final {
 		msg.Header.Set(messages.HeaderFinal, "true")
 	}
 	bus.InjectTrace(s.ctx, msg.Header)
-	if _, err := s.c.js.PublishMsg(s.ctx, msg); err != nil {
-		s.n--
-		return fmt.Errorf("client: stream chunk %d: %w", s.n+1, err)
+	wait := 50 * time.Millisecond
+	for {
+		_, err := s.c.js.PublishMsg(s.ctx, msg)
+		if err == nil {
+			s.n = n
+			return nil
+		}
+		if !unanswered(err) || s.ctx.Err() != nil {
+			return fmt.Errorf("client: stream chunk %d: %w", n, err)
+		}
+		select {
+		case <-s.ctx.Done():
+			return fmt.Errorf("client: stream chunk %d: %w", n, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
-	return nil
+}
+
+// unanswered reports whether a publish failed without an answer from the stream, so
+// that sending it again is all it takes.
+func unanswered(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.As(err, &api) && api.Code == 503
 }
 
 func (s *Stream) stop() {

@@ -151,6 +151,12 @@ type Parser struct {
 	MaxResponseBytes int `json:"max_response_bytes,omitempty"`
 	MaxCalls         int `json:"max_calls,omitempty"`
 	MaxDepth         int `json:"max_depth,omitempty"`
+	// StreamIdleTimeout: a streamed response none of whose chunks came for this long is
+	// answered as it stands, with a timeout error saying it never finished (default
+	// 60s). StreamMaxChunks bounds the chunks of a streamed response (default 10000):
+	// a chunk numbered past it ends the response with a parse_error.
+	StreamIdleTimeout messages.Duration `json:"stream_idle_timeout,omitzero"`
+	StreamMaxChunks   int               `json:"stream_max_chunks,omitempty"`
 }
 
 // Executor configures the executor stage.
@@ -347,6 +353,9 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 	}
 	if _, err := toolcall.ParseReasoning(c.Parser.Reasoning); err != nil {
 		return nil, fmt.Errorf("%s: parser.reasoning: %w", source, err)
+	}
+	if c.Parser.StreamIdleTimeout < 0 || c.Parser.StreamMaxChunks < 0 {
+		return nil, fmt.Errorf("%s: parser.stream_idle_timeout and parser.stream_max_chunks cannot be negative", source)
 	}
 	if err := c.Local.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)

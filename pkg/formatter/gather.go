@@ -4,15 +4,19 @@ import (
 	"context"
 	"slices"
 
+	"github.com/toolbus/toolbus/pkg/order"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// gathered is what the gather bucket holds for one response. It is kept, complete, until
-// the bucket's TTL, so that a redelivered result finds the whole response again.
+// gathered is what the gather bucket holds for one response: its results until its
+// output is stored, then only the mark that it is answered (order.Finish), kept until
+// the bucket's TTL so that a redelivered result finds the response answered.
 type gathered struct {
-	Results []messages.ToolResult `json:"results,omitempty"`
+	Results  []messages.ToolResult `json:"results,omitempty"`
+	Answered bool                  `json:"answered,omitempty"`
 }
 
 // add merges r into g, in call order, and reports whether g changed. A result for an
@@ -33,6 +37,9 @@ type KVGatherer struct{ KV jetstream.KeyValue }
 // Results implements [Gatherer].
 func (s KVGatherer) Results(ctx context.Context, conversation, responseID string) ([]messages.ToolResult, error) {
 	g, _, err := bus.GetJSON[gathered](ctx, s.KV, bus.Key(messages.ScopedID(conversation, responseID)))
+	if err == nil && g.Answered {
+		return nil, order.ErrAnswered
+	}
 	return g.Results, err
 }
 
@@ -42,6 +49,9 @@ func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) ([]messa
 		return nil, nil
 	}
 	g, err := bus.UpdateJSON(ctx, s.KV, bus.Key(messages.ScopedID(rs[0].Conversation, rs[0].ResponseID)), func(g *gathered) (bool, error) {
+		if g.Answered {
+			return false, order.ErrAnswered
+		}
 		changed := false
 		for _, r := range rs {
 			changed = g.add(r) || changed
@@ -49,4 +59,9 @@ func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) ([]messa
 		return changed, nil
 	})
 	return g.Results, err
+}
+
+// Finish implements [Finisher].
+func (s KVGatherer) Finish(ctx context.Context, response string, keys ...string) error {
+	return order.Finish(ctx, s.KV, response, keys...)
 }

@@ -3,6 +3,7 @@ package formatter
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,13 @@ type Gatherer interface {
 	Results(ctx context.Context, conversation, responseID string) ([]messages.ToolResult, error)
 }
 
+// Finisher is a [Gatherer] that also clears a response away once its output is stored:
+// it marks the response answered, so that Add and Results give order.ErrAnswered for
+// it from then on, and deletes the keys the response left (order.Finish).
+type Finisher interface {
+	Finish(ctx context.Context, response string, keys ...string) error
+}
+
 // Streams keeps the state of streamed responses ([order.StreamStore]).
 type Streams interface {
 	Update(ctx context.Context, response string, fn func(*order.Streamed) (bool, error)) (order.Streamed, error)
@@ -35,6 +43,9 @@ type Plans interface {
 
 // Stage is the formatter.
 type Stage struct {
+	// Gather collects the results of responses of several calls. When it is a
+	// [Finisher] too ([KVGatherer] is), a response's keys are cleared away once its
+	// output is stored.
 	Gather Gatherer
 	// Plans holds the later segments of responses whose calls run in order: the formatter
 	// releases a segment once every call before it is answered.
@@ -76,9 +87,21 @@ func Decode(d *bus.Delivery) (messages.ToolResult, error) {
 // redelivered because its ack was lost): the output's message id makes the second
 // publish a no-op, and nothing is lost when the first publish failed. The same holds for
 // a segment's calls.
+//
+// Once the output of a gathered response is stored, the response is marked answered
+// and its keys are deleted ([Finisher]): a result that comes after that (redelivered
+// when its ack was lost) finds the mark and produces nothing.
 func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delivery) ([]bus.Outgoing, error) {
+	out, err := s.format(ctx, r, d)
+	if errors.Is(err, order.ErrAnswered) {
+		return nil, nil
+	}
+	return out, err
+}
+
+func (s *Stage) format(ctx context.Context, r messages.ToolResult, d *bus.Delivery) ([]bus.Outgoing, error) {
 	if r.Stream {
-		return s.streamed(ctx, r)
+		return s.streamed(ctx, r, d)
 	}
 	results := []messages.ToolResult{r}
 	if r.Count > 1 {
@@ -90,7 +113,7 @@ func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 		}
 		all, err := s.Gather.Add(ctx, r)
 		if err != nil {
-			return nil, bus.Retry(err, s.retryDelay())
+			return nil, retry(err, s.retryDelay())
 		}
 		if len(all) < r.Count && r.Next > 0 && answered(all, r.Next) {
 			var calls []bus.Outgoing
@@ -102,6 +125,7 @@ func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 			return nil, nil
 		}
 		results = all
+		s.finish(d, messages.ScopedID(r.Conversation, r.ResponseID), segmentKeys(messages.ScopedID(r.Conversation, r.ResponseID), all)...)
 	}
 	body, err := s.output(ctx, r.ResponseID, r.Conversation, results)
 	if err != nil {
@@ -123,21 +147,26 @@ const progressBytes = 4 << 10
 // marks it answered in the response's stream state, and returns the calls that may run
 // now, the result as progress, and the output once the response ended and every call is
 // answered.
-func (s *Stage) streamed(ctx context.Context, r messages.ToolResult) ([]bus.Outgoing, error) {
+func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Delivery) ([]bus.Outgoing, error) {
 	if s.Streams == nil {
 		return nil, fmt.Errorf("result %s is of a streamed response, but the formatter keeps no stream state", r.CallID)
 	}
 	response := messages.ScopedID(r.Conversation, r.ResponseID)
 	var out []bus.Outgoing
 	by := order.ByEnd
-	if !r.End {
+	if r.End {
+		// Answered already? Then the state below is gone, and must not be started again.
+		if _, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID); err != nil {
+			return nil, retry(err, s.retryDelay())
+		}
+	} else {
 		by = order.ByResult(r.Index)
 		fitted, err := s.fit(ctx, r, s.limit()/streamShare)
 		if err != nil {
 			return nil, bus.Retry(err, s.retryDelay())
 		}
 		if _, err := s.Gather.Add(ctx, fitted); err != nil {
-			return nil, bus.Retry(err, s.retryDelay())
+			return nil, retry(err, s.retryDelay())
 		}
 		progress := messages.CapResult(fitted, progressBytes)
 		out = append(out, bus.Outgoing{Subject: messages.ProgressSubject(r.Conversation), Meta: bus.Meta{
@@ -154,6 +183,13 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult) ([]bus.Outg
 	if err != nil {
 		return nil, bus.Retry(err, s.retryDelay())
 	}
+	// A result comes only for a call its response's state holds, and the end only once
+	// the state is final: a state without them was read from a replica of the bucket
+	// that is behind (on a cluster), and deciding on it could leave the response
+	// unanswered. Read again later.
+	if r.End && !st.Final || !r.End && r.Index >= len(st.Calls) {
+		return nil, bus.Retry(fmt.Errorf("response %s: its state was read before the %s that it must hold", response, by), 100*time.Millisecond)
+	}
 	for i := range released {
 		c := &released[i]
 		out = append(out, bus.Outgoing{Subject: messages.CallSubject(c.Conversation), Meta: bus.Meta{
@@ -165,19 +201,63 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult) ([]bus.Outg
 	}
 	all, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID)
 	if err != nil {
-		return nil, bus.Retry(err, s.retryDelay())
+		return nil, retry(err, s.retryDelay())
 	}
 	if len(all) < len(st.Calls) {
 		// Every call is answered, so every result was gathered first: this read is behind.
 		return nil, bus.Retry(fmt.Errorf("response %s: %d of %d results read", response, len(all), len(st.Calls)), 50*time.Millisecond)
 	}
+	all = all[:len(st.Calls)]
+	if st.End != nil {
+		// The response ended without its last chunk: the output says why, after the
+		// results of its calls.
+		all = append(all, messages.ToolResult{ResponseID: r.ResponseID, Conversation: r.Conversation, Index: len(st.Calls), Stream: true}.Fail(
+			&messages.ToolError{Code: st.End.Code, Message: st.End.Message}))
+	}
 	body, err := s.output(ctx, r.ResponseID, r.Conversation, all)
 	if err != nil {
 		return nil, bus.Retry(err, s.retryDelay())
 	}
+	s.finish(d, response, order.StreamKeys(response)...)
 	return append(out, bus.Outgoing{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
 		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: response,
 	}, Body: body}), nil
+}
+
+// retry hands a delivery back after a gatherer's error, except order.ErrAnswered, which
+// Format reads as "nothing left to do".
+func retry(err error, delay time.Duration) error {
+	if errors.Is(err, order.ErrAnswered) {
+		return err
+	}
+	return bus.Retry(err, delay)
+}
+
+// finish clears response (by its scoped id) and keys away once the output d produces
+// is stored, when the gatherer can ([Finisher]).
+func (s *Stage) finish(d *bus.Delivery, response string, keys ...string) {
+	f, ok := s.Gather.(Finisher)
+	if !ok || d == nil {
+		return
+	}
+	d.OnPublished(func(ctx context.Context) error { return f.Finish(ctx, response, keys...) })
+}
+
+// segmentKeys are the keys of the segments of the response (by its scoped id) whose
+// results are all: each result names the start of the segment after its own (Next).
+func segmentKeys(response string, all []messages.ToolResult) []string {
+	var keys []string
+	seen := map[int]bool{}
+	for _, r := range all {
+		if r.Next > 0 && !seen[r.Next] {
+			if len(keys) == 0 {
+				keys = append(keys, order.Key(response, 0))
+			}
+			seen[r.Next] = true
+			keys = append(keys, order.Key(response, r.Next))
+		}
+	}
+	return keys
 }
 
 // answered reports whether results, in call order, answer every call before index n.

@@ -345,3 +345,41 @@ func TestFormatStreamed(t *testing.T) {
 		})
 	}
 }
+
+// A streamed response that ended without its last chunk is answered with its calls'
+// results and then its end's error; an end read before the state says the response
+// ended (a replica behind) is handed back, not taken for "not yet".
+func TestFormatStreamedEndError(t *testing.T) {
+	streams := &ordertest.Streams{}
+	s := &Stage{Gather: &memGatherer{}, Streams: streams}
+	ctx := context.Background()
+	call := messages.ToolCall{ID: messages.CallID("c1", "s2", 0), ResponseID: "s2", Conversation: "c1", Index: 0, Tool: "read", Arguments: json.RawMessage(`{}`)}
+	streams.Update(ctx, "c1/s2", func(st *order.Streamed) (bool, error) {
+		st.Add([]messages.ToolCall{call}, []bool{true})
+		st.Release(order.ByChunk(1))
+		return true, nil
+	})
+	end := messages.ToolResult{CallID: "c1/s2/end", ResponseID: "s2", Conversation: "c1", Index: 1, Stream: true, End: true}
+	var retry *bus.RetryError
+	if _, err := s.Format(ctx, end, &bus.Delivery{}); !errors.As(err, &retry) {
+		t.Fatalf("an end before the state is final: %v, want a retry", err)
+	}
+	streams.Update(ctx, "c1/s2", func(st *order.Streamed) (bool, error) {
+		st.Final, st.End = true, &messages.ResultError{Code: messages.CodeTimeout, Message: "the streamed response never finished"}
+		return true, nil
+	})
+	if out, err := s.Format(ctx, end, &bus.Delivery{}); err != nil || len(out) != 0 {
+		t.Fatalf("the end before the result: %v %v", out, err)
+	}
+	r := messages.ResultFor(call)
+	r.Stream, r.Success, r.Result = true, true, json.RawMessage(`{"ok":1}`)
+	out, err := s.Format(ctx, r, &bus.Delivery{})
+	if err != nil || len(out) != 2 {
+		t.Fatalf("the last result: %v %v", out, err)
+	}
+	var o messages.Output
+	if err := messages.DecodeOutput(out[1].Body, &o); err != nil || len(o.Results) != 2 || !o.Results[0].Success ||
+		o.Results[1].Error == nil || o.Results[1].Error.Code != messages.CodeTimeout || !strings.Contains(o.Text, "never finished") {
+		t.Errorf("output %+v, %v", o, err)
+	}
+}

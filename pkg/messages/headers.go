@@ -31,7 +31,9 @@ const (
 	// HeaderChunk numbers the chunks of a streamed response, from 1, in the order the
 	// model wrote them.
 	HeaderChunk = "Toolbus-Chunk"
-	// HeaderFinal marks a streamed response's last chunk ("true").
+	// HeaderFinal marks a streamed response's last chunk: "true", "1", "yes" or "on"
+	// (any case; "false", "0", "no", "off" or none: not the last). Any other value ends
+	// the response with a parse_error.
 	HeaderFinal = "Toolbus-Final"
 	// HeaderDeadline is an RFC 3339 time after which a call is answered with timeout.
 	HeaderDeadline = "Toolbus-Deadline"

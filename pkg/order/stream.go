@@ -28,6 +28,11 @@ type Streamed struct {
 	Final bool `json:"final,omitempty"`
 	// OnError is the response's policy for the calls after a failed one.
 	OnError OnError `json:"on_error,omitempty"`
+	// End, set with Final, says why the response ended without its last chunk read
+	// (no chunk for the idle timeout, a chunk over a limit, a header nobody can read):
+	// the calls not released by then are released with it as their error, so they are
+	// answered without running, and the output carries it after the calls' results.
+	End *messages.ResultError `json:"end,omitempty"`
 }
 
 // StreamCall is one call of a streamed response.
@@ -84,6 +89,16 @@ func (st *Streamed) Release(by string) ([]messages.ToolCall, bool) {
 		start := p
 		for c.Together && start > 0 && st.Calls[start-1].Together {
 			start--
+		}
+		if st.Final && st.End != nil {
+			// The response ended without its last chunk: what did not run by then never
+			// runs; it is answered with why.
+			if c.Call.Error == nil {
+				c.Call.Error = &messages.ResultError{Code: st.End.Code, Message: "not run: " + st.End.Message}
+			}
+			c.By = by
+			changed = true
+			continue
 		}
 		failed := -1
 		for i := range start {

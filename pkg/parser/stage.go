@@ -35,6 +35,11 @@ type Stage struct {
 	// far and which calls were released.
 	Texts   Texts
 	Streams Streams
+	// StreamIdle is how long a streamed response may go without a chunk before it is
+	// answered as it stands (default DefaultStreamIdle, negative never); MaxChunks
+	// bounds its chunks (default DefaultMaxChunks, negative no bound).
+	StreamIdle time.Duration
+	MaxChunks  int
 	// Serves reports whether the deployment serves a conversation's tenant
 	// (bus.Topology.Serves); nil serves every one. A response of another tenant has
 	// no stream to answer into: it is dead-lettered.

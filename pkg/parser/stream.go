@@ -1,7 +1,6 @@
 package parser
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/order"
@@ -20,22 +18,40 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Texts keeps the text of streamed responses as their chunks are read.
+// Texts keeps the text of streamed responses as their chunks are read ([TextStore]).
+// Every method returns the response as stored after it, and order.ErrAnswered for a
+// response whose output is stored already (its text is gone).
 type Texts interface {
 	// Append adds chunk number n (from 1; final marks the last) to the text of response
-	// (by its scoped id) and returns the text read so far: every chunk up to the first
-	// one still missing, and whether the final chunk is among them. A chunk added before
-	// (a redelivery) changes nothing; one that arrives before its predecessor waits for
-	// it, and the text returned is without it. A chunk that would make the text longer
-	// than limit bytes gives ErrTooLong. first holds the headers that say how to read
-	// the response, kept from chunk 1 (later chunks' are ignored), and returned.
+	// (by its scoped id): the text read so far is every chunk up to the first one still
+	// missing; one that arrives before its predecessor waits for it. A chunk added
+	// before (a redelivery), or after the response ended, changes nothing. A chunk that
+	// would make what the response holds longer than limit bytes gives ErrTooLong.
+	// first holds the headers that say how to read the response, kept from chunk 1
+	// (later chunks' are ignored).
 	Append(ctx context.Context, response string, n int, chunk []byte, final bool, limit int, first Reading) (Streamed, error)
+	// End ends the response without its last chunk, why being the reason the output
+	// gives and by what ended it (order.ByChunk, ByWatch); a response that ended
+	// already stays as it ended.
+	End(ctx context.Context, response, by string, why *messages.ResultError) (Streamed, error)
+	// Expire ends the response with why's error, by ByWatch, when nothing was written to
+	// it for idle; otherwise it returns how long is left until then.
+	Expire(ctx context.Context, response string, idle time.Duration, why func(Streamed, time.Duration) *messages.ResultError) (Streamed, time.Duration, error)
+	// Watched records that the response's watch is published.
+	Watched(ctx context.Context, response string) error
+	// Finish is called once the response's output is stored: the response is marked
+	// answered and its text and state are deleted (order.Finish).
+	Finish(ctx context.Context, response string) error
 }
 
 // Reading is how a streamed response is read: its format pin, its reasoning mode and
 // its calls' deadline, as the headers of its first chunk give them, so that every chunk
 // of the response is read alike.
-type Reading struct{ Format, Reasoning, Deadline string }
+type Reading struct {
+	Format    string `json:"format,omitempty"`
+	Reasoning string `json:"reasoning,omitempty"`
+	Deadline  string `json:"deadline,omitempty"`
+}
 
 // ReadingOf returns the reading the headers of d give.
 func ReadingOf(d *bus.Delivery) Reading {
@@ -54,10 +70,23 @@ func mapControl(r rune) rune {
 // Streamed is a streamed response as read so far.
 type Streamed struct {
 	Text string
-	// Final: the text holds every chunk, the last one included.
-	Final   bool
+	// Read counts the chunks in Text. Final: the text holds every chunk, the last one
+	// included.
+	Read  int
+	Final bool
+	// End, when set, says why the response ended without its last chunk, and By what
+	// ended it.
+	End *messages.ResultError
+	By  string
+	// Watched: the response's watch is published.
+	Watched bool
 	Reading Reading
+	// Found: the response has a text; Changed: the call that returned it wrote it.
+	Found, Changed bool
 }
+
+// Ended reports whether the response ended, with its last chunk or without.
+func (r Streamed) Ended() bool { return r.Final || r.End != nil }
 
 // Streams keeps the state of streamed responses ([order.StreamStore]).
 type Streams interface {
@@ -68,6 +97,10 @@ type Streams interface {
 // (the payload limit, less room for the entry's headers); parser.max_response_bytes
 // bounds it further.
 const MaxStreamedBytes = 1<<20 - 64<<10
+
+// DefaultStreamIdle is how long a streamed response may go without a chunk before it is
+// answered as it stands (parser.stream_idle_timeout).
+const DefaultStreamIdle = time.Minute
 
 // ErrTooLong: the chunk makes the response longer than its limit.
 var ErrTooLong = errors.New("the streamed response is over its size limit")
@@ -82,9 +115,17 @@ var ErrTooLong = errors.New("the streamed response is over its size limit")
 // Chunks are read in their order whichever replica takes them, in whatever order: the
 // text and the response's state live in the gather bucket, updated with compare-and-set,
 // and a chunk that comes before its predecessor waits there for it ([TextStore]). The
-// reading of the last chunk is the reading of whichever chunk completes the text. A replica that dies
-// mid-response leaves nothing behind that another cannot resume from, and the calls'
-// message ids make what it may have sent already a no-op.
+// reading of the last chunk is the reading of whichever chunk completes the text. A
+// replica that dies mid-response leaves nothing behind that another cannot resume from,
+// and the calls' message ids make what it may have sent already a no-op.
+//
+// Every streamed response ends. A chunk that cannot be taken (its number or final mark
+// unreadable, its number past MaxChunks, the text past its size limit, a conversation
+// header naming another conversation) ends it with that error; so does the idle
+// timeout, through a watch message the first chunk publishes on the response's subject
+// ([Stage.watch]). A response that ended without its last chunk is answered like one
+// that ended with it, its calls released by then having run and the rest not; the
+// output carries the error after their results.
 func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
 	meta := d.Meta
 	if err := s.check(meta.Conversation); err != nil {
@@ -93,36 +134,61 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	if meta.ResponseID == "" {
 		return nil, fmt.Errorf("chunk on %s: no %s header: a streamed response's chunks must name it", d.Subject, messages.HeaderResponseID)
 	}
-	response := messages.ScopedID(meta.Conversation, meta.ResponseID)
-	refuse := func(err error) []bus.Outgoing {
-		m := meta
-		m.MsgID = response
-		out := messages.RefusedOutput(meta.ResponseID, meta.Conversation, err)
-		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: m, Body: messages.AppendOutput(nil, &out)}}
-	}
-	if meta.Spoofed != "" {
-		return refuse(messages.Errorf(messages.CodeNotAllowed,
-			"the response was streamed on conversation %q's subject, but its %s header names %q; its tool calls were not run",
-			meta.Conversation, messages.HeaderConversation, meta.Spoofed)), nil
-	}
-	n, err := strconv.Atoi(d.Header.Get(messages.HeaderChunk))
-	if err != nil || n < 1 {
-		return refuse(messages.Errorf(messages.CodeParseError,
-			"a chunk of the streamed response has %s %q, not a number from 1; the response was not read", messages.HeaderChunk, d.Header.Get(messages.HeaderChunk))), nil
-	}
 	if s.Texts == nil || s.Streams == nil {
 		return nil, errors.New("the parser keeps no stream state: it cannot read streamed responses")
 	}
+	response := messages.ScopedID(meta.Conversation, meta.ResponseID)
+	if gen := watchGeneration(d, response); gen > 0 {
+		return s.watch(ctx, d, gen)
+	}
+	h, why := ReadChunkHeaders(d.Header, s.maxChunks())
+	if why == nil && meta.Spoofed != "" {
+		why = messages.Errorf(messages.CodeNotAllowed,
+			"chunk %d was streamed on conversation %q's subject, but its %s header names %q; the response was ended there and its calls not released before were not run",
+			h.N, meta.Conversation, messages.HeaderConversation, meta.Spoofed)
+	}
+	by := order.ByChunk(h.N)
 	limit := min(cmp.Or(s.maxInput(), toolcall.DefaultMaxInputSize), MaxStreamedBytes)
-	read, err := s.Texts.Append(ctx, response, n, d.Data, d.Header.Get(messages.HeaderFinal) == "true", limit, ReadingOf(d))
+	var read Streamed
+	var err error
+	if why == nil {
+		read, err = s.Texts.Append(ctx, response, h.N, d.Data, h.Final, limit, ReadingOf(d))
+		if errors.Is(err, ErrTooLong) {
+			why = messages.Errorf(messages.CodeParseError,
+				"the streamed response is over %d bytes with chunk %d, the limit; the calls after that point were not read", limit, h.N)
+		}
+	}
+	if why != nil {
+		read, err = s.Texts.End(ctx, response, by, &messages.ResultError{Code: why.Code, Message: why.Message})
+	}
 	switch {
-	case errors.Is(err, ErrTooLong):
-		return refuse(messages.Errorf(messages.CodeParseError,
-			"the streamed response is over %d bytes, the limit; the calls after that point were not read", limit)), nil
+	case errors.Is(err, order.ErrAnswered):
+		return nil, nil // a chunk after the output: nothing left to do
 	case err != nil:
 		return nil, bus.Retry(err, time.Second)
 	}
-	text, final := read.Text, read.Final
+	if read.Ended() && h.N > read.Read && read.By != by {
+		// A chunk after the response ended (past its last chunk, or after its end):
+		// whatever ended it answers the response.
+		return nil, nil
+	}
+	if h.N > read.Read && !read.Ended() {
+		// It waits for its predecessor: nothing is settled by it.
+		return s.watching(d, meta, response, read, nil), nil
+	}
+	out, err := s.settle(ctx, d, meta, response, read, by, h.N)
+	if err != nil {
+		return nil, err
+	}
+	return s.watching(d, meta, response, read, out), nil
+}
+
+// settle reads the text of a response as it stands (the whole response once it ended),
+// adds the calls it settles to the response's state and returns the calls that may run
+// now, released by by; once the response ended, its end for the formatter, or the
+// output of a response without calls.
+func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, response string, read Streamed, by string, n int) ([]bus.Outgoing, error) {
+	text, final, ended := read.Text, read.Final, read.Ended()
 	var deadline time.Time
 	if v := read.Reading.Deadline; v != "" {
 		deadline, _ = time.Parse(time.RFC3339Nano, v)
@@ -143,17 +209,19 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	for i := range w.Calls {
 		together[i] = s.together(snap, &w.Calls[i])
 	}
-	by := order.ByChunk(n)
 	var released []messages.ToolCall
 	st, err := s.Streams.Update(ctx, response, func(st *order.Streamed) (bool, error) {
-		changed := st.Add(w.Calls, together)
+		changed := false
+		if !st.Final {
+			changed = st.Add(w.Calls, together)
+		}
 		if st.OnError == "" && s.Order.OnError != "" {
 			// The policy holds from the first call on: a call released by a result
 			// before the last chunk is skipped after a failure too.
 			st.OnError, changed = s.Order.OnError, true
 		}
-		if final && !st.Final {
-			st.Final, changed = true, true
+		if ended && !st.Final {
+			st.Final, st.End, changed = true, read.End, true
 		}
 		var rel bool
 		released, rel = st.Release(by)
@@ -165,10 +233,15 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.ResponseID.String(meta.ResponseID),
 		attribute.Int("toolbus.chunk", n), attribute.Int("toolbus.calls", len(st.Calls)), attribute.Int("toolbus.released", len(released)))
 
-	if final && len(st.Calls) == 0 {
+	if st.Final && len(st.Calls) == 0 {
 		m := meta
 		m.MsgID = response
 		out := messages.NoToolCall(meta.ResponseID, meta.Conversation)
+		if st.End != nil {
+			out = messages.RefusedOutput(meta.ResponseID, meta.Conversation, &messages.ToolError{Code: st.End.Code, Message: st.End.Message})
+		}
+		// Once the output is stored, the response's keys go; its mark stays.
+		d.OnPublished(func(ctx context.Context) error { return s.Texts.Finish(ctx, response) })
 		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: m, Body: messages.AppendOutput(nil, &out)}}, nil
 	}
 	out := make([]bus.Outgoing, 0, len(released)+1)
@@ -178,7 +251,7 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		m.MsgID, m.Index, m.Count, m.Next = c.ID, c.Index, 0, 0
 		out = append(out, bus.Outgoing{Subject: messages.CallSubject(meta.Conversation), Meta: m, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
 	}
-	if final {
+	if st.Final {
 		// The formatter answers the response once every call is answered; the calls may
 		// all be answered already, so it is told the response ended (through the
 		// executor, as everything the formatter reads).
@@ -191,139 +264,86 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	return out, nil
 }
 
-// TextStore keeps the text of streamed responses in a key-value bucket (the gather
-// bucket). [TextKey] holds the number of chunks read, whether the last of them was
-// final, a line break, and the text of those chunks. A chunk that arrives before the one
-// it follows waits under [PieceKey] until the reading of its predecessor takes it in:
-// whichever replica reads a chunk also reads the chunks waiting after it, so chunks may
-// be taken by any replica in any order.
-type TextStore struct{ KV jetstream.KeyValue }
-
-// TextKey is where the text of a streamed response (by its scoped id) is kept.
-func TextKey(response string) string { return bus.Key(response) + ".text" }
-
-// PieceKey is where chunk n of a streamed response waits for the chunks before it.
-func PieceKey(response string, n int) string {
-	return bus.Key(response) + ".piece." + strconv.Itoa(n)
+// watching adds to out, the messages a chunk of response produced, the response's watch
+// while the response has none yet ([Stage.watch]), and records it once it is stored.
+func (s *Stage) watching(d *bus.Delivery, meta bus.Meta, response string, read Streamed, out []bus.Outgoing) []bus.Outgoing {
+	if s.streamIdle() <= 0 || read.Watched || read.Ended() || !read.Found {
+		return out
+	}
+	d.OnPublished(func(ctx context.Context) error { return s.Texts.Watched(ctx, response) })
+	return append(out, watchMessage(meta, response, 1))
 }
 
-// Append implements [Texts].
-func (s TextStore) Append(ctx context.Context, response string, n int, chunk []byte, final bool, limit int, first Reading) (Streamed, error) {
-	t, rev, err := s.read(ctx, response)
-	if err != nil {
-		return Streamed{}, err
-	}
-	if n > t.read+1 {
-		// Early: it waits for its predecessor, which may have been read meanwhile.
-		piece := append([]byte{'0'}, chunk...)
-		if final {
-			piece[0] = '1'
-		}
-		if _, err := s.KV.Put(ctx, PieceKey(response, n), piece); err != nil {
-			return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), PieceKey(response, n), err)
-		}
-		if t, rev, err = s.read(ctx, response); err != nil {
-			return Streamed{}, err
-		}
-		if n > t.read+1 {
-			return t.streamed(), nil
-		}
-	}
-	for {
-		if n <= t.read {
-			// Read already (a redelivery), or the chunk before it took it in; the chunks
-			// waiting after the text may be taken in now.
-			next, nextFinal, ok, err := s.piece(ctx, response, t.read+1)
-			if err != nil || !ok {
-				return t.streamed(), err
-			}
-			n, chunk, final = t.read+1, next, nextFinal
-		}
-		if len(t.text)+len(chunk) > limit {
-			return Streamed{}, fmt.Errorf("chunk %d of %s: %w", n, response, ErrTooLong)
-		}
-		next := streamText{read: n, final: final, reading: t.reading, text: append(append(make([]byte, 0, len(t.text)+len(chunk)), t.text...), chunk...)}
-		if n == 1 {
-			next.reading = first
-		}
-		var stored uint64
-		if rev == 0 {
-			stored, err = s.KV.Create(ctx, TextKey(response), next.encode())
-		} else {
-			stored, err = s.KV.Update(ctx, TextKey(response), next.encode(), rev)
-		}
-		switch {
-		case err == nil:
-			t, rev = next, stored
-		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			if t, rev, err = s.read(ctx, response); err != nil {
-				return Streamed{}, err
-			}
-		default:
-			return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), TextKey(response), err)
-		}
-	}
+// watchMessage is generation gen (from 1) of the watch of response: an empty message
+// on the response's subject without a chunk number, its message id
+// "<response>/watch/<gen>", which de-duplicates it and marks it as the watch.
+func watchMessage(meta bus.Meta, response string, gen int) bus.Outgoing {
+	m := bus.Meta{ResponseID: meta.ResponseID, Conversation: meta.Conversation, MsgID: response + "/watch/" + strconv.Itoa(gen)}
+	return bus.Outgoing{Subject: messages.StreamSubject(meta.Conversation), Meta: m}
 }
 
-// streamText is the value at TextKey: a line with the count of chunks read (and
-// " final"), a line with the reading (format, reasoning, deadline, tab-separated), and
-// the text.
-type streamText struct {
-	read    int
-	final   bool
-	reading Reading
-	text    []byte
+// watchGeneration is the generation of the watch d is, or 0 when d is no watch.
+func watchGeneration(d *bus.Delivery, response string) int {
+	rest, ok := strings.CutPrefix(d.Meta.MsgID, response+"/watch/")
+	if !ok || d.Header.Get(messages.HeaderChunk) != "" {
+		return 0
+	}
+	gen, err := strconv.Atoi(rest)
+	if err != nil || gen < 1 {
+		return 0
+	}
+	return gen
 }
 
-func (t streamText) streamed() Streamed {
-	return Streamed{Text: string(t.text), Final: t.final, Reading: t.reading}
+// watch handles the watch of a streamed response: a message of the parser's own on the
+// response's subject that the runner hands back until nothing was written to the
+// response's text for the idle timeout (StreamIdle), and which then ends the response
+// with a timeout error and answers it as a chunk that ended it would. It is a message
+// in the work queue, not a timer: whichever replica holds it may die, and another
+// takes it. When its deliveries run out, it is replaced by its next generation.
+func (s *Stage) watch(ctx context.Context, d *bus.Delivery, gen int) ([]bus.Outgoing, error) {
+	meta := d.Meta
+	response := messages.ScopedID(meta.Conversation, meta.ResponseID)
+	idle := s.streamIdle()
+	if idle <= 0 {
+		return nil, nil
+	}
+	if d.Last {
+		return []bus.Outgoing{watchMessage(meta, response, gen+1)}, nil
+	}
+	read, left, err := s.Texts.Expire(ctx, response, idle, idleError)
+	switch {
+	case errors.Is(err, order.ErrAnswered):
+		return nil, nil
+	case err != nil:
+		return nil, bus.Retry(err, time.Second)
+	case !read.Found:
+		return nil, nil // expired from the bucket: nothing left to answer
+	case read.Ended():
+		if read.By != ByWatch {
+			return nil, nil // what ended it answers the response
+		}
+		return s.settle(ctx, d, meta, response, read, order.ByEnd, read.Read)
+	}
+	return nil, bus.Retry(fmt.Errorf("watching streamed response %s: %d chunks read; it times out in %v unless a chunk comes", meta.ResponseID, read.Read, left.Round(time.Millisecond)), left)
 }
 
-func (t streamText) encode() []byte {
-	b := strconv.AppendInt(make([]byte, 0, len(t.text)+64), int64(t.read), 10)
-	if t.final {
-		b = append(b, " final"...)
+// idleError is the error a streamed response that went idle for idle is answered with.
+func idleError(read Streamed, idle time.Duration) *messages.ResultError {
+	after := fmt.Sprintf("after chunk %d", read.Read)
+	if read.Read == 0 {
+		after = "and chunk 1 never came"
 	}
-	b = append(b, '\n')
-	b = append(append(append(append(append(b, t.reading.Format...), '\t'), t.reading.Reasoning...), '\t'), t.reading.Deadline...)
-	return append(append(b, '\n'), t.text...)
+	return &messages.ResultError{Code: messages.CodeTimeout, Message: fmt.Sprintf(
+		"the streamed response never finished: no chunk came for %v %s, and none was marked %s; the calls released by then ran, the rest were not run",
+		idle, after, messages.HeaderFinal)}
 }
 
-func (s TextStore) read(ctx context.Context, response string) (streamText, uint64, error) {
-	e, err := s.KV.Get(ctx, TextKey(response))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return streamText{}, 0, nil
-	}
-	if err != nil {
-		return streamText{}, 0, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), TextKey(response), err)
-	}
-	bad := fmt.Errorf("%s/%s: not a streamed response's text", s.KV.Bucket(), TextKey(response))
-	head, rest, ok := bytes.Cut(e.Value(), []byte("\n"))
-	reading, text, ok2 := bytes.Cut(rest, []byte("\n"))
-	count, final := bytes.CutSuffix(head, []byte(" final"))
-	read, err := strconv.Atoi(string(count))
-	fields := strings.Split(string(reading), "\t")
-	if !ok || !ok2 || err != nil || len(fields) != 3 {
-		return streamText{}, 0, bad
-	}
-	return streamText{read: read, final: final, reading: Reading{Format: fields[0], Reasoning: fields[1], Deadline: fields[2]}, text: text}, e.Revision(), nil
-}
+// streamIdle is the idle timeout of streamed responses (negative: none).
+func (s *Stage) streamIdle() time.Duration { return cmp.Or(s.StreamIdle, DefaultStreamIdle) }
 
-// piece returns chunk n of response if it waits under PieceKey.
-func (s TextStore) piece(ctx context.Context, response string, n int) ([]byte, bool, bool, error) {
-	e, err := s.KV.Get(ctx, PieceKey(response, n))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, false, false, nil
-	}
-	if err != nil {
-		return nil, false, false, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), PieceKey(response, n), err)
-	}
-	v := e.Value()
-	if len(v) == 0 {
-		return nil, false, false, nil // deleted
-	}
-	return v[1:], v[0] == '1', true, nil
-}
+// maxChunks bounds the chunks of a streamed response (negative: no bound).
+func (s *Stage) maxChunks() int { return cmp.Or(s.MaxChunks, DefaultMaxChunks) }
 
 // maxInput is the configured bound of a response's size (0: toolcall's default).
 func (s *Stage) maxInput() int {

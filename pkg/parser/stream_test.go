@@ -58,7 +58,7 @@ func TestChunkAnyOrder(t *testing.T) {
 	}
 	for _, order := range []string{"in order", "reversed", "odd first"} {
 		t.Run(order, func(t *testing.T) {
-			s := &Stage{Catalog: cat, Texts: TextStore{KV: kv}, Streams: &ordertest.Streams{}}
+			s := &Stage{Catalog: cat, Texts: TextStore{KV: kv}, Streams: &ordertest.Streams{}, StreamIdle: -1}
 			idx := make([]int, len(parts))
 			for i := range idx {
 				idx[i] = i
@@ -109,7 +109,7 @@ func TestChunkAnyOrder(t *testing.T) {
 // chunk that names no number, or a spoofed conversation, is answered at once.
 func TestChunkAnswers(t *testing.T) {
 	kv := gatherKV(t)
-	s := &Stage{Texts: TextStore{KV: kv}, Streams: &ordertest.Streams{}}
+	s := &Stage{Texts: TextStore{KV: kv}, Streams: &ordertest.Streams{}, StreamIdle: -1}
 	ctx := context.Background()
 	out, err := s.Chunk(ctx, chunk("auto", 1, `<tool_call>{"name": "a", "arguments": {}}</tool_call> more`, false, nil))
 	if err != nil || len(out) != 0 {

@@ -477,7 +477,8 @@ func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
 		}
 	}
 	policy, _ := cfg.Order() // validated when loaded
-	return &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: policy}
+	return &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: policy,
+		StreamIdle: time.Duration(cfg.Parser.StreamIdleTimeout), MaxChunks: cfg.Parser.StreamMaxChunks}
 }
 
 // NewPool returns the pool of the configuration's MCP servers: o with the

@@ -1,0 +1,56 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/bus"
+)
+
+// ErrAnswered: the response's output is stored already; what still comes for it (a
+// redelivered result, a chunk after its end) has nothing left to do.
+var ErrAnswered = errors.New("the response is answered already")
+
+// answeredMark is what a response's key (bus.Key of its scoped id: the formatter's
+// gathered results) holds once its output is stored. The formatter's gathered value
+// reads the same field.
+type answeredMark struct {
+	Answered bool `json:"answered"`
+}
+
+// Answered reports whether the output of response (by its scoped id) is stored: its
+// key in the gather bucket holds the mark [Finish] leaves.
+func Answered(ctx context.Context, kv jetstream.KeyValue, response string) (bool, error) {
+	m, _, err := bus.GetJSON[answeredMark](ctx, kv, bus.Key(response))
+	return m.Answered, err
+}
+
+// Finish is called once the output of response (by its scoped id) is stored: it
+// replaces the response's key in the gather bucket (its gathered results) with the
+// answered mark, kept until the bucket's TTL so that whatever still comes for the
+// response finds it answered, then deletes keys, the others the response left there
+// ([StreamKeys] of a streamed response, the segments of an ordered one). The mark is
+// written first: a delivery that finds the keys gone finds the mark.
+func Finish(ctx context.Context, kv jetstream.KeyValue, response string, keys ...string) error {
+	mark, _ := json.Marshal(answeredMark{Answered: true})
+	if _, err := kv.Put(ctx, bus.Key(response), mark); err != nil {
+		return fmt.Errorf("%s/%s: %w", kv.Bucket(), bus.Key(response), err)
+	}
+	for _, k := range keys {
+		if err := kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("%s/%s: %w", kv.Bucket(), k, err)
+		}
+	}
+	return nil
+}
+
+// TextKey is where the parser keeps the text of a streamed response (by its scoped id)
+// as its chunks are read.
+func TextKey(response string) string { return bus.Key(response) + ".text" }
+
+// StreamKeys are the keys of a streamed response (by its scoped id) besides its
+// gathered results: its text and its state.
+func StreamKeys(response string) []string { return []string{TextKey(response), StreamKey(response)} }

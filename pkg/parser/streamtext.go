@@ -1,0 +1,276 @@
+package parser
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/order"
+)
+
+// TextStore keeps the text of streamed responses in a key-value bucket (the gather
+// bucket), one key per response ([TextKey]), updated with compare-and-set: the chunks
+// read in order, whether the last was among them or why the response ended without it,
+// and the chunks that came before their predecessor, which wait in the same value until
+// it comes. One key, so that a chunk's reading and the chunks waiting for it are one
+// write on one revision: on a cluster, a reader of two keys may see one of them behind
+// the other, and a chunk could wait for ever for a predecessor that was read.
+type TextStore struct{ KV jetstream.KeyValue }
+
+// TextKey is where the text of a streamed response (by its scoped id) is kept.
+func TextKey(response string) string { return order.TextKey(response) }
+
+// Append implements [Texts].
+func (s TextStore) Append(ctx context.Context, response string, n int, chunk []byte, final bool, limit int, first Reading) (Streamed, error) {
+	return s.update(ctx, response, func(t *streamText, _ time.Time) (bool, error) {
+		if t.ended() || n <= t.Read || t.waiting(n) {
+			return false, nil
+		}
+		if t.size()+len(chunk)+pieceOverhead > limit {
+			return false, fmt.Errorf("chunk %d of %s: %w", n, response, ErrTooLong)
+		}
+		if n == 1 {
+			t.Reading = first
+		}
+		t.add(n, chunk, final)
+		return true, nil
+	})
+}
+
+// End implements [Texts].
+func (s TextStore) End(ctx context.Context, response, by string, why *messages.ResultError) (Streamed, error) {
+	return s.update(ctx, response, func(t *streamText, _ time.Time) (bool, error) {
+		if t.ended() {
+			return false, nil
+		}
+		t.end(by, why)
+		return true, nil
+	})
+}
+
+// Expire implements [Texts].
+func (s TextStore) Expire(ctx context.Context, response string, idle time.Duration, why func(Streamed, time.Duration) *messages.ResultError) (Streamed, time.Duration, error) {
+	var left time.Duration
+	read, err := s.update(ctx, response, func(t *streamText, written time.Time) (bool, error) {
+		left = 0
+		if t.ended() {
+			return false, nil
+		}
+		if since := time.Since(written); since < idle {
+			left = idle - since
+			return false, nil
+		}
+		t.end(ByWatch, why(t.streamed(), idle))
+		return true, nil
+	})
+	return read, left, err
+}
+
+// Watched implements [Texts].
+func (s TextStore) Watched(ctx context.Context, response string) error {
+	_, err := s.update(ctx, response, func(t *streamText, _ time.Time) (bool, error) {
+		if t.Watched || t.ended() {
+			return false, nil
+		}
+		t.Watched = true
+		return true, nil
+	})
+	return err
+}
+
+// Finish implements [Texts].
+func (s TextStore) Finish(ctx context.Context, response string) error {
+	return order.Finish(ctx, s.KV, response, order.StreamKeys(response)...)
+}
+
+// update applies fn to the text of response (written: when it was last written) with
+// compare-and-set. A response with no text yet whose output is stored is not started
+// again: order.ErrAnswered.
+func (s TextStore) update(ctx context.Context, response string, fn func(t *streamText, written time.Time) (bool, error)) (Streamed, error) {
+	key := TextKey(response)
+	for {
+		var t streamText
+		var rev uint64
+		written := time.Now()
+		e, err := s.KV.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			answered, err := order.Answered(ctx, s.KV, response)
+			if err != nil {
+				return Streamed{}, err
+			}
+			if answered {
+				return Streamed{}, order.ErrAnswered
+			}
+		case err != nil:
+			return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
+		default:
+			if err := t.decode(e.Value()); err != nil {
+				return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
+			}
+			rev, written = e.Revision(), e.Created()
+		}
+		changed, err := fn(&t, written)
+		if err != nil || !changed {
+			read := t.streamed()
+			read.Found = rev != 0
+			return read, err
+		}
+		if rev == 0 {
+			_, err = s.KV.Create(ctx, key, t.encode())
+		} else {
+			_, err = s.KV.Update(ctx, key, t.encode(), rev)
+		}
+		switch {
+		case err == nil:
+			read := t.streamed()
+			read.Changed, read.Found = true, true
+			return read, nil
+		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			if ctx.Err() != nil {
+				return Streamed{}, ctx.Err()
+			}
+		default:
+			return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
+		}
+	}
+}
+
+// ByWatch names the idle timeout's watch as what ended a response.
+const ByWatch = "watch"
+
+// pieceOverhead is what a waiting chunk costs besides its bytes (its entry in the
+// value's header), counted against the size limit so that the value always fits.
+const pieceOverhead = 32
+
+// streamText is the value at TextKey: a line of JSON (the fields), then the text read
+// so far, then the bytes of each waiting piece in order.
+type streamText struct {
+	// Read counts the chunks read in order; Final: the last of them was the last one.
+	Read  int  `json:"read"`
+	Final bool `json:"final,omitempty"`
+	// End says why the response ended without its last chunk, and By what ended it (a
+	// chunk, order.ByChunk, or ByWatch).
+	End *messages.ResultError `json:"end,omitempty"`
+	By  string                `json:"by,omitempty"`
+	// Watched: the idle timeout's watch of the response is published.
+	Watched bool    `json:"watched,omitempty"`
+	Reading Reading `json:"reading,omitzero"`
+	// Size is the length of the text, Pieces the chunks that wait for their
+	// predecessors, by number.
+	Size   int     `json:"size"`
+	Pieces []piece `json:"pieces,omitempty"`
+
+	text []byte
+}
+
+// piece is a chunk that came before its predecessor.
+type piece struct {
+	N     int  `json:"n"`
+	Size  int  `json:"size"`
+	Final bool `json:"final,omitempty"`
+	data  []byte
+}
+
+func (t *streamText) ended() bool { return t.Final || t.End != nil }
+
+// waiting reports whether chunk n waits already.
+func (t *streamText) waiting(n int) bool {
+	_, found := slices.BinarySearchFunc(t.Pieces, n, func(p piece, n int) int { return p.N - n })
+	return found
+}
+
+// size is what the value holds of the response: the text and the waiting chunks.
+func (t *streamText) size() int {
+	n := len(t.text)
+	for _, p := range t.Pieces {
+		n += len(p.data) + pieceOverhead
+	}
+	return n
+}
+
+// add takes in chunk n (after t.Read, not waiting yet): the next one is read, with the
+// chunks waiting after it; a later one waits.
+func (t *streamText) add(n int, chunk []byte, final bool) {
+	if n > t.Read+1 {
+		i, _ := slices.BinarySearchFunc(t.Pieces, n, func(p piece, n int) int { return p.N - n })
+		t.Pieces = slices.Insert(t.Pieces, i, piece{N: n, Size: len(chunk), Final: final, data: chunk})
+		return
+	}
+	t.text = append(t.text[:len(t.text):len(t.text)], chunk...)
+	t.Read, t.Final = n, final
+	for !t.Final && len(t.Pieces) > 0 && t.Pieces[0].N == t.Read+1 {
+		p := t.Pieces[0]
+		t.Pieces = t.Pieces[1:]
+		t.text = append(t.text, p.data...)
+		t.Read, t.Final = p.N, p.Final
+	}
+	if t.Final {
+		t.Pieces = nil // numbered after the last chunk: not part of the response
+	}
+	t.Size = len(t.text)
+}
+
+// end ends the response without its last chunk; the chunks still waiting are dropped.
+func (t *streamText) end(by string, why *messages.ResultError) {
+	t.End, t.By, t.Pieces = why, by, nil
+}
+
+func (t *streamText) streamed() Streamed {
+	return Streamed{Text: string(t.text), Read: t.Read, Final: t.Final, End: t.End, By: t.By, Watched: t.Watched, Reading: t.Reading}
+}
+
+func (t *streamText) encode() []byte {
+	t.Size = len(t.text)
+	for i := range t.Pieces {
+		t.Pieces[i].Size = len(t.Pieces[i].data)
+	}
+	head, _ := json.Marshal(t) // plain fields: always encodes, and never holds a raw line break
+	b := make([]byte, 0, len(head)+1+t.size())
+	b = append(append(append(b, head...), '\n'), t.text...)
+	for _, p := range t.Pieces {
+		b = append(b, p.data...)
+	}
+	return b
+}
+
+var errNotText = errors.New("not a streamed response's text")
+
+// decode reads a value encode wrote; anything else is an error.
+func (t *streamText) decode(v []byte) error {
+	head, rest, ok := bytes.Cut(v, []byte("\n"))
+	*t = streamText{}
+	if !ok || json.Unmarshal(head, t) != nil || t.Read < 0 || t.Size < 0 || t.Size > len(rest) {
+		*t = streamText{}
+		return errNotText
+	}
+	t.text, rest = rest[:t.Size:t.Size], rest[t.Size:]
+	last := t.Read
+	for i := range t.Pieces {
+		p := &t.Pieces[i]
+		if p.N <= last+boolInt(i == 0) || p.Size < 0 || p.Size > len(rest) {
+			*t = streamText{}
+			return errNotText
+		}
+		p.data, rest = rest[:p.Size:p.Size], rest[p.Size:]
+		last = p.N
+	}
+	if len(rest) != 0 {
+		*t = streamText{}
+		return errNotText
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
