@@ -161,7 +161,11 @@ func (s *Stream) publish(p []byte, final bool) error {
 	bus.InjectTrace(s.ctx, msg.Header)
 	wait := 50 * time.Millisecond
 	for {
-		_, err := s.c.js.PublishMsg(s.ctx, msg)
+		// Each attempt waits for its ack for a while only: an ack lost with a leader
+		// would otherwise hold the chunk until ctx ends.
+		pctx, cancel := context.WithTimeout(s.ctx, chunkAckWait)
+		_, err := s.c.js.PublishMsg(pctx, msg)
+		cancel()
 		if err == nil {
 			s.n = n
 			return nil
@@ -177,6 +181,9 @@ func (s *Stream) publish(p []byte, final bool) error {
 		wait = min(2*wait, time.Second)
 	}
 }
+
+// chunkAckWait bounds the wait for one attempt's ack from the chunk stream.
+const chunkAckWait = 5 * time.Second
 
 // unanswered reports whether a publish failed without an answer from the stream, so
 // that sending it again is all it takes.

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
@@ -23,71 +20,6 @@ import (
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
-
-// startNATSCluster starts a three-node JetStream cluster in process and returns its nodes.
-func startNATSCluster(t *testing.T) []*server.Server {
-	t.Helper()
-	// Every node routes to the first, which introduces them to each other (JetStream wants
-	// a route on every node, the first one's to itself is skipped).
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	var servers []*server.Server
-	for i := range 3 {
-		opts := &server.Options{
-			ServerName: fmt.Sprintf("node-%d", i+1),
-			Host:       "127.0.0.1", Port: server.RANDOM_PORT,
-			JetStream: true, StoreDir: t.TempDir(),
-			Cluster: server.ClusterOpts{Name: "toolbus-test", Host: "127.0.0.1", Port: server.RANDOM_PORT},
-			Routes:  []*url.URL{{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", seed)}},
-			NoLog:   true, NoSigs: true,
-		}
-		if i == 0 {
-			opts.Cluster.Port = seed
-		}
-		s, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Start()
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("%s not ready", opts.ServerName)
-		}
-		servers = append(servers, s)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for _, s := range servers {
-			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == len(servers) {
-				return servers
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no JetStream meta leader with every node after 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// connectCluster connects to every node, failing over between them as long as it takes.
-func connectCluster(t *testing.T, servers []*server.Server, name string) *nats.Conn {
-	t.Helper()
-	var urls []string
-	for _, s := range servers {
-		urls = append(urls, s.ClientURL())
-	}
-	nc, err := nats.Connect(strings.Join(urls, ","), nats.Name(name),
-		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.ReconnectJitter(50*time.Millisecond, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
 
 // clusterResponse is one response of the failover test and the areas its calls must give
 // (0 for a clock call).
