@@ -263,7 +263,8 @@ func needs() map[string]serviceNeeds {
 	return map[string]serviceNeeds{
 		toolbus.Parser: {
 			publish: cat(provision, consume(messages.ConsumerParser), watch(messages.BucketCatalog), kv(messages.BucketGather),
-				[]string{messages.CallSubject("c1"), messages.OutputSubject("c1"), messages.DeadSubject("c1")}),
+				[]string{messages.CallSubject("c1"), messages.OutputSubject("c1"), messages.DeadSubject("c1"),
+					messages.RejectedSubject(messages.ResponseSubject("x+y")), messages.RejectedSubject(messages.StreamSubject("acme.x+y"))}),
 			subscribe: service(toolbus.Parser),
 		},
 		// The executor's replicas also run the dead-letter handler (pkg/executor,
@@ -441,7 +442,8 @@ func orchestratorNeeds(tenant string) serviceNeeds {
 			"$JS.API.CONSUMER.CREATE.OBJ_" + res + ".abc_1.$O." + res + ".C.abc",
 			"$JS.FC.OBJ_" + res + ".abc_1.1.2.3",
 		},
-		subscribe: []string{messages.OutputSubject(conv), messages.ProgressSubject(conv), messages.ElicitSubject(conv), messages.InboxPrefix(user) + ".abc.def"},
+		subscribe: []string{messages.OutputSubject(conv), messages.ProgressSubject(conv), messages.ElicitSubject(conv),
+			messages.RejectedSubject(messages.ResponseSubject(conv + "+x")), messages.InboxPrefix(user) + ".abc.def"},
 	}
 }
 
@@ -485,6 +487,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 		words[u] = true
 	}
 	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec, messages.AllAnswers, messages.AllProbes,
+		messages.AllRejected, messages.TenantRejectedSubject(""),
 		messages.StatusSubject(toolbus.Parser), messages.StatusSubject(toolbus.Executor), messages.StatusSubject(toolbus.Formatter), messages.StatusSubject(toolbus.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true

@@ -57,7 +57,10 @@ func (d *Delivery) OnPublished(f func(context.Context) error) {
 //     with the error as its reason) is published to the dead-letter stream on
 //     toolbus.dead.<conversation> ("unknown" when it has none a subject can carry) and,
 //     once stored, the delivery is acknowledged: never redelivered, never lost. A
-//     stage returns it only for a message no answer can be written for.
+//     stage returns it only for a message no answer can be written for. When the
+//     message is an orchestrator's (a response or a chunk), its sender is told too: the
+//     same copy goes, on core NATS, to [messages.RejectedSubject] (its tenant's
+//     toolbus.rejected.<tenant>), the one subject of it the sender may read.
 //   - a panic: handled as a retry after a second, so one bad message cannot crash a
 //     service.
 //
@@ -456,6 +459,7 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		r.log.ErrorContext(ctx, "dead-lettering a message that cannot be answered", "subject", d.Subject, "err", messages.EchoError(err.Error()))
 		p.span.SetStatus(codes.Error, messages.EchoError(err.Error()))
 		out, err = []Outgoing{deadLetter(r.streamName, d, err)}, nil
+		r.reject(ctx, d, out[0])
 	}
 	if retry != nil {
 		r.settle(p, retry)
@@ -473,6 +477,27 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		p.futures = append(p.futures, f)
 	}
 	r.acks <- p
+}
+
+// reject tells the sender of a response or chunk that cannot be answered why, on its
+// tenant's rejection subject (messages.RejectedSubject): the dead-letter copy dead,
+// with the response id it named. Core NATS, not a stream: nobody's stream holds these
+// subjects, and the copy is kept in the dead-letter stream already. A delivery handed
+// back after this (the copy not stored) tells it again.
+func (r *runner) reject(ctx context.Context, d *Delivery, dead Outgoing) {
+	subject := messages.RejectedSubject(d.Subject)
+	if subject == "" {
+		return
+	}
+	conn, ok := r.js.(interface{ Conn() *nats.Conn })
+	if !ok || conn.Conn() == nil {
+		return
+	}
+	m := &nats.Msg{Subject: subject, Header: Meta{ResponseID: d.Meta.ResponseID, Conversation: d.Meta.Conversation}.Header(), Data: dead.Body}
+	InjectTrace(ctx, m.Header)
+	if err := conn.Conn().PublishMsg(m); err != nil {
+		r.log.WarnContext(ctx, "the sender of a message that cannot be answered could not be told", "subject", subject, "err", err)
+	}
 }
 
 // deadLetter is the copy of a delivery that cannot be answered, for the dead-letter

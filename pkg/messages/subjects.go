@@ -21,6 +21,7 @@ const (
 	execRoot      = "toolbus.exec"
 	answersRoot   = "toolbus.answers"
 	probeRoot     = "toolbus.probe"
+	rejectedRoot  = "toolbus.rejected"
 )
 
 // Wildcards that match every subject of one kind; streams and consumers filter on them.
@@ -40,7 +41,43 @@ const (
 	AllAnswers = answersRoot + ".>"
 	// AllProbes: healthd's questions to the executors about their servers' sessions.
 	AllProbes = probeRoot + ".>"
+	// AllRejected: every tenant's rejections (RejectedSubject).
+	AllRejected = rejectedRoot + ".*"
 )
+
+// RejectedSubject is where the sender of a response or chunk that nobody can route is
+// told so, besides the copy kept in the dead-letter stream: a message on subject whose
+// conversation no subject can carry (ValidateConversation: "x+y", "acme.x.y"), of a
+// tenant the deployment does not serve, or a chunk without a response id. Its body is
+// the message's DeadLetter (the reason, the subject, the response id header), published
+// on core NATS: an orchestrator that wants to hear of it subscribes before it publishes.
+// It is the tenant's subject, the one subject of the rejection an orchestrator may read
+// (deploy/nats.conf): TenantRejectedSubject of the tenant the subject's conversation
+// names, or of the default tenant when it names none that is valid. "" for a subject no
+// orchestrator publishes on (calls, results: toolbus's own, dead-lettered only).
+func RejectedSubject(subject string) string {
+	conv, ok := strings.CutPrefix(subject, responsesRoot+".")
+	if !ok {
+		if conv, ok = strings.CutPrefix(subject, streamRoot+"."); !ok {
+			return ""
+		}
+	}
+	tenant, _, dotted := strings.Cut(conv, ".")
+	if !dotted || ValidateTenant(tenant) != nil {
+		tenant = ""
+	}
+	return TenantRejectedSubject(tenant)
+}
+
+// TenantRejectedSubject is the rejection subject of tenant (RejectedSubject):
+// toolbus.rejected.<tenant>, and toolbus.rejected._ for the default tenant ("_" can be
+// no tenant's name).
+func TenantRejectedSubject(tenant string) string {
+	if tenant == "" {
+		tenant = "_"
+	}
+	return rejectedRoot + "." + tenant
+}
 
 // StreamSubject is where an orchestrator publishes a response chunk by chunk while the
 // model writes it: each chunk with the response's [HeaderResponseID], its
