@@ -93,7 +93,8 @@ func (e *everything) stop() {
 
 // The console in Debian's chromium, driven by playwright-core (testdata/browser.mjs),
 // against a running pipeline with a real MCP server: the page goes live, shows the
-// server going down and coming back (its process killed and started again), shows the
+// server going down and coming back (its process killed and started again; calls to it
+// meanwhile fail and open the executor's breaker), shows the
 // backlog rise and fall under `toolbus bench` (bench.Run, watched through its console), finds a failed call by conversation and follows its
 // trace link, redrives a dead letter and shows its new output (a second redrive only
 // after a confirmation that says what it does), answers a pasted response, and lists
@@ -135,7 +136,18 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 
 	ctl := http.NewServeMux()
-	ctl.HandleFunc("POST /server/stop", func(w http.ResponseWriter, r *http.Request) { server.stop() })
+	// A server that stops: healthd marks it down; the executor's breaker opens on the
+	// calls that fail (it does not read healthd's opinion), so some are made.
+	ctl.HandleFunc("POST /server/stop", func(w http.ResponseWriter, r *http.Request) {
+		server.stop()
+		for i := range 3 {
+			out, err := c.Ask(r.Context(), "down-1", `<tool_call>{"name": "everything__echo", "arguments": {"message": "hello?"}}</tool_call>`, nil)
+			if err != nil || len(out.Results) != 1 || out.Results[0].Success {
+				http.Error(w, fmt.Sprintf("call %d to the stopped server: %v %+v", i, err, out), 500)
+				return
+			}
+		}
+	})
 	ctl.HandleFunc("POST /server/start", func(w http.ResponseWriter, r *http.Request) {
 		if err := server.start(); err != nil {
 			http.Error(w, err.Error(), 500)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -769,8 +768,8 @@ func (s *server) list(ctx context.Context, sess session) error {
 		f(s.name, mine)
 	}
 	s.log.Debug("listed tools", "count", len(tools))
-	if ms, ok := sess.(*mcpSession); ok && len(ms.taskOnly) > 0 {
-		if names := strings.Join(ms.taskOnly, ", "); names != s.taskOnlyLogged {
+	if ms, ok := sess.(*mcpSession); ok {
+		if names := ms.taskOnlyTools(); names != "" && names != s.taskOnlyLogged {
 			s.taskOnlyLogged = names
 			s.log.Warn("tools that can only be called as MCP tasks are not listed: toolbus cannot call them as tasks yet", "tools", names)
 		}

@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -67,8 +68,10 @@ type mcpSession struct {
 	cancel context.CancelFunc
 	cmd    *child // the process of a stdio server
 	// tasks are the tools the server lists as requiring MCP tasks, read off the raw
-	// messages; listTools leaves them out (taskOnly names them).
+	// messages; listTools leaves them out (taskOnly names them). Listings may run at
+	// once (the pool's refresh, a health probe over the session): listed guards taskOnly.
 	tasks    *taskTools
+	listed   sync.Mutex
 	taskOnly []string
 	// direct sends tools/call itself on a streamable HTTP session (nil: the SDK does).
 	direct *directCalls
@@ -90,16 +93,27 @@ func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 			break
 		}
 	}
-	s.taskOnly = s.taskOnly[:0]
+	var taskOnly []string
 	callable := tools[:0]
 	for _, t := range tools {
 		if s.tasks.required(t.Name) {
-			s.taskOnly = append(s.taskOnly, t.Name)
+			taskOnly = append(taskOnly, t.Name)
 			continue
 		}
 		callable = append(callable, t)
 	}
+	s.listed.Lock()
+	s.taskOnly = taskOnly
+	s.listed.Unlock()
 	return callable, nil
+}
+
+// taskOnlyTools names the tools the last listing left out because they can only be
+// called as MCP tasks.
+func (s *mcpSession) taskOnlyTools() string {
+	s.listed.Lock()
+	defer s.listed.Unlock()
+	return strings.Join(s.taskOnly, ", ")
 }
 
 func (s *mcpSession) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,9 +19,10 @@ import (
 
 // requireTokenKey fails when store is the bucket without a key while the configuration
 // needs one: a server with an "oauth" entry for a login (not the client credentials
-// grant), or a configured server whose login's grant is stored. Without the key such a
-// server could only be answered "needs a login" after a good login, with nothing logged.
-func requireTokenKey(ctx context.Context, cfg *config.Config, store oauth.TokenStore) error {
+// grant), or, when listStored (the executor, whose NATS user may list the bucket), a
+// configured server whose login's grant is stored. Without the key such a server could
+// only be answered "needs a login" after a good login, with nothing logged.
+func requireTokenKey(ctx context.Context, cfg *config.Config, store oauth.TokenStore, listStored bool, log *slog.Logger) error {
 	ts, ok := store.(*tokens.Store)
 	if !ok || ts.Sealed() {
 		return nil
@@ -32,9 +34,15 @@ func requireTokenKey(ctx context.Context, cfg *config.Config, store oauth.TokenS
 			need = append(need, name+" (its oauth entry)")
 		}
 	}
-	stored, err := ts.Servers(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
-		return fmt.Errorf("the OAuth grants: %w", err)
+	var stored []string
+	if listStored {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var err error
+		stored, err = ts.Servers(lctx)
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) && log != nil {
+			log.Warn("cannot list the stored OAuth grants to check that none needs the token key", "err", err)
+		}
 	}
 	slices.Sort(stored)
 	for _, name := range stored {

@@ -229,7 +229,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 				return nil, fmt.Errorf("executor: %w", err)
 			}
 		}
-		if err := requireTokenKey(ctx, o.Config, store); err != nil {
+		if err := requireTokenKey(ctx, o.Config, store, true, log); err != nil {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login, Ask: askOrchestrator(nc),
@@ -370,7 +370,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 				return nil, fmt.Errorf("healthd: %w", err)
 			}
 		}
-		if err := requireTokenKey(ctx, o.Config, store); err != nil {
+		if err := requireTokenKey(ctx, o.Config, store, false, log); err != nil {
 			return nil, fmt.Errorf("healthd: %w", err)
 		}
 		h, err := healthd.New(ctx, nc, js, o.Config, &healthd.Options{Observe: observe, Logger: log, Tokens: store,
