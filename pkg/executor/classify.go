@@ -31,7 +31,8 @@ type Failed struct {
 //
 //   - A server that needs an OAuth login, and a server that cannot be used as configured
 //     ([mcpwire.Misconfigured]: its command not found or not executable, its credentials
-//     refused with HTTP 401 or 403, its TLS certificate not verified), is
+//     refused with HTTP 401 or 403 — a 401 to the headers the configuration gives it is
+//     such a refusal, not a login that is missing —, its TLS certificate not verified), is
 //     server_unavailable, Unsent and Final: answered at once, never retried, not a sign
 //     of trouble to the breaker.
 //   - A deadline is timeout, naming the limit that ran out: the tool's own (a tools-folder
@@ -59,12 +60,13 @@ func Classify(err error, f Failed) *messages.ToolError {
 		tool   *mcpwire.ToolError
 		made   *messages.ToolError
 		login  *oauth.NeedsLoginError
+		status *mcpwire.StatusError
 		result *messages.ToolError
 	)
 	switch {
 	case errors.As(err, &made):
 		result = made
-	case errors.Is(err, oauth.ErrNeedsLogin):
+	case errors.Is(err, oauth.ErrNeedsLogin) && !(errors.As(err, &status) && status.Static):
 		// Nobody has authorized toolbus with the server (or the authorization was
 		// revoked): say who can, and do not retry.
 		reason := "it requires an OAuth authorization"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -186,48 +188,75 @@ func TestMisconfiguredCommandIsFinalAtOnce(t *testing.T) {
 	}
 }
 
-// An http server that refuses the configured credentials (403) is told so, at once,
-// and is not sent request after request: its calls send none (the pool tries it again
-// in its own time), and the answer names the refusal.
+// An http server that refuses the configured credentials (403, or 401 to the headers
+// the configuration gives it: not a login that is missing), or whose TLS certificate
+// does not verify, is told so, at once, and is not sent request after request: its calls
+// send none (the pool tries it again in its own time), and the answer names the refusal.
 func TestRefusedCredentialsAreFinalAtOnce(t *testing.T) {
-	var calls, requests atomic.Int32
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return calcServer(&calls, func(*mcp.ServerSession) {}) }, nil)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		if r.Header.Get("Authorization") != "Bearer right-key" {
-			http.Error(w, "this key may not use the workspace", http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	pool := calcPool(t, map[string]mcpwire.ServerConfig{
-		"calc": {Type: "http", URL: hs.URL, Headers: map[string]string{"Authorization": "Bearer wrong-key"}},
-	}, &calls, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := pool.Connect(ctx); err == nil {
-		t.Fatal("connected with a refused key")
-	}
-	connecting := requests.Load()
-	s := &executor.Stage{Claims: &claimstest.Memory{}, RedeliveryDelay: time.Millisecond,
-		Exec: &executor.Executor{Router: executor.NewRouter(executor.MCPBackend{Pool: pool})}}
-	for i := range 3 {
-		res, delivered, dead := execute(t, s, messages.ToolCall{Tool: "calc__add", Arguments: json.RawMessage(`{"a": 1, "b": 2}`)})
-		if res.Success || res.Error.Code != messages.CodeServerUnavailable || !strings.Contains(res.Error.Message, "403") ||
-			!strings.Contains(res.Error.Message, "configuration") {
-			t.Fatalf("answered %+v, want server_unavailable naming the 403 and the configuration", res.Error)
-		}
-		if delivered != 1 || res.Attempts != 1 || dead {
-			t.Errorf("call %d: answered on delivery %d after %d attempts (dead-lettered %v); want the first, after one", i, delivered, res.Attempts, dead)
-		}
-	}
-	t.Logf("connecting sent %d requests", connecting)
-	if n := requests.Load(); n != connecting || connecting > 4 {
-		t.Errorf("the server got %d requests (%d while connecting); want the calls to send none", n, connecting)
-	}
-	if calls.Load() != 0 {
-		t.Error("a call reached the tool")
+	for _, tt := range []struct {
+		name     string
+		status   int
+		typ      string
+		tls      bool
+		wantSaid string
+	}{
+		{name: "403 to the configured key", status: http.StatusForbidden, typ: "http", wantSaid: "HTTP 403 Forbidden"},
+		{name: "401 to the configured key", status: http.StatusUnauthorized, typ: "http", wantSaid: "HTTP 401 Unauthorized to the configured headers"},
+		{name: "401 to the configured key, sse", status: http.StatusUnauthorized, typ: "sse", wantSaid: "HTTP 401 Unauthorized to the configured headers"},
+		{name: "a certificate nobody vouches for", typ: "http", tls: true, wantSaid: "x509"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls, requests atomic.Int32
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return calcServer(&calls, func(*mcp.ServerSession) {}) }, nil)
+			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				requests.Add(1)
+				if r.Header.Get("Authorization") != "Bearer right-key" {
+					http.Error(w, "this key may not use the workspace", tt.status)
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+			hs := httptest.NewUnstartedServer(handler)
+			hs.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+			if tt.tls {
+				hs.StartTLS()
+			} else {
+				hs.Start()
+			}
+			t.Cleanup(hs.Close)
+			key := "Bearer wrong-key"
+			if tt.tls {
+				key = "Bearer right-key"
+			}
+			pool := calcPool(t, map[string]mcpwire.ServerConfig{
+				"calc": {Type: tt.typ, URL: hs.URL, Headers: map[string]string{"Authorization": key}},
+			}, &calls, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := pool.Connect(ctx); err == nil {
+				t.Fatal("connected")
+			}
+			connecting := requests.Load()
+			s := &executor.Stage{Claims: &claimstest.Memory{}, RedeliveryDelay: time.Millisecond,
+				Exec: &executor.Executor{Router: executor.NewRouter(executor.MCPBackend{Pool: pool})}}
+			for i := range 3 {
+				res, delivered, dead := execute(t, s, messages.ToolCall{Tool: "calc__add", Arguments: json.RawMessage(`{"a": 1, "b": 2}`)})
+				if res.Success || res.Error.Code != messages.CodeServerUnavailable || !strings.Contains(res.Error.Message, tt.wantSaid) ||
+					!strings.Contains(res.Error.Message, "configuration") || strings.Contains(res.Error.Message, "auth login") {
+					t.Fatalf("answered %+v, want server_unavailable saying %q and the configuration", res.Error, tt.wantSaid)
+				}
+				if delivered != 1 || res.Attempts != 1 || dead {
+					t.Errorf("call %d: answered on delivery %d after %d attempts (dead-lettered %v); want the first, after one", i, delivered, res.Attempts, dead)
+				}
+			}
+			t.Logf("connecting sent %d requests", connecting)
+			if n := requests.Load(); n != connecting || connecting > 4 {
+				t.Errorf("the server got %d requests (%d while connecting); want the calls to send none", n, connecting)
+			}
+			if calls.Load() != 0 {
+				t.Error("a call reached the tool")
+			}
+		})
 	}
 }
 

@@ -43,13 +43,19 @@ var (
 )
 
 // StatusError is an HTTP status that refused toolbus's requests to a server (401 or
-// 403: the credentials the configuration gives it are not accepted).
+// 403: the credentials toolbus sent are not accepted).
 type StatusError struct {
 	Status int
+	// Static: the configuration gives the server credentials of its own (headers), and
+	// those were refused — not a login that is missing.
+	Static bool
 	Err    error
 }
 
 func (e *StatusError) Error() string {
+	if e.Static {
+		return fmt.Sprintf("HTTP %d %s to the configured headers: %v", e.Status, http.StatusText(e.Status), e.Err)
+	}
 	return fmt.Sprintf("HTTP %d %s: %v", e.Status, http.StatusText(e.Status), e.Err)
 }
 

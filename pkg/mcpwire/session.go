@@ -222,7 +222,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 			return nil, fmt.Errorf("no answer to initialize within %v: %w", timeout, context.DeadlineExceeded)
 		}
 		if status := refused.Load(); status != 0 {
-			err = &StatusError{Status: int(status), Err: err}
+			err = &StatusError{Status: int(status), Static: len(cfg.Headers) > 0 && cfg.OAuth == nil, Err: err}
 		}
 		return nil, misconfigured(err)
 	}
