@@ -22,8 +22,9 @@ type resolvedSchema struct {
 // checkArguments checks a call's arguments against its route's input schema, as the
 // parser checks those of the names it knows, so that the same mistake is the same
 // invalid_arguments whatever spelling of the tool's name the model wrote (a bare name,
-// a qualified one, a route the configuration gives, a local tool), before anything is
-// sent. It returns the arguments with the schema's defaults applied.
+// a qualified one, a route the configuration gives, a vendor's alias), before anything
+// is sent: a remote server may answer it as its own error (isError) or as a protocol
+// error. It returns the arguments with the schema's defaults applied.
 func (s *schemas) checkArguments(name string, r Route, args json.RawMessage) (json.RawMessage, error) {
 	raw := r.Info.InputSchema
 	if len(raw) == 0 {

@@ -359,8 +359,10 @@ func TestBadArgumentsAreTheSameMistakeByEveryName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A local tool of the same schema, of an in-process server "local": its shown name,
+	// its qualified spellings and its bare name.
 	reg := localtools.New()
-	err = reg.Add(localtools.Tool{Info: messages.ToolInfo{Name: "local_add", InputSchema: tool.InputSchema, ReadOnly: true},
+	err = reg.Server("local").Add(localtools.Tool{Info: messages.ToolInfo{Name: "local_add", InputSchema: tool.InputSchema, ReadOnly: true},
 		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
 			calls.Add(1)
 			return nil, errors.New("the arguments were not checked")
@@ -369,7 +371,7 @@ func TestBadArgumentsAreTheSameMistakeByEveryName(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &executor.Executor{Router: executor.NewRouter(executor.LocalBackend{Registry: reg}, executor.MCPBackend{Pool: pool})}
-	for _, name := range []string{"add", "calc__add", "mcp__calc__add", "calc::add", "local_add"} {
+	for _, name := range []string{"add", "calc__add", "mcp__calc__add", "calc::add", "local_add", "mcp__local__local_add", "local::local_add"} {
 		res, _ := e.Execute(ctx, messages.ToolCall{Tool: name, Arguments: json.RawMessage(`{"a": "one", "b": 2}`)})
 		if res.Success || res.Error.Code != messages.CodeInvalidArguments {
 			t.Errorf("%s: answered %+v, want invalid_arguments", name, res.Error)

@@ -178,8 +178,13 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		return res.Fail(Classify(err, failed)), Outcome{}
 	}
 	res.Backend = r.Server
-	if call.Arguments, err = e.schemas.checkArguments(call.Tool, r, call.Arguments); err != nil {
-		return res.Fail(Classify(err, failed)), Outcome{}
+	if r.MCP.Server != "" || call.Tool != r.Info.Name {
+		// A remote server's tool, or a tool called by another spelling than its shown
+		// name: the parser checked only the shown names of in-process tools, which check
+		// their own arguments besides.
+		if call.Arguments, err = e.schemas.checkArguments(call.Tool, r, call.Arguments); err != nil {
+			return res.Fail(Classify(err, failed)), Outcome{}
+		}
 	}
 	safe := r.Info.ReadOnly || r.Info.Idempotent
 	maxAttempts := e.MaxAttempts(r)
@@ -235,11 +240,16 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 				return backoff.Permanent(err)
 			}
 		}
-		var requests atomic.Int32
-		out, err = e.attempt(mcpwire.WithSentCount(actx, &requests), r, call, failed)
 		// Each request an MCP server was sent (a resend after a broken connection too)
 		// is an attempt; a try that sent nothing (a command not found) is one.
-		res.Attempts += max(int(requests.Load()), 1)
+		if r.MCP.Server != "" {
+			var requests atomic.Int32
+			out, err = e.attempt(mcpwire.WithSentCount(actx, &requests), r, call, failed)
+			res.Attempts += max(int(requests.Load()), 1)
+		} else {
+			out, err = e.attempt(actx, r, call, failed)
+			res.Attempts++
+		}
 		if e.Gate != nil {
 			e.Gate.Report(r.Server, err)
 		}
