@@ -204,6 +204,7 @@ func TestRefusedCredentialsAreFinalAtOnce(t *testing.T) {
 		{name: "401 to the configured key", status: http.StatusUnauthorized, typ: "http", wantSaid: "HTTP 401 Unauthorized to the configured headers"},
 		{name: "401 to the configured key, sse", status: http.StatusUnauthorized, typ: "sse", wantSaid: "HTTP 401 Unauthorized to the configured headers"},
 		{name: "a certificate nobody vouches for", typ: "http", tls: true, wantSaid: "x509"},
+		{name: "403 to a plain JSON-RPC service", status: http.StatusForbidden, typ: "jsonrpc", wantSaid: "HTTP 403 Forbidden: this key may not use the workspace"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls, requests atomic.Int32

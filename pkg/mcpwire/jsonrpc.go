@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -93,6 +94,10 @@ func (s *rpcSession) post(ctx context.Context, method string, params any) (json.
 		return nil, r.Error
 	}
 	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// The credentials the configuration gives it (or none) are refused: no retry
+		// helps until someone changes them.
+		return nil, misconfigured(&StatusError{Status: resp.StatusCode, Err: errors.New(strings.TrimSpace(string(data[:min(len(data), 200)])))})
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusBadGateway ||
 		resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
 		// A proxy or an overloaded server turned the request away before it ran.

@@ -686,9 +686,9 @@ func (s *server) run(ctx context.Context) {
 			if msg := err.Error(); msg != loggedConfig {
 				s.log.Warn("the server cannot be used as configured; calls of its tools are answered server_unavailable at once", "err", err)
 				loggedConfig = msg
+				s.unlisted()
 			}
 			next = max(next, b.MaxInterval)
-			s.unlisted()
 		} else if ctx.Err() == nil {
 			s.log.Warn("cannot connect", "err", err)
 		}
