@@ -389,7 +389,7 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 		}
 		res, err := s.callTool(ctx, sess, t.Remote, args)
 		release()
-		if err == nil || !neverSent(err) {
+		if reached(err) {
 			countSent(ctx)
 		}
 		if err == nil {
@@ -423,9 +423,10 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 
 type sentKey struct{}
 
-// WithSentCount returns ctx whose tool calls add to n each tools/call request that may
-// have reached the server: one per call, and one more for each resend after a broken
-// connection. A request provably never sent is not counted.
+// WithSentCount returns ctx whose tool calls add to n each tools/call request that
+// reached the server: one per call, and one more for each resend after a broken
+// connection; one the server's HTTP layer turned away (a 503 from a proxy, an expired
+// session) too. A request whose connection was refused is not counted.
 func WithSentCount(ctx context.Context, n *atomic.Int32) context.Context {
 	return context.WithValue(ctx, sentKey{}, n)
 }

@@ -520,6 +520,13 @@ func neverSent(err error) bool {
 	return errors.As(err, &werr) && werr.Code == codeRejected && !ioFailure(err)
 }
 
+// reached reports whether a request that ended with err reached the server, whatever it
+// answered: not when no connection could be made to send it on.
+func reached(err error) bool {
+	var op *net.OpError
+	return err == nil || !(errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial"))
+}
+
 // brokeConnection reports whether err says the connection itself failed, as opposed to
 // the server answering with an error.
 func brokeConnection(err error) bool {
