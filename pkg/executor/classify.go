@@ -44,8 +44,9 @@ type Failed struct {
 //   - The configuration's refusals → not_allowed; unknown or ambiguous names →
 //     unknown_tool.
 //   - A server that cannot be reached, or a closed pool → server_unavailable, Unsent
-//     (retried). A connection lost during the call → server_unavailable when the tool
-//     is safe to repeat, else outcome_unknown.
+//     (retried). A connection lost during the call, or the call cancelled under it (the
+//     executor stopping) → server_unavailable when the tool is safe to repeat, else
+//     outcome_unknown.
 //   - A *messages.ToolError a backend made is kept as it is; anything else is
 //     tool_error.
 func Classify(err error, f Failed) *messages.ToolError {
@@ -97,10 +98,14 @@ func Classify(err error, f Failed) *messages.ToolError {
 		result = te(messages.CodeServerUnavailable, "the server %q cannot be reached: %s", server, cause(err, server))
 		result.Unsent = true
 	case errors.Is(err, mcpwire.ErrConnectionLost), errors.Is(err, context.Canceled):
-		if f.Route.MCP.Retryable() {
-			result = te(messages.CodeServerUnavailable, "the connection to the server %q failed during the call", server)
+		what := fmt.Sprintf("the connection to the server %q failed during the call of %q", server, messages.EchoName(f.Name))
+		if server == "" || !errors.Is(err, mcpwire.ErrConnectionLost) {
+			what = fmt.Sprintf("the call of %q was cancelled before it finished (the executor is stopping)", messages.EchoName(f.Name))
+		}
+		if f.Route.MCP.Retryable() || f.Route.Info.ReadOnly || f.Route.Info.Idempotent {
+			result = te(messages.CodeServerUnavailable, "%s", what)
 		} else {
-			result = te(messages.CodeOutcomeUnknown, "the connection to the server %q failed during the call of %q; it may or may not have run, and is not repeated", server, messages.EchoName(f.Name))
+			result = te(messages.CodeOutcomeUnknown, "%s; it may or may not have run, and is not repeated", what)
 		}
 	default:
 		result = te(messages.CodeToolError, "the tool %q failed: %v", messages.EchoName(f.Name), err)

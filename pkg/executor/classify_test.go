@@ -2,15 +2,19 @@ package executor_test
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -18,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +33,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -415,5 +421,67 @@ func TestFinalAnswersPromiseNoRetry(t *testing.T) {
 		if promise.MatchString(res.Error.Message) {
 			t.Errorf("%s: the final answer promises a retry: %s", tool, res.Error.Message)
 		}
+	}
+}
+
+// TestClassify holds the rules of the one classification of failures, on plain values.
+func TestClassify(t *testing.T) {
+	remote := executor.Route{Server: "mcp:tickets", MCP: mcpwire.Tool{Name: "tickets__create", Server: "tickets", Remote: "create"}}
+	readOnly := remote
+	readOnly.MCP.ReadOnly, readOnly.Info.ReadOnly = true, true
+	local := executor.Route{Server: "local", Info: messages.ToolInfo{Name: "report"}, Timeout: 2 * time.Second}
+	misconfigured := func(err error) error { return fmt.Errorf("%w: tickets: %w", mcpwire.ErrUnavailable, err) }
+	tests := []struct {
+		name      string
+		err       error
+		route     executor.Route
+		budget    time.Duration
+		wantCode  messages.ErrorCode
+		wantFinal bool
+		wantSaid  string
+	}{
+		{name: "command not found", err: misconfigured(&exec.Error{Name: "ghost", Err: exec.ErrNotFound}), route: remote,
+			wantCode: messages.CodeServerUnavailable, wantFinal: true, wantSaid: "cannot be used as configured"},
+		{name: "not executable", err: misconfigured(&fs.PathError{Op: "fork/exec", Path: "/srv/ghost", Err: syscall.EACCES}), route: remote,
+			wantCode: messages.CodeServerUnavailable, wantFinal: true, wantSaid: "permission denied"},
+		{name: "a busy system is no configuration's fault", err: misconfigured(&fs.PathError{Op: "fork/exec", Path: "/srv/ghost", Err: syscall.EAGAIN}), route: remote,
+			wantCode: messages.CodeServerUnavailable, wantSaid: "cannot be reached"},
+		{name: "403", err: misconfigured(&mcpwire.StatusError{Status: http.StatusForbidden, Err: errors.New("Forbidden")}), route: remote,
+			wantCode: messages.CodeServerUnavailable, wantFinal: true, wantSaid: "HTTP 403 Forbidden"},
+		{name: "a certificate nobody vouches for", err: misconfigured(x509.UnknownAuthorityError{}), route: remote,
+			wantCode: messages.CodeServerUnavailable, wantFinal: true, wantSaid: "x509"},
+		{name: "connection refused", err: misconfigured(syscall.ECONNREFUSED), route: remote,
+			wantCode: messages.CodeServerUnavailable, wantSaid: "cannot be reached"},
+		{name: "needs a login", err: fmt.Errorf("%w: tickets: %w", mcpwire.ErrUnavailable, oauth.ErrNeedsLogin), route: remote,
+			wantCode: messages.CodeServerUnavailable, wantFinal: true, wantSaid: "toolbus auth login tickets"},
+		{name: "deadline, side effects, remote", err: context.DeadlineExceeded, route: remote, budget: time.Minute,
+			wantCode: messages.CodeOutcomeUnknown, wantSaid: "time limit of 1m0s; it may still complete"},
+		{name: "deadline, read-only", err: context.DeadlineExceeded, route: readOnly, budget: time.Minute,
+			wantCode: messages.CodeTimeout, wantSaid: "time limit of 1m0s"},
+		{name: "a tool stopped at its own limit", err: &messages.ToolError{Code: messages.CodeTimeout, Message: "did not finish within 1.998s", Stopped: true},
+			route: local, budget: time.Minute, wantCode: messages.CodeTimeout, wantFinal: true, wantSaid: "within its time limit of 2s and was stopped"},
+		{name: "invalid params", err: &mcpwire.ToolError{Code: -32602, Message: "want a ticket id"}, route: remote,
+			wantCode: messages.CodeInvalidArguments, wantSaid: "want a ticket id"},
+		{name: "isError", err: &mcpwire.ToolError{Message: "the printer is on fire"}, route: remote, wantCode: messages.CodeToolError, wantSaid: "on fire"},
+		{name: "lost, side effects", err: fmt.Errorf("%w: tickets: create: EOF", mcpwire.ErrConnectionLost), route: remote,
+			wantCode: messages.CodeOutcomeUnknown, wantSaid: "connection to the server"},
+		{name: "lost, read-only", err: fmt.Errorf("%w: tickets: create: EOF", mcpwire.ErrConnectionLost), route: readOnly,
+			wantCode: messages.CodeServerUnavailable, wantSaid: "connection to the server"},
+		{name: "cancelled in process", err: context.Canceled, route: local, wantCode: messages.CodeOutcomeUnknown, wantSaid: "cancelled"},
+		{name: "anything else", err: errors.New("disk full"), route: local, wantCode: messages.CodeToolError, wantSaid: "disk full"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := executor.Classify(tt.err, executor.Failed{Name: "t", Route: tt.route, Budget: tt.budget})
+			if got.Code != tt.wantCode || got.Final != tt.wantFinal || !strings.Contains(got.Message, tt.wantSaid) {
+				t.Errorf("Classify = %s (final %v): %s; want %s (final %v) saying %q", got.Code, got.Final, got.Message, tt.wantCode, tt.wantFinal, tt.wantSaid)
+			}
+			if got.Retryable() && got.Final {
+				t.Error("final and retryable")
+			}
+			if promise.MatchString(got.Message) {
+				t.Errorf("promises a retry: %s", got.Message)
+			}
+		})
 	}
 }

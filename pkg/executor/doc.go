@@ -8,6 +8,7 @@
 // Backends implement [Backend]; this package has two, one file each: local tools
 // ([LocalBackend], local.go) and the MCP servers of a pool ([MCPBackend], mcp.go). Others
 // plug in from outside: the engineering calculators (pkg/engineering/backend) and a
-// program's own (toolbus.Options.Backends). The circuit breaker over backends is
-// [Breaker] (gate.go).
+// program's own (toolbus.Options.Backends). Every failure of every backend is turned
+// into the error a model reads, and whether it is retried, by one function, [Classify]
+// (classify.go). The circuit breaker over backends is [Breaker] (gate.go).
 package executor
