@@ -101,17 +101,17 @@ func TestChaosLeaderKills(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	plans := make([][]chaosResponse, conversations)
-	for ci := range plans {
+	// A conversation's responses, made as they are sent: each conversation goes on
+	// until every kill is over and it sent perConv.
+	plan := func(ci, ri int) chaosResponse {
 		conv := fmt.Sprintf("chaos-%d", ci)
-		for ri := range perConv {
-			r := chaosResponse{id: fmt.Sprintf("%s-r%02d", conv, ri), conv: conv, streamed: ri%2 == 0}
-			for w := range 1 + ri%3 {
-				r.writes = append(r.writes, fmt.Sprintf("r%02d-w%d", ri, w))
-			}
-			plans[ci] = append(plans[ci], r)
+		r := chaosResponse{id: fmt.Sprintf("%s-r%03d", conv, ri), conv: conv, streamed: ri%2 == 0}
+		for w := range 1 + ri%3 {
+			r.writes = append(r.writes, fmt.Sprintf("r%03d-w%d", ri, w))
 		}
+		return r
 	}
+	plans := make([][]chaosResponse, conversations)
 
 	// The killer shuts down the leader of each victim in turn, once a share of the
 	// responses is answered, and starts it again.
@@ -119,9 +119,11 @@ func TestChaosLeaderKills(t *testing.T) {
 	next := make(chan struct{}, len(victims))
 	killed := make(chan string, len(victims))
 	var killer sync.WaitGroup
+	killsOver := make(chan struct{})
 	killer.Add(1)
 	go func() {
 		defer killer.Done()
+		defer close(killsOver)
 		for _, stream := range victims {
 			select {
 			case <-next:
@@ -156,7 +158,15 @@ func TestChaosLeaderKills(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, r := range plans[ci] { // a conversation's responses one after another
+			for ri := 0; ; ri++ { // a conversation's responses one after another
+				if ri >= perConv {
+					select {
+					case <-killsOver:
+						return
+					default:
+					}
+				}
+				r := plan(ci, ri)
 				out, err := chaosAnswer(runCtx, c, r)
 				if err != nil {
 					t.Errorf("%s: %v", r.id, err)
@@ -164,6 +174,7 @@ func TestChaosLeaderKills(t *testing.T) {
 				}
 				mu.Lock()
 				outs[r.id] = out
+				plans[ci] = append(plans[ci], r)
 				mu.Unlock()
 				if n := answered.Add(1); int(n)%every == 0 {
 					select {
@@ -183,7 +194,8 @@ func TestChaosLeaderKills(t *testing.T) {
 	for k := range killed {
 		kills = append(kills, k)
 	}
-	t.Logf("%d responses (%d streamed) answered in %v; shut down and restarted %s", total, total/2, stop2.Sub(start).Round(time.Millisecond), strings.Join(kills, ", "))
+	total = int(answered.Load())
+	t.Logf("%d responses (half streamed) answered in %v; shut down and restarted %s", total, stop2.Sub(start).Round(time.Millisecond), strings.Join(kills, ", "))
 	if len(kills) == 0 {
 		t.Error("no node was shut down")
 	}
