@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/toolbus/toolbus/pkg/catalog"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 )
 
 // Sentinel errors of [Pool.Call] and [Pool.Lookup]. Callers branch on them with
@@ -63,7 +64,7 @@ func (e *StatusError) Unwrap() error { return e.Err }
 
 // Misconfigured reports whether err is a failure only a change of the configuration or
 // of the server can end: a command that is not found or cannot be run, an HTTP 401 or 403
-// ([StatusError]), a TLS certificate that does not verify. It is the one place that
+// ([StatusError]) that no login can end, a TLS certificate that does not verify. It is the one place that
 // tells them; a session that fails so is marked with [ErrMisconfigured].
 func Misconfigured(err error) bool {
 	if errors.Is(err, ErrMisconfigured) {
@@ -86,7 +87,11 @@ func Misconfigured(err error) bool {
 		// exhausted system, which passes.
 		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC)
 	case errors.As(err, &status):
-		return status.Status == http.StatusUnauthorized || status.Status == http.StatusForbidden
+		// A refusal toolbus's OAuth handler took up is a login to run (a login ends it,
+		// and the next call tries again), unless the configuration gives the server
+		// credentials of its own.
+		return (status.Status == http.StatusUnauthorized || status.Status == http.StatusForbidden) &&
+			(status.Static || !errors.Is(err, oauth.ErrNeedsLogin))
 	case errors.As(err, &authority), errors.As(err, &invalid), errors.As(err, &host), errors.As(err, &verify):
 		return true
 	}

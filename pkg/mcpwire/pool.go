@@ -674,12 +674,6 @@ func (s *server) run(ctx context.Context) {
 				b.Reset()
 				continue
 			}
-		} else if errors.Is(err, oauth.ErrNeedsLogin) {
-			// Said once: trying again shows the same until someone logs in.
-			if !loggedLogin {
-				s.log.Warn("the server needs an OAuth login; calls of its tools are answered server_unavailable until then", "err", err)
-				loggedLogin = true
-			}
 		} else if errors.Is(err, ErrMisconfigured) {
 			// Said once, tried again rarely: only a change of the configuration or of
 			// the server ends it. Its tools are listed as none meanwhile, so that
@@ -690,6 +684,12 @@ func (s *server) run(ctx context.Context) {
 				s.unlisted()
 			}
 			next = max(next, b.MaxInterval)
+		} else if errors.Is(err, oauth.ErrNeedsLogin) {
+			// Said once: trying again shows the same until someone logs in.
+			if !loggedLogin {
+				s.log.Warn("the server needs an OAuth login; calls of its tools are answered server_unavailable until then", "err", err)
+				loggedLogin = true
+			}
 		} else if ctx.Err() == nil {
 			s.log.Warn("cannot connect", "err", err)
 		}
