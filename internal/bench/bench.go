@@ -54,6 +54,11 @@ type Options struct {
 	// ToolLatency, when set, makes every call run the local tool "bench_work", which
 	// takes this long (a stand-in for a real tool's work).
 	ToolLatency time.Duration
+	// Catalog, when set, adds this many in-process tools, a hundred per server
+	// (cat00__tool_0, …; each with an input schema), and every call calls one of them,
+	// spread over the catalog: what a large catalog costs against a small one (10).
+	// ToolLatency, when set, is what each of them takes.
+	Catalog int
 	// Rate, when set, is the pace (responses per second) of the paced phase; by default
 	// it is half the throughput the run just measured.
 	Rate float64
@@ -109,6 +114,7 @@ type Report struct {
 	InProcess        bool    `json:"in_process,omitempty"`
 	NATSConf         string  `json:"nats_conf,omitempty"`
 	Tool             string  `json:"tool"`
+	Catalog          int     `json:"catalog,omitempty"`
 	Console          bool    `json:"console,omitempty"`
 	Seconds          float64 `json:"seconds"`
 	CallsPerSec      float64 `json:"calls_per_sec"`
@@ -172,6 +178,9 @@ func (o *Options) defaults() {
 	if o.ToolLatency > 0 {
 		o.Tool = benchWork
 	}
+	if o.Catalog > 0 {
+		o.Tool = catalogTool
+	}
 	if o.Tool == "" {
 		o.Tool = engineering.ToolExecute
 	}
@@ -186,6 +195,47 @@ func (o *Options) defaults() {
 const conversation = "bench"
 
 const benchWork = "bench_work"
+
+// catalogTool stands for the tools of Options.Catalog in Options.Tool.
+const catalogTool = "catalog"
+
+// catalogServers is how many in-process servers a catalog of n tools is spread over: a
+// hundred tools each (5,000 tools over 50 servers).
+func catalogServers(n int) int { return (n + 99) / 100 }
+
+// catalogName is the shown name of the catalog's tool i.
+func catalogName(n, i int) string {
+	return fmt.Sprintf("cat%02d__tool_%d", i%catalogServers(n), i/catalogServers(n))
+}
+
+// tools returns the local tools a run needs: bench_work taking d, or a catalog of n
+// tools each taking d; nil when the run calls a built-in tool.
+func tools(o Options, d time.Duration) *localtools.Registry {
+	if o.Catalog <= 0 {
+		if o.ToolLatency <= 0 {
+			return nil
+		}
+		return workTool(d)
+	}
+	reg := localtools.New()
+	run := func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		if d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return json.RawMessage(`{"done":true}`), nil
+	}
+	schema := json.RawMessage(`{"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}`)
+	for i := range o.Catalog {
+		server, name, _ := strings.Cut(catalogName(o.Catalog, i), "__")
+		_ = reg.Server(server).Add(localtools.Tool{Info: messages.ToolInfo{Name: name, Description: "tool " + name + " of " + server + ", one of a large catalog",
+			InputSchema: schema, ReadOnly: true, Idempotent: true}, Run: run})
+	}
+	return reg
+}
 
 // workTool is a local tool that takes d.
 func workTool(d time.Duration) *localtools.Registry {
@@ -204,12 +254,15 @@ func workTool(d time.Duration) *localtools.Registry {
 	return reg
 }
 
-// responseText is one model response with k calls of tool.
-func responseText(tool string, k int) string {
+// responseText is one model response with k calls of tool (of catalog tools: spread
+// over the catalog).
+func responseText(tool string, k, catalog int) string {
 	var b strings.Builder
 	b.WriteString("I will use the tools now.\n")
 	for i := range k {
 		switch tool {
+		case catalogTool:
+			fmt.Fprintf(&b, `<tool_call>{"name": %q, "arguments": {"query": "q%d", "limit": 5}}</tool_call>`+"\n", catalogName(catalog, (i*7919+31)%catalog), i)
 		case engineering.ToolExecute:
 			fmt.Fprintf(&b, `<tool_call>{"name": "execute_tool", "arguments": {"tool_name": "geometry.solve_circle_area", "parameters": {"r": %d}}}</tool_call>`+"\n", i+1)
 		default:
@@ -224,15 +277,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
 	r := &Report{
 		Responses: o.Responses, Calls: o.Responses * o.CallsPerResponse, CallsPerResponse: o.CallsPerResponse,
-		Concurrency: o.Concurrency, Executors: o.Executors, InProcess: o.InProcess, NATSConf: o.NATSConf, Tool: o.Tool, Console: o.Console,
+		Concurrency: o.Concurrency, Executors: o.Executors, InProcess: o.InProcess, NATSConf: o.NATSConf, Tool: o.Tool, Catalog: o.Catalog, Console: o.Console,
 		NumCPU: runtime.NumCPU(), CPUModel: cpuModel(),
 	}
-	text := responseText(o.Tool, o.CallsPerResponse)
-	var local *localtools.Registry
-	if o.ToolLatency > 0 {
-		local = workTool(0)
-	}
-	sizes, err := messageSizes(ctx, text, o.Config, local)
+	text := responseText(o.Tool, o.CallsPerResponse, o.Catalog)
+	sizes, err := messageSizes(ctx, text, o.Config, tools(o, 0))
 	if err != nil {
 		return nil, err
 	}
@@ -324,10 +373,7 @@ func startServer(inProcess bool) (*nats.Conn, func(), error) {
 // runPipeline drives the pipeline at full speed, then (unless o.NoPaced) at a steady
 // pace, which it records in r.PacedResponsesPerSec.
 func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, paced []time.Duration, secs, cpu float64, err error) {
-	var local *localtools.Registry
-	if o.ToolLatency > 0 {
-		local = workTool(o.ToolLatency)
-	}
+	local := tools(o, o.ToolLatency)
 	var nc *nats.Conn
 	var c *client.Client
 	if o.NATSConf != "" {

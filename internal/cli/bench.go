@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/toolbus/toolbus/internal/bench"
 	"github.com/toolbus/toolbus/pkg/config"
@@ -16,12 +20,13 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	fs := newFlags("bench", env)
 	var o bench.Options
 	fs.IntVar(&o.Responses, "responses", 2000, "responses to drive through the pipeline")
-	fs.IntVar(&o.CallsPerResponse, "calls-per-response", 1, "tool calls in each response")
-	fs.IntVar(&o.Concurrency, "concurrency", 16, "responses in flight")
+	widths := fs.String("calls-per-response", "1", "tool calls in each response; a list (1,8,32,64) sweeps: each width in turn, every round, medians side by side")
+	concurrencies := fs.String("concurrency", "16", "responses in flight; a list sweeps, paired with --calls-per-response (64 --concurrency 4 against 1 at 256: 1,64 with 256,4)")
 	fs.IntVar(&o.Executors, "executors", 2, "executor replicas")
 	fs.IntVar(&o.Rounds, "rounds", 1, "run toolbus, the ceiling and the plain relay this many times, alternately, and report each round and the medians")
 	fs.StringVar(&o.Tool, "tool", "execute_tool", "tool every call runs: execute_tool (an engineering calculator), clock, or a configured tool")
 	fs.DurationVar(&o.ToolLatency, "tool-latency", 0, "run a local tool that takes this long instead of --tool (e.g. 20ms, for scaling runs)")
+	catalogs := fs.String("catalog", "0", "add this many in-process tools, a hundred per server, and call them instead of --tool: what a large catalog costs; a list (10,5000) sweeps")
 	fs.Float64Var(&o.Rate, "rate", 0, "responses per second of the paced phase (default: half the measured throughput)")
 	fs.BoolVar(&o.NoPaced, "no-paced", false, "skip the paced phase")
 	fs.StringVar(&o.NATSConf, "nats-conf", "", "run the pipeline as a deployment: serve this NATS configuration (deploy/nats.conf) and run each service as its own user, the orchestrator as orchestrator")
@@ -37,6 +42,11 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	points, err := sweepPoints(*widths, *concurrencies, *catalogs)
+	if err != nil {
+		return usageError{err}
+	}
+	o.CallsPerResponse, o.Concurrency, o.Catalog = points[0].CallsPerResponse, points[0].Concurrency, points[0].Catalog
 	if *stream {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
@@ -99,6 +109,9 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 		o.Console = true
 		o.ConsoleReady = func(url string) { fmt.Fprintf(env.Stderr, "toolbus bench: console of the run on %s\n", url) }
 	}
+	if len(points) > 1 {
+		return printSweep(ctx, env.Stdout, o, points, *asJSON)
+	}
 	r, err := bench.Run(ctx, o)
 	if err != nil {
 		return err
@@ -112,7 +125,11 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	if r.NATSConf != "" {
 		conn = "as a deployment (" + r.NATSConf + "): each service on its own connection as its own user, the orchestrator as orchestrator, over TCP loopback"
 	}
-	fmt.Fprintf(w, "run: %d responses × %d calls of %s, %d in flight, %d executors, connected %s\n", r.Responses, r.CallsPerResponse, r.Tool, r.Concurrency, r.Executors, conn)
+	tool := r.Tool
+	if r.Catalog > 0 {
+		tool = fmt.Sprintf("tools of a catalog of %d over %d servers", r.Catalog, (r.Catalog+99)/100)
+	}
+	fmt.Fprintf(w, "run: %d responses × %d calls of %s, %d in flight, %d executors, connected %s\n", r.Responses, r.CallsPerResponse, tool, r.Concurrency, r.Executors, conn)
 	fmt.Fprintf(w, "toolbus: %.0f calls/s, %.0f responses/s; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; %.3f CPU s per 1000 calls\n",
 		r.CallsPerSec, r.ResponsesPerSec, r.P50ms, r.P90ms, r.P99ms, r.MaxMs, r.CPUSecondsPer1000Calls)
 	if r.PacedResponsesPerSec > 0 {
@@ -148,4 +165,64 @@ func printJSONLine(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// sweepPoints pairs the lists of --calls-per-response, --concurrency and --catalog into
+// the points of a sweep: lists of one value apply to every point, longer lists are
+// zipped and must be of one length.
+func sweepPoints(widths, concurrencies, catalogs string) ([]bench.Point, error) {
+	var lists [3][]int
+	n := 1
+	for i, text := range []string{widths, concurrencies, catalogs} {
+		for _, f := range strings.Split(text, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("bench: %q is not a list of counts", text)
+			}
+			lists[i] = append(lists[i], v)
+		}
+		if l := len(lists[i]); l > 1 {
+			if n > 1 && l != n {
+				return nil, fmt.Errorf("bench: the lists of a sweep are paired and must be of one length (%d and %d)", n, l)
+			}
+			n = l
+		}
+	}
+	at := func(l []int, i int) int {
+		if len(l) == 1 {
+			return l[0]
+		}
+		return l[i]
+	}
+	points := make([]bench.Point, n)
+	for i := range points {
+		points[i] = bench.Point{CallsPerResponse: at(lists[0], i), Concurrency: at(lists[1], i), Catalog: at(lists[2], i)}
+	}
+	return points, nil
+}
+
+// printSweep runs a sweep and prints one line per point.
+func printSweep(ctx context.Context, w io.Writer, o bench.Options, points []bench.Point, asJSON bool) error {
+	reports, err := bench.Sweep(ctx, o, points)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "sweep: %d responses a point, %d round(s) alternately, %d executors; medians of the rounds\n", cmp.Or(o.Responses, 2000), max(o.Rounds, 1), cmp.Or(o.Executors, 2))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "calls/response\tin flight\tcatalog\tcalls/s\tvs first\tCPU s/1000 calls\tvs first\tp50 ms\tp99 ms\t")
+	for _, r := range reports {
+		catalog := "-"
+		if r.Catalog > 0 {
+			catalog = strconv.Itoa(r.Catalog)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%.2f\t%.3f\t%.2f\t%.2f\t%.2f\t\n", r.CallsPerResponse, r.Concurrency, catalog,
+			r.CallsPerSec, r.VsFirst, r.CPUSecondsPer1000Calls, r.CPUVsFirst, r.P50ms, r.P99ms)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSONLine(w, reports)
+	}
+	return nil
 }

@@ -123,3 +123,45 @@ func lastJSON(t *testing.T, stdout string) map[string]any {
 	}
 	return r
 }
+
+// A list of widths, concurrencies or catalogs sweeps: each point in turn, every round,
+// one line and one JSON object each, the first point the measure of the others.
+func TestBenchSweep(t *testing.T) {
+	stdout, stderr, code := runMain(t, "", "bench", "--json", "--responses", "20", "--rounds", "2",
+		"--calls-per-response", "1,4", "--concurrency", "4,1", "--catalog", "10,300")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var points []struct {
+		CallsPerResponse int     `json:"calls_per_response"`
+		Concurrency      int     `json:"concurrency"`
+		Catalog          int     `json:"catalog"`
+		CallsPerSec      float64 `json:"calls_per_sec"`
+		CPU              float64 `json:"cpu_seconds_per_1000_calls"`
+		VsFirst          float64 `json:"vs_first"`
+		P50ms            float64 `json:"p50_ms"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &points); err != nil {
+		t.Fatalf("the last line is not the points' JSON: %v\n%s", err, stdout)
+	}
+	want := [][3]int{{1, 4, 10}, {4, 1, 300}}
+	if len(points) != len(want) {
+		t.Fatalf("%d points, want %d:\n%s", len(points), len(want), stdout)
+	}
+	for i, p := range points {
+		if [3]int{p.CallsPerResponse, p.Concurrency, p.Catalog} != want[i] || p.CallsPerSec <= 0 || p.CPU <= 0 || p.P50ms <= 0 || p.VsFirst <= 0 {
+			t.Errorf("point %d: %+v, want %v with positive figures", i, p, want[i])
+		}
+	}
+	if points[0].VsFirst != 1 {
+		t.Errorf("the first point's ratio to itself is %v", points[0].VsFirst)
+	}
+	if !strings.Contains(stdout, "calls/response") || strings.Count(stdout, "\n") < 4 {
+		t.Errorf("no table:\n%s", stdout)
+	}
+	// Lists of different lengths do not pair.
+	if _, _, code := runMain(t, "", "bench", "--calls-per-response", "1,2,3", "--concurrency", "4,1"); code == 0 {
+		t.Error("lists of 3 and 2 points were taken")
+	}
+}
