@@ -23,9 +23,10 @@ type Record struct {
 	State   string    `json:"state"`
 	Owner   string    `json:"owner,omitempty"`
 	Started time.Time `json:"started,omitzero"`
-	// Attempts counts the attempts of earlier deliveries (while running: those before
-	// the delivery that runs it).
+	// Attempts counts the tries of earlier deliveries (while running: those before the
+	// delivery that runs it), and Sent those of them that reached the tool (or may have).
 	Attempts int `json:"attempts,omitempty"`
+	Sent     int `json:"sent,omitempty"`
 	// FirstAttempt is when the call was first tried: its time budget counts from there,
 	// across deliveries.
 	FirstAttempt time.Time `json:"first_attempt,omitzero"`
@@ -46,10 +47,12 @@ type Claim struct {
 	// Abandoned is set when an earlier delivery claimed the call and never finished it:
 	// its executor died, and whether the tool ran is unknown.
 	Abandoned *Record
-	// PriorAttempts counts the attempts of earlier deliveries — those that failed
-	// safely, and one for a delivery that was abandoned (it started the call) — and
-	// FirstAttempt is when the first of them started.
+	// PriorAttempts counts the tries of earlier deliveries — those that failed safely,
+	// and one for a delivery that was abandoned (it started the call) —, PriorSent those
+	// of them that reached the tool (or may have: the abandoned one's), and FirstAttempt
+	// is when the first of them started.
 	PriorAttempts int
+	PriorSent     int
 	FirstAttempt  time.Time
 	rev           uint64
 }
@@ -65,9 +68,17 @@ type Store interface {
 	// Finish stores the result of call id.
 	Finish(ctx context.Context, id string, r messages.ToolResult) error
 	// Release gives up the claim of a call whose failure is safe to retry, so its next
-	// delivery runs it again; attempts is the number of attempts made so far, the first
-	// of them at first.
-	Release(ctx context.Context, id string, attempts int, first time.Time) error
+	// delivery runs it again, recording what was tried so far.
+	Release(ctx context.Context, id string, p Progress) error
+}
+
+// Progress is what the deliveries of a call tried so far.
+type Progress struct {
+	// Attempts counts the tries, and Sent those of them that reached the tool (or may
+	// have).
+	Attempts, Sent int
+	// First is when the first started: the call's time budget counts from there.
+	First time.Time
 }
 
 // KV keeps claims in the calls key-value bucket, with compare-and-set.
@@ -96,21 +107,23 @@ func (c KV) Begin(ctx context.Context, id string) (Claim, error) {
 	case prev.State == stateDone && prev.Result != nil:
 		return Claim{Result: prev.Result}, nil
 	case prev.State == stateReleased:
-		cl := Claim{rev: prevRev, PriorAttempts: prev.Attempts, FirstAttempt: prev.FirstAttempt}
+		cl := Claim{rev: prevRev, PriorAttempts: prev.Attempts, PriorSent: prev.Sent, FirstAttempt: prev.FirstAttempt}
 		if err := c.TakeOver(ctx, id, &cl); err != nil {
 			return Claim{}, err
 		}
 		return cl, nil
 	}
 	// The abandoned delivery started the call: one attempt more than it found.
-	return Claim{Abandoned: &prev, rev: prevRev, PriorAttempts: prev.Attempts + 1, FirstAttempt: cmp.Or(prev.FirstAttempt, prev.Started)}, nil
+	return Claim{Abandoned: &prev, rev: prevRev, PriorAttempts: prev.Attempts + 1, PriorSent: prev.Sent + 1,
+		FirstAttempt: cmp.Or(prev.FirstAttempt, prev.Started)}, nil
 }
 
 // TakeOver implements [Store].
 func (c KV) TakeOver(ctx context.Context, id string, cl *Claim) error {
 	// The attempts so far go on with the claim: if this executor stops too, the next
 	// one counts on from them.
-	rec, _ := json.Marshal(Record{State: stateRunning, Owner: c.Owner, Started: time.Now().UTC(), Attempts: cl.PriorAttempts, FirstAttempt: cl.FirstAttempt.UTC()})
+	rec, _ := json.Marshal(Record{State: stateRunning, Owner: c.Owner, Started: time.Now().UTC(), Attempts: cl.PriorAttempts, Sent: cl.PriorSent,
+		FirstAttempt: cl.FirstAttempt.UTC()})
 	rev, err := c.KV.Update(ctx, bus.Key(id), rec, cl.rev)
 	if err != nil {
 		return fmt.Errorf("take over %s: %w", id, err)
@@ -132,8 +145,8 @@ func (c KV) Finish(ctx context.Context, id string, r messages.ToolResult) error 
 }
 
 // Release implements [Store].
-func (c KV) Release(ctx context.Context, id string, attempts int, first time.Time) error {
-	rec, _ := json.Marshal(Record{State: stateReleased, Owner: c.Owner, Attempts: attempts, FirstAttempt: first.UTC()})
+func (c KV) Release(ctx context.Context, id string, p Progress) error {
+	rec, _ := json.Marshal(Record{State: stateReleased, Owner: c.Owner, Attempts: p.Attempts, Sent: p.Sent, FirstAttempt: p.First.UTC()})
 	_, err := c.KV.Put(ctx, bus.Key(id), rec)
 	return err
 }

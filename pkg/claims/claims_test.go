@@ -93,7 +93,7 @@ func TestBegin(t *testing.T) {
 				if _, err := other.Begin(ctx, id); err != nil {
 					t.Fatal(err)
 				}
-				if err := other.Release(ctx, id, 3, first); err != nil {
+				if err := other.Release(ctx, id, claims.Progress{Attempts: 3, Sent: 3, First: first}); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -332,7 +332,7 @@ func TestReleasedRace(t *testing.T) {
 		if _, err := kvs[0].Begin(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		if err := kvs[0].Release(ctx, id, 2, time.Now()); err != nil {
+		if err := kvs[0].Release(ctx, id, claims.Progress{Attempts: 2, Sent: 2, First: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		outcomes := race(t, len(kvs), func(ctx context.Context, i int) (claims.Claim, error) { return kvs[i].Begin(ctx, id) })

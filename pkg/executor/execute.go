@@ -25,9 +25,11 @@ import (
 // only when repeating cannot repeat a side effect: the tool is read-only or idempotent,
 // or the request provably never left.
 type RetryPolicy struct {
-	// MaxAttempts of a call in all, the first included, across its deliveries (the
-	// claims carry the count from one to the next); a route's own (an MCP server's
-	// "retry.maxAttempts") wins. Default 3.
+	// MaxAttempts of a call that reach its tool, the first included, in all across its
+	// deliveries (the claims carry the count from one to the next); a route's own (an
+	// MCP server's "retry.maxAttempts") wins. Tries that provably never left (a refused
+	// connection) do not count: repeating them is free, so they go on, MaxAttempts of
+	// them per delivery, within the call's budget and deliveries. Default 3.
 	MaxAttempts int
 	// InitialInterval of the exponential backoff (with jitter). Default 100ms.
 	InitialInterval time.Duration
@@ -40,7 +42,7 @@ type RetryPolicy struct {
 // DefaultMaxAttempts is the default of [RetryPolicy.MaxAttempts].
 const DefaultMaxAttempts = 3
 
-// backoff waits between the attempts of one delivery, at most retries of them.
+// backoff waits between the tries of one delivery, at most retries of them.
 func (p RetryPolicy) backoff(ctx context.Context, retries int) backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = cmp.Or(p.InitialInterval, 100*time.Millisecond)
@@ -49,7 +51,7 @@ func (p RetryPolicy) backoff(ctx context.Context, retries int) backoff.BackOff {
 	return backoff.WithContext(backoff.WithMaxRetries(b, uint64(max(retries, 0))), ctx)
 }
 
-// MaxAttempts is how many times a call on route r may be tried in all.
+// MaxAttempts is how many attempts of a call on route r may reach its tool, in all.
 func (e *Executor) MaxAttempts(r Route) int {
 	return cmp.Or(r.MaxAttempts, e.Retry.MaxAttempts, DefaultMaxAttempts)
 }
@@ -99,6 +101,9 @@ type Outcome struct {
 	Retryable bool
 	// MaybeRan: the tool may have run although the call failed.
 	MaybeRan bool
+	// Sent counts the attempts of the call that reached its tool (or may have), the
+	// earlier deliveries' included: what RetryPolicy.MaxAttempts bounds.
+	Sent int
 	// Exhausted: the failure is transient and repeating the call would be safe, but
 	// its attempts or its time budget ran out.
 	Exhausted bool
@@ -146,9 +151,11 @@ type Earlier struct {
 	// First is when the call was first tried (zero: now); its time budget counts from
 	// there.
 	First time.Time
-	// Attempts counts the attempts made so far; this delivery's are counted on, and
-	// only what remains of the route's MaxAttempts is tried.
+	// Attempts counts the tries made so far; this delivery's are counted on.
 	Attempts int
+	// Sent counts those of them that reached the tool (or may have): only what remains
+	// of the route's MaxAttempts is tried.
+	Sent int
 }
 
 // ExecuteRoute is [Executor.Execute] for a call the caller has resolved already with
@@ -188,11 +195,12 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	}
 	safe := r.Info.ReadOnly || r.Info.Idempotent
 	maxAttempts := e.MaxAttempts(r)
-	if earlier.Attempts >= maxAttempts {
+	reached := earlier.Sent // attempts that reached the tool, the earlier deliveries' included
+	if reached >= maxAttempts {
 		// Earlier deliveries used every attempt up (one that failed after its last
 		// attempt was recorded): answer now, try nothing.
 		return res.Fail(messages.Errorf(messages.CodeServerUnavailable,
-			"the call to %q was tried %d times, as many as it may be, and failed", messages.EchoName(call.Tool), earlier.Attempts)), Outcome{Exhausted: true}
+			"the call to %q reached its server %d times, as many as it may, and failed", messages.EchoName(call.Tool), reached)), Outcome{Exhausted: true, Sent: reached}
 	}
 
 	var out json.RawMessage
@@ -208,9 +216,10 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	var pendingCode, pendingReason string
 	sent := 0  // failed attempts that reached the server (not refused before sending)
 	tries := 0 // this delivery's attempts, refused ones included
-	// retryable: last may be tried again, now or by a later delivery.
+	// retryable: last may be tried again, now or by a later delivery: within the budget,
+	// and, unless it provably never left, within MaxAttempts.
 	retryable := func() bool {
-		return last.Retryable() && (safe || last.Unsent) && res.Attempts < maxAttempts && time.Now().Before(budget)
+		return last.Retryable() && (safe || last.Unsent) && (last.Unsent || reached < maxAttempts) && time.Now().Before(budget)
 	}
 	op := func() error {
 		if pending != nil {
@@ -242,14 +251,19 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		}
 		// Each request an MCP server was sent (a resend after a broken connection too)
 		// is an attempt; a try that sent nothing (a command not found) is one.
+		requests := 1
 		if r.MCP.Server != "" {
-			var requests atomic.Int32
-			out, err = e.attempt(mcpwire.WithSentCount(actx, &requests), r, call, failed)
-			res.Attempts += max(int(requests.Load()), 1)
+			var n atomic.Int32
+			out, err = e.attempt(mcpwire.WithSentCount(actx, &n), r, call, failed)
+			requests = int(n.Load())
 		} else {
 			out, err = e.attempt(actx, r, call, failed)
-			res.Attempts++
+			if err != nil && messages.AsToolError(err).Unsent {
+				requests = 0
+			}
 		}
+		res.Attempts += max(requests, 1)
+		reached += requests
 		if e.Gate != nil {
 			e.Gate.Report(r.Server, err)
 		}
@@ -281,7 +295,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 				return firstErr
 			}
 			return op()
-		}, e.Retry.backoff(ctx, maxAttempts-earlier.Attempts-1))
+		}, e.Retry.backoff(ctx, maxAttempts-1))
 	}
 	if pending != nil {
 		pending.End() // the last attempt: nothing followed it
@@ -298,11 +312,12 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
 					"%d earlier attempt(s) of this call could not reach the server; %s", tried, last.Message)}
 			}
-			return res.Fail(last), Outcome{}
+			return res.Fail(last), Outcome{Sent: reached}
 		}
 		oc := Outcome{
 			Retryable: retryable(),
 			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
+			Sent:      reached,
 		}
 		oc.Exhausted = !oc.Retryable && last.Retryable() && (safe || last.Unsent)
 		return res.Fail(last), oc

@@ -187,7 +187,7 @@ func TestRetriesAreAttemptsThatAnotherFollows(t *testing.T) {
 				Tracer:  sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")}
 			call := messages.ToolCall{ID: "r/0", ResponseID: "r", Tool: "t", Count: 1}
 			r, err := e.Router.Resolve(context.Background(), "t")
-			res, _ := e.ExecuteRoute(context.Background(), call, r, err, Earlier{Attempts: tt.earlier})
+			res, _ := e.ExecuteRoute(context.Background(), call, r, err, Earlier{Attempts: tt.earlier, Sent: tt.earlier})
 			if res.Success != tt.wantSucceeded || res.Attempts != tt.wantAttempts {
 				t.Fatalf("success %v after %d attempts, want %v after %d", res.Success, res.Attempts, tt.wantSucceeded, tt.wantAttempts)
 			}

@@ -55,7 +55,7 @@ func TestReleasedCallRunsOnceAcrossReplicas(t *testing.T) {
 		if _, err := first.Begin(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		if err := first.Release(ctx, id, 1, time.Now()); err != nil {
+		if err := first.Release(ctx, id, claims.Progress{Attempts: 1, Sent: 1, First: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		call := messages.ToolCall{ID: id, ResponseID: fmt.Sprintf("r%d", round), Conversation: "c", Count: 1, Tool: "create_ticket",

@@ -210,7 +210,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		first = time.Now()
 	}
 	var session mcpwire.SessionReport
-	res, oc := s.Exec.ExecuteRoute(mcpwire.WithReport(ctx, &session), call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts})
+	res, oc := s.Exec.ExecuteRoute(mcpwire.WithReport(ctx, &session), call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts, Sent: claim.PriorSent})
 	if safe && claimed && d.Delivered > 1 && claim.PriorAttempts == 0 && routeErr == nil {
 		// A read-only or idempotent call is not claimed on its first delivery, so a
 		// delivery that ran it and was handed back after (its answer not published, its
@@ -251,7 +251,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 			"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
 	}
 	if !res.Success && oc.Retryable && !d.Last {
-		if err := s.Claims.Release(ctx, call.ID, res.Attempts, first); err != nil {
+		if err := s.Claims.Release(ctx, call.ID, claims.Progress{Attempts: res.Attempts, Sent: oc.Sent, First: first}); err != nil {
 			s.logger().Warn("release claim", "call", call.ID, "err", err)
 		}
 		return nil, bus.Retry(fmt.Errorf("call %s: %s", call.ID, res.Error.Message), s.redeliveryDelay())

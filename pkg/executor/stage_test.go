@@ -93,9 +93,15 @@ func TestExecuteStage(t *testing.T) {
 		{name: "still failing on the last delivery: answered and dead-lettered", info: messages.ToolInfo{Idempotent: true}, fail: unsent(100),
 			deliveries: []delivery{{1, false}, {2, true}}, want: []string{"retry", string(messages.CodeServerUnavailable)}, wantRuns: 2, wantDead: true,
 			wantClaims: "release r/0,begin r/0,finish r/0"},
-		{name: "attempts are counted across deliveries: the last one allowed answers", info: messages.ToolInfo{Idempotent: true}, fail: unsent(100),
+		{name: "attempts that reached the tool are counted across deliveries: the last one allowed answers", info: messages.ToolInfo{Idempotent: true},
+			fail: func(int32) error {
+				return &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "502 from upstream"}
+			},
 			deliveries: []delivery{{1, false}, {2, false}, {3, false}}, want: []string{"retry", "retry", string(messages.CodeServerUnavailable)},
 			wantRuns: 3, wantAttempts: 3, wantDead: true, wantClaims: "release r/0,begin r/0,release r/0,begin r/0,finish r/0"},
+		{name: "tries that never left are not bounded by MaxAttempts: they go on until the last delivery", info: messages.ToolInfo{Idempotent: true}, fail: unsent(100),
+			deliveries: []delivery{{1, false}, {2, false}, {3, false}, {4, true}}, want: []string{"retry", "retry", "retry", string(messages.CodeServerUnavailable)},
+			wantRuns: 4, wantAttempts: 4, wantDead: true, wantClaims: "release r/0,begin r/0,release r/0,begin r/0,release r/0,begin r/0,finish r/0"},
 		{name: "a read-only call run again after its answer was lost counts both runs", info: messages.ToolInfo{ReadOnly: true},
 			deliveries: []delivery{{1, false}, {2, false}}, want: []string{"ok", "ok"}, wantRuns: 2, wantAttempts: 2,
 			wantClaims: "begin r/0,finish r/0"},

@@ -659,6 +659,15 @@ func (s *server) run(ctx context.Context) {
 	}()
 	for ctx.Err() == nil {
 		sess, err := s.connect(ctx)
+		if errors.Is(err, ErrMisconfigured) && err.Error() != loggedConfig {
+			// Said once, tried again rarely (below): only a change of the configuration
+			// or of the server ends it. Its tools are listed as none meanwhile, before
+			// anyone hears of the attempt, so that whoever waits for every server's
+			// tools waits no more.
+			s.log.Warn("the server cannot be used as configured; calls of its tools are answered server_unavailable at once", "err", err)
+			loggedConfig = err.Error()
+			s.unlisted()
+		}
 		s.finish(sess, err)
 		if first {
 			first = false
@@ -675,15 +684,7 @@ func (s *server) run(ctx context.Context) {
 				continue
 			}
 		} else if errors.Is(err, ErrMisconfigured) {
-			// Said once, tried again rarely: only a change of the configuration or of
-			// the server ends it. Its tools are listed as none meanwhile, so that
-			// whoever waits for every server's tools waits no more.
-			if msg := err.Error(); msg != loggedConfig {
-				s.log.Warn("the server cannot be used as configured; calls of its tools are answered server_unavailable at once", "err", err)
-				loggedConfig = msg
-				s.unlisted()
-			}
-			next = max(next, b.MaxInterval)
+			next = max(next, b.MaxInterval) // told above
 		} else if errors.Is(err, oauth.ErrNeedsLogin) {
 			// Said once: trying again shows the same until someone logs in.
 			if !loggedLogin {

@@ -56,13 +56,13 @@ func (c *Memory) Begin(_ context.Context, id string) (claims.Claim, error) {
 		return claims.Claim{Result: prev.Result}, nil
 	case prev.State == "released":
 		c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
-		return claims.Claim{PriorAttempts: prev.Attempts, FirstAttempt: prev.FirstAttempt}, nil
+		return claims.Claim{PriorAttempts: prev.Attempts, PriorSent: prev.Sent, FirstAttempt: prev.FirstAttempt}, nil
 	}
 	first := prev.FirstAttempt
 	if first.IsZero() {
 		first = prev.Started
 	}
-	return claims.Claim{Abandoned: &prev, PriorAttempts: prev.Attempts + 1, FirstAttempt: first}, nil
+	return claims.Claim{Abandoned: &prev, PriorAttempts: prev.Attempts + 1, PriorSent: prev.Sent + 1, FirstAttempt: first}, nil
 }
 
 // TakeOver implements claims.Store, with compare-and-set as the calls bucket does it: it
@@ -76,7 +76,7 @@ func (c *Memory) TakeOver(_ context.Context, id string, cl *claims.Claim) error 
 		!cur.Started.Equal(cl.Abandoned.Started) || cur.Result != nil {
 		return fmt.Errorf("claim %s: taken over or finished by another delivery", id)
 	}
-	c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now(), Attempts: cl.PriorAttempts, FirstAttempt: cl.FirstAttempt})
+	c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now(), Attempts: cl.PriorAttempts, Sent: cl.PriorSent, FirstAttempt: cl.FirstAttempt})
 	cl.Abandoned = nil
 	return nil
 }
@@ -91,10 +91,10 @@ func (c *Memory) Finish(_ context.Context, id string, r messages.ToolResult) err
 }
 
 // Release implements claims.Store.
-func (c *Memory) Release(_ context.Context, id string, attempts int, first time.Time) error {
+func (c *Memory) Release(_ context.Context, id string, p claims.Progress) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.log = append(c.log, "release "+id)
-	c.put(id, claims.Record{State: "released", Attempts: attempts, FirstAttempt: first})
+	c.put(id, claims.Record{State: "released", Attempts: p.Attempts, Sent: p.Sent, FirstAttempt: p.First})
 	return nil
 }
