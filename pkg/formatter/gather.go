@@ -65,3 +65,8 @@ func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) ([]messa
 func (s KVGatherer) Finish(ctx context.Context, response string, keys ...string) error {
 	return order.Finish(ctx, s.KV, response, keys...)
 }
+
+// Refinish implements [Finisher].
+func (s KVGatherer) Refinish(ctx context.Context, response string) error {
+	return order.Refinish(ctx, s.KV, response)
+}

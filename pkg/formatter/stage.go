@@ -28,6 +28,9 @@ type Gatherer interface {
 // it from then on, and deletes the keys the response left (order.Finish).
 type Finisher interface {
 	Finish(ctx context.Context, response string, keys ...string) error
+	// Refinish deletes the keys Finish was given that are still there (the delivery
+	// that finished the response died before it deleted them).
+	Refinish(ctx context.Context, response string) error
 }
 
 // Streams keeps the state of streamed responses ([order.StreamStore]).
@@ -94,6 +97,12 @@ func Decode(d *bus.Delivery) (messages.ToolResult, error) {
 func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delivery) ([]bus.Outgoing, error) {
 	out, err := s.format(ctx, r, d)
 	if errors.Is(err, order.ErrAnswered) {
+		// An earlier delivery that stored the output may have died between the mark
+		// and the deletes: what is left is deleted now.
+		if f, ok := s.Gather.(Finisher); ok && d != nil && d.Delivered > 1 {
+			response := messages.ScopedID(r.Conversation, r.ResponseID)
+			d.OnPublished(func(ctx context.Context) error { return f.Refinish(ctx, response) })
+		}
 		return nil, nil
 	}
 	return out, err

@@ -19,6 +19,9 @@ var ErrAnswered = errors.New("the response is answered already")
 // reads the same field.
 type answeredMark struct {
 	Answered bool `json:"answered"`
+	// Keys are the response's other keys, which Finish deletes after writing the mark
+	// and Refinish deletes again when they are still there.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Answered reports whether the output of response (by its scoped id) is stored: its
@@ -35,10 +38,36 @@ func Answered(ctx context.Context, kv jetstream.KeyValue, response string) (bool
 // ([StreamKeys] of a streamed response, the segments of an ordered one). The mark is
 // written first: a delivery that finds the keys gone finds the mark.
 func Finish(ctx context.Context, kv jetstream.KeyValue, response string, keys ...string) error {
-	mark, _ := json.Marshal(answeredMark{Answered: true})
+	mark, _ := json.Marshal(answeredMark{Answered: true, Keys: keys})
 	if _, err := kv.Put(ctx, bus.Key(response), mark); err != nil {
 		return fmt.Errorf("%s/%s: %w", kv.Bucket(), bus.Key(response), err)
 	}
+	return deleteKeys(ctx, kv, keys)
+}
+
+// Refinish deletes again the keys an answered response's mark names that are still
+// there: a delivery that wrote the mark may have died before it deleted them, and its
+// redelivery finds the response answered. A response not answered is left alone.
+func Refinish(ctx context.Context, kv jetstream.KeyValue, response string) error {
+	m, _, err := bus.GetJSON[answeredMark](ctx, kv, bus.Key(response))
+	if err != nil || !m.Answered {
+		return err
+	}
+	var left []string
+	for _, k := range m.Keys {
+		_, err := kv.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("%s/%s: %w", kv.Bucket(), k, err)
+		default:
+			left = append(left, k)
+		}
+	}
+	return deleteKeys(ctx, kv, left)
+}
+
+func deleteKeys(ctx context.Context, kv jetstream.KeyValue, keys []string) error {
 	for _, k := range keys {
 		if err := kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("%s/%s: %w", kv.Bucket(), k, err)

@@ -30,6 +30,10 @@ type Texts interface {
 	// first holds the headers that say how to read the response, kept from chunk 1
 	// (later chunks' are ignored).
 	Append(ctx context.Context, response string, n int, chunk []byte, final bool, limit int, first Reading) (Streamed, error)
+	// EndAt records that chunk n ends the response with why when its turn comes (its
+	// final mark could not be read): once every chunk before it is read, the response
+	// ends there as End ends it, by order.ByChunk(n).
+	EndAt(ctx context.Context, response string, n int, first Reading, why *messages.ResultError) (Streamed, error)
 	// End ends the response without its last chunk, why being the reason the output
 	// gives and by what ended it (order.ByChunk, ByWatch); a response that ended
 	// already stays as it ended.
@@ -40,8 +44,10 @@ type Texts interface {
 	// Watched records that the response's watch is published.
 	Watched(ctx context.Context, response string) error
 	// Finish is called once the response's output is stored: the response is marked
-	// answered and its text and state are deleted (order.Finish).
+	// answered and its text and state are deleted (order.Finish). Refinish deletes
+	// them again when they are still there (order.Refinish).
 	Finish(ctx context.Context, response string) error
+	Refinish(ctx context.Context, response string) error
 }
 
 // Reading is how a streamed response is read: its format pin, its reasoning mode and
@@ -151,7 +157,10 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	limit := min(cmp.Or(s.maxInput(), toolcall.DefaultMaxInputSize), MaxStreamedBytes)
 	var read Streamed
 	var err error
-	if why == nil {
+	switch {
+	case why == nil && h.End != nil:
+		read, err = s.Texts.EndAt(ctx, response, h.N, ReadingOf(d), &messages.ResultError{Code: h.End.Code, Message: h.End.Message})
+	case why == nil:
 		read, err = s.Texts.Append(ctx, response, h.N, d.Data, h.Final, limit, ReadingOf(d))
 		if errors.Is(err, ErrTooLong) {
 			why = messages.Errorf(messages.CodeParseError,
@@ -163,7 +172,12 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	}
 	switch {
 	case errors.Is(err, order.ErrAnswered):
-		return nil, nil // a chunk after the output: nothing left to do
+		// A chunk after the output: nothing left to do, unless this is a redelivery of
+		// the chunk that stored the output and died before it deleted the rest.
+		if d.Delivered > 1 {
+			d.OnPublished(func(ctx context.Context) error { return s.Texts.Refinish(ctx, response) })
+		}
+		return nil, nil
 	case err != nil:
 		return nil, bus.Retry(err, time.Second)
 	}
@@ -221,6 +235,11 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 			st.OnError, changed = s.Order.OnError, true
 		}
 		if ended && !st.Final {
+			if read.End != nil {
+				// What the rule lets run by now runs, as it would had the text been read
+				// before the end came; the rest is released with the end's error.
+				st.Release(by)
+			}
 			st.Final, st.End, changed = true, read.End, true
 		}
 		var rel bool

@@ -21,7 +21,7 @@ func TestReadChunkHeaders(t *testing.T) {
 	for _, tt := range []struct {
 		name, chunk, final string
 		want               ChunkHeaders
-		wantErr            string
+		wantErr, wantEnd   string // the error returned; the error that ends the response at the chunk
 	}{
 		{name: "first", chunk: "1", want: ChunkHeaders{N: 1}},
 		{name: "final true", chunk: "3", final: "true", want: ChunkHeaders{N: 3, Final: true}},
@@ -33,8 +33,8 @@ func TestReadChunkHeaders(t *testing.T) {
 		{name: "final off", chunk: "3", final: "off", want: ChunkHeaders{N: 3}},
 		{name: "spaces around the number", chunk: " 7 ", want: ChunkHeaders{N: 7}},
 		{name: "the limit", chunk: "100", want: ChunkHeaders{N: 100}},
-		{name: "final garbage", chunk: "3", final: "yes please", wantErr: `Toolbus-Final "yes please"`},
-		{name: "final 2", chunk: "3", final: "2", wantErr: `Toolbus-Final "2"`},
+		{name: "final garbage", chunk: "3", final: "yes please", wantEnd: `Toolbus-Final "yes please"`},
+		{name: "final 2", chunk: "3", final: "2", wantEnd: `Toolbus-Final "2"`},
 		{name: "no number", wantErr: "no Toolbus-Chunk header"},
 		{name: "zero", chunk: "0", wantErr: `Toolbus-Chunk "0"`},
 		{name: "negative", chunk: "-4", wantErr: `Toolbus-Chunk "-4"`},
@@ -55,6 +55,12 @@ func TestReadChunkHeaders(t *testing.T) {
 			if tt.wantErr != "" {
 				if err == nil || err.Code != messages.CodeParseError || !strings.Contains(err.Message, tt.wantErr) {
 					t.Fatalf("got %+v, %v; want a parse_error saying %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if tt.wantEnd != "" {
+				if err != nil || got.N != 3 || got.End == nil || got.End.Code != messages.CodeParseError || !strings.Contains(got.End.Message, tt.wantEnd) {
+					t.Fatalf("got %+v, %v; want chunk 3 ending the response with a parse_error saying %q", got, err, tt.wantEnd)
 				}
 				return
 			}
@@ -83,8 +89,8 @@ func FuzzReadChunkHeaders(f *testing.F) {
 		if got.N < 1 || got.N > 1000 {
 			t.Fatalf("chunk number %d", got.N)
 		}
-		if f, ok := ParseFlag(final); !ok || f != got.Final {
-			t.Fatalf("final %v for %q", got.Final, final)
+		if f, ok := ParseFlag(final); ok != (got.End == nil) || f != got.Final {
+			t.Fatalf("final %v, end %v for %q", got.Final, got.End, final)
 		}
 	})
 }
@@ -94,13 +100,14 @@ func FuzzReadChunkHeaders(f *testing.F) {
 func FuzzStreamText(f *testing.F) {
 	var t streamText
 	t.Reading = Reading{Format: "tool_call"}
-	t.add(1, []byte("hello "), false)
-	t.add(3, []byte("!"), true)
+	t.add(1, []byte("hello "), false, nil)
+	t.add(3, []byte("!"), true, nil)
+	t.add(5, nil, false, &messages.ResultError{Code: messages.CodeParseError, Message: "Toolbus-Final \"?\""})
 	f.Add(t.encode())
-	t.add(2, []byte("world"), false)
+	t.add(2, []byte("world"), false, nil)
 	f.Add(t.encode())
 	var ended streamText
-	ended.add(2, []byte("x"), false)
+	ended.add(2, []byte("x"), false, nil)
 	ended.end(ByWatch, &messages.ResultError{Code: messages.CodeTimeout, Message: "never\nfinished"})
 	f.Add(ended.encode())
 	f.Add([]byte("{}\n"))

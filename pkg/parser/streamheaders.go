@@ -18,12 +18,17 @@ type ChunkHeaders struct {
 	// N numbers the chunk, from 1; Final marks the last one.
 	N     int
 	Final bool
+	// End, set when the final mark cannot be read, is the parse_error that ends the
+	// response at this chunk's place (the chunks before it are read first).
+	End *messages.ToolError
 }
 
 // ReadChunkHeaders reads the number (messages.HeaderChunk, 1 to maxChunks) and the
 // final mark (messages.HeaderFinal, [ParseFlag]) of a chunk. A value nobody can read
 // is a parse_error that says which and why: the response is answered with it, never
-// left waiting for a chunk it already had.
+// left waiting for a chunk it already had. A number that cannot be placed is the
+// error returned (the response ends at once); a final mark that cannot be read is
+// End (the response ends at the chunk's place).
 func ReadChunkHeaders(h nats.Header, maxChunks int) (ChunkHeaders, *messages.ToolError) {
 	raw := h.Get(messages.HeaderChunk)
 	if raw == "" {
@@ -41,9 +46,9 @@ func ReadChunkHeaders(h nats.Header, maxChunks int) (ChunkHeaders, *messages.Too
 	}
 	final, ok := ParseFlag(h.Get(messages.HeaderFinal))
 	if !ok {
-		return ChunkHeaders{N: n}, messages.Errorf(messages.CodeParseError,
+		return ChunkHeaders{N: n, End: messages.Errorf(messages.CodeParseError,
 			"chunk %d of the streamed response has %s %q, which is neither true (true, 1, yes, on) nor false (false, 0, no, off); the response was ended there",
-			n, messages.HeaderFinal, messages.EchoArguments(h.Get(messages.HeaderFinal)))
+			n, messages.HeaderFinal, messages.EchoArguments(h.Get(messages.HeaderFinal)))}, nil
 	}
 	return ChunkHeaders{N: n, Final: final}, nil
 }

@@ -38,7 +38,21 @@ func (s TextStore) Append(ctx context.Context, response string, n int, chunk []b
 		if n == 1 {
 			t.Reading = first
 		}
-		t.add(n, chunk, final)
+		t.add(n, chunk, final, nil)
+		return true, nil
+	})
+}
+
+// EndAt implements [Texts].
+func (s TextStore) EndAt(ctx context.Context, response string, n int, first Reading, why *messages.ResultError) (Streamed, error) {
+	return s.update(ctx, response, func(t *streamText, _ time.Time) (bool, error) {
+		if t.ended() || n <= t.Read || t.waiting(n) {
+			return false, nil
+		}
+		if n == 1 {
+			t.Reading = first
+		}
+		t.add(n, nil, false, why)
 		return true, nil
 	})
 }
@@ -87,6 +101,11 @@ func (s TextStore) Watched(ctx context.Context, response string) error {
 // Finish implements [Texts].
 func (s TextStore) Finish(ctx context.Context, response string) error {
 	return order.Finish(ctx, s.KV, response, order.StreamKeys(response)...)
+}
+
+// Refinish implements [Texts].
+func (s TextStore) Refinish(ctx context.Context, response string) error {
+	return order.Refinish(ctx, s.KV, response)
 }
 
 // update applies fn to the text of response (written: when it was last written) with
@@ -170,11 +189,13 @@ type streamText struct {
 	text []byte
 }
 
-// piece is a chunk that came before its predecessor.
+// piece is a chunk that came before its predecessor. End, when set, ends the response
+// with it when the piece's turn comes, instead of its text.
 type piece struct {
-	N     int  `json:"n"`
-	Size  int  `json:"size"`
-	Final bool `json:"final,omitempty"`
+	N     int                   `json:"n"`
+	Size  int                   `json:"size"`
+	Final bool                  `json:"final,omitempty"`
+	End   *messages.ResultError `json:"end,omitempty"`
 	data  []byte
 }
 
@@ -196,18 +217,27 @@ func (t *streamText) size() int {
 }
 
 // add takes in chunk n (after t.Read, not waiting yet): the next one is read, with the
-// chunks waiting after it; a later one waits.
-func (t *streamText) add(n int, chunk []byte, final bool) {
+// chunks waiting after it; a later one waits. A chunk with end set ends the response
+// with it when its turn comes, its text not read.
+func (t *streamText) add(n int, chunk []byte, final bool, end *messages.ResultError) {
 	if n > t.Read+1 {
 		i, _ := slices.BinarySearchFunc(t.Pieces, n, func(p piece, n int) int { return p.N - n })
-		t.Pieces = slices.Insert(t.Pieces, i, piece{N: n, Size: len(chunk), Final: final, data: chunk})
+		t.Pieces = slices.Insert(t.Pieces, i, piece{N: n, Size: len(chunk), Final: final, End: end, data: chunk})
+		return
+	}
+	if end != nil {
+		t.end(order.ByChunk(n), end)
 		return
 	}
 	t.text = append(t.text[:len(t.text):len(t.text)], chunk...)
 	t.Read, t.Final = n, final
-	for !t.Final && len(t.Pieces) > 0 && t.Pieces[0].N == t.Read+1 {
+	for !t.ended() && len(t.Pieces) > 0 && t.Pieces[0].N == t.Read+1 {
 		p := t.Pieces[0]
 		t.Pieces = t.Pieces[1:]
+		if p.End != nil {
+			t.end(order.ByChunk(p.N), p.End)
+			break
+		}
 		t.text = append(t.text, p.data...)
 		t.Read, t.Final = p.N, p.Final
 	}

@@ -259,6 +259,32 @@ func TestChaosLeaderKills(t *testing.T) {
 	if len(counts) != total {
 		t.Errorf("outputs of %d responses, want %d", len(counts), total)
 	}
+
+	// Answered responses leave only their marks in the gather bucket (their keys go
+	// once the output is stored, which a redelivery finishes when a kill cut it short).
+	gather, err := ajs.KeyValue(runCtx, messages.BucketGather)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var left []string
+		keys, err := gather.ListKeys(runCtx)
+		if err == nil {
+			for k := range keys.Keys() {
+				if strings.HasPrefix(k, "chaos-") && strings.Contains(k, ".") {
+					left = append(left, k)
+				}
+			}
+		}
+		if err == nil && len(left) == 0 {
+			break
+		}
+		if runCtx.Err() != nil {
+			t.Errorf("the gather bucket still holds %d keys of answered responses: %v (%v)", len(left), left[:min(len(left), 20)], err)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // chaosAnswer gets the output of one response through node failures: asked whole or

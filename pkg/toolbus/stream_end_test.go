@@ -3,6 +3,7 @@ package toolbus_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/parser"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
@@ -179,8 +181,10 @@ func TestStreamsAlwaysEnd(t *testing.T) {
 			want{messages.CodeParseError, `Toolbus-Final "sure"`, 2}},
 		{"chunk 2 alone", []rawChunk{{n: "2", final: "true", text: read("f")}},
 			want{messages.CodeTimeout, "chunk 1 never came", 1}},
-		{"chunk number garbage", []rawChunk{{n: "1", text: read("g")}, {n: "second", text: "x"}},
-			want{messages.CodeParseError, `Toolbus-Chunk "second"`, 2}},
+		{"chunk number garbage", []rawChunk{{n: "second", text: read("g")}},
+			want{messages.CodeParseError, `Toolbus-Chunk "second"`, 1}},
+		{"final garbage before its predecessor", []rawChunk{{n: "3", final: "no way", text: read("not-read")}, {n: "2", text: " then "}, {n: "1", text: read("i")}},
+			want{messages.CodeParseError, `Toolbus-Final "no way"`, 2}},
 		{"no chunk number", []rawChunk{{text: read("h")}},
 			want{messages.CodeParseError, "no Toolbus-Chunk header", 1}},
 	}
@@ -234,18 +238,23 @@ func TestStreamsAlwaysEnd(t *testing.T) {
 // takes them out of order, is read whole under the chunk limit and ended with a
 // parse_error past it; either way it has exactly one output, and leaves nothing in the
 // gather bucket but its answered mark, however many chunks waited for a predecessor.
+//
+// TOOLBUS_LONG=1 sends 100,000 chunks against the default limit.
 func TestStreamManyChunks(t *testing.T) {
 	t.Parallel()
-	const limit = 1000
-	b := startStreamEnd(t, `{"reasoning": "tagged", "stream_idle_timeout": "5s", "stream_max_chunks": `+strconv.Itoa(limit)+`}`)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	limit, over, settings := 1000, 3000, `, "stream_max_chunks": 1000`
+	if os.Getenv("TOOLBUS_LONG") != "" {
+		limit, over, settings = parser.DefaultMaxChunks, 100_000, ""
+	}
+	b := startStreamEnd(t, `{"reasoning": "tagged", "stream_idle_timeout": "5s"`+settings+`}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	call := `<tool_call>{"name": "note_read", "arguments": {"conv": "many", "text": "m"}}</tool_call>`
 	for _, tc := range []struct {
 		id     string
 		chunks int
 		over   bool
-	}{{"under", limit - 50, false}, {"over", 3 * limit, true}} {
+	}{{"under", limit - 50, false}, {"over", over, true}} {
 		text := call + strings.Repeat(" ", tc.chunks-len(call))
 		futures := make([]jetstream.PubAckFuture, 0, tc.chunks)
 		for i := range tc.chunks {
