@@ -263,7 +263,7 @@ func needs() map[string]serviceNeeds {
 	return map[string]serviceNeeds{
 		toolbus.Parser: {
 			publish: cat(provision, consume(messages.ConsumerParser), watch(messages.BucketCatalog), kv(messages.BucketGather),
-				[]string{messages.CallSubject("c1"), messages.OutputSubject("c1"), messages.DeadSubject("c1"),
+				[]string{messages.CallSubject("c1"), messages.OutputSubject("c1"), messages.DeadSubject("c1"), messages.StreamSubject("c1"),
 					messages.RejectedSubject(messages.ResponseSubject("x+y")), messages.RejectedSubject(messages.StreamSubject("acme.x+y"))}),
 			subscribe: service(toolbus.Parser),
 		},
