@@ -134,6 +134,27 @@ func TestTenantsOnServer(t *testing.T) {
 	if whole, err := ac.FetchResult(step(), stored); err != nil || !bytes.Contains(whole, []byte(secret)) {
 		t.Fatalf("acme fetches its stored result: %d bytes, %v", len(whole), err)
 	}
+	// A chunk of acme's that names no response cannot be routed: acme is told, on its
+	// rejection subject, and nobody else hears of it (the sniffers, below).
+	rejected, err := anc.SubscribeSync(messages.TenantRejectedSubject(victim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := anc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ajs, err := jetstream.New(anc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := nats.NewMsg(messages.StreamSubject(victim + ".c9"))
+	chunk.Data = []byte(secret)
+	if _, err := ajs.PublishMsg(step(), chunk); err != nil {
+		t.Fatalf("acme publishes a chunk: %v", err)
+	}
+	if m, err := rejected.NextMsgWithContext(step()); err != nil || !bytes.Contains(m.Data, []byte("no "+messages.HeaderResponseID)) {
+		t.Fatalf("acme's rejection: %v", err)
+	}
 	var progress int
 	s, err := ac.Stream(step(), "acme.c2", &client.StreamOptions{Progress: func(messages.ToolResult) { progress++ }})
 	if err != nil {
