@@ -45,11 +45,12 @@ type Route struct {
 	// added under ([localtools.Tool.Server]) and its name, or no server and the name.
 	// Empty: no server, and Info.Name.
 	Ref catalog.Ref
-	// Timeout, when set, is the time budget of calls on this route (an MCP server's
-	// configured timeout); see [Executor.Budget].
+	// Timeout, when set, is the time budget of calls on this route, and the limit a
+	// timeout names (an MCP server's configured timeout, a tools-folder tool's own, at
+	// which it is stopped); see [Executor.Budget].
 	Timeout time.Duration
-	// MaxAttempts, when set, is how many times a call on this route may be tried in
-	// all, across deliveries (an MCP server's "retry.maxAttempts"); see
+	// MaxAttempts, when set, is how many attempts of a call on this route may reach its
+	// tool, in all across deliveries (an MCP server's "retry.maxAttempts"); see
 	// [Executor.MaxAttempts].
 	MaxAttempts int
 	// Session, when set, names the server in whose conversation's own session the call
