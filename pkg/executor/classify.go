@@ -37,8 +37,9 @@ type Failed struct {
 //     of trouble to the breaker.
 //   - A deadline is timeout, naming the limit that ran out: the tool's own (a tools-folder
 //     tool's, an MCP server's timeout) when it is shorter than the call's budget, else the
-//     budget. A timeout of a tool that is neither read-only nor idempotent and was not
-//     stopped (a remote server may still complete it) is outcome_unknown.
+//     budget. A timeout of a tool that is neither read-only nor idempotent, was sent (not
+//     one whose server could not be reached in time) and was not stopped (a remote server
+//     may still complete it) is outcome_unknown.
 //   - The server's own errors: it has no such tool → unknown_tool, it rejected the
 //     arguments → invalid_arguments, isError → tool_error.
 //   - The configuration's refusals → not_allowed; unknown or ambiguous names →
@@ -82,6 +83,8 @@ func Classify(err error, f Failed) *messages.ToolError {
 		result.Unsent, result.Final = true, true
 	case errors.Is(err, context.DeadlineExceeded):
 		result = te(messages.CodeTimeout, "the tool %q did not finish in time", messages.EchoName(f.Name))
+		// Not connected in time: nothing was sent, nothing may still complete.
+		result.Unsent = errors.Is(err, mcpwire.ErrUnavailable)
 	case errors.As(err, &tool) && tool.UnknownTool():
 		result = te(messages.CodeUnknownTool, "the server %q has no tool %q (any more): %s", server, messages.EchoName(f.Route.MCP.Remote), tool.Message)
 	case errors.As(err, &tool) && tool.InvalidArguments():
@@ -134,6 +137,8 @@ func timedOut(e *messages.ToolError, f Failed) *messages.ToolError {
 	case e.Stopped:
 		out.Message = fmt.Sprintf("the tool %q did not finish %s and was stopped", messages.EchoName(f.Name), within)
 		out.Final = true // stopped at its limit: a second run would be stopped as well
+	case e.Unsent:
+		out.Message = fmt.Sprintf("the call to %q was not sent: its server could not be reached %s", messages.EchoName(f.Name), within)
 	case !safe && !e.Unsent:
 		out = messages.ToolError{Code: messages.CodeOutcomeUnknown, Err: e, Message: fmt.Sprintf(
 			"the call to %q did not finish %s; it may still complete, and it was not repeated: check its effect before calling it again",

@@ -456,6 +456,8 @@ func TestClassify(t *testing.T) {
 			wantCode: messages.CodeServerUnavailable, wantFinal: true, wantSaid: "toolbus auth login tickets"},
 		{name: "deadline, side effects, remote", err: context.DeadlineExceeded, route: remote, budget: time.Minute,
 			wantCode: messages.CodeOutcomeUnknown, wantSaid: "time limit of 1m0s; it may still complete"},
+		{name: "deadline before the server could be reached", err: fmt.Errorf("%w: tickets: not connected within the call's time: %w", mcpwire.ErrUnavailable, context.DeadlineExceeded),
+			route: remote, budget: time.Minute, wantCode: messages.CodeTimeout, wantSaid: "was not sent: its server could not be reached within its time limit of 1m0s"},
 		{name: "deadline, read-only", err: context.DeadlineExceeded, route: readOnly, budget: time.Minute,
 			wantCode: messages.CodeTimeout, wantSaid: "time limit of 1m0s"},
 		{name: "a tool stopped at its own limit", err: &messages.ToolError{Code: messages.CodeTimeout, Message: "did not finish within 1.998s", Stopped: true},

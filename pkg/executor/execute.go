@@ -105,7 +105,7 @@ type Outcome struct {
 	// earlier deliveries' included: what RetryPolicy.MaxAttempts bounds.
 	Sent int
 	// Exhausted: the failure is transient and repeating the call would be safe, but
-	// its attempts or its time budget ran out.
+	// its attempts (MaxAttempts of them reached the tool) ran out.
 	Exhausted bool
 }
 
@@ -319,7 +319,8 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
 			Sent:      reached,
 		}
-		oc.Exhausted = !oc.Retryable && last.Retryable() && (safe || last.Unsent)
+		// Its attempts ran out (not its budget: a timeout is an answer like any other).
+		oc.Exhausted = !oc.Retryable && last.Retryable() && safe && !last.Unsent && reached >= maxAttempts
 		return res.Fail(last), oc
 	}
 	if len(out) == 0 || !messages.Valid(out) {

@@ -167,7 +167,7 @@ func (s *server) conversationSession(ctx context.Context, conv string) (sess ses
 				select {
 				case <-c.ready:
 				case <-ctx.Done():
-					return nil, nil, fmt.Errorf("%s: not connected within the call's time: %w", s.name, ctx.Err())
+					return nil, nil, fmt.Errorf("%w: %s: not connected within the call's time: %w", ErrUnavailable, s.name, ctx.Err())
 				}
 				s.mu.Lock()
 				continue

@@ -911,7 +911,8 @@ func (s *server) session(ctx context.Context) (session, error) {
 	select {
 	case <-next:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: not connected within the call's time: %w", s.name, ctx.Err())
+		// Nothing was sent: the request never left, whatever the call's tool does.
+		return nil, fmt.Errorf("%w: %s: not connected within the call's time: %w", ErrUnavailable, s.name, ctx.Err())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
