@@ -43,7 +43,7 @@ func TestFinishLeavesTheMark(t *testing.T) {
 	if got := segmentKeys("c/r", []messages.ToolResult{res(0), res(1)}); !slices.Equal(got, []string{order.Key("c/r", 0), order.Key("c/r", 1)}) {
 		t.Fatalf("segment keys %v", got)
 	}
-	if err := gather.Finish(ctx, "c/r", segmentKeys("c/r", []messages.ToolResult{res(0), res(1)})...); err != nil {
+	if err := gather.Finish(ctx, "c/r", finishKeys("c/r", []messages.ToolResult{res(0), res(1)})...); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := gather.KV.ListKeys(ctx)
@@ -62,7 +62,7 @@ func TestFinishLeavesTheMark(t *testing.T) {
 			t.Errorf("result %d after the output: %v %v", i, out, err)
 		}
 	}
-	if _, err := gather.Results(ctx, "c", "r"); !errors.Is(err, order.ErrAnswered) {
+	if _, err := gather.Results(ctx, "c", "r", 2); !errors.Is(err, order.ErrAnswered) {
 		t.Errorf("results after the output: %v", err)
 	}
 }

@@ -2,63 +2,184 @@ package formatter
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/bits"
 	"slices"
-
-	"github.com/toolbus/toolbus/pkg/order"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/order"
 )
 
-// gathered is what the gather bucket holds for one response: its results until its
-// output is stored, then only the mark that it is answered (order.Finish), kept until
-// the bucket's TTL so that a redelivered result finds the response answered.
-type gathered struct {
-	Results  []messages.ToolResult `json:"results,omitempty"`
-	Answered bool                  `json:"answered,omitempty"`
+// Gathered says what is answered of a response once results were added to it.
+type Gathered struct {
+	// Answered counts the calls answered.
+	Answered int
+	// Prefix is the number of calls at the start of the response that are all answered:
+	// the index of the first call not answered.
+	Prefix int
+	// Failed is the index of the first call answered with a failure, -1 when none is.
+	Failed int
 }
 
-// add merges r into g, in call order, and reports whether g changed. A result for an
-// index already held (a redelivery) changes nothing.
-func (g *gathered) add(r messages.ToolResult) bool {
-	i, found := slices.BinarySearchFunc(g.Results, r.Index, func(have messages.ToolResult, index int) int { return have.Index - index })
-	if found {
+// Before reports whether every call before index n is answered.
+func (g Gathered) Before(n int) bool { return g.Prefix >= n }
+
+// progress is what the response's key in the gather bucket holds while its results
+// come in: which calls are answered, not their results (each is in a key of its own,
+// order.ResultKey), so that a result changes a few bytes however wide its response is.
+// Once the output is stored, order.Finish replaces it with the answered mark, which
+// reads the same field.
+type progress struct {
+	Answered bool `json:"answered,omitempty"`
+	// Got has bit i%8 of byte i/8 set when call i is answered.
+	Got []byte `json:"got,omitempty"`
+	// Failed is 1 + the index of the first call answered with a failure (0: none).
+	Failed int `json:"failed,omitempty"`
+}
+
+// add marks call index answered (failed when !ok) and reports whether p changed.
+func (p *progress) add(index int, ok bool) bool {
+	if index < 0 || p.has(index) {
 		return false
 	}
-	g.Results = slices.Insert(g.Results, i, r)
+	if n := index/8 + 1; len(p.Got) < n {
+		p.Got = append(p.Got, make([]byte, n-len(p.Got))...)
+	}
+	p.Got[index/8] |= 1 << (index % 8)
+	if !ok && (p.Failed == 0 || index+1 < p.Failed) {
+		p.Failed = index + 1
+	}
 	return true
 }
 
-// KVGatherer keeps gathering state in the gather key-value bucket, one key per response,
-// updated with compare-and-set so that replicas never overwrite each other.
-type KVGatherer struct{ KV jetstream.KeyValue }
-
-// Results implements [Gatherer].
-func (s KVGatherer) Results(ctx context.Context, conversation, responseID string) ([]messages.ToolResult, error) {
-	g, _, err := bus.GetJSON[gathered](ctx, s.KV, bus.Key(messages.ScopedID(conversation, responseID)))
-	if err == nil && g.Answered {
-		return nil, order.ErrAnswered
-	}
-	return g.Results, err
+func (p *progress) has(index int) bool {
+	return index/8 < len(p.Got) && p.Got[index/8]&(1<<(index%8)) != 0
 }
 
-// Add implements [Gatherer].
-func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error) {
-	if len(rs) == 0 {
-		return nil, nil
+func (p *progress) gathered() Gathered {
+	g := Gathered{Failed: p.Failed - 1, Prefix: -1}
+	for i, b := range p.Got {
+		g.Answered += bits.OnesCount8(b)
+		if g.Prefix < 0 && b != 0xff {
+			g.Prefix = i*8 + bits.TrailingZeros8(^b)
+		}
 	}
-	g, err := bus.UpdateJSON(ctx, s.KV, bus.Key(messages.ScopedID(rs[0].Conversation, rs[0].ResponseID)), func(g *gathered) (bool, error) {
-		if g.Answered {
-			return false, order.ErrAnswered
+	if g.Prefix < 0 {
+		g.Prefix = len(p.Got) * 8
+	}
+	return g
+}
+
+// KVGatherer keeps gathering state in the gather key-value bucket: each result in a key
+// of its own (order.ResultKey), created once, and which calls of the response are
+// answered in the response's key, updated with compare-and-set so that replicas never
+// overwrite each other. Make one with [NewKVGatherer]: results of one response that
+// the workers of one process hold at once are then marked with one compare-and-set
+// rather than each retrying against the others.
+type KVGatherer struct {
+	KV jetstream.KeyValue
+
+	marks *marker
+}
+
+// NewKVGatherer gathers in kv, the gather bucket.
+func NewKVGatherer(kv jetstream.KeyValue) KVGatherer {
+	return KVGatherer{KV: kv, marks: &marker{queues: map[string]*markQueue{}}}
+}
+
+// Results implements [Gatherer]: it reads the response's key (the answered mark), then
+// the n results, several at a time.
+func (s KVGatherer) Results(ctx context.Context, conversation, responseID string, n int) ([]messages.ToolResult, error) {
+	response := messages.ScopedID(conversation, responseID)
+	p, _, err := bus.GetJSON[progress](ctx, s.KV, bus.Key(response))
+	if err != nil {
+		return nil, err
+	}
+	if p.Answered {
+		return nil, order.ErrAnswered
+	}
+	out := make([]messages.ToolResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 16)
+	for i := range out {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			key := order.ResultKey(response, i)
+			e, err := s.KV.Get(ctx, key)
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+				// Marked answered after it was stored: a read served by a replica behind.
+				errs[i] = fmt.Errorf("%s/%s: the result of call %d is not there yet", s.KV.Bucket(), key, i)
+			case err != nil:
+				errs[i] = fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
+			default:
+				if err := messages.DecodeResult(e.Value(), &out[i]); err != nil {
+					errs[i] = fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Add implements [Gatherer]: each result is stored in its key (a result whose key
+// exists is a redelivery, and the first stands), then marked answered. A result added
+// to a response already answered is deleted again.
+func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) (Gathered, error) {
+	if len(rs) == 0 {
+		return Gathered{Failed: -1}, nil
+	}
+	response := messages.ScopedID(rs[0].Conversation, rs[0].ResponseID)
+	created := make([]bool, len(rs))
+	errs := make([]error, len(rs))
+	store := func(i int) {
+		r := &rs[i]
+		_, err := s.KV.Create(ctx, order.ResultKey(response, r.Index), messages.AppendResult(nil, r))
+		switch {
+		case err == nil:
+			created[i] = true
+		case !errors.Is(err, jetstream.ErrKeyExists):
+			errs[i] = fmt.Errorf("%s/%s: %w", s.KV.Bucket(), order.ResultKey(response, r.Index), err)
 		}
-		changed := false
-		for _, r := range rs {
-			changed = g.add(r) || changed
+	}
+	if len(rs) == 1 {
+		store(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range rs {
+			wg.Go(func() { store(i) })
 		}
-		return changed, nil
-	})
-	return g.Results, err
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Gathered{}, err
+	}
+	g, err := s.mark(ctx, bus.Key(response), rs)
+	if errors.Is(err, order.ErrAnswered) {
+		var keys []string
+		for i, r := range rs {
+			if created[i] {
+				keys = append(keys, order.ResultKey(response, r.Index))
+			}
+		}
+		for _, k := range keys {
+			if err := s.KV.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+				return Gathered{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), k, err)
+			}
+		}
+	}
+	return g, err
 }
 
 // Finish implements [Finisher].
@@ -69,4 +190,158 @@ func (s KVGatherer) Finish(ctx context.Context, response string, keys ...string)
 // Refinish implements [Finisher].
 func (s KVGatherer) Refinish(ctx context.Context, response string) error {
 	return order.Refinish(ctx, s.KV, response)
+}
+
+// mark marks rs answered in key with compare-and-set, together with what the other
+// workers of this process mark in the same key meanwhile, and returns what is
+// answered once rs are.
+func (s KVGatherer) mark(ctx context.Context, key string, rs []messages.ToolResult) (Gathered, error) {
+	w := &markWait{rs: rs, done: make(chan struct{})}
+	if s.marks == nil {
+		s.apply(ctx, key, &markQueue{}, []*markWait{w})
+		return w.g, w.err
+	}
+	q, batch := s.marks.join(key, w)
+	if q == nil {
+		<-w.done
+		if w.batch == nil {
+			return w.g, w.err // written by the worker before
+		}
+		q, batch = w.queue, w.batch
+	}
+	s.apply(ctx, key, q, batch)
+	next := s.marks.handOff(key, q)
+	for _, o := range batch {
+		if o != w {
+			close(o.done)
+		}
+	}
+	if next != nil {
+		close(next.done)
+	}
+	return w.g, w.err
+}
+
+// marker queues the results of one response that the workers of one process mark at
+// the same time: while one worker writes, the others wait, and the first of them then
+// writes every result that came meanwhile in one compare-and-set, with its own context.
+type marker struct {
+	mu     sync.Mutex
+	queues map[string]*markQueue
+}
+
+// markQueue is one key's: the waiting workers, and what the key held after this
+// process's last write, so that the next write needs no read unless another wrote
+// in between.
+type markQueue struct {
+	waiting []*markWait
+	known   bool
+	last    progress
+	rev     uint64 // of last; 0: the key does not exist
+}
+
+type markWait struct {
+	rs   []messages.ToolResult
+	g    Gathered
+	err  error
+	done chan struct{}
+	// batch, when set, is the batch of queue this waiter is to write (itself first).
+	batch []*markWait
+	queue *markQueue
+}
+
+// join returns the queue of key and w's batch when nobody writes key (w writes it
+// now), or nothing after queueing w behind the writer.
+func (m *marker) join(key string, w *markWait) (*markQueue, []*markWait) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if q := m.queues[key]; q != nil {
+		q.waiting = append(q.waiting, w)
+		return nil, nil
+	}
+	q := &markQueue{}
+	m.queues[key] = q
+	return q, []*markWait{w}
+}
+
+// handOff ends a write of q: the workers that queued meanwhile are the next batch, for
+// the first of them to write (returned; its done is the caller's to close). With none,
+// the queue is dropped.
+func (m *marker) handOff(key string, q *markQueue) *markWait {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(q.waiting) == 0 {
+		delete(m.queues, key)
+		return nil
+	}
+	next := q.waiting[0]
+	next.batch, next.queue, q.waiting = q.waiting, q, nil
+	return next
+}
+
+// apply writes the results of batch to key in one compare-and-set, and gives each
+// waiter what is answered once its results (and those before it) are.
+func (s KVGatherer) apply(ctx context.Context, key string, q *markQueue, batch []*markWait) {
+	fail := func(err error) {
+		q.known = false
+		for _, w := range batch {
+			w.err = err
+		}
+	}
+	for {
+		fresh := false
+		if !q.known {
+			p, rev, err := bus.GetJSON[progress](ctx, s.KV, key)
+			if err != nil {
+				fail(err)
+				return
+			}
+			q.last, q.rev, q.known, fresh = p, rev, true, true
+		}
+		if q.last.Answered {
+			fail(order.ErrAnswered)
+			return
+		}
+		p := q.last
+		p.Got = slices.Clone(p.Got)
+		changed := false
+		for _, w := range batch {
+			for _, r := range w.rs {
+				changed = p.add(r.Index, r.Success) || changed
+			}
+			w.g, w.err = p.gathered(), nil
+		}
+		if !changed {
+			if !fresh {
+				// Only redeliveries, measured against what this process wrote last:
+				// answer them from what the key holds now.
+				q.known = false
+				continue
+			}
+			return
+		}
+		val, err := json.Marshal(&p)
+		if err != nil {
+			fail(err)
+			return
+		}
+		var rev uint64
+		if q.rev == 0 {
+			rev, err = s.KV.Create(ctx, key, val)
+		} else {
+			rev, err = s.KV.Update(ctx, key, val, q.rev)
+		}
+		switch {
+		case err == nil:
+			q.last, q.rev = p, rev
+			return
+		case !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			fail(fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err))
+			return
+		case ctx.Err() != nil:
+			fail(ctx.Err())
+			return
+		}
+		q.known = false // another replica wrote first
+	}
 }

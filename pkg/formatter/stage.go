@@ -15,12 +15,13 @@ import (
 
 // Gatherer collects the results of responses of several calls.
 type Gatherer interface {
-	// Add records results of one response and returns every result of the response held
-	// after them, in call order, rs included. A result already held (a redelivery) is not
-	// added twice.
-	Add(ctx context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error)
-	// Results returns every result held for a response, in call order.
-	Results(ctx context.Context, conversation, responseID string) ([]messages.ToolResult, error)
+	// Add records results of one response, each once (a result already held, a
+	// redelivery, is not added again), and says what is answered of the response once
+	// they are. It gives order.ErrAnswered once the response's output is stored.
+	Add(ctx context.Context, rs ...messages.ToolResult) (Gathered, error)
+	// Results returns the results of the calls 0 to n-1 of a response, in call order,
+	// or order.ErrAnswered once its output is stored (with n 0, only that is read).
+	Results(ctx context.Context, conversation, responseID string, n int) ([]messages.ToolResult, error)
 }
 
 // Finisher is a [Gatherer] that also clears a response away once its output is stored:
@@ -114,27 +115,31 @@ func (s *Stage) format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 	}
 	results := []messages.ToolResult{r}
 	if r.Count > 1 {
-		// The gathered results of a response must fit one value of the bucket, and its
-		// output one message: each gets its share.
+		// Each result gets its share of the output: the output fits one message.
 		r, err := s.fit(ctx, r, s.limit()/(r.Count+1))
 		if err != nil {
 			return nil, bus.Retry(err, s.retryDelay())
 		}
-		all, err := s.Gather.Add(ctx, r)
+		g, err := s.Gather.Add(ctx, r)
 		if err != nil {
 			return nil, retry(err, s.retryDelay())
 		}
-		if len(all) < r.Count && r.Next > 0 && answered(all, r.Next) {
+		if g.Answered < r.Count && r.Next > 0 && g.Before(r.Next) {
 			var calls []bus.Outgoing
-			if all, calls, err = s.release(ctx, r, all); err != nil || calls != nil {
+			if g, calls, err = s.release(ctx, r, g); err != nil || calls != nil {
 				return calls, err
 			}
 		}
-		if len(all) < r.Count {
+		if g.Answered < r.Count {
 			return nil, nil
 		}
-		results = all
-		s.finish(d, messages.ScopedID(r.Conversation, r.ResponseID), segmentKeys(messages.ScopedID(r.Conversation, r.ResponseID), all)...)
+		// The result that answers the last call (or its redelivery) reads the
+		// response's results, once.
+		if results, err = s.Gather.Results(ctx, r.Conversation, r.ResponseID, r.Count); err != nil {
+			return nil, retry(err, behindDelay)
+		}
+		response := messages.ScopedID(r.Conversation, r.ResponseID)
+		s.finish(d, response, finishKeys(response, results)...)
 	}
 	body, err := s.output(ctx, r.ResponseID, r.Conversation, results)
 	if err != nil {
@@ -165,7 +170,7 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 	by := order.ByEnd
 	if r.End {
 		// Answered already? Then the state below is gone, and must not be started again.
-		if _, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID); err != nil {
+		if _, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID, 0); err != nil {
 			return nil, retry(err, s.retryDelay())
 		}
 	} else {
@@ -208,15 +213,13 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 	if !st.Complete() {
 		return out, nil
 	}
-	all, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID)
+	// Every call is answered, so every result was gathered first: a result missing is
+	// a read served by a replica behind.
+	all, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID, len(st.Calls))
 	if err != nil {
-		return nil, retry(err, s.retryDelay())
+		return nil, retry(err, behindDelay)
 	}
-	if len(all) < len(st.Calls) {
-		// Every call is answered, so every result was gathered first: this read is behind.
-		return nil, bus.Retry(fmt.Errorf("response %s: %d of %d results read", response, len(all), len(st.Calls)), 50*time.Millisecond)
-	}
-	all = all[:len(st.Calls)]
+	keys := append(order.StreamKeys(response), order.ResultKeys(response, len(st.Calls))...)
 	if st.End != nil {
 		// The response ended without its last chunk: the output says why, after the
 		// results of its calls.
@@ -227,7 +230,7 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 	if err != nil {
 		return nil, bus.Retry(err, s.retryDelay())
 	}
-	s.finish(d, response, order.StreamKeys(response)...)
+	s.finish(d, response, keys...)
 	return append(out, bus.Outgoing{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
 		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: response,
 	}, Body: body}), nil
@@ -252,6 +255,12 @@ func (s *Stage) finish(d *bus.Delivery, response string, keys ...string) {
 	d.OnPublished(func(ctx context.Context) error { return f.Finish(ctx, response, keys...) })
 }
 
+// finishKeys are the keys a response (by its scoped id) whose results are all leaves
+// besides its own: its results and segments.
+func finishKeys(response string, all []messages.ToolResult) []string {
+	return append(segmentKeys(response, all), order.ResultKeys(response, len(all))...)
+}
+
 // segmentKeys are the keys of the segments of the response (by its scoped id) whose
 // results are all: each result names the start of the segment after its own (Next).
 func segmentKeys(response string, all []messages.ToolResult) []string {
@@ -269,32 +278,37 @@ func segmentKeys(response string, all []messages.ToolResult) []string {
 	return keys
 }
 
-// answered reports whether results, in call order, answer every call before index n.
-func answered(results []messages.ToolResult, n int) bool {
-	return len(results) >= n && results[n-1].Index == n-1
-}
+// behindDelay is the delay of a delivery that read a response's results from a replica
+// of the bucket that is behind.
+const behindDelay = 50 * time.Millisecond
 
-// release returns the calls of r's response's segment that starts at r.Next. Under the
-// on_error "skip" policy, when a call before it failed, it instead answers every call
-// left with skipped and returns every result of the response.
-func (s *Stage) release(ctx context.Context, r messages.ToolResult, all []messages.ToolResult) ([]messages.ToolResult, []bus.Outgoing, error) {
+// release returns the calls of r's response's segment that starts at r.Next; g is what
+// is answered of the response. Under the on_error "skip" policy, when a call before it
+// failed, it instead answers every call left with skipped and returns what is answered
+// then (every call).
+func (s *Stage) release(ctx context.Context, r messages.ToolResult, g Gathered) (Gathered, []bus.Outgoing, error) {
 	if s.Plans == nil {
-		return nil, nil, fmt.Errorf("result %s names a next segment (%d), but the formatter keeps no plans", r.CallID, r.Next)
+		return g, nil, fmt.Errorf("result %s names a next segment (%d), but the formatter keeps no plans", r.CallID, r.Next)
 	}
-	seg, err := s.Plans.Load(ctx, messages.ScopedID(r.Conversation, r.ResponseID), r.Next)
+	response := messages.ScopedID(r.Conversation, r.ResponseID)
+	seg, err := s.Plans.Load(ctx, response, r.Next)
 	if err != nil {
-		return nil, nil, bus.Retry(err, s.retryDelay())
+		return g, nil, bus.Retry(err, s.retryDelay())
 	}
-	if failed := firstFailure(all[:r.Next]); failed != nil && seg.OnError == order.Skip {
-		skipped, err := s.skip(ctx, messages.ScopedID(r.Conversation, r.ResponseID), seg, failed)
+	if g.Failed >= 0 && g.Failed < r.Next && seg.OnError == order.Skip {
+		before, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID, g.Failed+1)
 		if err != nil {
-			return nil, nil, bus.Retry(err, s.retryDelay())
+			return g, nil, retry(err, behindDelay)
 		}
-		all, err := s.Gather.Add(ctx, skipped...)
+		skipped, err := s.skip(ctx, response, seg, &before[g.Failed])
 		if err != nil {
-			return nil, nil, bus.Retry(err, s.retryDelay())
+			return g, nil, bus.Retry(err, s.retryDelay())
 		}
-		return all, nil, nil
+		g, err := s.Gather.Add(ctx, skipped...)
+		if err != nil {
+			return g, nil, retry(err, s.retryDelay())
+		}
+		return g, nil, nil
 	}
 	out := make([]bus.Outgoing, 0, len(seg.Calls))
 	for i := range seg.Calls {
@@ -303,7 +317,7 @@ func (s *Stage) release(ctx context.Context, r messages.ToolResult, all []messag
 			ResponseID: c.ResponseID, Conversation: c.Conversation, MsgID: c.ID, Index: c.Index, Count: c.Count, Next: c.Next,
 		}, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
 	}
-	return nil, out, nil
+	return g, out, nil
 }
 
 // skip answers the calls of seg and of every segment after it with skipped; response is
@@ -324,15 +338,6 @@ func (s *Stage) skip(ctx context.Context, response string, seg order.Segment, fa
 			return nil, err
 		}
 	}
-}
-
-func firstFailure(results []messages.ToolResult) *messages.ToolResult {
-	for i := range results {
-		if !results[i].Success {
-			return &results[i]
-		}
-	}
-	return nil
 }
 
 // output encodes the output of results. When it is over the limit, the results larger

@@ -20,37 +20,53 @@ import (
 // memGatherer gathers in memory, as the bucket does across replicas.
 type memGatherer struct {
 	mu   sync.Mutex
-	m    map[string]*gathered
+	m    map[string]*memGathered
 	fail error
 }
 
-func (s *memGatherer) Add(_ context.Context, rs ...messages.ToolResult) ([]messages.ToolResult, error) {
+type memGathered struct {
+	p       progress
+	results map[int]messages.ToolResult
+}
+
+func (s *memGatherer) Add(_ context.Context, rs ...messages.ToolResult) (Gathered, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
-		return nil, s.fail
+		return Gathered{}, s.fail
 	}
 	if s.m == nil {
-		s.m = map[string]*gathered{}
+		s.m = map[string]*memGathered{}
 	}
 	g := s.m[rs[0].ResponseID]
 	if g == nil {
-		g = &gathered{}
+		g = &memGathered{results: map[int]messages.ToolResult{}}
 		s.m[rs[0].ResponseID] = g
 	}
 	for _, r := range rs {
-		g.add(r)
+		if g.p.add(r.Index, r.Success) {
+			g.results[r.Index] = r
+		}
 	}
-	return slices.Clone(g.Results), nil
+	return g.p.gathered(), nil
 }
 
-func (s *memGatherer) Results(_ context.Context, _, responseID string) ([]messages.ToolResult, error) {
+func (s *memGatherer) Results(_ context.Context, _, responseID string, n int) ([]messages.ToolResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if g := s.m[responseID]; g != nil {
-		return slices.Clone(g.Results), nil
+	out := make([]messages.ToolResult, n)
+	g := s.m[responseID]
+	for i := range out {
+		if g == nil {
+			return nil, fmt.Errorf("no result of %s", responseID)
+		}
+		r, ok := g.results[i]
+		if !ok {
+			return nil, fmt.Errorf("no result %d of %s", i, responseID)
+		}
+		out[i] = r
 	}
-	return nil, nil
+	return out, nil
 }
 
 func result(id string, index, count int, tool string) messages.ToolResult {

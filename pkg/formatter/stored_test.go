@@ -38,7 +38,7 @@ func storedBus(t *testing.T) (*results.Store, KVGatherer, jetstream.JetStream, f
 		}
 		return info.State.LastSeq
 	}
-	return results.NewStore(js), KVGatherer{KV: kv}, js, writes
+	return results.NewStore(js), NewKVGatherer(kv), js, writes
 }
 
 // sized is result i of n of response id in conversation, of size bytes of JSON string.

@@ -1,10 +1,13 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
@@ -53,27 +56,76 @@ func Refinish(ctx context.Context, kv jetstream.KeyValue, response string) error
 	if err != nil || !m.Answered {
 		return err
 	}
-	var left []string
-	for _, k := range m.Keys {
+	return eachKey(m.Keys, func(k string) error {
 		_, err := kv.Get(ctx, k)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return nil
 		case err != nil:
 			return fmt.Errorf("%s/%s: %w", kv.Bucket(), k, err)
-		default:
-			left = append(left, k)
 		}
-	}
-	return deleteKeys(ctx, kv, left)
+		return deleteKey(ctx, kv, k)
+	})
 }
 
+// deleteKeys deletes keys, several at a time: a wide response leaves a key per result,
+// and the runner that calls Finish acknowledges nothing else meanwhile.
 func deleteKeys(ctx context.Context, kv jetstream.KeyValue, keys []string) error {
-	for _, k := range keys {
-		if err := kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("%s/%s: %w", kv.Bucket(), k, err)
-		}
+	return eachKey(keys, func(k string) error { return deleteKey(ctx, kv, k) })
+}
+
+func deleteKey(ctx context.Context, kv jetstream.KeyValue, k string) error {
+	if err := kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("%s/%s: %w", kv.Bucket(), k, err)
 	}
 	return nil
+}
+
+// eachKey runs f on every key, at most 16 at a time, and returns the first error.
+func eachKey(keys []string, f func(string) error) error {
+	if len(keys) <= 1 {
+		for _, k := range keys {
+			if err := f(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		slots = make(chan struct{}, 16)
+	)
+	for _, k := range keys {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := f(k); err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// ResultKey is where the formatter keeps the result of call index of a response (by
+// its scoped id) until the response's output is stored: one key per result, written
+// once, so that gathering a result costs the same however many calls the response has.
+func ResultKey(response string, index int) string {
+	return bus.Key(response) + ".result." + strconv.Itoa(index)
+}
+
+// ResultKeys are the keys of the results of the calls 0 to n-1 of a response.
+func ResultKeys(response string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = ResultKey(response, i)
+	}
+	return keys
 }
 
 // TextKey is where the parser keeps the text of a streamed response (by its scoped id)

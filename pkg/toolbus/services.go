@@ -349,7 +349,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			return nil, fmt.Errorf("formatter: gather bucket: %w", err)
 		}
 		kept := results.NewStore(js)
-		f := &formatter.Stage{Gather: formatter.KVGatherer{KV: gather}, Plans: order.Store{KV: gather}, Streams: order.StreamStore{KV: gather},
+		f := &formatter.Stage{Gather: formatter.NewKVGatherer(gather), Plans: order.Store{KV: gather}, Streams: order.StreamStore{KV: gather},
 			Results: kept, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
 		for range o.Replicas {
 			mw, _, err := stage()
