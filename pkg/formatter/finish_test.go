@@ -62,7 +62,7 @@ func TestFinishLeavesTheMark(t *testing.T) {
 			t.Errorf("result %d after the output: %v %v", i, out, err)
 		}
 	}
-	if _, err := gather.Results(ctx, "c", "r", 2); !errors.Is(err, order.ErrAnswered) {
+	if _, err := gather.Results(ctx, "c", "r", 0); !errors.Is(err, order.ErrAnswered) {
 		t.Errorf("results after the output: %v", err)
 	}
 }

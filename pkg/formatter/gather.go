@@ -92,21 +92,23 @@ func NewKVGatherer(kv jetstream.KeyValue) KVGatherer {
 	return KVGatherer{KV: kv, marks: &marker{queues: map[string]*markQueue{}}}
 }
 
-// Results implements [Gatherer]: it reads the response's key (the answered mark), then
-// the n results, several at a time.
+// Results implements [Gatherer]: it reads the n results at once (64 at a time). A
+// response answered since its last call was marked has lost its result keys: a key
+// missing hands the delivery back, and the next finds the mark. With n 0 it reads the
+// response's key.
 func (s KVGatherer) Results(ctx context.Context, conversation, responseID string, n int) ([]messages.ToolResult, error) {
 	response := messages.ScopedID(conversation, responseID)
-	p, _, err := bus.GetJSON[progress](ctx, s.KV, bus.Key(response))
-	if err != nil {
+	if n == 0 {
+		p, _, err := bus.GetJSON[progress](ctx, s.KV, bus.Key(response))
+		if err == nil && p.Answered {
+			err = order.ErrAnswered
+		}
 		return nil, err
-	}
-	if p.Answered {
-		return nil, order.ErrAnswered
 	}
 	out := make([]messages.ToolResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, 16)
+	slots := make(chan struct{}, 64)
 	for i := range out {
 		slots <- struct{}{}
 		wg.Go(func() {
@@ -115,8 +117,9 @@ func (s KVGatherer) Results(ctx context.Context, conversation, responseID string
 			e, err := s.KV.Get(ctx, key)
 			switch {
 			case errors.Is(err, jetstream.ErrKeyNotFound):
-				// Marked answered after it was stored: a read served by a replica behind.
-				errs[i] = fmt.Errorf("%s/%s: the result of call %d is not there yet", s.KV.Bucket(), key, i)
+				// Marked answered after it was stored: a read served by a replica
+				// behind, or the response was answered since and its keys deleted.
+				errs[i] = fmt.Errorf("%s/%s: the result of call %d is not there", s.KV.Bucket(), key, i)
 			case err != nil:
 				errs[i] = fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
 			default:
