@@ -340,7 +340,10 @@ func (k *killer) stop() int {
 func TestExecutorSIGTERM(t *testing.T) {
 	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	r := newFaultRig(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A bound on a hang, not a speed: 300 responses through two executor processes
+	// under the race detector, beside the suite's other packages, once took over two
+	// minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := r.pipeline(ctx)
 	a, b := r.startExecutor("executor-a"), r.startExecutor("executor-b")
