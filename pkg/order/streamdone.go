@@ -17,8 +17,8 @@ import (
 // redelivered result, a chunk after its end) has nothing left to do.
 var ErrAnswered = errors.New("the response is answered already")
 
-// answeredMark is what a response's key (bus.Key of its scoped id: the formatter's
-// gathered results) holds once its output is stored. The formatter's gathered value
+// answeredMark is what a response's key (bus.Key of its scoped id: which of its calls
+// the formatter has gathered) holds once its output is stored. The formatter's value
 // reads the same field.
 type answeredMark struct {
 	Answered bool `json:"answered"`
@@ -35,11 +35,12 @@ func Answered(ctx context.Context, kv jetstream.KeyValue, response string) (bool
 }
 
 // Finish is called once the output of response (by its scoped id) is stored: it
-// replaces the response's key in the gather bucket (its gathered results) with the
-// answered mark, kept until the bucket's TTL so that whatever still comes for the
-// response finds it answered, then deletes keys, the others the response left there
-// ([StreamKeys] of a streamed response, the segments of an ordered one). The mark is
-// written first: a delivery that finds the keys gone finds the mark.
+// replaces the response's key in the gather bucket (which of its calls are answered)
+// with the answered mark, kept until the bucket's TTL so that whatever still comes for
+// the response finds it answered, then deletes keys, the others the response left
+// there (its results, [ResultKeys]; [StreamKeys] of a streamed response, the segments
+// of an ordered one). The mark is written first: a delivery that finds the keys gone
+// finds the mark.
 func Finish(ctx context.Context, kv jetstream.KeyValue, response string, keys ...string) error {
 	mark, _ := json.Marshal(answeredMark{Answered: true, Keys: keys})
 	if _, err := kv.Put(ctx, bus.Key(response), mark); err != nil {
