@@ -92,7 +92,7 @@ func NewKVGatherer(kv jetstream.KeyValue) KVGatherer {
 	return KVGatherer{KV: kv, marks: &marker{queues: map[string]*markQueue{}}}
 }
 
-// Results implements [Gatherer]: it reads the n results at once (64 at a time). A
+// Results implements [Gatherer]: it reads the n results at once ([each]). A
 // response answered since its last call was marked has lost its result keys: a key
 // missing hands the delivery back, and the next finds the mark. With n 0 it reads the
 // response's key.
@@ -107,33 +107,45 @@ func (s KVGatherer) Results(ctx context.Context, conversation, responseID string
 	}
 	out := make([]messages.ToolResult, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, 64)
-	for i := range out {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			key := order.ResultKey(response, i)
-			e, err := s.KV.Get(ctx, key)
-			switch {
-			case errors.Is(err, jetstream.ErrKeyNotFound):
-				// Marked answered after it was stored: a read served by a replica
-				// behind, or the response was answered since and its keys deleted.
-				errs[i] = fmt.Errorf("%s/%s: the result of call %d is not there", s.KV.Bucket(), key, i)
-			case err != nil:
+	each(n, func(i int) {
+		key := order.ResultKey(response, i)
+		e, err := s.KV.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			// Marked answered after it was stored: a read served by a replica
+			// behind, or the response was answered since and its keys deleted.
+			errs[i] = fmt.Errorf("%s/%s: the result of call %d is not there", s.KV.Bucket(), key, i)
+		case err != nil:
+			errs[i] = fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
+		default:
+			if err := messages.DecodeResult(e.Value(), &out[i]); err != nil {
 				errs[i] = fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
-			default:
-				if err := messages.DecodeResult(e.Value(), &out[i]); err != nil {
-					errs[i] = fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
-				}
 			}
-		})
-	}
-	wg.Wait()
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// each runs f(0) to f(n-1), 64 at a time: a response's keys are read and written
+// together, bounded however wide it is.
+func each(n int, f func(int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 64)
+	for i := range n {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			f(i)
+		})
+	}
+	wg.Wait()
 }
 
 // Add implements [Gatherer]: each result is stored in its key (a result whose key
@@ -156,15 +168,7 @@ func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) (Gathere
 			errs[i] = fmt.Errorf("%s/%s: %w", s.KV.Bucket(), order.ResultKey(response, r.Index), err)
 		}
 	}
-	if len(rs) == 1 {
-		store(0)
-	} else {
-		var wg sync.WaitGroup
-		for i := range rs {
-			wg.Go(func() { store(i) })
-		}
-		wg.Wait()
-	}
+	each(len(rs), store)
 	if err := errors.Join(errs...); err != nil {
 		return Gathered{}, err
 	}
