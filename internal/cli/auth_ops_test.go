@@ -3,19 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolbus/toolbus/internal/mcptest"
-	"github.com/toolbus/toolbus/pkg/bus"
-	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -27,21 +23,8 @@ import (
 // start; a logout and a new login reach a running executor at once; a logout of a
 // server nobody knows is an error; a forged callback ends the login with an error.
 func TestOAuthForOperators(t *testing.T) {
-	key := tokens.NewKey()
-	t.Setenv(tokens.EnvKey, base64.StdEncoding.EncodeToString(key))
-	as := mcptest.NewOAuthServer(t, time.Hour)
-	nc, _ := bustest.Provisioned(t)
-	cfgPath := filepath.Join(t.TempDir(), "toolbus.json")
-	if err := os.WriteFile(cfgPath, []byte(`{
-  "mcpServers": {"secure": {"type": "http", "url": "`+as.URL+`"}},
-  "engineering": {"enabled": false}
-}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rig := newSecureRig(t)
+	key, as, nc, cfgPath := rig.key, rig.as, rig.nc, rig.cfgPath
 	run := func(args ...string) (int, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -53,16 +36,7 @@ func TestOAuthForOperators(t *testing.T) {
 		return code, out.String() + browser.String()
 	}
 	start := func(key []byte, services ...string) (func(), error) {
-		ctx, cancel := context.WithCancel(context.Background())
-		n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg, Services: services, Topology: bus.Topology{Memory: true}, TokenKey: key})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		var once sync.Once
-		stop := func() { once.Do(func() { cancel(); _ = n.Wait() }) }
-		t.Cleanup(stop)
-		return stop, nil
+		return rig.start(toolbus.Options{TokenKey: key}, services...)
 	}
 
 	// An executor without the key, with a server whose oauth entry asks for a login:
@@ -99,16 +73,7 @@ func TestOAuthForOperators(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ask := func() messages.OutputResult {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		out, err := c.Ask(ctx, "c-ops", `<tool_call>{"name": "secure__whoami", "arguments": {}}</tool_call>`, nil)
-		if err != nil || len(out.Results) != 1 {
-			t.Fatalf("Ask: %+v, %v", out, err)
-		}
-		return out.Results[0]
-	}
+	ask := func() messages.OutputResult { t.Helper(); return rig.ask(c, "c-ops") }
 	if r := ask(); !r.Success {
 		t.Fatalf("after the login: %+v", r.Error)
 	}

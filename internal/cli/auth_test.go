@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -39,52 +41,24 @@ import (
 // lifetime, so a busy machine cannot use a token up early and cause a refresh the test
 // does not expect.
 func TestOAuthLoginThroughThePipeline(t *testing.T) {
-	key := tokens.NewKey()
-	t.Setenv(tokens.EnvKey, base64.StdEncoding.EncodeToString(key))
-	as := mcptest.NewOAuthServer(t, time.Hour)
-	nc, js := bustest.Provisioned(t)
-	cfgPath := filepath.Join(t.TempDir(), "toolbus.json")
-	if err := os.WriteFile(cfgPath, []byte(`{
-  "mcpServers": {"secure": {"type": "http", "url": "`+as.URL+`"}},
-  "engineering": {"enabled": false},
-  "health": {"interval": "200ms"}
-}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rig := newSecureRig(t)
+	key, as, nc, js, cfgPath := rig.key, rig.as, rig.nc, rig.js, rig.cfgPath
 	logs := &bustest.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	start := func(services ...string) func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		n, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg, Services: services, Logger: log, TracerProvider: tp, Topology: bus.Topology{Memory: true}, TokenKey: key})
+		stop, err := rig.start(toolbus.Options{Logger: log, TracerProvider: tp, TokenKey: key}, services...)
 		if err != nil {
-			cancel()
 			t.Fatal(err)
 		}
-		var once sync.Once
-		stop := func() { once.Do(func() { cancel(); _ = n.Wait() }) }
-		t.Cleanup(stop)
 		return stop
 	}
 	c, err := client.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ask := func() messages.OutputResult {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		out, err := c.Ask(ctx, "c-auth", `<tool_call>{"name": "secure__whoami", "arguments": {}}</tool_call>`, nil)
-		if err != nil || len(out.Results) != 1 {
-			t.Fatalf("Ask: %+v, %v", out, err)
-		}
-		return out.Results[0]
-	}
+	ask := func() messages.OutputResult { t.Helper(); return rig.ask(c, "c-auth") }
 	needsLogin := func(when string) {
 		t.Helper()
 		r := ask()
@@ -284,4 +258,65 @@ func TestAuthLoginPastedURL(t *testing.T) {
 	if g, err := store.Load(ctx, "secure"); err != nil || g == nil || g.URL != as.URL {
 		t.Fatalf("the grant: %+v, %v", g, err)
 	}
+}
+
+// secureRig is what the OAuth tests start from: an MCP server "secure" behind a local
+// authorization server, in a configuration file (its health probed every 200 ms), a
+// NATS server with the streams, and a token key in the environment.
+type secureRig struct {
+	t       *testing.T
+	key     []byte
+	as      *mcptest.OAuthServer
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	cfgPath string
+	cfg     *config.Config
+}
+
+func newSecureRig(t *testing.T) *secureRig {
+	r := &secureRig{t: t, key: tokens.NewKey()}
+	t.Setenv(tokens.EnvKey, base64.StdEncoding.EncodeToString(r.key))
+	r.as = mcptest.NewOAuthServer(t, time.Hour)
+	r.nc, r.js = bustest.Provisioned(t)
+	r.cfgPath = filepath.Join(t.TempDir(), "toolbus.json")
+	if err := os.WriteFile(r.cfgPath, []byte(`{
+  "mcpServers": {"secure": {"type": "http", "url": "`+r.as.URL+`"}},
+  "engineering": {"enabled": false},
+  "health": {"interval": "200ms"}
+}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if r.cfg, err = config.Load(r.cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// start runs services on the rig's connection, with o's logger, tracer and key, until
+// the test ends; the function returned stops them sooner.
+func (r *secureRig) start(o toolbus.Options, services ...string) (func(), error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	o.Provision, o.Conn, o.Config, o.Services, o.Topology = true, r.nc, r.cfg, services, bus.Topology{Memory: true}
+	n, err := toolbus.Start(ctx, o)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); _ = n.Wait() }) }
+	r.t.Cleanup(stop)
+	return stop, nil
+}
+
+// ask calls secure__whoami once, in conversation conv, and returns its result.
+func (r *secureRig) ask(c *client.Client, conv string) messages.OutputResult {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := c.Ask(ctx, conv, `<tool_call>{"name": "secure__whoami", "arguments": {}}</tool_call>`, nil)
+	if err != nil || len(out.Results) != 1 {
+		r.t.Fatalf("Ask: %+v, %v", out, err)
+	}
+	return out.Results[0]
 }
