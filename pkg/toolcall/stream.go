@@ -48,11 +48,13 @@ func ExtractPartial(text string, opts *Options) (Extraction, int) {
 }
 
 // settled reports whether call c, read from text, has a complete block. A call that
-// failed, or whose value the text ends in, waits for the end of the response: more text
-// may complete what it lacks (a closing tag written inside a string continues the
-// string, not the call).
+// failed, whose value the text ends in, or that has a string the repairer had to close
+// waits for the end of the response: more text may complete what it lacks (a closing
+// tag written inside a string continues the string, not the call; a quote written later
+// closes an unclosed string elsewhere, and the block reads otherwise).
 func settled(text string, c Call) bool {
-	if c.Err != nil || c.Raw == "" || slices.Contains(c.Repairs, jsonrepair.TruncatedValue.String()) {
+	if c.Err != nil || c.Raw == "" || slices.Contains(c.Repairs, jsonrepair.TruncatedValue.String()) ||
+		slices.Contains(c.Repairs, jsonrepair.UnclosedString.String()) {
 		return false
 	}
 	if closedByTag(c.Format) {
