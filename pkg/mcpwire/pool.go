@@ -367,6 +367,7 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 		}
 		args = checked
 	}
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
 	defer s.track(ctx)()
@@ -396,7 +397,12 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 			return resultValue(s.name, t.Remote, res)
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %s: no result within %v: %w", s.name, t.Remote, s.cfg.CallTimeout(), ctx.Err())
+			// The time it had: the server's timeout, or the caller's shorter deadline.
+			limit := s.cfg.CallTimeout()
+			if d, ok := ctx.Deadline(); ok {
+				limit = d.Sub(began).Round(time.Millisecond)
+			}
+			return nil, fmt.Errorf("%s: %s: no result within %v: %w", s.name, t.Remote, limit, ctx.Err())
 		}
 		var werr *jsonrpc.Error
 		if errors.As(err, &werr) && !transportCode(werr.Code) {

@@ -1,6 +1,7 @@
 package mcpwire_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -175,7 +176,11 @@ func TestStdioMessageLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.Repeat("m", 1<<20)
-	out, err := p.Call(ctxT(t), "big__echo", json.RawMessage(`{"text":"`+text+`", "times": 24}`))
+	// A bound on a hang, not a speed: 24 MiB each way under the race detector, beside
+	// the suite's other packages, took over 30 s.
+	bigCtx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := p.Call(bigCtx, "big__echo", json.RawMessage(`{"text":"`+text+`", "times": 24}`))
 	if err != nil || len(out) != 24*len(text)+2 {
 		t.Fatalf("a 24 MiB message: %d bytes, %v", len(out), err)
 	}
