@@ -78,7 +78,8 @@ type Executor struct {
 	// span attributes (a server's URL with its key, echoed by a transport error); nil
 	// masks only the secrets of URLs.
 	Redact *redact.Current
-	// Gate, when set, fails calls to a backend marked down before they are tried.
+	// Gate, when set, fails calls to a backend whose circuit is open before they are
+	// tried.
 	Gate Gate
 	// Metrics, when set, counts calls by tool, server and outcome, and retries.
 	Metrics *telemetry.Metrics
@@ -86,7 +87,8 @@ type Executor struct {
 	schemas schemas
 }
 
-// Gate is a circuit breaker over backends, fed by health probes and by call outcomes.
+// Gate is a circuit breaker over backends, fed by the outcomes of the calls it let
+// through ([Breaker]).
 type Gate interface {
 	// Allow returns nil when a call to backend may go ahead, or the error to answer
 	// with at once (a *messages.ToolError, normally server_unavailable).
