@@ -368,8 +368,12 @@ func Next(prev messages.HealthStatus, r Result, threshold int, now time.Time) me
 	}
 	switch {
 	case r.Pending:
-		// The executor is still starting the server: no verdict, no failure.
-		st.Error = r.Note
+		// The executor is still starting the server: no verdict, no failure. A server
+		// judged before keeps its state and the reason for it; one never judged says
+		// it is starting.
+		if st.State == messages.HealthUnknown {
+			st.Error = r.Note
+		}
 	case r.Err == nil:
 		st.State, st.Failures, st.Error = messages.HealthUp, 0, r.Note
 		st.Tools, st.Protocol = r.Tools, r.Protocol

@@ -46,7 +46,7 @@ func TestNext(t *testing.T) {
 		{name: "success with a note", prev: up, r: healthd.Result{Note: "tools skipped: x"}, wantState: messages.HealthUp, wantErr: "tools skipped"},
 		// The executor is still starting the server: no verdict, nothing counted.
 		{name: "starting: stays unknown", r: healthd.Result{Pending: true, Note: "the executor is starting the server"}, wantState: messages.HealthUnknown, wantErr: "starting"},
-		{name: "starting after failures: failures kept", prev: with(up, 2), r: healthd.Result{Pending: true, Note: "starting"}, wantState: messages.HealthUp, wantFailures: 2, wantErr: "starting"},
+		{name: "starting after failures: state, failures and reason kept", prev: withError(with(up, 2), "refused"), r: healthd.Result{Pending: true, Note: "starting"}, wantState: messages.HealthUp, wantFailures: 2, wantErr: "refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +116,11 @@ func TestTargetsPerServer(t *testing.T) {
 			t.Errorf("%s: timeout %v (target %v), want %v", name, g, ok, d)
 		}
 	}
+}
+
+func withError(st messages.HealthStatus, err string) messages.HealthStatus {
+	st.Error = err
+	return st
 }
 
 func with(st messages.HealthStatus, failures int) messages.HealthStatus {
