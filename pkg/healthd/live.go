@@ -85,10 +85,13 @@ var errNotServed = errors.New("no executor serves the server")
 // askExecutors probes server over an executor's live session: the result, or
 // errNotServed when no executor serves it.
 func askExecutors(ctx context.Context, nc *nats.Conn, server string, since time.Time, timeout time.Duration) (Result, error) {
-	body, _ := json.Marshal(messages.ProbeRequest{Since: since, Timeout: messages.Duration(timeout)})
-	// The answer may take the whole timeout (tools/list on a slow session) and the
-	// round trip on top.
-	rctx, cancel := context.WithTimeout(ctx, timeout+2*time.Second)
+	// The executor's probe ends a little before the request does, so that its answer
+	// (why the session did not answer in time) arrives rather than a bare deadline.
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	body, _ := json.Marshal(messages.ProbeRequest{Since: since, Timeout: messages.Duration(timeout * 4 / 5)})
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	m, err := nc.RequestWithContext(rctx, messages.ProbeSubject(server), body)
