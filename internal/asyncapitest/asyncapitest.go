@@ -400,3 +400,73 @@ func Headers(t testing.TB) []Const {
 func filter(cs []Const, keep func(Const) bool) []Const {
 	return slices.DeleteFunc(cs, func(c Const) bool { return !keep(c) })
 }
+
+// CheckOutputText validates what an output's text holds, which its schema can only call
+// a string: one <tool_result> block per result, in order, each holding a
+// ToolResultBlock of the document, and the block of a result kept whole (stored) a
+// Preview whose size and sha256 are the stored result's.
+func (d *Document) CheckOutputText(t testing.TB, data []byte) error {
+	t.Helper()
+	var out struct {
+		Kind    string `json:"kind"`
+		Text    string `json:"text"`
+		Results []struct {
+			Success bool `json:"success"`
+			Stored  *struct {
+				Size   int    `json:"size"`
+				SHA256 string `json:"sha256"`
+			} `json:"stored"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return err
+	}
+	blockSchema, previewSchema := d.Schema(t, "ToolResultBlock"), d.Schema(t, "Preview")
+	text := out.Text
+	for i, r := range out.Results {
+		if i > 0 {
+			var ok bool
+			if text, ok = strings.CutPrefix(text, "\n"); !ok {
+				return fmt.Errorf("block %d: not separated from the one before by a newline: %.100q", i, text)
+			}
+		}
+		rest, ok := strings.CutPrefix(text, "<tool_result>\n")
+		if !ok {
+			return fmt.Errorf("block %d: the text does not open a <tool_result> block here: %.100q", i, text)
+		}
+		body, after, ok := strings.Cut(rest, "</tool_result>")
+		if !ok {
+			return fmt.Errorf("block %d is not closed", i)
+		}
+		text = after
+		if err := Validate(blockSchema, []byte(body)); err != nil {
+			return fmt.Errorf("block %d: %w\n%.2000s", i, err, body)
+		}
+		if r.Stored == nil {
+			continue
+		}
+		var b struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(body), &b); err != nil {
+			return err
+		}
+		if err := Validate(previewSchema, b.Result); err != nil {
+			return fmt.Errorf("block %d of a stored result: %w", i, err)
+		}
+		var p struct {
+			Size   int    `json:"size"`
+			SHA256 string `json:"sha256"`
+		}
+		if err := json.Unmarshal(b.Result, &p); err != nil || p.Size != r.Stored.Size || p.SHA256 != r.Stored.SHA256 {
+			return fmt.Errorf("block %d: the preview says %+v, the result is stored as %+v", i, p, *r.Stored)
+		}
+	}
+	if text != "" {
+		return fmt.Errorf("the text goes on after its %d blocks: %.100q", len(out.Results), text)
+	}
+	if out.Kind == "no_tool_call" && (out.Text != "" || len(out.Results) != 0) {
+		return fmt.Errorf("a no_tool_call output with text or results")
+	}
+	return nil
+}
