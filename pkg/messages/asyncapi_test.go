@@ -1,9 +1,9 @@
 package messages_test
 
 import (
-	"encoding/json"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"reflect"
 	"slices"
 	"sort"
@@ -358,7 +358,9 @@ func TestEncodedMessagesFitTheDocument(t *testing.T) {
 		{name: "probe answer", channel: "probeReply", body: enc(filled[messages.ProbeAnswer](nil))},
 		{name: "probe answer, starting", channel: "probeReply", body: enc(messages.ProbeAnswer{Server: "everything", Executor: "executor-1", Starting: true})},
 		{name: "question", subject: messages.ElicitSubject(conv), header: nats.Header{messages.HeaderConversation: {conv}},
-			body: enc(filled(func(r *messages.ElicitRequest) { r.Mode, r.RequestedSchema = "form", json.RawMessage(`{"type":"object"}`) }))},
+			body: enc(filled(func(r *messages.ElicitRequest) {
+				r.Mode, r.RequestedSchema = "form", json.RawMessage(`{"type":"object"}`)
+			}))},
 		{name: "answer", subject: messages.AnswerSubject(conv, "tok"), body: enc(filled(func(r *messages.ElicitResponse) { r.Action = "accept" }))},
 		{name: "forwarded call", subject: messages.ExecSubject("executor-1"), body: messages.AppendCall(nil, &call)},
 		{name: "status request", subject: messages.StatusSubject("parser")},
