@@ -31,18 +31,25 @@ func GetJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (T, 
 // other's updates. fn reports whether it changed the value; when it did not, nothing is
 // written. UpdateJSON returns the value as stored.
 func UpdateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn func(*T) (bool, error)) (T, error) {
+	v, _, err := UpdateJSONCreated(ctx, kv, key, fn)
+	return v, err
+}
+
+// UpdateJSONCreated is [UpdateJSON] that also reports whether this write created the key
+// (it did not exist, or its last entry was a delete).
+func UpdateJSONCreated[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn func(*T) (bool, error)) (T, bool, error) {
 	for {
 		v, rev, err := GetJSON[T](ctx, kv, key)
 		if err != nil {
-			return v, err
+			return v, false, err
 		}
 		changed, err := fn(&v)
 		if err != nil || !changed {
-			return v, err
+			return v, false, err
 		}
 		val, err := json.Marshal(v)
 		if err != nil {
-			return v, err
+			return v, false, err
 		}
 		if rev == 0 {
 			_, err = kv.Create(ctx, key, val)
@@ -50,13 +57,13 @@ func UpdateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, f
 			_, err = kv.Update(ctx, key, val, rev)
 		}
 		if err == nil {
-			return v, nil
+			return v, rev == 0, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return v, fmt.Errorf("%s/%s: %w", kv.Bucket(), key, err)
+			return v, false, fmt.Errorf("%s/%s: %w", kv.Bucket(), key, err)
 		}
 		if ctx.Err() != nil {
-			return v, ctx.Err()
+			return v, false, ctx.Err()
 		}
 	}
 }

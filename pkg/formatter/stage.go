@@ -195,7 +195,7 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 		return changed || rel, nil
 	})
 	if err != nil {
-		return nil, bus.Retry(err, s.retryDelay())
+		return nil, retry(err, s.retryDelay())
 	}
 	// A result comes only for a call its response's state holds, and the end only once
 	// the state is final: a state without them was read from a replica of the bucket

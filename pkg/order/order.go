@@ -146,7 +146,9 @@ func Key(response string, start int) string {
 
 // Save stores the segments of a response (by its scoped id, messages.ScopedID) and
 // returns the first one as stored: segs[0], or the first segment of a plan saved before
-// for the same response (by an earlier delivery), which then stands.
+// for the same response (by an earlier delivery), which then stands. A plan saved for a
+// response answered meanwhile (its output stored, and its plan deleted, before a
+// redelivery of it came) is deleted again: ErrAnswered ([Created]).
 func (s Store) Save(ctx context.Context, response string, segs []Segment) (Segment, error) {
 	if len(segs) == 0 {
 		return Segment{}, errors.New("order: no segment to save")
@@ -164,6 +166,13 @@ func (s Store) Save(ctx context.Context, response string, segs []Segment) (Segme
 	if errors.Is(err, jetstream.ErrKeyExists) { // another delivery saved its plan first
 		saved, _, err := bus.GetJSON[Segment](ctx, s.KV, first)
 		return saved, err
+	}
+	if err == nil {
+		keys := make([]string, len(segs))
+		for i, seg := range segs {
+			keys[i] = Key(response, seg.Calls[0].Index)
+		}
+		err = Created(ctx, s.KV, response, keys...)
 	}
 	return segs[0], err
 }

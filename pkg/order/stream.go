@@ -151,7 +151,12 @@ type StreamStore struct{ KV jetstream.KeyValue }
 func StreamKey(response string) string { return bus.Key(response) + ".stream" }
 
 // Update applies fn to the state of response (by its scoped id, messages.ScopedID) with
-// compare-and-set and returns the state as stored.
+// compare-and-set and returns the state as stored. A state it creates for a response
+// answered meanwhile is deleted again: ErrAnswered ([Created]).
 func (s StreamStore) Update(ctx context.Context, response string, fn func(*Streamed) (bool, error)) (Streamed, error) {
-	return bus.UpdateJSON(ctx, s.KV, StreamKey(response), fn)
+	st, created, err := bus.UpdateJSONCreated(ctx, s.KV, StreamKey(response), fn)
+	if err == nil && created {
+		err = Created(ctx, s.KV, response, StreamKey(response))
+	}
+	return st, err
 }

@@ -49,6 +49,25 @@ func Finish(ctx context.Context, kv jetstream.KeyValue, response string, keys ..
 	return deleteKeys(ctx, kv, keys)
 }
 
+// Created is called by a writer that has just created keys of response (by its scoped
+// id) that [Finish] deletes: a delivery that started before the response's output was
+// stored (a redelivery, or a message handled twice at once) may create them after
+// Finish deleted them, and they would stay until the bucket's TTL. Finish writes the mark
+// before it deletes; the writer reads the mark after it created. Either Finish's delete
+// came after the create, and the key is gone, or the create came after the mark, and
+// Created reads it: the response is answered, the keys are deleted again, and Created
+// returns ErrAnswered.
+func Created(ctx context.Context, kv jetstream.KeyValue, response string, keys ...string) error {
+	answered, err := Answered(ctx, kv, response)
+	if err != nil || !answered {
+		return err
+	}
+	if err := deleteKeys(ctx, kv, keys); err != nil {
+		return err
+	}
+	return ErrAnswered
+}
+
 // Refinish deletes again the keys an answered response's mark names that are still
 // there: a delivery that wrote the mark may have died before it deleted them, and its
 // redelivery finds the response answered. A response not answered is left alone.
@@ -57,16 +76,9 @@ func Refinish(ctx context.Context, kv jetstream.KeyValue, response string) error
 	if err != nil || !m.Answered {
 		return err
 	}
-	return eachKey(m.Keys, func(k string) error {
-		_, err := kv.Get(ctx, k)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			return nil
-		case err != nil:
-			return fmt.Errorf("%s/%s: %w", kv.Bucket(), k, err)
-		}
-		return deleteKey(ctx, kv, k)
-	})
+	// Deleted without reading them first: a read served by a replica behind could miss
+	// a key that is still there.
+	return deleteKeys(ctx, kv, m.Keys)
 }
 
 // deleteKeys deletes keys, several at a time: a wide response leaves a key per result,

@@ -2,6 +2,7 @@ package parser
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -105,7 +106,11 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		snap := s.snapshot()
 		if starts := order.Split(calls, func(c *messages.ToolCall) bool { return s.together(snap, c) }); len(starts) > 1 {
 			first, err := s.Plans.Save(ctx, messages.ScopedID(meta.Conversation, meta.ResponseID), order.Segments(calls, starts, s.Order.OnError))
-			if err != nil {
+			switch {
+			case errors.Is(err, order.ErrAnswered):
+				// A redelivery of a response answered since: nothing left to do.
+				return nil, nil
+			case err != nil:
 				return nil, bus.Retry(err, time.Second)
 			}
 			calls = first.Calls

@@ -191,6 +191,11 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		return s.watching(d, meta, response, read, nil), nil
 	}
 	out, err := s.settle(ctx, d, meta, response, read, by, h.N)
+	if errors.Is(err, order.ErrAnswered) {
+		// The response was answered while this chunk was read (a redelivery, or a
+		// chunk handled twice at once): its state was not started again.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +252,7 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 		return changed || rel, nil
 	})
 	if err != nil {
-		return nil, bus.Retry(err, time.Second)
+		return nil, retryUnlessAnswered(err)
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.ResponseID.String(meta.ResponseID),
 		attribute.Int("toolbus.chunk", n), attribute.Int("toolbus.calls", len(st.Calls)), attribute.Int("toolbus.released", len(released)))
@@ -342,7 +347,11 @@ func (s *Stage) watch(ctx context.Context, d *bus.Delivery, gen int) ([]bus.Outg
 		if read.By != ByWatch {
 			return nil, nil // what ended it answers the response
 		}
-		return s.settle(ctx, d, meta, response, read, order.ByEnd, read.Read)
+		out, err := s.settle(ctx, d, meta, response, read, order.ByEnd, read.Read)
+		if errors.Is(err, order.ErrAnswered) {
+			return nil, nil
+		}
+		return out, err
 	}
 	return nil, bus.Retry(fmt.Errorf("watching streamed response %s: %d chunks read; it times out in %v unless a chunk comes", meta.ResponseID, read.Read, left.Round(time.Millisecond)), left)
 }
@@ -370,4 +379,13 @@ func (s *Stage) maxInput() int {
 		return 0
 	}
 	return s.Extract.MaxInputSize
+}
+
+// retryUnlessAnswered hands a delivery back after err, except order.ErrAnswered, which
+// the caller reads as "nothing left to do".
+func retryUnlessAnswered(err error) error {
+	if errors.Is(err, order.ErrAnswered) {
+		return err
+	}
+	return bus.Retry(err, time.Second)
 }

@@ -146,6 +146,13 @@ func (s TextStore) update(ctx context.Context, response string, fn func(t *strea
 		} else {
 			_, err = s.KV.Update(ctx, key, t.encode(), rev)
 		}
+		if err == nil && rev == 0 {
+			// The first write of the text: a response answered meanwhile keeps no text.
+			err = order.Created(ctx, s.KV, response, key)
+			if errors.Is(err, order.ErrAnswered) {
+				return Streamed{}, err
+			}
+		}
 		switch {
 		case err == nil:
 			read := t.streamed()

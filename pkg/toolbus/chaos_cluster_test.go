@@ -227,13 +227,17 @@ func TestChaosLeaderKills(t *testing.T) {
 		}
 	}
 
+	// The checks have time of their own: the responses may have used most of runCtx's.
+	checkCtx, checked := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer checked()
+
 	// Exactly one output per response in the output stream.
 	counts := map[string]int{}
-	cons, err := ajs.OrderedConsumer(runCtx, messages.StreamOutput, jetstream.OrderedConsumerConfig{FilterSubjects: []string{messages.AllOutputs}})
+	cons, err := ajs.OrderedConsumer(checkCtx, messages.StreamOutput, jetstream.OrderedConsumerConfig{FilterSubjects: []string{messages.AllOutputs}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seen := 0; runCtx.Err() == nil; {
+	for seen := 0; checkCtx.Err() == nil; {
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			t.Logf("reading the output stream: %v (trying again)", err)
@@ -262,25 +266,46 @@ func TestChaosLeaderKills(t *testing.T) {
 
 	// Answered responses leave only their marks in the gather bucket (their keys go
 	// once the output is stored, which a redelivery finishes when a kill cut it short).
-	gather, err := ajs.KeyValue(runCtx, messages.BucketGather)
+	t.Logf("the output stream holds one output per response (read by %v)", time.Since(stop2).Round(time.Millisecond))
+	gather, err := ajs.KeyValue(checkCtx, messages.BucketGather)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var left []string
+	var listErr error
 	for {
-		var left []string
-		keys, err := gather.ListKeys(runCtx)
+		lctx, cancel := context.WithTimeout(checkCtx, 15*time.Second)
+		keys, err := gather.ListKeys(lctx)
 		if err == nil {
+			var now []string
 			for k := range keys.Keys() {
 				if strings.HasPrefix(k, "chaos-") && strings.Contains(k, ".") {
-					left = append(left, k)
+					now = append(now, k)
 				}
 			}
+			left, listErr = now, nil
+		} else {
+			listErr = err
 		}
+		cancel()
 		if err == nil && len(left) == 0 {
 			break
 		}
-		if runCtx.Err() != nil {
-			t.Errorf("the gather bucket still holds %d keys of answered responses: %v (%v)", len(left), left[:min(len(left), 20)], err)
+		if checkCtx.Err() != nil {
+			var what []string
+			for _, k := range left[:min(len(left), 5)] {
+				gctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				e, err := gather.Get(gctx, k)
+				cancel()
+				if err != nil {
+					what = append(what, fmt.Sprintf("%s: %v", k, err))
+					continue
+				}
+				v := string(e.Value())
+				what = append(what, fmt.Sprintf("%s (revision %d, %s): %.300s", k, e.Revision(), e.Created().Format(time.RFC3339Nano), v))
+			}
+			t.Errorf("the gather bucket still holds %d keys of answered responses (last listing error: %v): %v\n%s",
+				len(left), listErr, left[:min(len(left), 20)], strings.Join(what, "\n"))
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
