@@ -131,7 +131,7 @@ func (v *violations) Tracef(string, ...any)              {}
 // orchestrator are all the example needs.
 func TestOrchestratorUnderDeployPermissions(t *testing.T) {
 	pw := map[string]string{}
-	for _, u := range append(slices(messages.ReservedUsers), "sys") {
+	for _, u := range messages.ReservedUsers { // sys, admin, the services, console, orchestrator
 		pw[u] = u + "-" + nuid.Next()
 		t.Setenv(deploy.PasswordVar(u), pw[u])
 	}
@@ -197,5 +197,3 @@ func TestOrchestratorUnderDeployPermissions(t *testing.T) {
 		t.Errorf("the server refused rights deploy/nats.conf does not give:\n%s", strings.Join(seen.lines, "\n"))
 	}
 }
-
-func slices(s []string) []string { return append([]string(nil), s...) }
