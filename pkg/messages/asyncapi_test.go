@@ -362,7 +362,13 @@ func TestEncodedMessagesFitTheDocument(t *testing.T) {
 				r.Mode, r.RequestedSchema = "form", json.RawMessage(`{"type":"object"}`)
 			}))},
 		{name: "answer", subject: messages.AnswerSubject(conv, "tok"), body: enc(filled(func(r *messages.ElicitResponse) { r.Action = "accept" }))},
-		{name: "forwarded call", subject: messages.ExecSubject("executor-1"), body: messages.AppendCall(nil, &call)},
+		{name: "forwarded call", subject: messages.ExecSubject("executor-1"), body: messages.AppendCall(nil, &call), header: func() nats.Header {
+			h := callMeta.Header()
+			h.Set("Toolbus-Forwarded-Subject", messages.CallSubject(conv))
+			h.Set("Toolbus-Forwarded-Delivered", "2")
+			return h
+		}()},
+		{name: "ping of a holder", subject: messages.ExecSubject("executor-1"), header: nats.Header{"Toolbus-Ping": {"1"}}},
 		{name: "status request", subject: messages.StatusSubject("parser")},
 	}
 	for name, o := range outputs {
