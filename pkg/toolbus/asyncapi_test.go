@@ -7,18 +7,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolbus/toolbus/internal/asyncapitest"
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
@@ -62,21 +60,16 @@ func (l *wireLog) until(t *testing.T, ctx context.Context, what string, ok func(
 // Every message a running toolbus publishes and receives while it answers a whole
 // response with calls, a dependent call, a failing call, a streamed response with
 // progress, a result too large to travel inline, a response without headers, a chunk
-// that cannot be routed, and probes an MCP server, fits docs/asyncapi.yaml: each is
+// that cannot be routed, a server's question to the orchestrator, and probes an MCP
+// server, fits docs/asyncapi.yaml: each is
 // captured with a core NATS subscription and checked against the channel of its
 // subject. A message on a subject the document has no channel for fails too.
 func TestMessagesOnTheWireFitTheDocument(t *testing.T) {
 	doc := asyncapitest.Load(t)
 
-	// An MCP server over streamable HTTP, for healthd to probe through the executor.
-	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "note_count", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
-		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, map[string]any, error) {
-			return nil, map[string]any{"notes": 3}, nil
-		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
+	// An MCP server over streamable HTTP that asks the user a question mid-call, which
+	// toolbus puts to the orchestrator; healthd probes it through the executor.
+	booking := mcptest.BookingServer(t)
 
 	const bigBytes = 1_200_000
 	local := localtools.New()
@@ -106,7 +99,7 @@ func TestMessagesOnTheWireFitTheDocument(t *testing.T) {
 		Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
 			return json.Marshal(strings.Repeat("r", bigBytes))
 		}})
-	cfg := mcpConfig(t, fmt.Sprintf(`{"health": {"interval": "200ms"}, "mcpServers": {"notes": {"type": "http", "url": %q}}}`, ts.URL))
+	cfg := mcpConfig(t, fmt.Sprintf(`{"health": {"interval": "200ms"}, "mcpServers": {"booking": {"type": "http", "url": %q, "elicitation": "ask"}}}`, booking))
 
 	url := bustest.Server(t)
 	connect := func(name string) *nats.Conn {
@@ -265,9 +258,32 @@ func TestMessagesOnTheWireFitTheDocument(t *testing.T) {
 	wire.until(t, ctx, "dead letter", func(m *nats.Msg) bool { return strings.HasPrefix(m.Subject, "toolbus.dead.") })
 
 	phase("rejected")
+	// A server's question, answered by the orchestrator. The executor lists the server's
+	// tools as it starts: until then the tool is unknown.
+	asks, err := c.OnElicit("c7", func(context.Context, messages.ElicitRequest) messages.ElicitResponse {
+		return messages.ElicitResponse{Action: "accept", Content: map[string]any{"seat": "12A"}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer asks.Unsubscribe()
+	for {
+		out, err = c.Ask(ctx, "c7", `<tool_call>{"name": "booking__book", "arguments": {}}</tool_call>`, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := out.Results[0]; r.Error == nil || r.Error.Code != messages.CodeUnknownTool {
+			if !r.Success || !bytes.Contains(r.Result, []byte(`"12A"`)) {
+				t.Fatalf("booking: %+v", r)
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	// The MCP server's health, through an executor's session.
-	wire.until(t, ctx, "health of notes", func(m *nats.Msg) bool {
-		return m.Subject == messages.HealthSubject("notes") && bytes.Contains(m.Data, []byte(`"state":"up"`))
+	wire.until(t, ctx, "health of booking", func(m *nats.Msg) bool {
+		return m.Subject == messages.HealthSubject("booking") && bytes.Contains(m.Data, []byte(`"state":"up"`))
 	})
 	wire.until(t, ctx, "a probe answer", func(m *nats.Msg) bool { return strings.HasPrefix(m.Subject, "_INBOX.") })
 	// Each of the streamed response's results reached the client as progress (its own
@@ -340,7 +356,7 @@ func TestMessagesOnTheWireFitTheDocument(t *testing.T) {
 	}
 	sort.Strings(kinds)
 	t.Logf("messages checked: %s", strings.Join(kinds, ", "))
-	for _, want := range []string{"responses", "stream", "calls", "results", "output", "progress", "rejected", "dead", "health", "healthBucket", "probe", "probeReply"} {
+	for _, want := range []string{"responses", "stream", "calls", "results", "output", "progress", "rejected", "dead", "health", "healthBucket", "probe", "probeReply", "elicit", "answers"} {
 		if seen[want] == 0 {
 			t.Errorf("no message seen on channel %s: the run no longer exercises it", want)
 		}
