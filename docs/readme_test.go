@@ -1,6 +1,7 @@
-// Package docs holds toolbus's architecture and performance documents, and the test
-// that keeps the READMEs true: every shell block marked runnable in README.md and
-// examples/*/README.md runs, as a user would type it, and must succeed.
+// Package docs holds toolbus's documentation pages, and the tests that keep them and
+// the READMEs true: every shell block marked runnable in README.md, deploy/README.md,
+// docs/*.md and examples/*/README.md runs, as a user would type it, and must succeed;
+// every page is reachable from README.md, and every relative link leads to a file.
 package docs
 
 import (
@@ -34,17 +35,27 @@ type block struct {
 
 func (b block) String() string { return fmt.Sprintf("%s:%d", b.file, b.line) }
 
-// blocks reads the runnable blocks of the READMEs.
+// pages are the Markdown pages whose commands run, relative to the repository root:
+// README.md, deploy/README.md, every page of docs/ and every example's README.
+func pages(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md", "deploy/README.md"}
+	for _, pattern := range []string{"../docs/*.md", "../examples/*/README.md"} {
+		more, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range more {
+			files = append(files, strings.TrimPrefix(f, "../"))
+		}
+	}
+	return files
+}
+
+// blocks reads the runnable blocks of the pages.
 func blocks(t *testing.T) []block {
 	t.Helper()
-	files := []string{"README.md"}
-	more, err := filepath.Glob("../examples/*/README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range more {
-		files = append(files, strings.TrimPrefix(f, "../"))
-	}
+	files := pages(t)
 	var out []block
 	needs := regexp.MustCompile(`needs:\s*([^>]*?)\s*-->`)
 	for _, name := range files {
@@ -124,7 +135,7 @@ func copyRepo(t *testing.T, dir string) {
 func substitute(t *testing.T, dir, text string) (string, map[string]string) {
 	t.Helper()
 	ports := map[string]string{}
-	for _, p := range []string{"3001", "3002", "8088"} {
+	for _, p := range []string{"3001", "3002", "8080", "8088", "8222"} {
 		ports[p] = freePort(t)
 	}
 	replace := func(s string) string {
@@ -239,4 +250,35 @@ func runBlock(t *testing.T, dir, text string, env []string) (string, error) {
 		err = nil // a server it started kept the output open until killed
 	}
 	return out.String(), err
+}
+
+// skipMarker, on the line before a ```sh fence, says why a block cannot run in the suite:
+// "<!-- test: skip; why: needs Docker with Docker Hub -->".
+const skipMarker = "<!-- test: skip; why: "
+
+// Every shell block of every page either runs in TestREADMEBlocks or says why it cannot:
+// a command added to the docs is tested unless someone wrote down why not.
+func TestEveryBlockRunsOrSaysWhyNot(t *testing.T) {
+	for _, name := range pages(t) {
+		data, err := os.ReadFile(filepath.Join("..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(data), "\n")
+		for i, line := range lines {
+			if !strings.HasPrefix(line, "```sh") {
+				continue
+			}
+			prev := ""
+			if i > 0 {
+				prev = strings.TrimSpace(lines[i-1])
+			}
+			switch {
+			case strings.HasPrefix(prev, marker):
+			case strings.HasPrefix(prev, skipMarker) && len(prev) > len(skipMarker)+len(" -->")+10:
+			default:
+				t.Errorf("%s:%d: a shell block neither marked %q nor %q with a reason", name, i+1, marker+" -->", skipMarker+"… -->")
+			}
+		}
+	}
 }
