@@ -134,8 +134,8 @@ type opsAddr struct {
 }
 
 func (h *opsAddr) Enabled(context.Context, slog.Level) bool { return true }
-func (h *opsAddr) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h *opsAddr) WithGroup(string) slog.Handler             { return h }
+func (h *opsAddr) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *opsAddr) WithGroup(string) slog.Handler            { return h }
 
 func (h *opsAddr) Handle(_ context.Context, r slog.Record) error {
 	if !strings.HasPrefix(r.Message, "ops:") {
