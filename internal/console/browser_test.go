@@ -95,9 +95,12 @@ func (e *everything) stop() {
 // against a running pipeline with a real MCP server: the page goes live, shows the
 // server going down and coming back (its process killed and started again; calls to it
 // meanwhile fail and open the executor's breaker), shows the
-// backlog rise and fall under `toolbus bench` (bench.Run, watched through its console), finds a failed call by conversation and follows its
-// trace link, redrives a dead letter and shows its new output (a second redrive only
-// after a confirmation that says what it does), answers a pasted response, and lists
+// backlog rise and fall under `toolbus bench` (bench.Run, watched through its console),
+// finds a failed call and its reason by conversation under 1,100 newer outputs and
+// follows its trace link, shows each tool's statistics and how many outputs they come
+// from, redrives a dead letter and shows its new output and, on the letter, when it
+// was redriven and what its output said (a second redrive only after a confirmation
+// that says what it does), answers a pasted response, and lists
 // the tools with their declarations. The page is opened with its token in the URL, as
 // toolbus prints it, and keeps it out of the address bar; opened without it, it asks
 // for it. It runs under the console's Content-Security-Policy without a violation (an
@@ -133,6 +136,18 @@ func TestConsoleInABrowser(t *testing.T) {
 	defer acancel()
 	if _, err := c.Ask(actx, "broken-1", `<tool_call>{"name": "clock", "arguments": {}}</tool_call><tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>`, nil); err != nil {
 		t.Fatal(err)
+	}
+	// 1,100 newer outputs of other conversations, stored as the formatter stores them:
+	// broken-1's calls are still found.
+	for i := range 1100 {
+		if _, err := publishOutput(actx, js, fmt.Sprintf("busy-%d", i%37), fmt.Sprintf("busy-r%d", i), okResult("clock", float64(i%100+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-actx.Done():
+		t.Fatal(actx.Err())
 	}
 
 	ctl := http.NewServeMux()

@@ -96,17 +96,29 @@ try {
   console.log(await page.textContent("#latency"));
   await page.goto(consoleURL);
 
-  step("a failed call found by conversation, and its trace");
+  step("a failed call and its reason found by conversation under 1,100 newer outputs, and its trace");
   await view("calls");
   await page.fill('#call-filter input[name="conversation"]', "broken-1");
+  await page.click("#call-filter button");
+  // The filtered list replaces the one the view opened with: broken-1's two calls,
+  // read through its own subject.
+  await page.waitForFunction(() => {
+    const rows = document.querySelectorAll("#call-table tbody tr");
+    return rows.length === 2 && [...rows].every(r => r.dataset.conversation === "broken-1");
+  }, null, { timeout: 15000 });
+  if (!/read 1 outputs/.test(await page.textContent("#call-scanned"))) throw new Error("broken-1's calls: " + await page.textContent("#call-scanned"));
   await page.selectOption('#call-filter select[name="outcome"]', "failed");
   await page.click("#call-filter button");
-  // The filtered list replaces the one the view opened with: one failed call.
   await page.waitForFunction(() => {
     const rows = document.querySelectorAll("#call-table tbody tr");
     return rows.length === 1 && rows[0].dataset.conversation === "broken-1" && rows[0].querySelector(".failed");
   }, null, { timeout: 15000 });
   const row = page.locator('#call-table tbody tr[data-conversation="broken-1"]');
+  const reason = await row.textContent();
+  if (!/unknown_tool/.test(reason) || !/no_such_tool/.test(reason)) throw new Error("the failed call's row lacks its reason: " + reason);
+  // Each tool's statistics, for this conversation, with the outputs they come from.
+  await page.locator('#stats-table tr[data-tool="no_such_tool"] .rate', { hasText: "100.0 %" }).waitFor({ timeout: 15000 });
+  if (!/^1 outputs from/.test(await page.textContent("#stats-basis"))) throw new Error("stats: " + await page.textContent("#stats-basis"));
   await shot("calls");
   const [trace] = await Promise.all([context.waitForEvent("page"), row.locator("a.trace").click()]);
   await trace.waitForLoadState();
@@ -122,6 +134,12 @@ try {
   await page.locator("#redrive-output", { hasText: "<tool_result>" }).waitFor({ timeout: 60000 });
   const redriven = await page.textContent("#redrive-output");
   if (!redriven.includes('"tool": "clock"') || !redriven.includes('"success": true')) throw new Error("redrive: " + redriven);
+  // The letter now says when it was redriven, as which response, and what came of it;
+  // a plain Redrive is no longer offered.
+  const letter = page.locator("#dead-table tr.was-redriven").first();
+  await letter.locator(".redriven", { hasText: /redriven at .+, as response redrive-/ }).waitFor({ timeout: 15000 });
+  await letter.locator(".redrive-output", { hasText: "clock ok" }).waitFor({ timeout: 15000 });
+  if (await letter.locator("button.redrive:not(.forced)").count()) throw new Error("a redriven letter still offers a plain Redrive");
   await shot("dead");
 
   step("a second redrive only once confirmed, saying that the call runs again");

@@ -51,13 +51,21 @@ const $ = sel => document.querySelector(sel);
 const esc = s => String(s ?? "").replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
 const when = t => t ? new Date(t).toLocaleTimeString() : "-";
 
-// Views, chosen by the URL's hash.
-const loaders = {flow: () => {}, servers: loadServers, tools: loadTools, calls: loadCalls, dead: loadDead, try: () => {}};
+// Views, chosen by the URL's hash: "#calls?conversation=c1&outcome=failed" opens the
+// calls with that filter.
+const loaders = {flow: () => {}, servers: loadServers, tools: loadTools, calls: openCalls, dead: openDead, try: () => {}};
 function show() {
-  const view = (location.hash || "#flow").slice(1);
+  const [view, rest] = (location.hash || "#flow").slice(1).split("?");
+  const params = new URLSearchParams(rest || "");
+  const tab = view === "calls" && params.get("outcome") === "failed" ? "failures" : view;
   document.querySelectorAll(".view").forEach(v => v.classList.toggle("active", v.id === view));
-  document.querySelectorAll("nav a").forEach(a => a.classList.toggle("active", a.dataset.view === view));
-  (loaders[view] || (() => {}))();
+  document.querySelectorAll("nav a").forEach(a => a.classList.toggle("active", a.dataset.view === tab));
+  (loaders[view] || (() => {}))(params);
+}
+// fill sets a filter form's fields to params (the others empty) when the hash names any.
+function fill(form, params) {
+  if (![...params.keys()].length) return;
+  for (const el of form.elements) if (el.name) el.value = params.get(el.name) ?? "";
 }
 window.addEventListener("hashchange", show);
 
@@ -181,25 +189,93 @@ document.addEventListener("click", e => {
   if (e.target.matches("button.copy")) navigator.clipboard?.writeText(e.target.dataset.copy);
 });
 
-function loadCalls() {
-  const q = new URLSearchParams(new FormData($("#call-filter")));
-  api("api/calls?" + q).then(list => {
-    $("#call-table tbody").innerHTML = list.map(c => `<tr data-conversation="${esc(c.conversation)}"><td>${when(c.at)}</td><td>${esc(c.conversation)}</td>
-      <td>${esc(c.tool)}</td><td class="${c.success ? "up" : "failed"}">${c.success ? "ok" : esc(c.error?.code)}</td><td>${c.attempts || ""}</td>
+// Calls: newest first, a page at a time ("Older" continues from the page's cursor); a
+// page the console's bound cut says so.
+let callCursor = 0;
+function openCalls(params) {
+  fill($("#call-filter"), params);
+  loadCalls(false);
+  loadStats();
+}
+const callRow = c => `<tr data-conversation="${esc(c.conversation)}" data-response="${esc(c.response_id)}"><td>${when(c.at)}</td><td>${esc(c.conversation)}</td>
+      <td>${esc(c.tool)}</td><td>${esc(c.server)}</td><td class="${c.success ? "up" : "failed"}">${c.success ? "ok" : esc(c.error?.code)}</td><td>${c.attempts || ""}</td>
       <td>${c.duration_ms ? c.duration_ms.toFixed(1) + " ms" : ""}</td><td>${c.arguments_bytes} B</td>
       <td><code>${esc(c.success ? c.preview : c.error?.message)}</code> <span class="muted">${c.result_bytes} B</span></td>
-      <td>${c.trace_url ? `<a class="trace" href="${esc(c.trace_url)}" target="_blank" rel="noopener noreferrer">trace</a>` : esc(c.trace_id?.slice(0, 8))}</td></tr>`).join("");
-  }).catch(err => $("#call-table tbody").innerHTML = `<tr><td colspan=9>${esc(err.message)}</td></tr>`);
+      <td>${c.trace_url ? `<a class="trace" href="${esc(c.trace_url)}" target="_blank" rel="noopener noreferrer">trace</a>` : esc(c.trace_id?.slice(0, 8))}</td></tr>`;
+// query is a filter form's non-empty fields, and a cursor.
+function query(form, cursor) {
+  const q = new URLSearchParams();
+  for (const [k, v] of new FormData(form)) if (v) q.set(k, v);
+  if (cursor) q.set("cursor", cursor);
+  return q;
 }
-$("#call-filter").addEventListener("submit", e => { e.preventDefault(); loadCalls(); });
+// paged shows a page's notice, how much it read, and the Older button.
+function paged(name, page, what) {
+  const notice = $(`#${name}-notice`);
+  notice.textContent = page.notice || "";
+  notice.hidden = !page.notice;
+  $(`#${name}-scanned`).textContent = `read ${page.scanned} ${what}${page.oldest ? " back to " + new Date(page.oldest).toLocaleString() : ""}`;
+  $(`#${name}-older`).hidden = !page.next;
+}
+function loadCalls(older) {
+  const body = $("#call-table tbody");
+  api("api/calls?" + query($("#call-filter"), older ? callCursor : 0)).then(page => {
+    const rows = page.calls.map(callRow).join("");
+    if (older) body.insertAdjacentHTML("beforeend", rows); else body.innerHTML = rows;
+    if (!body.children.length) body.innerHTML = `<tr class="none"><td colspan=10 class="muted">no call in what was read</td></tr>`;
+    callCursor = page.next || 0;
+    paged("call", page, "outputs");
+  }).catch(err => body.innerHTML = `<tr><td colspan=10>${esc(err.message)}</td></tr>`);
+}
+$("#call-filter").addEventListener("submit", e => { e.preventDefault(); loadCalls(false); loadStats(); });
+$("#call-older").addEventListener("click", () => loadCalls(true));
 
-function loadDead() {
-  api("api/dead").then(list => {
-    $("#dead-table tbody").innerHTML = list.map(d => `<tr data-seq="${d.sequence}"><td>${d.sequence}</td><td>${when(d.at)}</td><td>${esc(d.conversation)}</td>
-      <td>${esc(d.kind)} ${esc(d.tool)}</td><td>${esc(d.reason)}${d.redriven ? ` <span class="muted redriven">redriven as ${esc(d.redriven)}</span>` : ""}</td>
-      <td>${d.redrivable ? `<button class="redrive" data-seq="${d.sequence}" data-conversation="${esc(d.conversation)}" data-redriven="${esc(d.redriven)}">${d.redriven ? "Redrive again…" : "Redrive"}</button>` : ""}</td></tr>`).join("");
-  }).catch(err => $("#dead-table tbody").innerHTML = `<tr><td colspan=6>${esc(err.message)}</td></tr>`);
+// Each tool's calls over a window, for the filter's tenant or conversation.
+function loadStats() {
+  const q = new URLSearchParams();
+  const calls = new FormData($("#call-filter"));
+  for (const k of ["tenant", "conversation"]) if (calls.get(k)) q.set(k, calls.get(k));
+  q.set("since", new FormData($("#stats-filter")).get("since"));
+  api("api/stats?" + q).then(st => {
+    $("#stats-basis").textContent = `${st.outputs} outputs from ${new Date(st.since).toLocaleString()} to ${new Date(st.until).toLocaleString()}` +
+      (st.notice ? ` — ${st.notice}` : "");
+    $("#stats-table tbody").innerHTML = st.tools.map(t => `<tr data-tool="${esc(t.tool)}"><td>${esc(t.tool)}</td><td>${esc(t.server)}</td>
+      <td class="calls">${t.calls}</td><td>${t.failed}</td><td class="rate">${(100 * t.error_rate).toFixed(1)} %</td>
+      <td>${t.ran ? t.p50_ms.toFixed(1) + " ms" : ""}</td><td>${t.ran ? t.p99_ms.toFixed(1) + " ms" : ""}</td></tr>`).join("");
+  }).catch(err => $("#stats-basis").textContent = err.message);
 }
+$("#stats-filter").addEventListener("submit", e => { e.preventDefault(); loadStats(); });
+
+// Dead letters: a redriven one says when, as which response, and what its output said;
+// sending it again is there, but as the exception it is.
+let deadCursor = 0;
+function openDead(params) {
+  fill($("#dead-filter"), params);
+  loadDead(false);
+}
+const outcome = calls => (calls || []).map(c => `${esc(c.tool)} ${c.success ? "ok" : esc(c.error?.code)}`).join(", ");
+function deadRow(d) {
+  const r = d.redrive;
+  const link = `#calls?${new URLSearchParams({conversation: d.conversation, response: r?.response_id})}`;
+  const done = r ? `<div class="redriven muted">redriven at ${esc(new Date(r.at).toLocaleString())}${r.forced ? " (forced)" : ""}, ` +
+    `as response <a href="${esc(link)}">${esc(r.response_id)}</a>: <span class="redrive-output">${r.output ? outcome(r.output) : "no output yet"}</span></div>` : "";
+  const action = !d.redrivable ? "" : r
+    ? `<button class="redrive forced" data-seq="${d.sequence}" data-conversation="${esc(d.conversation)}" data-redriven="${esc(r.response_id)}">Redrive again…</button>`
+    : `<button class="redrive" data-seq="${d.sequence}" data-conversation="${esc(d.conversation)}" data-redriven="">Redrive</button>`;
+  return `<tr data-seq="${d.sequence}" class="${r ? "was-redriven" : ""}"><td>${d.sequence}</td><td>${when(d.at)}</td><td>${esc(d.conversation)}</td>
+      <td>${esc(d.kind)} ${esc(d.tool)}</td><td>${esc(d.reason)}${done}</td><td>${action}</td></tr>`;
+}
+function loadDead(older) {
+  const body = $("#dead-table tbody");
+  api("api/dead?" + query($("#dead-filter"), older ? deadCursor : 0)).then(page => {
+    const rows = page.letters.map(deadRow).join("");
+    if (older) body.insertAdjacentHTML("beforeend", rows); else body.innerHTML = rows;
+    deadCursor = page.next || 0;
+    paged("dead", page, "messages");
+  }).catch(err => body.innerHTML = `<tr><td colspan=6>${esc(err.message)}</td></tr>`);
+}
+$("#dead-filter").addEventListener("submit", e => { e.preventDefault(); loadDead(false); });
+$("#dead-older").addEventListener("click", () => loadDead(true));
 // A dead letter is redriven once; sending it again must be confirmed, and is forced.
 const forceQuestion = (seq, as) => `Dead letter ${seq} was redriven already${as ? ` (as ${as})` : ""}.\n\n` +
   "Redriving it again runs its call again: if the call changes something (files a ticket, sends a message, " +
@@ -211,7 +287,7 @@ document.addEventListener("click", e => {
   const send = force => {
     out.textContent = force ? "sending again (forced)…" : "sending again…";
     return api("api/dead/redrive", {seq: Number(seq), force})
-      .then(o => { out.textContent = `redriven in ${conversation} as ${o.response_id}:\n${o.text}`; loadDead(); });
+      .then(o => { out.textContent = `redriven in ${conversation} as ${o.response_id}:\n${o.text}`; loadDead(false); });
   };
   const forced = as => {
     if (!confirm(forceQuestion(seq, as))) { out.textContent = `dead letter ${seq}: not sent again`; return; }
@@ -219,7 +295,7 @@ document.addEventListener("click", e => {
   };
   (redriven ? Promise.resolve(forced(redriven)) : send(false).catch(err => {
     if (err.status !== 409) throw err;
-    loadDead();
+    loadDead(false);
     return forced(err.body.redriven?.response_id); // redriven meanwhile (another tab, toolbus dead redrive)
   })).catch(err => out.textContent = err.message);
 });
