@@ -131,12 +131,12 @@ func TestConsoleAPI(t *testing.T) {
 		t.Fatalf("tools: clock %+v", clock)
 	}
 
-	calls := get[[]console.Call](t, srv.URL+"/api/calls?conversation=c1")
+	calls := get[console.CallPage](t, srv.URL+"/api/calls?conversation=c1").Calls
 	if len(calls) != 2 || calls[0].Tool != "no_such_tool" || calls[1].Tool != "clock" || !calls[1].Success || calls[1].Preview == "" ||
 		calls[1].ArgumentsBytes != 2 || calls[1].DurationMS <= 0 {
 		t.Fatalf("calls %+v", calls)
 	}
-	failed := get[[]console.Call](t, srv.URL+"/api/calls?outcome=failed")
+	failed := get[console.CallPage](t, srv.URL+"/api/calls?outcome=failed").Calls
 	if len(failed) != 1 || failed[0].Error == nil || failed[0].TraceURL != "" && !strings.HasPrefix(failed[0].TraceURL, "http://jaeger.example:16686/trace/") {
 		t.Errorf("failed calls %+v", failed)
 	}
@@ -147,7 +147,7 @@ func TestConsoleAPI(t *testing.T) {
 	if _, err := js.Publish(actx, messages.DeadSubject("c2"), dead); err != nil {
 		t.Fatal(err)
 	}
-	letters := get[[]console.DeadLetter](t, srv.URL+"/api/dead")
+	letters := get[console.DeadPage](t, srv.URL+"/api/dead").Letters
 	if len(letters) != 1 || !letters[0].Redrivable || letters[0].Tool != "clock" || !strings.Contains(letters[0].Reason, "down") {
 		t.Fatalf("dead letters %+v", letters)
 	}
@@ -159,10 +159,10 @@ func TestConsoleAPI(t *testing.T) {
 	if resp.StatusCode != 200 || len(out.Results) != 1 || !out.Results[0].Success || !strings.HasPrefix(out.ResponseID, "redrive-") {
 		t.Fatalf("redrive: %s %+v", resp.Status, out)
 	}
-	if letters := get[[]console.DeadLetter](t, srv.URL+"/api/dead"); len(letters) != 2 || letters[0].Kind != "redrive" {
+	if letters := get[console.DeadPage](t, srv.URL+"/api/dead").Letters; len(letters) != 1 || letters[0].Redrive == nil || letters[0].Redrive.ResponseID != out.ResponseID {
 		t.Errorf("after the redrive: %+v", letters)
 	}
-	if redriven := get[[]console.Call](t, srv.URL+"/api/calls?conversation=c2"); len(redriven) != 1 || redriven[0].ResponseID != out.ResponseID {
+	if redriven := get[console.CallPage](t, srv.URL+"/api/calls?conversation=c2").Calls; len(redriven) != 1 || redriven[0].ResponseID != out.ResponseID {
 		t.Errorf("the redriven call: %+v", redriven)
 	}
 
@@ -270,7 +270,7 @@ func TestConsoleTenants(t *testing.T) {
 		t.Errorf("flow: %d outputs, tenants %v; want 2 over both tenants' streams, and tenant acme", flow.Outputs, flow.Tenants)
 	}
 	for query, want := range map[string]string{"": "c1", "?tenant=acme": "acme.c1", "?conversation=acme.c1": "acme.c1", "?conversation=c1": "c1"} {
-		calls := get[[]console.Call](t, srv.URL+"/api/calls"+query)
+		calls := get[console.CallPage](t, srv.URL+"/api/calls"+query).Calls
 		if len(calls) != 1 || calls[0].Conversation != want {
 			t.Errorf("calls%s: %+v, want the one call of %s", query, calls, want)
 		}

@@ -31,12 +31,20 @@ var web embed.FS
 //	GET  /api/events               the Flow every second, as server-sent events ("flow")
 //	GET  /api/servers              every server's last status
 //	GET  /api/tools                the catalog, with each tool's declarations
-//	GET  /api/calls?conversation=&tool=&outcome=ok|failed&limit=
-//	GET  /api/dead                 the newest dead letters
+//	GET  /api/calls?tenant=&conversation=&response=&tool=&server=&outcome=ok|failed&since=&until=&cursor=&limit=
+//	                               a page of calls, newest first (CallPage; FindCalls)
+//	GET  /api/stats?tenant=&conversation=&since=&until=
+//	                               each tool's calls, error rate, p50 and p99 (ToolStats)
+//	GET  /api/dead?tenant=&conversation=&tool=&server=&since=&until=&cursor=&limit=
+//	                               a page of dead letters, newest first, each with its
+//	                               newest redrive and its output (DeadLetters)
 //	POST /api/dead/redrive         {"seq": N, "force": false}: send a dead letter's call
 //	                               again, its new output; 409 when it was redriven before
 //	                               and force is not true
 //	POST /api/try                  {"conversation", "text"}: the output of that response
+//
+// since and until are RFC 3339 times or durations before now ("1h"); cursor is a page's
+// next. A filter the console cannot read is answered 400.
 //
 // Every request passes guard first, which answers for itself when it refuses one:
 //
@@ -71,11 +79,28 @@ func (c *Console) Handler(token string, hosts ...string) http.Handler {
 	get("/api/flow", func(r *http.Request) (any, error) { return c.Flow(r.Context()) })
 	get("/api/servers", func(r *http.Request) (any, error) { return c.Servers(r.Context()) })
 	get("/api/tools", func(r *http.Request) (any, error) { return c.Tools(r.Context()) })
-	get("/api/dead", func(r *http.Request) (any, error) { return c.Dead(r.Context()) })
 	get("/api/calls", func(r *http.Request) (any, error) {
-		q := r.URL.Query()
-		limit, _ := strconv.Atoi(q.Get("limit"))
-		return c.Calls(r.Context(), CallFilter{Tenant: q.Get("tenant"), Conversation: q.Get("conversation"), Tool: q.Get("tool"), Outcome: q.Get("outcome"), Limit: limit})
+		q, p, err := query(r)
+		if err != nil {
+			return nil, err
+		}
+		return c.FindCalls(r.Context(), CallFilter{Tenant: q.Get("tenant"), Conversation: q.Get("conversation"), Response: q.Get("response"),
+			Tool: q.Get("tool"), Server: q.Get("server"), Outcome: q.Get("outcome"), Since: p.since, Until: p.until, Cursor: p.cursor, Limit: p.limit})
+	})
+	get("/api/stats", func(r *http.Request) (any, error) {
+		q, p, err := query(r)
+		if err != nil {
+			return nil, err
+		}
+		return c.ToolStats(r.Context(), StatsFilter{Tenant: q.Get("tenant"), Conversation: q.Get("conversation"), Since: p.since, Until: p.until})
+	})
+	get("/api/dead", func(r *http.Request) (any, error) {
+		q, p, err := query(r)
+		if err != nil {
+			return nil, err
+		}
+		return c.DeadLetters(r.Context(), DeadFilter{Tenant: q.Get("tenant"), Conversation: q.Get("conversation"), Tool: q.Get("tool"),
+			Server: q.Get("server"), Since: p.since, Until: p.until, Cursor: p.cursor, Limit: p.limit})
 	})
 	mux.HandleFunc("POST /api/dead/redrive", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, r, func(r *http.Request) (any, error) {
@@ -330,6 +355,43 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 
 type badRequest struct{ error }
 
+// pageParams are a list's query parameters that are not text.
+type pageParams struct {
+	since, until time.Time
+	cursor       uint64
+	limit        int
+}
+
+// query reads a list's query parameters: since and until (RFC 3339, or a duration
+// before now), cursor and limit.
+func query(r *http.Request) (url.Values, pageParams, error) {
+	q, p := r.URL.Query(), pageParams{}
+	now := time.Now()
+	for name, t := range map[string]*time.Time{"since": &p.since, "until": &p.until} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			*t = now.Add(-d)
+		} else if *t, err = time.Parse(time.RFC3339, v); err != nil {
+			return q, p, badRequest{fmt.Errorf("%s: a time (RFC 3339) or a duration before now (1h)", name)}
+		}
+	}
+	var err error
+	if v := q.Get("cursor"); v != "" {
+		if p.cursor, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return q, p, badRequest{errors.New("cursor: a page's next")}
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if p.limit, err = strconv.Atoi(v); err != nil || p.limit < 1 || p.limit > 1000 {
+			return q, p, badRequest{errors.New("limit: 1 to 1000")}
+		}
+	}
+	return q, p, nil
+}
+
 func reply(w http.ResponseWriter, r *http.Request, f func(*http.Request) (any, error)) {
 	v, err := f(r)
 	w.Header().Set("Content-Type", "application/json")
@@ -339,7 +401,7 @@ func reply(w http.ResponseWriter, r *http.Request, f func(*http.Request) (any, e
 		var bad badRequest
 		var redriven *RedrivenError
 		switch {
-		case errors.As(err, &bad):
+		case errors.As(err, &bad), errors.Is(err, ErrFilter):
 			code = http.StatusBadRequest
 		case errors.As(err, &redriven):
 			code, body["redriven"] = http.StatusConflict, redriven

@@ -326,17 +326,9 @@ func TestRedriveOnce(t *testing.T) {
 		len(forced.Results) != 1 || forced.ResponseID == first.ResponseID {
 		t.Fatalf("forced redrive: %s %+v", resp.Status, forced)
 	}
-	records, letter := 0, console.DeadLetter{}
-	for _, d := range get[[]console.DeadLetter](t, srv.URL+"/api/dead") {
-		switch {
-		case d.Kind == "redrive":
-			records++
-		case d.Sequence == seq:
-			letter = d
-		}
-	}
-	if records != 2 || letter.Redriven != forced.ResponseID {
-		t.Errorf("dead letters after a redrive and a forced one: %d records, the letter %+v", records, letter)
+	letters := get[console.DeadPage](t, srv.URL+"/api/dead").Letters
+	if len(letters) != 1 || letters[0].Sequence != seq || letters[0].Redriven != forced.ResponseID || letters[0].Redrive == nil || !letters[0].Redrive.Forced {
+		t.Errorf("dead letters after a redrive and a forced one: %+v, want the letter, its newest redrive forced", letters)
 	}
 
 	// toolbus dead redrive: the same rule, and --force.

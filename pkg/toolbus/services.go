@@ -132,15 +132,29 @@ func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, topo bus.Topology
 	}); err != nil {
 		return err
 	}
-	return m.Gauge("toolbus.dead_letters", "messages in the dead-letter stream (TOOLBUS_DEAD): what could not be answered, kept for inspection", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+	// The console records each redrive in the dead-letter stream, on subjects of their
+	// own (internal/console's RedriveSubjects): those are the operator's work, not dead
+	// letters.
+	const redriveRecords = "toolbus.dead._redrive.*"
+	return m.Gauge("toolbus.dead_letters", "dead letters in the dead-letter stream (TOOLBUS_DEAD, without the console's records of redrives): what could not be answered, kept for inspection", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
 		if !leading() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		if st, err := js.Stream(ctx, messages.StreamDead); err == nil {
-			record(int64(st.CachedInfo().State.Msgs))
+		st, err := js.Stream(ctx, messages.StreamDead)
+		if err != nil {
+			return
 		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(redriveRecords))
+		if err != nil {
+			return
+		}
+		n := info.State.Msgs
+		for _, records := range info.State.Subjects {
+			n -= min(n, records)
+		}
+		record(int64(n))
 	})
 }
 
