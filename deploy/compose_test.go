@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -182,10 +183,7 @@ func hostPath(s types.ServiceConfig, target string) string {
 
 func TestCompose(t *testing.T) {
 	pw := setPasswords(t)
-	env := map[string]string{}
-	for _, u := range users {
-		env[deploy.PasswordVar(u)] = pw[u]
-	}
+	env := composeEnv(pw)
 
 	if _, err := loadCompose(t, map[string]string{}); err == nil || !strings.Contains(err.Error(), "TOOLBUS_") {
 		t.Errorf("compose.yaml loads without the NATS passwords: %v", err)
@@ -197,7 +195,17 @@ func TestCompose(t *testing.T) {
 	top := root(t)
 	stages := dockerStages(t)
 
-	want := slices.Concat(natsNodes, toolbus.AllServices(), []string{"engineering", "ticket-service", "jaeger", "toolbus"})
+	// Without the console's token or Grafana's password compose refuses to start.
+	for _, v := range []string{"TOOLBUS_CONSOLE_TOKEN", "TOOLBUS_GRAFANA_PASSWORD"} {
+		without := maps.Clone(env)
+		delete(without, v)
+		if _, err := loadCompose(t, without); err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("compose.yaml loads without %s: %v", v, err)
+		}
+	}
+
+	want := slices.Concat(natsNodes, toolbus.AllServices(), []string{"engineering", "ticket-service", "jaeger", "toolbus",
+		"prometheus", "alertmanager", "grafana", "console"})
 	for _, name := range want {
 		if _, ok := p.Services[name]; !ok {
 			t.Errorf("no service %q", name)
@@ -361,6 +369,205 @@ func TestCompose(t *testing.T) {
 		t.Errorf("toolbus: entrypoint %v", cliSvc.Entrypoint)
 	}
 	checkNATSURL(t, "toolbus", envOf(cliSvc)["TOOLBUS_NATS_URL"], "admin", pw["admin"], clientPort)
+
+	checkConsole(t, p, env, pw[consoleU], clientPort)
+	checkMonitoring(t, p)
+}
+
+// composeEnv is what .env holds for compose.yaml: every NATS password, the console's
+// token and Grafana's password.
+func composeEnv(pw map[string]string) map[string]string {
+	env := map[string]string{
+		"TOOLBUS_CONSOLE_TOKEN":    "console-token-" + pw["admin"],
+		"TOOLBUS_GRAFANA_PASSWORD": "grafana-" + pw["admin"],
+	}
+	for _, u := range users {
+		env[deploy.PasswordVar(u)] = pw[u]
+	}
+	return env
+}
+
+// checkConsole checks the console service: `toolbus console` from the toolbus image with
+// flags the command has, as the console user on every node, with the token of .env; it
+// listens on its container's interfaces, its port is published on the host's loopback
+// only, and it answers to the names a browser on the host reaches that port by.
+func checkConsole(t *testing.T, p *types.Project, env map[string]string, password string, clientPort int) {
+	t.Helper()
+	s := p.Services["console"]
+	top := root(t)
+	if s.Build == nil || s.Build.Context != top || s.Build.Target != "toolbus" {
+		t.Errorf("console: not built from the Dockerfile's toolbus target: %+v", s.Build)
+	}
+	if !slices.Equal(s.Entrypoint, []string{"toolbus"}) || len(s.Command) == 0 || s.Command[0] != "console" {
+		t.Errorf("console: entrypoint %v, command %v: want toolbus console", s.Entrypoint, s.Command)
+		return
+	}
+	// The flags and variables `toolbus console` has, asked of the code.
+	var out bytes.Buffer
+	read := map[string]bool{}
+	cli.Main(context.Background(), []string{"console", "-h"}, cli.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out,
+		Getenv: func(k string) string { read[k] = true; return "" }})
+	flags := parseUsage(out.String())
+	if len(flags) == 0 {
+		t.Fatalf("toolbus console -h printed no flags:\n%s", out.String())
+	}
+	args, err := checkArgs(s.Command[1:], flags)
+	if err != nil {
+		t.Errorf("console: %v", err)
+	}
+	e := envOf(s)
+	// The token is read when the console starts serving (internal/cli/console.go), not
+	// for -h.
+	read["TOOLBUS_CONSOLE_TOKEN"] = true
+	for k := range e {
+		if !read[k] {
+			t.Errorf("console: environment %s is not read by toolbus console", k)
+		}
+	}
+	checkNATSURL(t, "console", e["TOOLBUS_NATS_URL"], consoleU, password, clientPort)
+	if e["TOOLBUS_CONSOLE_TOKEN"] != env["TOOLBUS_CONSOLE_TOKEN"] {
+		t.Errorf("console: TOOLBUS_CONSOLE_TOKEN=%q is not .env's", e["TOOLBUS_CONSOLE_TOKEN"])
+	}
+	if host := hostPath(s, e["TOOLBUS_CONFIG"]); host != filepath.Join(top, "deploy", "toolbus.json") {
+		t.Errorf("console: TOOLBUS_CONFIG=%q is not deploy/toolbus.json mounted (%q)", e["TOOLBUS_CONFIG"], host)
+	}
+
+	host, port, err := net.SplitHostPort(args["console-addr"])
+	if err != nil || net.ParseIP(host) == nil || !net.ParseIP(host).IsUnspecified() {
+		t.Errorf("console: --console-addr %q: want every interface of the container (0.0.0.0:PORT)", args["console-addr"])
+		return
+	}
+	if len(s.Ports) != 1 || strconv.Itoa(int(s.Ports[0].Target)) != port || s.Ports[0].HostIP != "127.0.0.1" {
+		t.Errorf("console: ports %+v: want its port %s published on 127.0.0.1 only", s.Ports, port)
+		return
+	}
+	hosts := strings.Split(args["console-host"], ",")
+	for _, name := range []string{"localhost", "127.0.0.1"} {
+		if h := net.JoinHostPort(name, s.Ports[0].Published); !slices.Contains(hosts, h) {
+			t.Errorf("console: --console-host %v lacks %s, where a browser on the host reaches it", hosts, h)
+		}
+	}
+	if u, err := url.Parse(args["jaeger-url"]); err != nil || u.Port() != "16686" {
+		t.Errorf("console: --jaeger-url %q is not Jaeger's UI as the host publishes it", args["jaeger-url"])
+	}
+}
+
+// checkMonitoring checks Prometheus, Alertmanager and Grafana: pinned images; Prometheus
+// sends its alerts to the Alertmanager service, which reads deploy/alertmanager with its
+// receivers' URLs as secrets from the environment; Grafana's provisioning, mounted where
+// Grafana reads it, names the Prometheus service and the folder where the dashboard is
+// mounted.
+func checkMonitoring(t *testing.T, p *types.Project) {
+	t.Helper()
+	top := root(t)
+	pinned := regexp.MustCompile(`:v?\d+\.\d+\.\d+$`)
+	for _, name := range []string{"prometheus", "alertmanager", "grafana"} {
+		if img := p.Services[name].Image; !pinned.MatchString(img) {
+			t.Errorf("%s: image %q has no pinned version", name, img)
+		}
+	}
+	published := func(s types.ServiceConfig, port uint32) bool {
+		return slices.ContainsFunc(s.Ports, func(pc types.ServicePortConfig) bool { return pc.Target == port })
+	}
+
+	// Prometheus → Alertmanager.
+	prom := p.Services["prometheus"]
+	promDir := hostPath(prom, "/etc/prometheus")
+	if promDir != filepath.Join(top, "deploy", "prometheus") {
+		t.Errorf("prometheus: deploy/prometheus is not mounted at /etc/prometheus (%q)", promDir)
+	}
+	var promCfg struct {
+		Alerting struct {
+			Alertmanagers []struct {
+				StaticConfigs []struct {
+					Targets []string `yaml:"targets"`
+				} `yaml:"static_configs"`
+			} `yaml:"alertmanagers"`
+		} `yaml:"alerting"`
+	}
+	readYAML(t, "prometheus/prometheus.yml", &promCfg)
+	var targets []string
+	for _, am := range promCfg.Alerting.Alertmanagers {
+		for _, sc := range am.StaticConfigs {
+			targets = append(targets, sc.Targets...)
+		}
+	}
+	am := p.Services["alertmanager"]
+	if !slices.Equal(targets, []string{"alertmanager:9093"}) || !published(am, 9093) {
+		t.Errorf("prometheus.yml sends alerts to %v; want the alertmanager service on 9093, where it listens", targets)
+	}
+
+	// Alertmanager: its configuration mounted, each receiver's URL a secret it is given,
+	// read from a variable deploy/example.env lists.
+	cfgFile := ""
+	for _, a := range am.Command {
+		if v, ok := strings.CutPrefix(a, "--config.file="); ok {
+			cfgFile = v
+		}
+	}
+	amDir := hostPath(am, filepath.Dir(cfgFile))
+	if amDir != filepath.Join(top, "deploy", "alertmanager") || filepath.Base(cfgFile) != "alertmanager.yml" {
+		t.Errorf("alertmanager: --config.file %q is not deploy/alertmanager/alertmanager.yml mounted (%q)", cfgFile, amDir)
+	}
+	example, err := os.ReadFile("example.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := map[string]bool{}
+	for _, sec := range am.Secrets {
+		target := cmp.Or(sec.Target, sec.Source)
+		if !strings.HasPrefix(target, "/") {
+			target = "/run/secrets/" + target
+		}
+		given[target] = true
+		def, ok := p.Secrets[sec.Source]
+		if !ok || def.Environment == "" {
+			t.Errorf("alertmanager: secret %s is not read from the environment: %+v", sec.Source, def)
+			continue
+		}
+		if !regexp.MustCompile(`(?m)^` + def.Environment + `=`).Match(example) {
+			t.Errorf("deploy/example.env does not list %s (alertmanager's secret %s)", def.Environment, sec.Source)
+		}
+	}
+	for _, f := range alertmanagerURLFiles(t) {
+		if !given[f] {
+			t.Errorf("alertmanager.yml reads %s, which compose does not give alertmanager (%v)", f, slices.Sorted(maps.Keys(given)))
+		}
+	}
+
+	// Grafana: provisioning and dashboards mounted where the files say.
+	g := p.Services["grafana"]
+	if d := hostPath(g, "/etc/grafana/provisioning"); d != filepath.Join(top, "deploy", "grafana", "provisioning") {
+		t.Errorf("grafana: deploy/grafana/provisioning is not mounted at /etc/grafana/provisioning (%q)", d)
+	}
+	if !published(g, 3000) {
+		t.Error("grafana: port 3000 is not published")
+	}
+	_, _, dsURL := provisionedDataSource(t)
+	u, err := url.Parse(dsURL)
+	if err != nil || u.Hostname() != "prometheus" || u.Port() != "9090" || !published(prom, 9090) {
+		t.Errorf("grafana's data source %q is not the prometheus service on 9090", dsURL)
+	}
+	var providers struct {
+		Providers []struct {
+			Type    string `yaml:"type"`
+			Options struct {
+				Path string `yaml:"path"`
+			} `yaml:"options"`
+		} `yaml:"providers"`
+	}
+	readYAML(t, providerFile, &providers)
+	if len(providers.Providers) != 1 || providers.Providers[0].Type != "file" {
+		t.Fatalf("%s: want one file provider: %+v", providerFile, providers)
+	}
+	dir := providers.Providers[0].Options.Path
+	if d := hostPath(g, dir); d != filepath.Join(top, "deploy", filepath.Dir(dashboardFile)) {
+		t.Errorf("grafana: the provider reads %s, where %s is not mounted (%q)", dir, filepath.Dir(dashboardFile), d)
+	}
+	home := envOf(g)["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+	if home != dir+"/"+filepath.Base(dashboardFile) {
+		t.Errorf("grafana: home dashboard %q is not %s in %s", home, filepath.Base(dashboardFile), dir)
+	}
 }
 
 // checkNATSURL checks that a service's URL list names every cluster node, on the client
@@ -474,10 +681,7 @@ func dockerStages(t *testing.T) []string {
 // as that NATS configuration.
 func TestComposeTenants(t *testing.T) {
 	pw := setPasswords(t)
-	env := map[string]string{}
-	for _, u := range users {
-		env[deploy.PasswordVar(u)] = pw[u]
-	}
+	env := composeEnv(pw)
 	if _, err := loadCompose(t, env, "compose.tenants.yaml"); err == nil || !strings.Contains(err.Error(), "TOOLBUS_ACME_PASSWORD") {
 		t.Errorf("compose.tenants.yaml loads without the tenants' passwords: %v", err)
 	}
