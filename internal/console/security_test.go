@@ -200,7 +200,7 @@ func TestConsoleRefusesCrossSitePost(t *testing.T) {
 	if after := responses(); after != before {
 		t.Errorf("refused requests ran: the responses stream went from %d to %d", before, after)
 	}
-	if calls := get[[]console.Call](t, base+"/api/calls?conversation=csrf-1", tok); len(calls) != 0 {
+	if calls := get[console.CallPage](t, base+"/api/calls?conversation=csrf-1", tok).Calls; len(calls) != 0 {
 		t.Errorf("refused requests ran: calls %+v", calls)
 	}
 
