@@ -1,9 +1,10 @@
-// Package console serves toolbus's web console: the flow of the pipeline, its servers,
-// tools, the calls and dead letters kept (by conversation, tool, server, outcome and
-// time, page by page) with each tool's statistics, and a box to try a response, on one page, with
-// the same data as JSON under /api/. Everything is read from NATS — streams, consumers,
-// key-value buckets — when asked: the console keeps no store and costs the pipeline
-// nothing while nobody looks.
+// Package console serves toolbus's web console: the flow of the pipeline, its servers
+// and tools, the calls and dead letters the streams keep (by conversation, tool,
+// server, outcome and time, page by page, over the whole retention) with each tool's
+// statistics, and a box to try a response, on one page, with the same data as JSON
+// under /api/. Everything is read from NATS — streams, consumers, key-value buckets —
+// when asked: the console keeps no store and costs the pipeline nothing while nobody
+// looks.
 package console
 
 import (

@@ -108,7 +108,7 @@ func (c *Console) DeadLetters(ctx context.Context, f DeadFilter) (DeadPage, erro
 		if err := messages.ValidateTenant(f.Tenant); err != nil {
 			return page, fmt.Errorf("%w: %w", ErrFilter, err)
 		}
-		subject = messages.TenantSubjects(messages.DeadSubject, f.Tenant)
+		subject = strings.TrimSuffix(messages.AllDead, ">") + f.Tenant + ".*" // DeadSubject takes no wildcard
 	}
 	s, err := c.JS.Stream(ctx, messages.StreamDead)
 	if err != nil {

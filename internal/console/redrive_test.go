@@ -100,4 +100,16 @@ func TestRedriveShownAndNotCounted(t *testing.T) {
 			t.Fatalf("toolbus_dead_letters %d with two records of redrives, want 1", got)
 		}
 	}
+
+	// A tenant's dead letters are its conversations'.
+	acme, _ := json.Marshal(messages.DeadCall{Call: messages.ToolCall{ID: "acme.c1/r1/0", ResponseID: "r1", Conversation: "acme.c1", Count: 1, Tool: "clock", Arguments: json.RawMessage(`{}`)}})
+	if _, err := js.Publish(actx, messages.DeadSubject("acme.c1"), acme); err != nil {
+		t.Fatal(err)
+	}
+	if d := get[console.DeadPage](t, srv.URL+"/api/dead?tenant=acme").Letters; len(d) != 1 || d[0].Conversation != "acme.c1" {
+		t.Errorf("tenant acme's dead letters: %+v", d)
+	}
+	if d := get[console.DeadPage](t, srv.URL+"/api/dead").Letters; len(d) != 2 {
+		t.Errorf("every dead letter: %+v, want 2", d)
+	}
 }

@@ -78,7 +78,10 @@ func firstAt(ctx context.Context, stream jetstream.Stream, subject string, t tim
 			return md.Sequence.Stream, nil
 		}
 	}
-	return 0, batch.Error()
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		return 0, err
+	}
+	return 0, nil
 }
 
 // ephemeral makes a consumer that delivers without acknowledgements and is forgotten
