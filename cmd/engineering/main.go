@@ -64,6 +64,7 @@ func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	// Each tool call's span continues the trace its _meta carries; exported when
 	// OTEL_EXPORTER_OTLP_ENDPOINT (and the like) is set.
+	telemetry.LogErrors(logger)
 	shutdown, err := telemetry.Setup(ctx, "engineering")
 	if err != nil {
 		logger.Error("tracing", "err", err)

@@ -79,7 +79,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 		return nil
 	}
 	// Tracing as the services set it up: OTEL_* variables, off (no-op) without them.
-	stopTelemetry, err := startTelemetry(ctx, "toolbus-bench")
+	stopTelemetry, err := startTelemetry(ctx, "toolbus-bench", nil)
 	if err != nil {
 		return err
 	}

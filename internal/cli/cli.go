@@ -200,7 +200,10 @@ func newLogger(env Env, verbose, asJSON bool, level slog.Level) *slog.Logger {
 }
 
 // startTelemetry sets tracing up from OTEL_* and returns its shutdown, bounded in time.
-func startTelemetry(ctx context.Context, service string) (func(), error) {
+// OpenTelemetry's own errors (an exporter that cannot reach its collector) are written
+// by log (nil: the default logger), as every other line is.
+func startTelemetry(ctx context.Context, service string, log *slog.Logger) (func(), error) {
+	telemetry.LogErrors(log)
 	shutdown, err := telemetry.Setup(ctx, service)
 	if err != nil {
 		return nil, err

@@ -59,7 +59,7 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 		return usageError{fmt.Errorf("--conversation %s: the configuration names no tenant %q (tenants)", *conv, messages.Tenant(*conv))}
 	}
 	log := logger(env, *verbose, false)
-	stopTelemetry, err := startTelemetry(ctx, "toolbus")
+	stopTelemetry, err := startTelemetry(ctx, "toolbus", log)
 	if err != nil {
 		return err
 	}
@@ -254,7 +254,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	log := serviceLogger(env, *verbose, *jsonLogs)
-	stopTelemetry, err := startTelemetry(ctx, "toolbus")
+	stopTelemetry, err := startTelemetry(ctx, "toolbus", log)
 	if err != nil {
 		return err
 	}
@@ -317,7 +317,7 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	// A trace starts here, at the orchestrator, when OTEL_* asks for traces.
-	stopTelemetry, err := startTelemetry(ctx, "toolbus-send")
+	stopTelemetry, err := startTelemetry(ctx, "toolbus-send", nil)
 	if err != nil {
 		return err
 	}

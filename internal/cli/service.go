@@ -51,7 +51,7 @@ func Service(ctx context.Context, name string, args []string, env Env) int {
 		if err != nil {
 			return err
 		}
-		stopTelemetry, err := startTelemetry(ctx, "toolbus-"+name)
+		stopTelemetry, err := startTelemetry(ctx, "toolbus-"+name, log)
 		if err != nil {
 			return err
 		}

@@ -127,10 +127,15 @@ type RunOptions struct {
 	// the consumer's AckWait; negative acknowledges each delivery at once, as does a
 	// consumer whose MaxAckPending is no more than Concurrency.
 	AckHold time.Duration
-	// SpanName names the span of each message's handling, e.g. "parse"; it continues the
-	// trace the message carries. Tracer nil means the global tracer provider.
+	// SpanName names the stage in metrics, e.g. "parse". Each message's handling is a
+	// span "process <destination template>" continuing the trace the message carries
+	// (see DestinationTemplate); Tracer nil means the global tracer provider.
 	SpanName string
 	Tracer   trace.Tracer
+	// Untraced: no span per message. The handler records what it does in spans of its
+	// own (a streamed response's chunks: one span per response, not one per chunk); the
+	// message's trace context is still passed on to what it publishes.
+	Untraced bool
 	// Middleware, when set, wraps the handler (stats, for example).
 	Middleware Middleware
 	// Metrics, when set, counts each message by outcome and times it, as stage SpanName.
@@ -445,7 +450,7 @@ func (r *runner) delivery(msg jetstream.Msg) *Delivery {
 // handle runs the handler on msg and sends what it returned; the acker settles it.
 func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 	d := r.delivery(msg)
-	ctx, span := startConsumeSpan(ctx, r.o.Tracer, r.o.SpanName, r.consumer, d)
+	ctx, span := startConsumeSpan(ctx, r.o.Tracer, r.o.Untraced, r.consumer, d)
 	p := pending{ctx: ctx, msg: msg, span: span, start: time.Now(), d: d}
 	beats := r.heartbeat(msg)
 	out, err := safeHandle(ctx, d, r.h)

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -42,19 +43,30 @@ func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 var consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 
 // startConsumeSpan starts the span of handling msg, as a child of the trace context the
-// message carries. Its attributes are built only when the span records: with tracing
-// off (no exporter configured) a message costs no attribute allocations.
-func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer string, d *Delivery) (context.Context, trace.Span) {
+// message carries, named as OpenTelemetry's messaging conventions name a consumer's
+// span: "process <destination template>" ("process toolbus.calls.{conversation}"), so
+// that the span name keeps no conversation id. Its attributes are built only when the
+// span records: with tracing off (no exporter configured) a message costs no attribute
+// allocations. With untraced, no span is started: the context carries the message's
+// trace on, for what the handler records and publishes.
+func startConsumeSpan(ctx context.Context, tr trace.Tracer, untraced bool, consumer string, d *Delivery) (context.Context, trace.Span) {
 	ctx = ExtractTrace(ctx, d.Header)
-	ctx, span := tr.Start(ctx, name, consumerSpan...)
+	if untraced {
+		return ctx, trace.SpanFromContext(context.Background()) // a span that records nothing
+	}
+	ctx, span := tr.Start(ctx, "process", consumerSpan...)
 	if !span.IsRecording() {
 		return ctx, span
 	}
+	template := DestinationTemplate(d.Subject, d.Meta.Conversation)
+	span.SetName("process " + template)
 	m := d.Meta
 	attrs := []attribute.KeyValue{
 		telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS),
 		telemetry.MessagingOperation.String("process"),
+		telemetry.MessagingOpName.String("process"),
 		telemetry.MessagingDestination.String(d.Subject),
+		telemetry.MessagingTemplate.String(template),
 		telemetry.MessagingConsumer.String(consumer),
 		telemetry.Conversation.String(m.Conversation),
 	}
@@ -70,4 +82,17 @@ func startConsumeSpan(ctx context.Context, tr trace.Tracer, name, consumer strin
 	attrs = append(attrs, telemetry.Delivery.Int64(int64(d.Delivered)))
 	span.SetAttributes(attrs...)
 	return ctx, span
+}
+
+// DestinationTemplate is subject with its conversation replaced by "{conversation}"
+// ("toolbus.calls.acme.c1" → "toolbus.calls.{conversation}"): the destination a span
+// name may carry, one per subject family rather than one per conversation. A subject
+// that does not end in the conversation is its own template.
+func DestinationTemplate(subject, conversation string) string {
+	if conversation != "" {
+		if prefix, ok := strings.CutSuffix(subject, "."+conversation); ok {
+			return prefix + ".{conversation}"
+		}
+	}
+	return subject
 }

@@ -100,3 +100,13 @@ func (e *NotAllowedError) Error() string {
 
 // Unwrap makes the error [ErrNotAllowed].
 func (e *NotAllowedError) Unwrap() error { return ErrNotAllowed }
+
+// Name is the tool's one canonical name, whatever spelling a model used for it:
+// "<server>__<tool>" for a server's tool, the tool's name for a tool of no server. Metric
+// labels and span names use it, so that one tool is one series and one span name.
+func (r Ref) Name() string {
+	if r.Server == "" {
+		return r.Tool
+	}
+	return r.Server + Separator + r.Tool
+}

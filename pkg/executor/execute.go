@@ -133,7 +133,7 @@ func (e *Executor) RecordCall(ctx context.Context, call messages.ToolCall, r Rou
 	if routeErr != nil {
 		server = ""
 	}
-	e.Metrics.Call(ctx, telemetry.ToolLabel(call.Tool, routeErr == nil), server, messages.Tenant(call.Conversation), outcome, time.Since(first))
+	e.Metrics.Call(ctx, canonicalLabel(r, routeErr), server, messages.Tenant(call.Conversation), outcome, time.Since(first))
 }
 
 // Budget returns when the time budget of call, on route r, first tried at first, runs
@@ -169,7 +169,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	if first.IsZero() {
 		first = start
 	}
-	tool := telemetry.ToolLabel(call.Tool, err == nil)
+	tool := canonicalLabel(r, err)
 	budget := e.Budget(call, r, first)
 	if err == nil && !start.Before(budget) {
 		// An earlier delivery used the budget up: answer now, try nothing.

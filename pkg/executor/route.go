@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/telemetry"
 )
 
 // Backend runs the tools of one kind. Besides the backends of this package (local tools,
@@ -62,6 +64,24 @@ type Route struct {
 	// *messages.ToolError, or an error [Classify] tells (an MCP pool's errors, a
 	// deadline; anything else is a tool_error).
 	Run func(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, error)
+}
+
+// Canonical is the tool's one name in metrics, span names and logs, however the model
+// spelled it ([catalog.Ref.Name]; a route without a Ref: its shown name).
+func (r Route) Canonical() string {
+	if r.Ref.Tool != "" {
+		return r.Ref.Name()
+	}
+	return r.Info.Name
+}
+
+// canonicalLabel is the label of the tool a call names: its route's canonical name, or
+// telemetry.UnknownTool when no route was found.
+func canonicalLabel(r Route, routeErr error) string {
+	if routeErr != nil {
+		return telemetry.UnknownTool
+	}
+	return telemetry.ToolLabel(cmp.Or(r.Canonical(), telemetry.UnknownTool), true)
 }
 
 // Label is the backend's name in metrics, spans and logs, spelled as the health bucket

@@ -113,21 +113,25 @@ func Decode(d *bus.Delivery) (messages.ToolCall, error) {
 
 // Execute answers one call.
 func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Delivery) ([]bus.Outgoing, error) {
-	span := trace.SpanFromContext(ctx)
 	if call.End {
 		// The end of a streamed response: passed on to the formatter.
-		span.SetName("execute end")
 		return s.answer(call, messages.ResultFor(call), false)
 	}
 	if call.Error != nil {
 		// The parser's verdict (or an unreadable message): answer it, run nothing. Only
 		// a tool the parser knew has its arguments checked.
-		tool := telemetry.ToolLabel(call.Tool, call.Error.Code == messages.CodeInvalidArguments)
-		span.SetName("execute " + tool)
-		span.SetAttributes(telemetry.Tool.String(tool), telemetry.ErrorCode.String(string(call.Error.Code)))
-		res := messages.ResultFor(call).Fail(&messages.ToolError{Code: call.Error.Code, Message: call.Error.Message})
+		tool := telemetry.UnknownTool
+		if call.Error.Code == messages.CodeInvalidArguments {
+			route, err := s.Exec.Router.Resolve(ctx, call.Tool)
+			tool = canonicalLabel(route, err)
+		}
+		ctx, span := s.toolSpan(ctx, call, tool)
+		defer span.End()
+		span.SetAttributes(telemetry.ErrorCode.String(string(call.Error.Code)))
 		span.SetStatus(codes.Error, string(call.Error.Code))
+		res := messages.ResultFor(call).Fail(&messages.ToolError{Code: call.Error.Code, Message: call.Error.Message})
 		s.Exec.Metrics.Call(ctx, tool, "parser", messages.Tenant(call.Conversation), string(call.Error.Code), 0)
+		s.logCall(ctx, slog.LevelWarn, call, tool, "parser", res)
 		return s.answer(call, res, false)
 	}
 
@@ -135,12 +139,10 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	// skips the claim: two key-value writes fewer on the hot path. Redeliveries claim, to
 	// answer from a stored result and to count attempts across deliveries.
 	route, routeErr := s.Exec.Router.Resolve(ctx, call.Tool)
-	tool := telemetry.ToolLabel(call.Tool, routeErr == nil)
-	recording := span.IsRecording() // with tracing off, no span name or attribute is built
-	if recording {
-		span.SetName("execute " + tool)
-		span.SetAttributes(telemetry.Tool.String(tool))
-	}
+	tool := canonicalLabel(route, routeErr)
+	ctx, span := s.toolSpan(ctx, call, tool)
+	defer span.End()
+	recording := span.IsRecording() // with tracing off, no attribute is built
 	var lease affinity.Lease
 	if routeErr == nil && route.Session != "" && s.Owners != nil {
 		var out []bus.Outgoing
@@ -241,15 +243,21 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 			span.SetAttributes(telemetry.ErrorCode.String(outcome))
 		}
 	}
-	// Arguments and results are never logged: they may hold secrets.
+	// Arguments and results are never logged: they may hold secrets. A failure is a
+	// warning with its code and reason (masked, as the model reads it), and an event
+	// of the call's span, where an operator looks later.
 	level := slog.LevelInfo
 	if s.quiet(call.Tool, route) {
 		level = slog.LevelDebug
 	}
-	if lg := s.logger(); lg.Enabled(ctx, level) { // the arguments are not built for a level that is off
-		lg.Log(ctx, level, "call", "call", call.ID, "tool", messages.EchoName(call.Tool), "server", label(res.Backend),
-			"outcome", outcome, "attempts", res.Attempts, "ms", res.DurationMS)
+	if res.Error != nil {
+		level = slog.LevelWarn
+		if recording {
+			span.AddEvent("toolbus.call.failed", trace.WithAttributes(telemetry.ErrorCode.String(outcome),
+				telemetry.ErrorMessage.String(res.Error.Message)))
+		}
 	}
+	s.logCall(ctx, level, call, tool, label(res.Backend), res)
 	if !res.Success && oc.Retryable && !d.Last {
 		if err := s.Claims.Release(ctx, call.ID, claims.Progress{Attempts: res.Attempts, Sent: oc.Sent, First: first}); err != nil {
 			s.logger().Warn("release claim", "call", call.ID, "err", err)
@@ -372,4 +380,51 @@ func (s *Stage) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return s.Logger
+}
+
+// toolSpan starts the span of one call's work, a child of its message's: named
+// "execute_tool <tool>" after OpenTelemetry's GenAI conventions, with the tool's
+// canonical name (catalog.Ref.Name) however the model spelled it, and the spelling as an
+// attribute when it differs.
+func (s *Stage) toolSpan(ctx context.Context, call messages.ToolCall, tool string) (context.Context, trace.Span) {
+	// The provider of the message's span, so that the call's work is recorded where
+	// its message is.
+	tracer := s.Exec.Tracer
+	if parent := trace.SpanFromContext(ctx); parent.IsRecording() {
+		tracer = parent.TracerProvider().Tracer(telemetry.Scope)
+	} else if tracer == nil {
+		tracer = telemetry.Tracer(nil)
+	}
+	ctx, span := tracer.Start(ctx, "execute_tool "+tool)
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.Tool.String(tool), telemetry.GenAIOperation.String("execute_tool"), telemetry.GenAITool.String(tool))
+		if written := telemetry.Cap(call.Tool); written != tool {
+			span.SetAttributes(telemetry.ToolWritten.String(written))
+		}
+	}
+	return ctx, span
+}
+
+// logCall writes the one line of an answered call: its tool by canonical name (and as
+// written, when the model spelled it otherwise), server, outcome, attempts and time; a
+// failure's code and reason (masked) too. Never its arguments or result.
+func (s *Stage) logCall(ctx context.Context, level slog.Level, call messages.ToolCall, tool, server string, res messages.ToolResult) {
+	lg := s.logger()
+	if !lg.Enabled(ctx, level) { // nothing is built for a level that is off
+		return
+	}
+	attrs := make([]slog.Attr, 0, 9)
+	attrs = append(attrs, slog.String("call", call.ID), slog.String("tool", tool))
+	if written := messages.EchoName(call.Tool); written != tool {
+		attrs = append(attrs, slog.String("written", written))
+	}
+	outcome := "ok"
+	if res.Error != nil {
+		outcome = string(res.Error.Code)
+	}
+	attrs = append(attrs, slog.String("server", server), slog.String("outcome", outcome), slog.Int("attempts", res.Attempts), slog.Float64("ms", res.DurationMS))
+	if res.Error != nil {
+		attrs = append(attrs, slog.String("reason", res.Error.Message))
+	}
+	lg.LogAttrs(ctx, level, "call", attrs...)
 }

@@ -412,7 +412,7 @@ func TestTimedOutCallCountsOnce(t *testing.T) {
 	for {
 		answered := false
 		for _, sp := range rec.Ended() {
-			answered = answered || (sp.Name() == "execute slow" && sp.Status().Code == codes.Error && sp.Status().Description == "timeout")
+			answered = answered || (sp.Name() == "execute_tool slow" && sp.Status().Code == codes.Error && sp.Status().Description == "timeout")
 		}
 		if answered {
 			break

@@ -345,7 +345,13 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 	s.states[t.Name] = st.State
 	s.mu.Unlock()
 	if before != st.State {
-		s.log.Info("health: state changed", "server", t.Name, "from", before, "to", st.State, "err", st.Error)
+		// A change is what an operator is paged for, and what follows it: a warning,
+		// except a server judged up the first time.
+		level := slog.LevelWarn
+		if before == "" && st.State == messages.HealthUp {
+			level = slog.LevelInfo
+		}
+		s.log.Log(ctx, level, "health: state changed", "server", t.Name, "from", before, "to", st.State, "err", st.Error)
 	}
 	body, _ := json.Marshal(st)
 	if err := s.nc.Publish(messages.HealthSubject(t.Name), body); err != nil {

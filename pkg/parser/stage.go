@@ -45,6 +45,9 @@ type Stage struct {
 	// (bus.Topology.Serves); nil serves every one. A response of another tenant has
 	// no stream to answer into: it is dead-lettered.
 	Serves func(conversation string) bool
+	// Tracer records a streamed response's span, once it ended (its chunks have no
+	// span each); nil means the global tracer provider.
+	Tracer trace.Tracer
 }
 
 // check returns why a response or chunk on conversation cannot be answered at all, or

@@ -87,6 +87,9 @@ type Streamed struct {
 	// Watched: the response's watch is published.
 	Watched bool
 	Reading Reading
+	// Times are when its first chunks were read (Unix milliseconds, at most
+	// MaxChunkEvents of them).
+	Times []int64
 	// Found: the response has a text; Changed: the call that returned it wrote it.
 	Found, Changed bool
 }
@@ -229,7 +232,9 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 		together[i] = s.together(snap, &w.Calls[i])
 	}
 	var released []messages.ToolCall
+	finished := false
 	st, err := s.Streams.Update(ctx, response, func(st *order.Streamed) (bool, error) {
+		finished = false
 		changed := false
 		if !st.Final {
 			changed = st.Add(w.Calls, together)
@@ -246,6 +251,7 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 				st.Release(by)
 			}
 			st.Final, st.End, changed = true, read.End, true
+			finished = true
 		}
 		var rel bool
 		released, rel = st.Release(by)
@@ -254,8 +260,9 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 	if err != nil {
 		return nil, retryUnlessAnswered(err)
 	}
-	trace.SpanFromContext(ctx).SetAttributes(telemetry.ResponseID.String(meta.ResponseID),
-		attribute.Int("toolbus.chunk", n), attribute.Int("toolbus.calls", len(st.Calls)), attribute.Int("toolbus.released", len(released)))
+	if finished {
+		s.recordStream(ctx, d, meta, read, len(st.Calls))
+	}
 
 	if st.Final && len(st.Calls) == 0 {
 		m := meta
@@ -388,4 +395,41 @@ func retryUnlessAnswered(err error) error {
 		return err
 	}
 	return bus.Retry(err, time.Second)
+}
+
+// recordStream records the span of a streamed response, once, by the delivery that
+// ended it: "process toolbus.stream.{conversation}" from its first chunk to now, with an
+// event for each chunk read (the first MaxChunkEvents; then one event counting the
+// rest). Its chunks have no span each, so a long answer is one span, not thousands.
+func (s *Stage) recordStream(ctx context.Context, d *bus.Delivery, meta bus.Meta, read Streamed, calls int) {
+	tracer := s.Tracer
+	if tracer == nil {
+		tracer = telemetry.Tracer(nil)
+	}
+	start := time.Now()
+	if len(read.Times) > 0 {
+		start = time.UnixMilli(read.Times[0])
+	}
+	template := bus.DestinationTemplate(d.Subject, meta.Conversation)
+	_, span := tracer.Start(ctx, "process "+template, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start))
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	span.SetAttributes(telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS),
+		telemetry.MessagingOperation.String("process"), telemetry.MessagingOpName.String("process"),
+		telemetry.MessagingDestination.String(d.Subject), telemetry.MessagingTemplate.String(template),
+		telemetry.Conversation.String(meta.Conversation), telemetry.ResponseID.String(meta.ResponseID),
+		attribute.Int("toolbus.chunks", read.Read), attribute.Int("toolbus.calls", calls))
+	for i, ms := range read.Times {
+		span.AddEvent("chunk", trace.WithTimestamp(time.UnixMilli(ms)), trace.WithAttributes(attribute.Int("toolbus.chunk", i+1)))
+	}
+	if rest := read.Read - len(read.Times); rest > 0 {
+		span.AddEvent("chunks", trace.WithAttributes(attribute.Int("toolbus.chunks_not_listed", rest)))
+	}
+	if read.End != nil {
+		span.SetAttributes(telemetry.ErrorCode.String(string(read.End.Code)))
+		span.AddEvent("ended", trace.WithAttributes(telemetry.ErrorMessage.String(read.End.Message)))
+	}
+	span.End()
 }

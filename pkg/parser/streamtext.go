@@ -192,8 +192,22 @@ type streamText struct {
 	// predecessors, by number.
 	Size   int     `json:"size"`
 	Pieces []piece `json:"pieces,omitempty"`
+	// Times are when the first MaxChunkEvents chunks were read, in Unix milliseconds:
+	// the events of the response's span.
+	Times []int64 `json:"times,omitempty"`
 
 	text []byte
+}
+
+// MaxChunkEvents bounds the chunks a streamed response's span tells one by one: its
+// span stays of one size however long the answer.
+const MaxChunkEvents = 100
+
+// read records that chunk n was read now, for the response's span.
+func (t *streamText) read(n int) {
+	if n <= MaxChunkEvents && len(t.Times) < n {
+		t.Times = append(t.Times, time.Now().UnixMilli())
+	}
 }
 
 // piece is a chunk that came before its predecessor. End, when set, ends the response
@@ -238,6 +252,7 @@ func (t *streamText) add(n int, chunk []byte, final bool, end *messages.ResultEr
 	}
 	t.text = append(t.text[:len(t.text):len(t.text)], chunk...)
 	t.Read, t.Final = n, final
+	t.read(n)
 	for !t.ended() && len(t.Pieces) > 0 && t.Pieces[0].N == t.Read+1 {
 		p := t.Pieces[0]
 		t.Pieces = t.Pieces[1:]
@@ -247,6 +262,7 @@ func (t *streamText) add(n int, chunk []byte, final bool, end *messages.ResultEr
 		}
 		t.text = append(t.text, p.data...)
 		t.Read, t.Final = p.N, p.Final
+		t.read(p.N)
 	}
 	if t.Final {
 		t.Pieces = nil // numbered after the last chunk: not part of the response
@@ -260,7 +276,7 @@ func (t *streamText) end(by string, why *messages.ResultError) {
 }
 
 func (t *streamText) streamed() Streamed {
-	return Streamed{Text: string(t.text), Read: t.Read, Final: t.Final, End: t.End, By: t.By, Watched: t.Watched, Reading: t.Reading}
+	return Streamed{Text: string(t.text), Read: t.Read, Final: t.Final, End: t.End, By: t.By, Watched: t.Watched, Reading: t.Reading, Times: t.Times}
 }
 
 func (t *streamText) encode() []byte {

@@ -7,12 +7,13 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/toolbus/toolbus/pkg/telemetry/telemetrytest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 func TestLogHandlerAddsTraceIDs(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(LogHandler{slog.NewJSONHandler(&buf, nil)}).With("service", "executor")
+	log := slog.New(LogHandler{Handler: slog.NewJSONHandler(&buf, nil)}).With("service", "executor")
 	tp := sdktrace.NewTracerProvider()
 	ctx, span := tp.Tracer("t").Start(context.Background(), "op")
 	log.InfoContext(ctx, "hello")
@@ -28,6 +29,38 @@ func TestLogHandlerAddsTraceIDs(t *testing.T) {
 	log.Info("no span")
 	if bytes.Contains(buf.Bytes(), []byte("trace_id")) {
 		t.Errorf("trace id without a span: %s", buf.Bytes())
+	}
+}
+
+// A key given by With and again by With or the record is written once, the latest value
+// winning; keys inside a group are the group's. Every line reads with a decoder that
+// refuses duplicate keys.
+func TestLogHandlerWritesEachKeyOnce(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(LogHandler{Handler: slog.NewJSONHandler(&buf, nil)}).With("service", "executor", "replica", "r1")
+	log.With("service", "executor").Info("ready", "service", "executor", "replicas", 2)
+	log.With("service", "parser").Warn("call", "outcome", "timeout")
+	log.WithGroup("g").Info("grouped", "service", "inner")
+	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n"))
+	if len(lines) != 3 {
+		t.Fatalf("%d lines: %s", len(lines), buf.Bytes())
+	}
+	want := []map[string]string{
+		{"service": "executor", "replica": "r1", "replicas": "2"},
+		{"service": "parser", "replica": "r1", "outcome": "timeout"},
+		{"service": "executor", "replica": "r1"},
+	}
+	for i, line := range lines {
+		keys, err := telemetrytest.StrictKeys(line)
+		if err != nil {
+			t.Errorf("line %d: %v: %s", i, err, line)
+			continue
+		}
+		for k, v := range want[i] {
+			if keys[k] != v {
+				t.Errorf("line %d: %s = %q, want %q: %s", i, k, keys[k], v, line)
+			}
+		}
 	}
 }
 

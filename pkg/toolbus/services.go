@@ -201,7 +201,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			return nil, fmt.Errorf("parser: gather bucket: %w", err)
 		}
 		p := ParserStage(o.Config, catalog)
-		p.Serves = o.Topology.Serves
+		p.Serves, p.Tracer = o.Topology.Serves, tracer
 		p.Plans = order.Store{KV: gather}
 		p.Texts, p.Streams = parser.TextStore{KV: gather}, order.StreamStore{KV: gather}
 		for range o.Replicas {
@@ -214,7 +214,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 				runs = append(runs, runStage(js, messages.ResponseStream(tenant), messages.ConsumerParser, p.Parse, false,
 					bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}),
 					runStage(js, messages.ChunkStream(tenant), messages.ConsumerParser, p.Chunk, false,
-						bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse chunk", Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
+						bus.RunOptions{Concurrency: 16, Prefetch: stagePrefetch, SpanName: "parse chunk", Untraced: true, Tracer: tracer, Middleware: mw, Metrics: metrics, Logger: log}))
 			}
 		}
 	case Executor:

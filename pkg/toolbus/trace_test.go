@@ -3,6 +3,7 @@ package toolbus_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -52,11 +55,18 @@ func TestTracePipeline(t *testing.T) {
 	}
 	// A stage's span ends once what it published is stored and its message acked, which
 	// may come after the output reached the orchestrator: wait for every span expected.
+	const (
+		parse    = "process toolbus.responses.{conversation}"
+		execute  = "process toolbus.calls.{conversation}"
+		format   = "process toolbus.results.{conversation}"
+		lookup   = "execute_tool lookup_order"
+		clockRun = "execute_tool clock"
+	)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		ended := rec.Ended()
-		if countNamed(ended, "format") >= 2 && countNamed(ended, "execute clock") >= 1 &&
-			countNamed(ended, "execute lookup_order") >= 1 && countNamed(ended, "attempt 1") >= 2 && countNamed(ended, "parse") >= 1 {
+		if countNamed(ended, format) >= 2 && countNamed(ended, clockRun) >= 1 && countNamed(ended, execute) >= 2 &&
+			countNamed(ended, lookup) >= 1 && countNamed(ended, "attempt 1") >= 2 && countNamed(ended, parse) >= 1 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -86,20 +96,23 @@ func TestTracePipeline(t *testing.T) {
 		}
 		return "?"
 	}
+	// Each message's handling is named as OpenTelemetry's messaging conventions say,
+	// "process <destination template>"; each call's work "execute_tool <tool>".
 	want := map[string]struct {
 		parent string
 		count  int
 	}{
 		"agent turn":             {"?", 1},
 		"send toolbus.responses": {"agent turn", 1},
-		"parse":                  {"send toolbus.responses", 1},
-		"execute lookup_order":   {"parse", 1},
+		parse:                    {"send toolbus.responses", 1},
 		// lookup_order is not read-only, so clock runs after it: the formatter that
 		// gathered lookup_order's result released it.
-		"execute clock": {"format", 1},
-		"attempt 1":     {"", 2},
-		"attempt 2":     {"execute lookup_order", 1},
-		"format":        {"", 2},
+		execute:     {"", 2},
+		lookup:      {execute, 1},
+		clockRun:    {execute, 1},
+		"attempt 1": {"", 2},
+		"attempt 2": {lookup, 1},
+		format:      {execute, 2},
 	}
 	for name, w := range want {
 		if got := countNamed(spans, name); got != w.count {
@@ -115,12 +128,12 @@ func TestTracePipeline(t *testing.T) {
 		p := parentName(s)
 		switch s.Name() {
 		case "attempt 1":
-			if p != "execute lookup_order" && p != "execute clock" {
+			if p != lookup && p != clockRun {
 				t.Errorf("attempt 1 is a child of %q", p)
 			}
-		case "format":
-			if p != "execute lookup_order" && p != "execute clock" {
-				t.Errorf("format is a child of %q, want an execute span", p)
+		case execute:
+			if p != parse && p != format {
+				t.Errorf("%s is a child of %q, want the parse or the format that released it", execute, p)
 			}
 		default:
 			if w.parent != "" && p != w.parent {
@@ -132,15 +145,17 @@ func TestTracePipeline(t *testing.T) {
 			attrs[string(a.Key)] = a.Value.Emit()
 		}
 		switch s.Name() {
-		case "parse", "execute lookup_order", "execute clock", "format":
-			if attrs["messaging.system"] != "nats" || attrs["messaging.operation.type"] != "process" ||
-				attrs["toolbus.conversation"] != "trace-1" || attrs["messaging.destination.name"] == "" || attrs["messaging.message.id"] == "" {
+		case parse, execute, format:
+			if attrs["messaging.system"] != "nats" || attrs["messaging.operation.type"] != "process" || attrs["messaging.operation.name"] != "process" ||
+				attrs["toolbus.conversation"] != "trace-1" || !strings.HasSuffix(attrs["messaging.destination.name"], ".trace-1") ||
+				"process "+attrs["messaging.destination.template"] != s.Name() || attrs["messaging.message.id"] == "" {
 				t.Errorf("%s: messaging attributes %v", s.Name(), attrs)
 			}
 		}
 		switch s.Name() {
-		case "execute lookup_order":
-			if attrs["toolbus.tool"] != "lookup_order" || attrs["toolbus.server"] != "local" || attrs["toolbus.attempt"] != "2" {
+		case lookup:
+			if attrs["toolbus.tool"] != "lookup_order" || attrs["gen_ai.tool.name"] != "lookup_order" || attrs["gen_ai.operation.name"] != "execute_tool" ||
+				attrs["toolbus.server"] != "local" || attrs["toolbus.attempt"] != "2" {
 				t.Errorf("execute attributes %v", attrs)
 			}
 		case "attempt 1":
@@ -216,7 +231,7 @@ func TestTraceReachesTheMCPServer(t *testing.T) {
 	failed := false
 	for deadline := time.Now().Add(30 * time.Second); !failed && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		for _, s := range rec.Ended() {
-			failed = failed || (s.Name() == "execute _unknown" && s.Status().Code == codes.Error && s.Status().Description == "unknown_tool")
+			failed = failed || (s.Name() == "execute_tool _unknown" && s.Status().Code == codes.Error && s.Status().Description == "unknown_tool")
 		}
 	}
 	if !failed {
@@ -272,4 +287,133 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 		attrs[string(a.Key)] = a.Value.Emit()
 	}
 	return attrs
+}
+
+// One tool is one span name and one metric label, however the model spelled it (the
+// spelling kept as an attribute); a streamed response of 200 chunks is one span for its
+// chunks, with an event for each of the first 100, not a span per chunk.
+func TestTraceNamesOneToolOnceAndStaysSmall(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reg := localtools.New()
+	type echoIn struct {
+		Text string `json:"text"`
+	}
+	if err := localtools.AddFunc(reg.Server("spy"), messages.ToolInfo{Name: "echo", ReadOnly: true},
+		func(_ context.Context, in echoIn) (string, error) { return in.Text, nil }); err != nil {
+		t.Fatal(err)
+	}
+	connect := startBus(t)
+	startEach(t, connect, toolbus.Options{Tools: reg, TracerProvider: tp,
+		Config: mcpConfig(t, `{"parser": {"reasoning": "tagged"}}`)}, toolbus.Parser, toolbus.Executor, toolbus.Formatter)
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	spellings := []string{"spy__echo", "mcp__spy__echo", "spy::echo"}
+	for _, name := range spellings {
+		out, err := c.Ask(ctx, "names", `<tool_call>{"name": "`+name+`", "arguments": {"text": "hi"}}</tool_call>`, nil)
+		if err != nil || len(out.Results) != 1 || !out.Results[0].Success {
+			t.Fatalf("%s: %v %+v", name, err, out)
+		}
+	}
+	written := map[string]bool{}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if countNamed(rec.Ended(), "execute_tool spy__echo") >= 3 {
+			break
+		}
+	}
+	for _, s := range rec.Ended() {
+		if strings.HasPrefix(s.Name(), "execute_tool ") {
+			if s.Name() != "execute_tool spy__echo" {
+				t.Errorf("span %q: the three spellings are one tool, spy__echo", s.Name())
+			}
+			for _, a := range s.Attributes() {
+				if a.Key == "toolbus.tool.written" {
+					written[a.Value.AsString()] = true
+				}
+			}
+		}
+	}
+	if countNamed(rec.Ended(), "execute_tool spy__echo") != 3 || !written["mcp__spy__echo"] || !written["spy::echo"] || written["spy__echo"] {
+		t.Errorf("%d spans execute_tool spy__echo; spellings kept %v, want mcp__spy__echo and spy::echo",
+			countNamed(rec.Ended(), "execute_tool spy__echo"), written)
+	}
+
+	// 200 chunks: text, two calls, more text.
+	rootCtx, root := tp.Tracer("orchestrator").Start(ctx, "streamed turn")
+	s, err := c.Stream(rootCtx, "long", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []string
+	for i := range 98 {
+		chunks = append(chunks, fmt.Sprintf("word%d ", i))
+	}
+	chunks = append(chunks, `<tool_call>{"name": "spy__echo", "arguments": {"text": "a"}}</tool_call>`,
+		`<tool_call>{"name": "spy::echo", "arguments": {"text": "b"}}</tool_call>`)
+	for i := range 99 {
+		chunks = append(chunks, fmt.Sprintf(" more%d", i))
+	}
+	for _, ch := range chunks {
+		if _, err := s.WriteString(ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := s.Close(ctx)
+	root.End()
+	if err != nil || len(out.Results) != 2 {
+		t.Fatalf("streamed: %v %+v", err, out)
+	}
+	inTrace := func() []sdktrace.ReadOnlySpan {
+		var spans []sdktrace.ReadOnlySpan
+		for _, s := range rec.Ended() {
+			if s.SpanContext().TraceID() == root.SpanContext().TraceID() {
+				spans = append(spans, s)
+			}
+		}
+		return spans
+	}
+	// The end's format span is the last to end.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if countNamed(inTrace(), "process toolbus.results.{conversation}") >= 3 && countNamed(inTrace(), "process toolbus.stream.{conversation}") >= 1 {
+			break
+		}
+	}
+	spans := inTrace()
+	var names []string
+	for _, s := range spans {
+		names = append(names, s.Name())
+	}
+	if len(spans) >= 30 || len(spans) < 5 {
+		t.Errorf("a streamed response of %d chunks made %d spans, want fewer than 30: %v", len(chunks)+1, len(spans), names)
+	}
+	t.Logf("a streamed response of %d chunks and 2 calls: %d spans", len(chunks)+1, len(spans))
+	if countNamed(spans, "process toolbus.stream.{conversation}") != 1 {
+		t.Fatalf("want one span for the chunks: %v", names)
+	}
+	for _, s := range spans {
+		if s.Name() != "process toolbus.stream.{conversation}" {
+			continue
+		}
+		chunkEvents, rest := 0, int64(0)
+		for _, e := range s.Events() {
+			switch e.Name {
+			case "chunk":
+				chunkEvents++
+			case "chunks":
+				for _, a := range e.Attributes {
+					if a.Key == "toolbus.chunks_not_listed" {
+						rest = a.Value.AsInt64()
+					}
+				}
+			}
+		}
+		if chunkEvents != 100 || rest != int64(len(chunks)+1-100) || s.StartTime().After(s.EndTime()) {
+			t.Errorf("the chunks' span has %d chunk events and %d chunks not listed, want 100 and %d", chunkEvents, rest, len(chunks)+1-100)
+		}
+	}
 }
