@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,21 +14,6 @@ import (
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
-
-// RedriveSubjects are the subjects of the dead-letter stream that keep the records of
-// redrives (RedriveSubject), not dead letters: toolbus_dead_letters leaves them out.
-const RedriveSubjects = redrivePrefix + "*"
-
-const redrivePrefix = "toolbus.dead._redrive."
-
-// RedriveSubject is where the dead-letter stream keeps the records of the redrives of
-// the dead letter at seq: beside the conversations' subjects and none of them (a
-// tenant's name starts with a letter, and a conversation of one token makes a subject
-// of one token less), so that whether a dead letter was redriven is one lookup, and
-// the dead letters can be counted without the records.
-func RedriveSubject(seq uint64) string {
-	return redrivePrefix + strconv.FormatUint(seq, 10)
-}
 
 // DeadLetter is one message of the dead-letter stream.
 type DeadLetter struct {
@@ -171,7 +155,7 @@ func (c *Console) DeadLetters(ctx context.Context, f DeadFilter) (DeadPage, erro
 // deadLetter reads one message of the dead-letter stream; false for a record of a
 // redrive.
 func (c *Console) deadLetter(m jetstream.Msg, md *jetstream.MsgMetadata, names *names) (DeadLetter, bool) {
-	if strings.HasPrefix(m.Subject(), redrivePrefix) {
+	if messages.IsRedriveSubject(m.Subject()) {
 		return DeadLetter{}, false
 	}
 	if _, ok := redriveOf(m.Data()); ok {
@@ -198,7 +182,7 @@ func (c *Console) deadLetter(m jetstream.Msg, md *jetstream.MsgMetadata, names *
 // redriveResult is the newest redrive of the dead letter at seq and its output; nil
 // when it was not redriven.
 func (c *Console) redriveResult(ctx context.Context, s jetstream.Stream, seq uint64, names *names) (*RedriveResult, error) {
-	m, err := s.GetLastMsgForSubject(ctx, RedriveSubject(seq))
+	m, err := s.GetLastMsgForSubject(ctx, messages.RedriveSubject(seq))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}
@@ -238,7 +222,7 @@ func (c *Console) redriveResult(ctx context.Context, s jetstream.Stream, seq uin
 // deadCount counts the dead letters: the dead-letter stream's messages but the records
 // of redrives.
 func deadCount(ctx context.Context, s jetstream.Stream) (uint64, error) {
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(RedriveSubjects))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(messages.AllRedrives))
 	if err != nil {
 		return 0, err
 	}
@@ -250,7 +234,7 @@ func deadCount(ctx context.Context, s jetstream.Stream) (uint64, error) {
 }
 
 // Redrive is what the dead-letter stream records of a message sent again, on
-// RedriveSubject of the dead letter, before it is sent.
+// messages.RedriveSubject of the dead letter, before it is sent.
 type Redrive struct {
 	Redrive      uint64 `json:"redrive"` // the dead letter's sequence
 	Conversation string `json:"conversation,omitempty"`
@@ -325,7 +309,7 @@ func (e *RedrivenError) Is(target error) bool { return target == ErrRedriven }
 
 // Redrive sends the call (or response) of the dead letter at seq again, as a new
 // response of its conversation with a new id, records that in the dead-letter stream
-// (RedriveSubject), and returns the new response's output. A dead letter is redriven
+// (messages.RedriveSubject), and returns the new response's output. A dead letter is redriven
 // once: when the stream records a redrive of seq already, Redrive sends nothing and
 // returns a *RedrivenError (ErrRedriven). The record and the check are one step: the
 // record is published only if its subject holds none yet (JetStream's expected last
@@ -350,7 +334,7 @@ func (c *Console) redrive(ctx context.Context, seq uint64, force bool) (*message
 	}
 	text, _, _, ok := deadText(raw.Data)
 	conv := messages.ConversationFromSubject(raw.Subject)
-	if !ok || text == "" || messages.ValidateConversation(conv) != nil || strings.HasPrefix(raw.Subject, redrivePrefix) {
+	if !ok || text == "" || messages.ValidateConversation(conv) != nil || messages.IsRedriveSubject(raw.Subject) {
 		return nil, ErrNotRedrivable
 	}
 	id := fmt.Sprintf("redrive-%d-%s", seq, nuid.Next())
@@ -359,11 +343,11 @@ func (c *Console) redrive(ctx context.Context, seq uint64, force bool) (*message
 	if !force {
 		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0)) // no record yet
 	}
-	if _, err := c.JS.Publish(ctx, RedriveSubject(seq), rec, opts...); err != nil {
+	if _, err := c.JS.Publish(ctx, messages.RedriveSubject(seq), rec, opts...); err != nil {
 		if !wrongLastSequence(err) {
 			return nil, fmt.Errorf("record the redrive of %d: %w", seq, err)
 		}
-		last, err := s.GetLastMsgForSubject(ctx, RedriveSubject(seq))
+		last, err := s.GetLastMsgForSubject(ctx, messages.RedriveSubject(seq))
 		if err != nil {
 			return nil, fmt.Errorf("the redrives of dead letter %d: %w", seq, err)
 		}

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -150,6 +151,24 @@ func DeadSubject(conversation string) string {
 	}
 	return deadRoot + "." + conversation
 }
+
+// redrivePrefix starts the subjects of the dead-letter stream that keep the records of
+// redrives ([RedriveSubject]).
+const redrivePrefix = deadRoot + "._redrive."
+
+// AllRedrives are the subjects of every redrive record: toolbus_dead_letters counts the
+// dead-letter stream without them.
+const AllRedrives = redrivePrefix + "*"
+
+// RedriveSubject is where the dead-letter stream keeps the record of the redrives of the
+// dead letter at seq: beside the conversations' subjects and none of them (a tenant's
+// name starts with a letter, and a conversation of one token makes a subject of one
+// token less), so that whether a dead letter was redriven is one lookup, and the dead
+// letters can be counted without the records.
+func RedriveSubject(seq uint64) string { return redrivePrefix + strconv.FormatUint(seq, 10) }
+
+// IsRedriveSubject reports whether subject keeps a redrive record.
+func IsRedriveSubject(subject string) bool { return strings.HasPrefix(subject, redrivePrefix) }
 
 // ConversationFromSubject returns the conversation token of a pipeline subject, or "" when
 // the subject is not one of toolbus's.

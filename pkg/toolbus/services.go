@@ -133,9 +133,7 @@ func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, topo bus.Topology
 		return err
 	}
 	// The console records each redrive in the dead-letter stream, on subjects of their
-	// own (internal/console's RedriveSubjects): those are the operator's work, not dead
-	// letters.
-	const redriveRecords = "toolbus.dead._redrive.*"
+	// own (messages.RedriveSubject): those are the operator's work, not dead letters.
 	return m.Gauge("toolbus.dead_letters", "dead letters in the dead-letter stream (TOOLBUS_DEAD, without the console's records of redrives): what could not be answered, kept for inspection", func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
 		if !leading() {
 			return
@@ -146,7 +144,7 @@ func queueGauges(m *telemetry.Metrics, js jetstream.JetStream, topo bus.Topology
 		if err != nil {
 			return
 		}
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(redriveRecords))
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(messages.AllRedrives))
 		if err != nil {
 			return
 		}
