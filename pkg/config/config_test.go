@@ -48,7 +48,7 @@ func TestParse(t *testing.T) {
 					t.Errorf("durations: %+v", c)
 				}
 			}},
-		{name: "disabled server is not listed", json: `{"mcpServers":{"a":{"command":"x","enabled":false},"b":{"command":"y"}}}`,
+		{name: "disabled server is not listed", json: `{"mcpServers":{"a":{"command":"x","enabled":false},"b":{"command":"y"},"c":{"command":"z","disabled":true}}}`,
 			check: func(t *testing.T, c *Config) {
 				if got := strings.Join(c.ServerNames(), ","); got != "b" {
 					t.Errorf("servers %q", got)
@@ -68,9 +68,9 @@ func TestParse(t *testing.T) {
 		{name: "case and underscores in a server", json: `{"mcpServers":{"a":{"command":"x","allowed_tools":["y"]}}}`, wantErr: `unknown key "mcpServers.a.allowed_tools" (did you mean "allowedTools"?)`},
 		{name: "a typo in toolbus's sections", json: `{"executor":{"concurrancy":4}}`, wantErr: `unknown key "executor.concurrancy" (did you mean "concurrency"?)`},
 		{name: "an unknown key in toolbus's sections", json: `{"local":{"tools":{"folder":"t","shell":"bash"}}}`, wantErr: `unknown key "local.tools.shell"`},
-		{name: "other clients' keys are ignored", json: `{"globalShortcut":"x","mcpServers":{"a":{"command":"x","autoApprove":["y"],"disabled":false}}}`,
+		{name: "other clients' keys are ignored", json: `{"globalShortcut":"x","mcpServers":{"a":{"command":"x","autoApprove":["y"],"alwaysAllow":["y"]}}}`,
 			check: func(t *testing.T, c *Config) {
-				if strings.Join(c.Ignored, ",") != "globalShortcut,mcpServers.a.autoApprove,mcpServers.a.disabled" {
+				if strings.Join(c.Ignored, ",") != "globalShortcut,mcpServers.a.alwaysAllow,mcpServers.a.autoApprove" {
 					t.Errorf("ignored %q", c.Ignored)
 				}
 			}},

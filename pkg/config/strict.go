@@ -17,7 +17,7 @@ import (
 //   - inside toolbus's own sections (engineering, local, parser, executor, health, nats)
 //     every unknown key is a mistake: an error naming its path and the closest known key;
 //   - at the top level and in an mcpServers entry, a key other clients use ("autoApprove",
-//     "disabled", an app's own settings) is ignored and listed in Config.Ignored, but one
+//     "alwaysAllow", an app's own settings) is ignored and listed in Config.Ignored, but one
 //     that is a near miss of a key toolbus knows ("mcpServer", "timout", "allowedtools")
 //     is an error, since toolbus would otherwise silently run without it.
 

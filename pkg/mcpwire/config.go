@@ -35,7 +35,8 @@ const (
 // per-server settings.
 type ServerConfig struct {
 	// Type is "stdio" (the default when Command is set), "sse", "http" ("streamable-http"
-	// is accepted) or "jsonrpc".
+	// is accepted) or "jsonrpc". A URL without a type is streamable HTTP falling back to
+	// SSE, as Claude Code and Cursor read it ([ServerConfig.FallsBackToSSE]).
 	Type    string            `json:"type,omitempty"`
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
@@ -58,6 +59,9 @@ type ServerConfig struct {
 	Prefix       string            `json:"prefix,omitempty"`
 	// Enabled false turns the server off without removing it. Default true.
 	Enabled *bool `json:"enabled,omitempty"`
+	// Disabled true turns the server off, as Cline and Roo Code write it: the same as
+	// enabled false.
+	Disabled bool `json:"disabled,omitempty"`
 	// Health false leaves the server out of healthd's probes: its calls alone say
 	// whether it works (the executors' breakers). Default true.
 	Health *bool `json:"health,omitempty"`
@@ -286,8 +290,14 @@ func (c ServerConfig) Transport() Transport {
 	}
 }
 
-// IsEnabled reports whether the server is switched on.
-func (c ServerConfig) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
+// IsEnabled reports whether the server is switched on: neither "enabled": false nor
+// "disabled": true.
+func (c ServerConfig) IsEnabled() bool { return (c.Enabled == nil || *c.Enabled) && !c.Disabled }
+
+// FallsBackToSSE reports whether the server is reached over streamable HTTP first and
+// over HTTP+SSE when it does not speak that: an entry with a url and no type, as Claude
+// Code and Cursor write one for either transport.
+func (c ServerConfig) FallsBackToSSE() bool { return c.Type == "" && c.Command == "" && c.URL != "" }
 
 // Validate says what is wrong with the entry, naming the key.
 func (c ServerConfig) Validate() error {

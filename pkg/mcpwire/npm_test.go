@@ -38,6 +38,11 @@ func TestEverything(t *testing.T) {
 		{name: "sse", config: func(t *testing.T) mcpwire.ServerConfig {
 			return mcpwire.ServerConfig{Type: "sse", URL: everythingURL(t, "sse") + "/sse"}
 		}},
+		// Cursor's entry of an SSE server: a url and no type, tried as streamable HTTP
+		// first (server-everything answers its POST with a 4xx), then over SSE.
+		{name: "sse without a type", config: func(t *testing.T) mcpwire.ServerConfig {
+			return mcpwire.ServerConfig{URL: everythingURL(t, "sse") + "/sse"}
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -809,7 +809,7 @@ func (s *server) finish(sess session, err error) {
 	s.sess, s.err = sess, err
 	if sess != nil {
 		s.connects++
-		if id, _ := sess.describe(); id == "" && s.cfg.Transport() == TransportHTTP {
+		if id, _ := sess.describe(); id == "" && s.cfg.Transport() == TransportHTTP && !overSSE(sess) {
 			s.knownStateless = true
 		}
 	}

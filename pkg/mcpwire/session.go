@@ -75,6 +75,9 @@ type mcpSession struct {
 	taskOnly []string
 	// direct sends tools/call itself on a streamable HTTP session (nil: the SDK does).
 	direct *directCalls
+	// overSSE: the session is an HTTP+SSE connection, which keeps the server's state
+	// for as long as it is open although it has no session id.
+	overSSE bool
 }
 
 func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
@@ -179,7 +182,8 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 	var cmd *child
 	var direct *directCalls
 	tasks := &taskTools{}
-	var refused atomic.Int32 // a 401 or 403 the server answered while connecting
+	var refused atomic.Int32       // a 401 or 403 the server answered while connecting
+	var notStreamable atomic.Int32 // another 4xx answer to a POST, when FallsBackToSSE
 	if t == nil {
 		switch cfg.Transport() {
 		case TransportStdio:
@@ -193,6 +197,9 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 			}}
 		case TransportHTTP:
 			hc := sessionBound(forgottenSessions(noteRefusals(withHeaders(observingTasks(httpClient, tasks), cfg.Headers), &refused)), sctx)
+			if cfg.FallsBackToSSE() {
+				hc = noteNotStreamable(hc, &notStreamable)
+			}
 			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc, OAuthHandler: oauth}
 			direct = &directCalls{url: cfg.URL, client: hc, oauth: oauth, peer: &client.peer, maxMessage: cfg.maxMessage()}
 		case TransportSSE:
@@ -221,12 +228,25 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 		if expired && ctx.Err() == nil {
 			return nil, fmt.Errorf("no answer to initialize within %v: %w", timeout, context.DeadlineExceeded)
 		}
+		if status := notStreamable.Load(); status != 0 && ctx.Err() == nil {
+			// The server does not take streamable HTTP's POST: as the MCP specification's
+			// backwards compatibility section has clients do (and Claude Code and Cursor
+			// do), try the HTTP+SSE transport at the same URL.
+			sse := cfg
+			sse.Type = string(TransportSSE)
+			s, sseErr := dial(ctx, name, sse, client, nil, httpClient, nil, log, timeout)
+			if sseErr != nil {
+				return nil, fmt.Errorf("streamable HTTP: %w (HTTP %d); HTTP+SSE: %w", err, status, sseErr)
+			}
+			log.Debug("the server does not speak streamable HTTP; reached it over HTTP+SSE", "server", name, "status", status)
+			return s, nil
+		}
 		if status := refused.Load(); status != 0 {
 			err = &StatusError{Status: int(status), Static: len(cfg.Headers) > 0 && cfg.OAuth == nil, Err: err}
 		}
 		return nil, misconfigured(err)
 	}
-	s := &mcpSession{cs: cs, dead: make(chan struct{}), life: sctx, cancel: cancel, cmd: cmd, tasks: tasks}
+	s := &mcpSession{cs: cs, dead: make(chan struct{}), life: sctx, cancel: cancel, cmd: cmd, tasks: tasks, overSSE: cfg.Transport() == TransportSSE}
 	if r := cs.InitializeResult(); direct != nil && r != nil && directProtocol(r.ProtocolVersion) {
 		direct.session, direct.version, direct.cs = cs.ID(), r.ProtocolVersion, cs
 		s.direct = direct
@@ -305,6 +325,31 @@ type logWriter struct{ log *slog.Logger }
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.log.Debug("stderr", "text", string(p))
 	return len(p), nil
+}
+
+// noteNotStreamable returns a client that records in status a 4xx answer to a POST other
+// than a refusal of credentials (401, 403) or a request to slow down (429): what an
+// HTTP+SSE server answers streamable HTTP's initialize (the go-sdk's error says only
+// "Not Found" or "Method Not Allowed").
+func noteNotStreamable(base *http.Client, status *atomic.Int32) *http.Client {
+	return wrapTransport(base, func(rt http.RoundTripper) http.RoundTripper { return notStreamable{base: rt, status: status} })
+}
+
+type notStreamable struct {
+	base   http.RoundTripper
+	status *atomic.Int32
+}
+
+func (t notStreamable) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		switch resp.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests:
+		default:
+			t.status.Store(int32(resp.StatusCode))
+		}
+	}
+	return resp, err
 }
 
 // noteRefusals returns a client that records in status the last 401 or 403 a server
@@ -601,4 +646,11 @@ func rootURI(root, cwd string) string {
 		root = filepath.Join(cwd, root)
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Clean(root))}).String()
+}
+
+// overSSE reports whether sess is an HTTP+SSE connection: one an entry without a type
+// fell back to.
+func overSSE(sess session) bool {
+	s, ok := sess.(*mcpSession)
+	return ok && s.overSSE
 }

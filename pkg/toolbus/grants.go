@@ -47,7 +47,7 @@ func requireTokenKey(ctx context.Context, cfg *config.Config, store oauth.TokenS
 	slices.Sort(stored)
 	for _, name := range stored {
 		if sc, ok := cfg.MCPServers[name]; ok && sc.Transport() == mcpwire.TransportHTTP && !slices.ContainsFunc(need, func(n string) bool { return strings.HasPrefix(n, name+" ") }) {
-			if sc.Enabled == nil || *sc.Enabled {
+			if sc.IsEnabled() {
 				need = append(need, name+" (a login's grant is stored)")
 			}
 		}
