@@ -35,6 +35,7 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	cfgPath := fs.String("config", envDefault(env, "config", ""), "configuration file")
 	asJSON := fs.Bool("json", false, "print the tools as JSON")
 	format := fs.String("format", "", "print the tools as the function declarations of a vendor's API: "+dialectNames()+" (default: a table)")
+	strict := fs.Bool("strict", false, "with --format openai: functions in OpenAI's strict mode (closed objects, every property required, optional ones nullable); one whose schema strict mode cannot express stays non-strict and is named on stderr")
 	wait := fs.Duration("wait", 20*time.Second, "how long to wait for the MCP servers to answer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -42,6 +43,9 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	want := dialect.Dialect(*format)
 	if *format != "" && !slices.Contains(dialect.Dialects(), want) {
 		return usageError{fmt.Errorf("--format %q: want one of %s", *format, dialectNames())}
+	}
+	if *strict && want != dialect.OpenAI {
+		return usageError{fmt.Errorf("--strict: only with --format openai")}
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
@@ -54,15 +58,21 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	defer pool.Close()
 	tools := exec.Router.Tools(ctx)
 	if want != "" {
-		decls, err := dialect.Declarations(want, declared(ctx, pool, tools))
+		decls, err := dialect.DeclarationsWith(want, declared(ctx, pool, tools), &dialect.Options{Strict: *strict})
 		if err != nil {
 			return err
 		}
-		if limit := maxVendorTools[want]; limit > 0 && len(tools) > limit {
-			fmt.Fprintf(env.Stderr, "toolbus tools: %d tools, more than %s accepts in one request (%d): expose the engineering suite hierarchically (engineering.expose) or narrow the servers with allowedTools\n",
+		if limit := dialect.MaxTools(want); limit > 0 && len(tools) > limit {
+			fmt.Fprintf(env.Stderr, "toolbus tools: %d tools, more than %s accepts in one request (%d): expose the engineering suite hierarchically (engineering.expose), narrow the servers with allowedTools, or send a subset\n",
 				len(tools), want, limit)
 		}
-		return writeJSON(env.Stdout, decls)
+		if len(decls.Shortened) > 0 {
+			fmt.Fprintf(env.Stderr, "toolbus tools: descriptions shortened to %s's limit of %d characters: %s\n", want, dialect.MaxOpenAIDescription, strings.Join(decls.Shortened, ", "))
+		}
+		for _, n := range decls.NotStrict {
+			fmt.Fprintf(env.Stderr, "toolbus tools: not strict: %s\n", n)
+		}
+		return writeJSON(env.Stdout, decls.Tools)
 	}
 	if *asJSON {
 		return writeJSON(env.Stdout, tools)
@@ -98,9 +108,6 @@ func startTools(ctx context.Context, env Env, cmd string, cfg *config.Config, wa
 	}
 	return pool, exec, nil
 }
-
-// maxVendorTools is the most tools a vendor's API takes in one request.
-var maxVendorTools = map[dialect.Dialect]int{dialect.OpenAI: 128}
 
 func dialectNames() string {
 	var names []string

@@ -7,8 +7,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/pkg/dialect"
 )
 
 // The vendors' published rules for a tool declaration: the name's alphabet and length,
@@ -63,6 +65,10 @@ func TestVendorDeclarationsAreValid(t *testing.T) {
 	configs := map[string]string{
 		"local and hierarchical engineering": `{"local": {"clock": true, "knowledge_base": {"folder": "kb"}, "file_writer": {"root": "out"}}}`,
 		"flat engineering":                   `{"engineering": {"expose": "flat"}}`,
+		// A server whose tool has a description of 3,000 characters, declared so that
+		// nothing needs to answer.
+		"a long description": `{"engineering": {"enabled": false}, "mcpServers": {"long": {"type": "jsonrpc", "url": "http://127.0.0.1:9/rpc",
+			"tools": [{"name": "essay", "description": "` + strings.Repeat("Très long. ", 300) + `"}]}}}`,
 		"reference servers": `{"engineering": {"enabled": false}, "mcpServers": {
 			"everything": {"command": "node", "args": ["` + filepath.Join(mcptest.NPMPackage(t, "@modelcontextprotocol/server-everything"), "dist", "index.js") + `", "stdio"]},
 			"memory": {"command": "node", "args": ["` + filepath.Join(mcptest.NPMPackage(t, "@modelcontextprotocol/server-memory"), "dist", "index.js") + `"], "env": {"MEMORY_FILE_PATH": "` + filepath.Join(files, "m.jsonl") + `"}},
@@ -92,6 +98,9 @@ func TestVendorDeclarationsAreValid(t *testing.T) {
 						params, _ := f["parameters"].(map[string]any)
 						if !openAIName.MatchString(fname) || params["type"] != "object" {
 							t.Errorf("openai: %q with parameters of type %v", fname, params["type"])
+						}
+						if desc, _ := f["description"].(string); utf8.RuneCountInString(desc) > 1024 {
+							t.Errorf("openai: %q has a description of %d characters", fname, utf8.RuneCountInString(desc))
 						}
 						n++
 					}
@@ -127,6 +136,7 @@ func TestVendorDeclarationsAreValid(t *testing.T) {
 					t.Errorf("%s: no tools", dialect)
 				}
 			}
+			checkStrict(t, path, name == "reference servers")
 		})
 	}
 
@@ -136,5 +146,35 @@ func TestVendorDeclarationsAreValid(t *testing.T) {
 	stdout, stderr, code := runMain(t, `<tool_call>{"name": "geometry_solve_circle_area", "arguments": {"r": 2}}</tool_call>`, "run", "--json", "--config", path)
 	if code != 0 || !strings.Contains(stdout, `"success":true`) {
 		t.Errorf("calling a tool by its vendor name: exit %d, %s %s", code, stdout, stderr)
+	}
+}
+
+// checkStrict checks the --strict OpenAI export of a configuration with OpenAI's
+// strict-mode rules (dialect.CheckStrictSchema): every strict function's parameters pass,
+// and, when allStrict, every tool of server-everything and the filesystem server is strict.
+func checkStrict(t *testing.T, path string, allStrict bool) {
+	t.Helper()
+	stdout, stderr, code := runMain(t, "", "tools", "--config", path, "--format", "openai", "--strict")
+	if code != 0 {
+		t.Fatalf("--strict: exit %d: %s", code, stderr)
+	}
+	var decls []dialect.OpenAITool
+	if err := json.Unmarshal([]byte(stdout), &decls); err != nil {
+		t.Fatal(err)
+	}
+	strict := 0
+	for _, d := range decls {
+		f := d.Function
+		if f.Strict {
+			strict++
+			if err := dialect.CheckStrictSchema(f.Parameters); err != nil {
+				t.Errorf("--strict: %s: %v", f.Name, err)
+			}
+		} else if allStrict && (strings.HasPrefix(f.Name, "everything") || strings.HasPrefix(f.Name, "file")) {
+			t.Errorf("--strict: %s is not strict (%s)", f.Name, stderr)
+		}
+	}
+	if strict == 0 {
+		t.Errorf("--strict: no strict function among %d", len(decls))
 	}
 }

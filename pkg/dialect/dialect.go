@@ -37,9 +37,42 @@ func Dialects() []Dialect {
 	return []Dialect{MCP, OpenAI, Anthropic, Gemini}
 }
 
+// Options shape the declarations; nil means the defaults.
+type Options struct {
+	// Strict writes OpenAI's functions in strict mode ("strict": true, the schema
+	// rewritten by [StrictSchema]); a function whose schema strict mode cannot express
+	// stays non-strict and is named in [Declared.NotStrict].
+	Strict bool
+}
+
+// Declared is what [DeclarationsWith] wrote.
+type Declared struct {
+	// Tools is the value of the "tools" field of the dialect's API.
+	Tools json.RawMessage
+	// Shortened names the tools whose descriptions were shortened to the vendor's limit.
+	Shortened []string
+	// NotStrict names the tools Options.Strict left non-strict, with the reason.
+	NotStrict []string
+}
+
 // Declarations returns tools as the value of the "tools" field of the dialect's API. The
-// vendors' dialects name each tool by its [catalog.VendorNames] alias, which toolbus accepts back.
+// vendors' dialects name each tool by its [catalog.VendorNames] alias, which toolbus
+// accepts back, and keep to the vendor's limits (OpenAI's descriptions are shortened, see
+// [ShortenDescription]).
 func Declarations(d Dialect, tools []catalog.Tool) (json.RawMessage, error) {
+	out, err := DeclarationsWith(d, tools, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.Tools, nil
+}
+
+// DeclarationsWith is [Declarations] with options, saying what it changed.
+func DeclarationsWith(d Dialect, tools []catalog.Tool, opts *Options) (Declared, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	var res Declared
 	var out any
 	names := make([]string, len(tools))
 	for i, t := range tools {
@@ -57,8 +90,18 @@ func Declarations(d Dialect, tools []catalog.Tool) (json.RawMessage, error) {
 	case OpenAI:
 		list := make([]OpenAITool, 0, len(tools))
 		for _, t := range tools {
-			list = append(list, OpenAITool{Type: "function", Function: OpenAIFunction{
-				Name: alias[t.Name], Description: t.Description, Parameters: objectSchema(t.InputSchema)}})
+			f := OpenAIFunction{Name: alias[t.Name], Description: ShortenDescription(t.Description, MaxOpenAIDescription), Parameters: objectSchema(t.InputSchema)}
+			if f.Description != t.Description {
+				res.Shortened = append(res.Shortened, t.Name)
+			}
+			if opts.Strict {
+				if strict, err := StrictSchema(t.InputSchema); err == nil {
+					f.Parameters, f.Strict = strict, true
+				} else {
+					res.NotStrict = append(res.NotStrict, t.Name+": "+err.Error())
+				}
+			}
+			list = append(list, OpenAITool{Type: "function", Function: f})
 		}
 		out = list
 	case Anthropic:
@@ -72,7 +115,7 @@ func Declarations(d Dialect, tools []catalog.Tool) (json.RawMessage, error) {
 		for _, t := range tools {
 			params, err := GeminiSchemaOf(t.InputSchema)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", t.Name, err)
+				return Declared{}, fmt.Errorf("%s: %w", t.Name, err)
 			}
 			if params != nil && params.Type == "OBJECT" && len(params.Properties) == 0 {
 				params = nil // Gemini rejects an OBJECT without properties; no parameters says the same
@@ -87,9 +130,11 @@ func Declarations(d Dialect, tools []catalog.Tool) (json.RawMessage, error) {
 		}
 		out = []GeminiTool{{FunctionDeclarations: decls}}
 	default:
-		return nil, fmt.Errorf("unknown dialect %q (want mcp, openai, anthropic or gemini)", d)
+		return Declared{}, fmt.Errorf("unknown dialect %q (want mcp, openai, anthropic or gemini)", d)
 	}
-	return json.Marshal(out)
+	var err error
+	res.Tools, err = json.Marshal(out)
+	return res, err
 }
 
 type mcpDeclaration struct {
@@ -119,6 +164,9 @@ type OpenAIFunction struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Strict: the parameters meet OpenAI's strict-mode rules ([CheckStrictSchema]), and
+	// the model's arguments will fit them exactly.
+	Strict bool `json:"strict,omitempty"`
 }
 
 // AnthropicTool is one entry of an Anthropic Messages API "tools" array.
