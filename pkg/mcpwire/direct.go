@@ -406,7 +406,7 @@ func (d *directCalls) events(ctx context.Context, id string, body io.Reader) (re
 					return nil, "", 0, aerr
 				}
 			case m.Method != "":
-				d.notified(m.Method)
+				d.notified(m.Method, m.Params)
 			case string(m.ID) == id:
 				return m, "", 0, nil
 			}
@@ -465,9 +465,15 @@ func (d *directCalls) answer(ctx context.Context, m *wireMessage) error {
 	return nil
 }
 
-func (d *directCalls) notified(method string) {
-	if method == "notifications/tools/list_changed" && d.peer.listChanged != nil {
+func (d *directCalls) notified(method string, params json.RawMessage) {
+	switch {
+	case method == "notifications/tools/list_changed" && d.peer.listChanged != nil:
 		d.peer.listChanged()
+	case method == "notifications/progress" && d.peer.progress != nil:
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(params, &p) == nil {
+			d.peer.progress(context.Background(), &mcp.ProgressNotificationClientRequest{Params: &p})
+		}
 	}
 }
 
@@ -580,6 +586,7 @@ type peer struct {
 	roots       []*mcp.Root
 	elicit      func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	listChanged func()
+	progress    func(context.Context, *mcp.ProgressNotificationClientRequest)
 }
 
 // answer is the reply to the server's request method: ping, roots/list and

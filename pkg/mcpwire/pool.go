@@ -66,6 +66,9 @@ type Options struct {
 	// Ask puts the elicitation requests of servers under the policy "ask" to whoever
 	// made the call ([WithConversation]); nil declines them.
 	Ask AskFunc
+	// Progress receives the servers' notifications/progress about calls made with
+	// [WithCall]; with it nil, toolbus asks no server for progress.
+	Progress ProgressFunc
 	// MeterProvider records the mcp.client.operation.duration histogram; nil records
 	// none. Spans need no option: a call's span is a child of the span in its context,
 	// from that span's provider.
@@ -78,6 +81,7 @@ type Options struct {
 // safe for concurrent use.
 type Pool struct {
 	opts       Options
+	progress   progressCalls // calls that asked their servers for progress
 	log        *slog.Logger
 	opDuration metric.Float64Histogram
 
@@ -371,6 +375,8 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
 	defer s.track(ctx)()
+	ctx, forget := s.pool.progress.begin(ctx, s.pool.opts.Progress, s.name, t.Name)
+	defer forget()
 	// A conversation-scoped server runs the call in the conversation's own session.
 	conv := conversationOf(ctx)
 	if conv != "" && !s.scoped() {
@@ -608,6 +614,9 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 		Logger: s.log, ElicitationHandler: ask,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			poke(s.changed)
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p.progress.notify(p.opts.Progress, req)
 		},
 	})
 	return s

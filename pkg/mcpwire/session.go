@@ -452,13 +452,16 @@ var traceContext propagation.TraceContext
 func traceMeta(ctx context.Context) mcp.Meta {
 	carrier := propagation.MapCarrier{}
 	traceContext.Inject(ctx, carrier)
-	conv := conversationOf(ctx)
-	if len(carrier) == 0 && conv == "" {
+	conv, token := conversationOf(ctx), progressTokenOf(ctx)
+	if len(carrier) == 0 && conv == "" && token == "" {
 		return nil
 	}
-	meta := make(mcp.Meta, len(carrier)+2)
+	meta := make(mcp.Meta, len(carrier)+3)
 	for k, v := range carrier {
 		meta[k] = v
+	}
+	if token != "" {
+		meta["progressToken"] = token
 	}
 	if conv != "" {
 		meta[messages.MetaConversation] = conv
@@ -612,6 +615,7 @@ func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptio
 	if h := o.ToolListChangedHandler; h != nil {
 		p.listChanged = func() { h(context.Background(), nil) }
 	}
+	p.progress = o.ProgressNotificationHandler
 	o.Capabilities = &mcp.ClientCapabilities{}
 	if len(cfg.Roots) > 0 {
 		o.Capabilities.RootsV2 = &mcp.RootCapabilities{}
