@@ -272,7 +272,7 @@ func needs() map[string]serviceNeeds {
 		// work queues and answers them, a lost response with an output.
 		toolbus.Executor: {
 			publish: cat(provision, consume(messages.ConsumerExecutor), consume(messages.ConsumerDeadLetter),
-				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketOwners), kv(messages.BucketCatalog), objPut,
+				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketOwners), kv(messages.BucketCatalog), kv(messages.BucketLimits), objPut,
 				watch(messages.BucketCatalog), watch(messages.BucketAuth),
 				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1"), messages.ExecSubject("executor-abc")},
 				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
@@ -310,7 +310,7 @@ func needs() map[string]serviceNeeds {
 // (TestServicesMayNotProvision).
 var denied = map[string]serviceNeeds{
 	toolbus.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), "$O." + messages.BucketResults + ".C.abc",
-		"$KV." + messages.BucketCalls + ".k", "$JS.API.STREAM.DELETE." + messages.StreamCalls, "$JS.API.STREAM.PURGE." + messages.StreamResponses,
+		"$KV." + messages.BucketCalls + ".k", "$KV." + messages.BucketLimits + ".k", "$JS.API.STREAM.DELETE." + messages.StreamCalls, "$JS.API.STREAM.PURGE." + messages.StreamResponses,
 		"$JS.API.STREAM.MSG.DELETE." + messages.StreamResponses, messages.ExecSubject("executor-abc")}},
 	toolbus.Executor: {publish: []string{messages.CallSubject("c1"), messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",
 		"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamResponses + "." + messages.ConsumerParser, "$JS.API.STREAM.MSG.DELETE." + messages.StreamOutput}},
@@ -325,7 +325,8 @@ var denied = map[string]serviceNeeds{
 			"$KV." + messages.BucketSessions + ".c1", "$JS.API.STREAM.CREATE." + messages.StreamResponses,
 			"$JS.API.STREAM.DELETE." + messages.StreamOutput, "$JS.API.STREAM.PURGE." + messages.StreamOutput,
 			"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamCalls + "." + messages.ConsumerExecutor,
-			"$JS.API.DIRECT.GET.KV_" + messages.BucketCalls, messages.ExecSubject("executor-abc"), "$KV." + messages.BucketOwners + ".k"},
+			"$JS.API.DIRECT.GET.KV_" + messages.BucketCalls, messages.ExecSubject("executor-abc"), "$KV." + messages.BucketOwners + ".k",
+			"$KV." + messages.BucketLimits + ".k"},
 		subscribe: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.ResponseSubject("c1"), messages.HealthSubject("s"), messages.ExecSubject("executor-abc")},
 	},
 }

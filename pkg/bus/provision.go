@@ -200,6 +200,9 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		kv(messages.BucketCatalog, "server → tools", 0),
 		kv(messages.BucketAuth, "server → OAuth grant (sealed)", 0),
 		kv(messages.BucketGather, "response id → results gathered so far", t.GatherTTL),
+		// A count is forgotten a day after its last change: no limit's interval is longer
+		// (policy.MaxInterval).
+		kv(messages.BucketLimits, "limit and tenant, conversation, server or tool → calls counted in its window", 24*time.Hour),
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/order"
+	"github.com/toolbus/toolbus/pkg/policy"
 	"github.com/toolbus/toolbus/pkg/redact"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 )
@@ -52,6 +53,12 @@ type Config struct {
 	// outputs in a stream and its stored results in a bucket of their own
 	// (docs/tenants.md). None: one tenant, conversations of one token.
 	Tenants map[string]Tenant `json:"tenants,omitempty"`
+	// Policy holds the rules on calls, checked by the executor before a call is claimed
+	// (pkg/policy, docs/policy.md).
+	Policy Policy `json:"policy,omitzero"`
+	// Limits bound how many calls run per interval, per tenant, conversation, server or
+	// tool, counted in the toolbus_limits bucket (pkg/policy, docs/policy.md).
+	Limits []policy.Limit `json:"limits,omitempty"`
 
 	// Source is the file the configuration came from, for error messages.
 	Source string `json:"-"`
@@ -209,6 +216,13 @@ type NATS struct {
 	DuplicateWindow messages.Duration `json:"duplicate_window,omitzero"`
 }
 
+// Policy is the "policy" section.
+type Policy struct {
+	// Rules decide whether a call may run: the first whose tools and condition match
+	// it decides; none matching allows (policy.Compile).
+	Rules []policy.Rule `json:"rules,omitempty"`
+}
+
 // Tenant is one tenant's settings.
 type Tenant struct {
 	// MaxBytes bounds each of the tenant's output stream and stored-results bucket
@@ -344,6 +358,12 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 		if _, ok := c.MCPServers[*server]; !ok {
 			return nil, fmt.Errorf("%s: routes.%s: no server called %q in mcpServers", source, tool, *server)
 		}
+	}
+	if _, err := policy.Compile(c.Policy.Rules); err != nil {
+		return nil, fmt.Errorf("%s: policy.%w", source, err)
+	}
+	if err := policy.ValidateLimits(c.Limits); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	if _, err := c.Order(); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)

@@ -170,3 +170,35 @@ func TestSecretsAreSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestPolicyErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		json    string
+		wantErr string
+	}{
+		{name: "rule compiles", json: `{"policy":{"rules":[{"name":"no-etc","tools":["file_writer"],"when":"args.file_path.startsWith('/etc')","effect":"deny"}]}}`},
+		{name: "syntax with position", json: `{"policy":{"rules":[{"name":"bad","when":"args.x ==","effect":"deny"}]}}`,
+			wantErr: `c.json: policy.rules[0] ("bad"): when: <input>:1:10: Syntax error`},
+		{name: "type check", json: `{"policy":{"rules":[{"name":"t","when":"tenant > 3","effect":"deny"}]}}`,
+			wantErr: `policy.rules[0] ("t"): when: <input>:1:8: found no matching overload for '_>_'`},
+		{name: "approve not yet", json: `{"policy":{"rules":[{"name":"ask","effect":"approve"}]}}`, wantErr: `"approve" is not supported yet`},
+		{name: "unknown key", json: `{"policy":{"rules":[{"name":"x","effect":"deny","whem":"true"}]}}`, wantErr: `whem`},
+		{name: "limit", json: `{"limits":[{"name":"five","per":"tenant","calls":5,"interval":"1m"}]}`},
+		{name: "limit per", json: `{"limits":[{"name":"five","per":"user","calls":5,"interval":"1m"}]}`, wantErr: `limits[0] ("five"): per "user"`},
+		{name: "limit interval", json: `{"limits":[{"name":"five","per":"tool","calls":5,"interval":"48h"}]}`, wantErr: `interval must be more than 0 and at most 24h0m0s`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.json), "c.json", func(string) (string, bool) { return "", false })
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("got %v, want one with %q", err, tc.wantErr)
+			}
+		})
+	}
+}

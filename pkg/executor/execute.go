@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/policy"
 	"github.com/toolbus/toolbus/pkg/redact"
 	"github.com/toolbus/toolbus/pkg/telemetry"
 	"go.opentelemetry.io/otel/attribute"
@@ -83,6 +84,13 @@ type Executor struct {
 	Gate Gate
 	// Metrics, when set, counts calls by tool, server and outcome, and retries.
 	Metrics *telemetry.Metrics
+	// Policy holds the rules on calls ("policy.rules"), checked by [Stage.Execute]
+	// before a call is claimed; nil allows every call. Safe to change while calls run (a
+	// reload).
+	Policy atomic.Pointer[policy.Policy]
+	// Limits, when set, counts calls against the configured limits ("limits") on their
+	// first delivery, after the rules allowed them.
+	Limits *policy.Limiter
 
 	schemas schemas
 }

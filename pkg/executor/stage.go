@@ -143,6 +143,12 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	ctx, span := s.toolSpan(ctx, call, tool)
 	defer span.End()
 	recording := span.IsRecording() // with tracing off, no attribute is built
+	if routeErr == nil && !affinity.Forwarded(ctx) {
+		// The replica that forwarded a call here checked it already.
+		if out, done, err := s.admit(ctx, call, route, tool, d, span); done {
+			return out, err
+		}
+	}
 	var lease affinity.Lease
 	if routeErr == nil && route.Session != "" && s.Owners != nil {
 		var out []bus.Outgoing
@@ -413,7 +419,7 @@ func (s *Stage) logCall(ctx context.Context, level slog.Level, call messages.Too
 	if !lg.Enabled(ctx, level) { // nothing is built for a level that is off
 		return
 	}
-	attrs := make([]slog.Attr, 0, 9)
+	attrs := make([]slog.Attr, 0, 10)
 	attrs = append(attrs, slog.String("call", call.ID), slog.String("tool", tool))
 	if written := messages.EchoName(call.Tool); written != tool {
 		attrs = append(attrs, slog.String("written", written))
@@ -423,6 +429,9 @@ func (s *Stage) logCall(ctx context.Context, level slog.Level, call messages.Too
 		outcome = string(res.Error.Code)
 	}
 	attrs = append(attrs, slog.String("server", server), slog.String("outcome", outcome), slog.Int("attempts", res.Attempts), slog.Float64("ms", res.DurationMS))
+	if rev := s.Exec.Policy.Load().Revision(); rev != "" {
+		attrs = append(attrs, slog.String("policy", rev))
+	}
 	if res.Error != nil {
 		attrs = append(attrs, slog.String("reason", res.Error.Message))
 	}

@@ -33,6 +33,11 @@ const (
 	// CodeSkipped: the call was not run because an earlier call of its response failed
 	// and the configuration says to skip the rest (executor.on_error "skip").
 	CodeSkipped ErrorCode = "skipped"
+	// CodeRateLimited: the call was not run because a limit on calls (the
+	// configuration's "limits") is used up; the message says when to try again. Not
+	// final: the same call may run once the limit's window has passed, but toolbus does
+	// not wait for it.
+	CodeRateLimited ErrorCode = "rate_limited"
 	// CodeInternal: toolbus itself failed.
 	CodeInternal ErrorCode = "internal"
 )
@@ -40,7 +45,7 @@ const (
 // Retryable reports whether a failure with this code may succeed when tried again
 // without any change by the model.
 func (c ErrorCode) Retryable() bool {
-	return c == CodeServerUnavailable || c == CodeTimeout
+	return c == CodeServerUnavailable || c == CodeTimeout || c == CodeRateLimited
 }
 
 // ToolError is a failed call: a code and a message written for the model.

@@ -42,6 +42,9 @@ const (
 	BucketAuth = "toolbus_auth"
 	// BucketGather: response id → the results gathered so far by the formatter.
 	BucketGather = "toolbus_gather"
+	// BucketLimits: limit and counted tenant, conversation, server or tool → the calls
+	// counted in its current window (pkg/policy Limiter).
+	BucketLimits = "toolbus_limits"
 	// BucketResults is an object store: call id → a whole result too large to travel
 	// inline ([StoredResult]). Kept as long as outputs are.
 	BucketResults = "toolbus_results"

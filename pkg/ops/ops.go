@@ -140,7 +140,7 @@ func New(nc *nats.Conn, opts *Options) (*Server, error) {
 	}
 	if o.Buckets == nil {
 		o.Buckets = []string{messages.BucketSessions, messages.BucketOwners, messages.BucketCalls, messages.BucketHealth, messages.BucketAuth,
-			messages.BucketCatalog, messages.BucketGather}
+			messages.BucketCatalog, messages.BucketGather, messages.BucketLimits}
 	}
 	if o.CheckTimeout <= 0 {
 		o.CheckTimeout = 2 * time.Second

@@ -51,6 +51,7 @@ const (
 	ErrorCode            = attribute.Key("toolbus.error_code")
 	ErrorMessage         = attribute.Key("toolbus.error_message")
 	RetryReason          = attribute.Key("toolbus.retry_reason")
+	PolicyRevision       = attribute.Key("toolbus.policy.revision")
 )
 
 // MessagingSystemNATS is the value of MessagingSystem on every span toolbus records.

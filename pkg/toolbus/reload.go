@@ -101,7 +101,8 @@ func (w *configWatch) check(force bool) {
 // configuration was cur: the servers, routes and top-level allow- and block-lists are
 // updated with [mcpwire.Pool.Update], leaving the servers that did not change (and their
 // calls under way) alone. Changes to other sections are reported as needing a restart.
-// (The executor's router takes the new lists too: see watchPool's caller.)
+// (The executor's router takes the new lists, and the executor the new policy rules and
+// limits, too: see watchPool's caller.)
 func ReloadPool(pool *mcpwire.Pool, cur *config.Config, log *slog.Logger) func(*config.Config) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -200,12 +201,13 @@ func diffServers(old, next map[string]mcpwire.ServerConfig) (added, changed, rem
 	return added, changed, removed
 }
 
-// restartNeeded names the sections other than mcpServers, routes, allowedTools and
-// blockedTools that differ.
+// restartNeeded names the sections other than mcpServers, routes, allowedTools,
+// blockedTools, policy and limits that differ.
 func restartNeeded(old, next *config.Config) []string {
 	a, b := *old, *next
 	a.MCPServers, a.Routes, a.AllowedTools, a.BlockedTools, a.Source = nil, nil, nil, nil, ""
 	b.MCPServers, b.Routes, b.AllowedTools, b.BlockedTools, b.Source = nil, nil, nil, nil, ""
+	a.Policy, a.Limits, b.Policy, b.Limits = config.Policy{}, nil, config.Policy{}, nil
 	var ma, mb map[string]json.RawMessage
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)

@@ -35,6 +35,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/ops"
 	"github.com/toolbus/toolbus/pkg/order"
 	"github.com/toolbus/toolbus/pkg/parser"
+	"github.com/toolbus/toolbus/pkg/policy"
 	"github.com/toolbus/toolbus/pkg/redact"
 	"github.com/toolbus/toolbus/pkg/results"
 	"github.com/toolbus/toolbus/pkg/telemetry"
@@ -271,6 +272,15 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			})
 		}
 		exec.Gate = gate
+		// Limits are counted in a bucket shared by every replica; without it (a deployment
+		// not provisioned again since limits came) configured limits cannot hold.
+		if limitsKV, err := js.KeyValue(ctx, messages.BucketLimits); err == nil {
+			exec.Limits = &policy.Limiter{KV: limitsKV}
+			exec.Limits.Set(o.Config.Limits)
+		} else if len(o.Config.Limits) > 0 {
+			pool.Close()
+			return nil, fmt.Errorf("executor: limits are configured but the %s bucket is missing (provision the streams again): %w", messages.BucketLimits, err)
+		}
 		// Each executor's breaker is its own: the gauge is per process (take the max).
 		if err := metrics.Gauge("toolbus.breaker.open", "1 while this executor's circuit breaker refuses calls to the server, 0 while it lets them through, by server",
 			func(_ context.Context, record func(int64, ...attribute.KeyValue)) {
@@ -291,6 +301,19 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			runs = append(runs, watchPool(o.Config, pool, w.reload.wait, func(next *config.Config) {
 				w.secrets.Set(next.Redactor())
 				exec.Router.SetLists(TopLists(next))
+				// The rules and limits take effect for the next call; next compiled them
+				// already (config.Parse), so this cannot fail.
+				if rules, err := policy.Compile(next.Policy.Rules); err == nil {
+					if rules.Revision() != exec.Policy.Load().Revision() {
+						log.Info("policy reloaded", "rules", rules.Len(), "policy", rules.Revision())
+					}
+					exec.Policy.Store(rules)
+				}
+				if exec.Limits != nil {
+					exec.Limits.Set(next.Limits)
+				} else if len(next.Limits) > 0 {
+					log.Warn("limits are configured but the bucket is missing: provision the streams again and restart", "bucket", messages.BucketLimits)
+				}
 				mirrorInProcess(catalog, exec.Router, pool, log)
 			}, log))
 		}
@@ -524,7 +547,9 @@ func mirrorCatalog(kv jetstream.KeyValue, server string, tools []catalog.Tool, l
 // NewExecutor builds the executor of a configuration. Routing order: explicit routes to
 // MCP servers, local tools, the engineering suite, the extra backends, then the MCP
 // servers' own tools. The top-level allowedTools and blockedTools cover every one of them
-// (executor.Router.SetLists; the pool applies them to its servers' tools too).
+// (executor.Router.SetLists; the pool applies them to its servers' tools too). The
+// policy's rules are compiled into executor.Executor.Policy; its limits need a bucket
+// and are set by the service (Start).
 func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engineering.SessionStore, pool *mcpwire.Pool, extra ...executor.Backend) (*executor.Executor, error) {
 	if local == nil {
 		local = localtools.New()
@@ -561,11 +586,17 @@ func NewExecutor(cfg *config.Config, local *localtools.Registry, sessions engine
 	}
 	router := executor.NewRouter(backends...)
 	router.SetLists(TopLists(cfg))
-	return &executor.Executor{
+	rules, err := policy.Compile(cfg.Policy.Rules)
+	if err != nil {
+		return nil, fmt.Errorf("toolbus: policy.%w", err)
+	}
+	exec := &executor.Executor{
 		Router:       router,
 		Timeout:      time.Duration(cfg.Executor.Timeout),
 		ToolTimeouts: tools,
-	}, nil
+	}
+	exec.Policy.Store(rules)
+	return exec, nil
 }
 
 // TopLists are the configuration's top-level allow- and block-lists, which cover every
