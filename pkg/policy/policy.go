@@ -79,7 +79,7 @@ func (d Decision) Reason() string {
 		why += fmt.Sprintf(" (when %s)", d.When)
 	}
 	if d.Failed != nil {
-		why += fmt.Sprintf(", whose condition could not be evaluated for this call (%v), and a deny rule refuses what it cannot judge", d.Failed)
+		return why + fmt.Sprintf(" could not be evaluated for this call (%v), and a deny rule refuses what it cannot judge", d.Failed)
 	}
 	return why + fmt.Sprintf(" says %s", d.Effect)
 }

@@ -79,7 +79,7 @@ func TestPolicyConditionNotEvaluated(t *testing.T) {
 		name, rules, refusal string
 	}{
 		{name: "deny fails closed", rules: `{"name": "no-etc", "tools": ["note"], "when": "args.path.startsWith('/etc')", "effect": "deny"}`,
-			refusal: `the rule "no-etc" (when args.path.startsWith('/etc')), whose condition could not be evaluated for this call (no such key: path)`},
+			refusal: `the rule "no-etc" (when args.path.startsWith('/etc')) could not be evaluated for this call (no such key: path), and a deny rule refuses what it cannot judge`},
 		{name: "allow does not match", rules: `{"name": "tmp-ok", "tools": ["note"], "when": "args.path.startsWith('/tmp')", "effect": "allow"},
 			{"name": "notes-otherwise", "tools": ["note"], "effect": "deny"}`,
 			refusal: `the rule "notes-otherwise" says deny`},

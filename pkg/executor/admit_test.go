@@ -1,0 +1,70 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/claims/claimstest"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/policy"
+)
+
+// The stage asks the policy before a call is claimed: a denied call is answered
+// not_allowed and never run, on every delivery; a call over a limit is answered
+// rate_limited, counted on its first delivery only, and a redelivery answers it from
+// its claim instead of running it uncounted.
+func TestStageAdmits(t *testing.T) {
+	_, js := bustest.JetStream(t)
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: messages.BucketLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	reg := localtools.New()
+	reg.Add(counting("t", messages.ToolInfo{ReadOnly: true}, &runs, nil))
+	exec := &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Limits: &policy.Limiter{KV: kv}}
+	p, err := policy.Compile([]policy.Rule{{Name: "no-secret", Tools: []string{"t"}, When: "has(args.secret) && args.secret == true", Effect: policy.Deny}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec.Policy.Store(p)
+	exec.Limits.Set([]policy.Limit{{Name: "one", Per: policy.PerConversation, Calls: 1, Interval: messages.Duration(time.Minute)}})
+	s := &Stage{Claims: &claimstest.Memory{}, Exec: exec}
+	answer := func(id, args string, delivered int) messages.ToolResult {
+		t.Helper()
+		call := messages.ToolCall{ID: id, ResponseID: "r", Conversation: "c", Count: 1, Tool: "t", Arguments: json.RawMessage(args)}
+		out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: delivered})
+		if err != nil || len(out) != 1 {
+			t.Fatalf("%s: %v, %d messages", id, err, len(out))
+		}
+		var res messages.ToolResult
+		if err := json.Unmarshal(out[0].Body, &res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for _, delivered := range []int{1, 2} {
+		if res := answer("r/0", `{"secret": true}`, delivered); res.Error == nil || res.Error.Code != messages.CodeNotAllowed || !strings.Contains(res.Error.Message, `"no-secret"`) {
+			t.Fatalf("denied, delivery %d: %+v", delivered, res)
+		}
+	}
+	if res := answer("r/1", `{}`, 1); !res.Success {
+		t.Fatalf("the first call: %+v", res.Error)
+	}
+	for _, delivered := range []int{1, 2} {
+		if res := answer("r/2", `{}`, delivered); res.Error == nil || res.Error.Code != messages.CodeRateLimited {
+			t.Fatalf("over the limit, delivery %d: %+v", delivered, res)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times, want once", n)
+	}
+}
