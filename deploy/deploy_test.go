@@ -274,7 +274,7 @@ func needs() map[string]serviceNeeds {
 			publish: cat(provision, consume(messages.ConsumerExecutor), consume(messages.ConsumerDeadLetter),
 				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketOwners), kv(messages.BucketCatalog), kv(messages.BucketLimits), objPut,
 				watch(messages.BucketCatalog), watch(messages.BucketAuth),
-				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1"), messages.ExecSubject("executor-abc")},
+				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1"), messages.ProgressSubject("c1"), messages.ExecSubject("executor-abc")},
 				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
 			subscribe: append(service(toolbus.Executor), messages.ExecSubject("executor-abc"), messages.AnswerSubject("c1", "abc"), messages.AnswerSubject("acme.c1", "abc"), messages.ProbeSubject("srv")),
 		},

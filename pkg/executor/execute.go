@@ -363,7 +363,9 @@ func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall,
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	out, err = r.Call(ctx, call.Conversation, args)
+	// The call's id goes with it, so that what its server reports of its progress is
+	// published for the call (mcpwire.Options.Progress).
+	out, err = r.Call(mcpwire.WithCall(ctx, call.ID), call.Conversation, args)
 	if err != nil {
 		return nil, Classify(err, f)
 	}

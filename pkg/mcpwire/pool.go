@@ -375,7 +375,7 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
 	defer s.track(ctx)()
-	ctx, forget := s.pool.progress.begin(ctx, s.pool.opts.Progress, s.name, t.Name)
+	ctx, forget := s.pool.progress.begin(ctx, s.pool.opts.Progress, s.name, catalog.Ref{Server: s.name, Tool: t.Remote}.Name())
 	defer forget()
 	// A conversation-scoped server runs the call in the conversation's own session.
 	conv := conversationOf(ctx)

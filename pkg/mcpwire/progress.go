@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -49,7 +50,7 @@ type progressCall struct {
 }
 
 // begin gives the call a progress token when someone listens and the call has an id;
-// done forgets it.
+// done forgets it, progressGrace later.
 func (p *progressCalls) begin(ctx context.Context, listen ProgressFunc, server, tool string) (context.Context, func()) {
 	id := callOf(ctx)
 	if listen == nil || id == "" {
@@ -64,11 +65,19 @@ func (p *progressCalls) begin(ctx context.Context, listen ProgressFunc, server, 
 	p.calls[token] = progressCall{ctx: ctx, base: messages.CallProgress{CallID: id, Conversation: conversationOf(ctx), Server: server, Tool: tool}}
 	p.mu.Unlock()
 	return ctx, func() {
-		p.mu.Lock()
-		delete(p.calls, token)
-		p.mu.Unlock()
+		// A server sends its last step just before its result, and the SDK may hand
+		// the notification on after the result: the token is forgotten a little
+		// later, so that the last step is not lost.
+		time.AfterFunc(progressGrace, func() {
+			p.mu.Lock()
+			delete(p.calls, token)
+			p.mu.Unlock()
+		})
 	}
 }
+
+// progressGrace is how long a call's progress token is kept after the call returned.
+const progressGrace = 2 * time.Second
 
 // notify passes a notifications/progress on to listen, when its token is a call's under
 // way; a late or unknown one is dropped.

@@ -35,6 +35,10 @@ const (
 	// (any case; "false", "0", "no", "off" or none: not the last). Any other value ends
 	// the response with a parse_error.
 	HeaderFinal = "Toolbus-Final"
+	// HeaderProgressOf, on a message of ProgressSubject, names the call under way whose
+	// server reported progress ([CallProgress]); a streamed response's results, the
+	// other messages there, carry none.
+	HeaderProgressOf = "Toolbus-Progress-Of"
 	// HeaderDeadline is an RFC 3339 time after which a call is answered with timeout.
 	HeaderDeadline = "Toolbus-Deadline"
 	// HeaderMsgID is JetStream's de-duplication id: the response's scoped id

@@ -50,9 +50,10 @@ func mcpNPMScript(t testing.TB, pkg string) string {
 
 // mcpPipeline is every stage on a fresh embedded NATS, with cfg (and local tools).
 type mcpPipeline struct {
-	t      *testing.T
-	client *client.Client
-	stop   func() // stops the services and waits for them; idempotent
+	t       *testing.T
+	client  *client.Client
+	stop    func()                  // stops the services and waits for them; idempotent
+	connect func(string) *nats.Conn // a connection of its own to the pipeline's NATS
 }
 
 func startMCPPipeline(t *testing.T, cfg *config.Config, local *localtools.Registry) *mcpPipeline {
@@ -86,7 +87,7 @@ func startMCPPipeline(t *testing.T, cfg *config.Config, local *localtools.Regist
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &mcpPipeline{t: t, client: c, stop: stop}
+	return &mcpPipeline{t: t, client: c, stop: stop, connect: connect}
 }
 
 // mcpConfig parses a configuration given as JSON, as toolbus would load it.

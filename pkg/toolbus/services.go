@@ -246,6 +246,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login, Ask: askOrchestrator(nc),
+			Progress:  publishProgress(nc, log),
 			OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalog, server, tools, log) }})
 		if err != nil {
 			return nil, err
@@ -608,6 +609,28 @@ func TopLists(cfg *config.Config) catalog.Lists {
 // askOrchestrator puts a server's elicitation request to the conversation's
 // orchestrator: a NATS request on toolbus.elicit.<conversation>, answered within the
 // call's time. Nobody listening declines at once.
+// publishProgress publishes what an MCP server reports of a call under way on the
+// conversation's progress subject (kept with the outputs), marked with the call's id
+// (messages.HeaderProgressOf): best effort, as the notifications themselves are.
+func publishProgress(nc *nats.Conn, log *slog.Logger) mcpwire.ProgressFunc {
+	return func(ctx context.Context, p messages.CallProgress) {
+		if messages.ValidateConversation(p.Conversation) != nil {
+			return
+		}
+		body, err := json.Marshal(p)
+		if err != nil {
+			return
+		}
+		m := &nats.Msg{Subject: messages.ProgressSubject(p.Conversation), Data: body, Header: nats.Header{}}
+		m.Header.Set(messages.HeaderConversation, p.Conversation)
+		m.Header.Set(messages.HeaderProgressOf, p.CallID)
+		bus.InjectTrace(ctx, m.Header)
+		if err := nc.PublishMsg(m); err != nil {
+			log.Debug("progress not published", "call", p.CallID, "err", err)
+		}
+	}
+}
+
 func askOrchestrator(nc *nats.Conn) mcpwire.AskFunc {
 	return func(ctx context.Context, server, conversation string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 		req := messages.ElicitRequest{Conversation: conversation, Server: server, Message: p.Message, Mode: p.Mode, URL: p.URL}

@@ -1,0 +1,28 @@
+package client
+
+import (
+	"encoding/json"
+
+	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// OnCallProgress calls fn with what MCP servers report of the calls of conversation
+// while they run (notifications/progress: a step, a total, a message), as toolbus
+// publishes it on the conversation's progress subject. Best effort, as the servers'
+// notifications are: a report may be missed, never a result. Unsubscribe to stop.
+func (c *Client) OnCallProgress(conversation string, fn func(messages.CallProgress)) (*nats.Subscription, error) {
+	if err := messages.ValidateConversation(conversation); err != nil {
+		return nil, err
+	}
+	return c.nc.Subscribe(messages.ProgressSubject(conversation), func(m *nats.Msg) {
+		var p messages.CallProgress
+		// Only a call's progress of this conversation: a copy of another tenant's
+		// message delivered here names its own.
+		if m.Header.Get(messages.HeaderProgressOf) == "" || m.Header.Get(messages.HeaderConversation) != conversation ||
+			json.Unmarshal(m.Data, &p) != nil || p.Conversation != conversation {
+			return
+		}
+		fn(p)
+	})
+}
