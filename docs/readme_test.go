@@ -207,10 +207,7 @@ func TestREADMEBlocks(t *testing.T) {
 				"PATH="+path,
 				"NATS_URL=nats://127.0.0.1:"+ports["4222"],
 				"TOOLBUS_NATS_URL=nats://127.0.0.1:"+ports["4222"],
-				"TOOLBUS_OPS_ADDR=127.0.0.1:0",
-				// Each block builds in a copy of its own: without the copy's path in
-				// what is compiled, the build cache serves every copy after the first.
-				"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath")))
+				"TOOLBUS_OPS_ADDR=127.0.0.1:0"))
 			if err != nil {
 				t.Fatalf("%v\n--- block (as run)\n%s--- output\n%s", err, text, out)
 			}
