@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -45,6 +46,15 @@ func TestProgressOfACall(t *testing.T) {
 			// A call without an id asks for no progress.
 			if _, err := p.Call(mcpwire.WithConversation(ctxT(t), "c1"), "trigger-long-running-operation", json.RawMessage(`{"duration":0.2,"steps":2}`)); err != nil {
 				t.Fatal(err)
+			}
+			// The last step may be handed on just after the call returned.
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				mu.Lock()
+				n := len(got)
+				mu.Unlock()
+				if n >= 3 {
+					break
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()
