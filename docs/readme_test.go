@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -173,7 +174,7 @@ func TestREADMEBlocks(t *testing.T) {
 		t.Fatalf("%d runnable blocks found; the READMEs mark more", len(all))
 	}
 	bin := t.TempDir()
-	for _, p := range []struct{ out, pkg string }{{"toolbus", "./cmd/toolbus"}, {"ticket-service", "./examples/ticket-service"}} {
+	for _, p := range prebuilt {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, p.out), p.pkg)
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -203,6 +204,7 @@ func TestREADMEBlocks(t *testing.T) {
 			// same code, without compiling it in every block.
 			text = strings.ReplaceAll(text, "go run ./cmd/toolbus", filepath.Join(bin, "toolbus"))
 			text = strings.ReplaceAll(text, "go run ./examples/ticket-service", filepath.Join(bin, "ticket-service"))
+			text = usePrebuilt(text, bin)
 			out, err := runBlock(t, dir, text, append(os.Environ(),
 				"PATH="+path,
 				"NATS_URL=nats://127.0.0.1:"+ports["4222"],
@@ -222,6 +224,45 @@ func TestREADMEBlocks(t *testing.T) {
 			t.Logf("output:\n%s", out)
 		})
 	}
+}
+
+// prebuilt are the programs the pages build or run, built once before the blocks run:
+// compiled in each block's copy of the repository, their packages would miss the build
+// cache (the copy's path is part of what is compiled), and a block that builds six of
+// them spent minutes compiling on a busy machine.
+var prebuilt = []struct{ out, pkg string }{
+	{"toolbus", "./cmd/toolbus"}, {"ticket-service", "./examples/ticket-service"},
+	{"parser", "./cmd/parser"}, {"executor", "./cmd/executor"}, {"formatter", "./cmd/formatter"},
+	{"healthd", "./cmd/healthd"}, {"engineering", "./cmd/engineering"},
+	{"nats-server", "github.com/nats-io/nats-server/v2"},
+}
+
+// goBuild is a block's line that builds programs: "go build -o OUT PKG...".
+var goBuild = regexp.MustCompile(`(?m)^go build -o (\S+) (.+)$`)
+
+// usePrebuilt turns a block's "go build -o OUT PKG..." of prebuilt programs into copies
+// of the binaries built before (the same code); a line that builds anything else stays.
+func usePrebuilt(text, bin string) string {
+	return goBuild.ReplaceAllStringFunc(text, func(line string) string {
+		m := goBuild.FindStringSubmatch(line)
+		out, pkgs := m[1], strings.Fields(m[2])
+		var names []string
+		for _, pkg := range pkgs {
+			i := slices.IndexFunc(prebuilt, func(p struct{ out, pkg string }) bool { return p.pkg == pkg })
+			if i < 0 {
+				return line
+			}
+			names = append(names, filepath.Join(bin, prebuilt[i].out))
+		}
+		if !strings.HasSuffix(out, "/") && len(names) != 1 {
+			return line
+		}
+		dir := out
+		if !strings.HasSuffix(out, "/") {
+			dir = filepath.Dir(out)
+		}
+		return "mkdir -p " + dir + " && cp " + strings.Join(names, " ") + " " + out
+	})
 }
 
 func inDir(dir, name string) bool {
