@@ -303,18 +303,7 @@ func (g geminiConverter) convert(s map[string]any, depth int) *GeminiSchema {
 		}
 		return g.convert(merged, depth+1)
 	}
-	if all, ok := s["allOf"].([]any); ok && len(all) > 0 {
-		merged := map[string]any{}
-		for k, v := range s {
-			if k != "allOf" {
-				merged[k] = v
-			}
-		}
-		for _, part := range all {
-			if p, ok := part.(map[string]any); ok {
-				mergeSchema(merged, g.resolved(p, depth))
-			}
-		}
+	if merged, ok := allOfMerged(s, func(p map[string]any) map[string]any { return g.resolved(p, depth) }); ok {
 		return g.convert(merged, depth+1)
 	}
 
@@ -494,6 +483,27 @@ func (g geminiConverter) lookup(ref string) map[string]any {
 		return map[string]any{}
 	}
 	return m
+}
+
+// allOfMerged returns schema s with the schemas of its allOf merged into it (each
+// resolved first), and whether s has an allOf: a schema both vendors' rules can read.
+func allOfMerged(s map[string]any, resolve func(map[string]any) map[string]any) (map[string]any, bool) {
+	all, ok := s["allOf"].([]any)
+	if !ok || len(all) == 0 {
+		return nil, false
+	}
+	merged := map[string]any{}
+	for k, v := range s {
+		if k != "allOf" {
+			merged[k] = v
+		}
+	}
+	for _, part := range all {
+		if p, ok := part.(map[string]any); ok {
+			mergeSchema(merged, resolve(p))
+		}
+	}
+	return merged, true
 }
 
 // mergeSchema merges src into dst for allOf: properties and required are united, other

@@ -293,18 +293,7 @@ func (sc strictConverter) convert(s map[string]any, top bool, depth int) (map[st
 		}
 		return map[string]any{"$ref": ref}, nil
 	}
-	if all, ok := s["allOf"].([]any); ok && len(all) > 0 {
-		merged := map[string]any{}
-		for k, v := range s {
-			if k != "allOf" {
-				merged[k] = v
-			}
-		}
-		for _, part := range all {
-			if p, ok := part.(map[string]any); ok {
-				mergeSchema(merged, sc.resolved(p, depth))
-			}
-		}
+	if merged, ok := allOfMerged(s, func(p map[string]any) map[string]any { return sc.resolved(p, depth) }); ok {
 		return sc.convert(merged, top, depth)
 	}
 	out := map[string]any{}
