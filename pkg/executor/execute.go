@@ -363,9 +363,13 @@ func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall,
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	// The call's id goes with it, so that what its server reports of its progress is
-	// published for the call (mcpwire.Options.Progress).
-	out, err = r.Call(mcpwire.WithCall(ctx, call.ID), call.Conversation, args)
+	// A call to an MCP server takes its id along, so that what the server reports of its
+	// progress is published for the call (mcpwire.Options.Progress); other backends
+	// report none, and their calls carry nothing more.
+	if r.MCP.Server != "" {
+		ctx = mcpwire.WithCall(ctx, call.ID)
+	}
+	out, err = r.Call(ctx, call.Conversation, args)
 	if err != nil {
 		return nil, Classify(err, f)
 	}

@@ -393,14 +393,13 @@ func (s *Stage) logger() *slog.Logger {
 // canonical name (catalog.Ref.Name) however the model spelled it, and the spelling as an
 // attribute when it differs.
 func (s *Stage) toolSpan(ctx context.Context, call messages.ToolCall, tool string) (context.Context, trace.Span) {
-	// The provider of the message's span, so that the call's work is recorded where
-	// its message is.
-	tracer := s.Exec.Tracer
-	if parent := trace.SpanFromContext(ctx); parent.IsRecording() {
-		tracer = parent.TracerProvider().Tracer(telemetry.Scope)
-	} else if tracer == nil {
-		tracer = telemetry.Tracer(nil)
+	// Recorded where its message's span is, by the same provider; a message not traced
+	// (tracing off) gets no span for its call either: nothing is allocated for it.
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, parent
 	}
+	tracer := parent.TracerProvider().Tracer(telemetry.Scope)
 	ctx, span := tracer.Start(ctx, "execute_tool "+tool)
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.Tool.String(tool), telemetry.GenAIOperation.String("execute_tool"), telemetry.GenAITool.String(tool))
