@@ -122,7 +122,7 @@ func (s *Stage) format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 		}
 		g, err := s.Gather.Add(ctx, r)
 		if err != nil {
-			return nil, retry(err, s.retryDelay())
+			return nil, order.Retry(err, s.retryDelay())
 		}
 		if g.Answered < r.Count && r.Next > 0 && g.Before(r.Next) {
 			var calls []bus.Outgoing
@@ -136,7 +136,7 @@ func (s *Stage) format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 		// The result that answers the last call (or its redelivery) reads the
 		// response's results, once.
 		if results, err = s.Gather.Results(ctx, r.Conversation, r.ResponseID, r.Count); err != nil {
-			return nil, retry(err, behindDelay)
+			return nil, order.Retry(err, behindDelay)
 		}
 		response := messages.ScopedID(r.Conversation, r.ResponseID)
 		s.finish(d, response, finishKeys(response, results)...)
@@ -171,7 +171,7 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 	if r.End {
 		// Answered already? Then the state below is gone, and must not be started again.
 		if _, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID, 0); err != nil {
-			return nil, retry(err, s.retryDelay())
+			return nil, order.Retry(err, s.retryDelay())
 		}
 	} else {
 		by = order.ByResult(r.Index)
@@ -180,7 +180,7 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 			return nil, bus.Retry(err, s.retryDelay())
 		}
 		if _, err := s.Gather.Add(ctx, fitted); err != nil {
-			return nil, retry(err, s.retryDelay())
+			return nil, order.Retry(err, s.retryDelay())
 		}
 		progress := messages.CapResult(fitted, progressBytes)
 		out = append(out, bus.Outgoing{Subject: messages.ProgressSubject(r.Conversation), Meta: bus.Meta{
@@ -195,7 +195,7 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 		return changed || rel, nil
 	})
 	if err != nil {
-		return nil, retry(err, s.retryDelay())
+		return nil, order.Retry(err, s.retryDelay())
 	}
 	// A result comes only for a call its response's state holds, and the end only once
 	// the state is final: a state without them was read from a replica of the bucket
@@ -217,7 +217,7 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 	// a read served by a replica behind.
 	all, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID, len(st.Calls))
 	if err != nil {
-		return nil, retry(err, behindDelay)
+		return nil, order.Retry(err, behindDelay)
 	}
 	keys := append(order.StreamKeys(response), order.ResultKeys(response, len(st.Calls))...)
 	if st.End != nil {
@@ -234,15 +234,6 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 	return append(out, bus.Outgoing{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
 		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: response,
 	}, Body: body}), nil
-}
-
-// retry hands a delivery back after a gatherer's error, except order.ErrAnswered, which
-// Format reads as "nothing left to do".
-func retry(err error, delay time.Duration) error {
-	if errors.Is(err, order.ErrAnswered) {
-		return err
-	}
-	return bus.Retry(err, delay)
 }
 
 // finish clears response (by its scoped id) and keys away once the output d produces
@@ -298,7 +289,7 @@ func (s *Stage) release(ctx context.Context, r messages.ToolResult, g Gathered) 
 	if g.Failed >= 0 && g.Failed < r.Next && seg.OnError == order.Skip {
 		before, err := s.Gather.Results(ctx, r.Conversation, r.ResponseID, g.Failed+1)
 		if err != nil {
-			return g, nil, retry(err, behindDelay)
+			return g, nil, order.Retry(err, behindDelay)
 		}
 		skipped, err := s.skip(ctx, response, seg, &before[g.Failed])
 		if err != nil {
@@ -306,7 +297,7 @@ func (s *Stage) release(ctx context.Context, r messages.ToolResult, g Gathered) 
 		}
 		g, err := s.Gather.Add(ctx, skipped...)
 		if err != nil {
-			return g, nil, retry(err, s.retryDelay())
+			return g, nil, order.Retry(err, s.retryDelay())
 		}
 		return g, nil, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
@@ -16,6 +17,15 @@ import (
 // ErrAnswered: the response's output is stored already; what still comes for it (a
 // redelivered result, a chunk after its end) has nothing left to do.
 var ErrAnswered = errors.New("the response is answered already")
+
+// Retry hands a delivery back after err, with delay, except ErrAnswered, which the
+// stage reads as "nothing left to do": the parser and the formatter alike.
+func Retry(err error, delay time.Duration) error {
+	if errors.Is(err, ErrAnswered) {
+		return err
+	}
+	return bus.Retry(err, delay)
+}
 
 // answeredMark is what a response's key (bus.Key of its scoped id: which of its calls
 // the formatter has gathered) holds once its output is stored. The formatter's value

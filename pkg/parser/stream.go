@@ -258,7 +258,7 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 		return changed || rel, nil
 	})
 	if err != nil {
-		return nil, retryUnlessAnswered(err)
+		return nil, order.Retry(err, time.Second)
 	}
 	if finished {
 		s.recordStream(ctx, d, meta, read, len(st.Calls))
@@ -386,15 +386,6 @@ func (s *Stage) maxInput() int {
 		return 0
 	}
 	return s.Extract.MaxInputSize
-}
-
-// retryUnlessAnswered hands a delivery back after err, except order.ErrAnswered, which
-// the caller reads as "nothing left to do".
-func retryUnlessAnswered(err error) error {
-	if errors.Is(err, order.ErrAnswered) {
-		return err
-	}
-	return bus.Retry(err, time.Second)
 }
 
 // recordStream records the span of a streamed response, once, by the delivery that
