@@ -122,6 +122,13 @@ type ServerConfig struct {
 	// SessionIdle closes a conversation's session after this long without a call.
 	// Default [DefaultSessionIdle].
 	SessionIdle messages.Duration `json:"sessionIdle,omitzero"`
+	// Resources false leaves out the tools toolbus makes to list and read the
+	// server's resources ("<server>__resources_list", "<server>__resources_read"),
+	// and Prompts false those to list and get its prompts ("<server>__prompts_list",
+	// "<server>__prompts_get"). Default true: offered when the server declares the
+	// capability.
+	Resources *bool `json:"resources,omitempty"`
+	Prompts   *bool `json:"prompts,omitempty"`
 	// MaxSessions bounds the conversations' sessions open at once per executor
 	// replica; the least recently used idle one is closed to make room. Default
 	// [DefaultMaxSessions].
@@ -238,6 +245,14 @@ func (c ServerConfig) CallTimeout() time.Duration {
 	}
 	return DefaultTimeout
 }
+
+// OffersResources reports whether the server's resources are offered as tools (its
+// "resources" is not false).
+func (c ServerConfig) OffersResources() bool { return c.Resources == nil || *c.Resources }
+
+// OffersPrompts reports whether the server's prompts are offered as tools (its
+// "prompts" is not false).
+func (c ServerConfig) OffersPrompts() bool { return c.Prompts == nil || *c.Prompts }
 
 // Probed reports whether healthd probes the server (its "health" is not false).
 func (c ServerConfig) Probed() bool { return c.Health == nil || *c.Health }

@@ -467,7 +467,8 @@ func (d *directCalls) answer(ctx context.Context, m *wireMessage) error {
 
 func (d *directCalls) notified(method string, params json.RawMessage) {
 	switch {
-	case method == "notifications/tools/list_changed" && d.peer.listChanged != nil:
+	case (method == "notifications/tools/list_changed" || method == "notifications/resources/list_changed" ||
+		method == "notifications/prompts/list_changed") && d.peer.listChanged != nil:
 		d.peer.listChanged()
 	case method == "notifications/progress" && d.peer.progress != nil:
 		var p mcp.ProgressNotificationParams

@@ -89,6 +89,7 @@ func TestEverything(t *testing.T) {
 					t.Errorf("%s: %s = %.200s, %v", c.name, c.tool, out, err)
 				}
 			}
+			checkEverythingFeatures(t, p)
 			// The server validates its arguments itself and says so as a tool error.
 			_, err := p.Call(ctx, "get-sum", json.RawMessage(`{"a":"two"}`))
 			var te *mcpwire.ToolError

@@ -83,22 +83,26 @@ func endpoint(name string, cfg ServerConfig) []attribute.KeyValue {
 	return attrs
 }
 
-// callTool sends one tools/call on sess as a CLIENT span of OpenTelemetry's MCP
-// conventions ("tools/call <tool>"), whose context the request carries to the server,
-// and records its duration. Without a recording span in ctx there is no span to start.
+// callTool sends one tools/call (or a feature tool's request: features.go) on sess as a
+// CLIENT span of OpenTelemetry's MCP conventions ("tools/call <tool>"), whose context the
+// request carries to the server, and records its duration. Without a recording span in ctx there is no span to start.
 func (s *server) callTool(ctx context.Context, sess session, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	span := trace.SpanFromContext(ctx)
 	traced := span.IsRecording()
+	method := methodToolsCall
+	if m := featureMethod(tool); m != "" {
+		method = m
+	}
 	if traced {
-		ctx, span = span.TracerProvider().Tracer(instrumentScope).Start(ctx, methodToolsCall+" "+tool, trace.WithSpanKind(trace.SpanKindClient),
+		ctx, span = span.TracerProvider().Tracer(instrumentScope).Start(ctx, method+" "+tool, trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(s.endpoint...),
-			trace.WithAttributes(attrMethod.String(methodToolsCall), attrToolName.String(tool), attrOperation.String("execute_tool")))
+			trace.WithAttributes(attrMethod.String(method), attrToolName.String(tool), attrOperation.String("execute_tool")))
 		if id, version := sess.describe(); id != "" || version != "" {
 			span.SetAttributes(attrSession.String(id), attrProtocol.String(version))
 		}
 	}
-	res, err := sess.callTool(ctx, tool, args)
+	res, err := s.send(ctx, sess, tool, args)
 	errType := ""
 	switch {
 	case err != nil:
@@ -130,7 +134,11 @@ func (s *server) measurement(tool, errType string) metric.MeasurementOption {
 	if m, ok := s.measurements.Load(key); ok {
 		return m.(metric.MeasurementOption)
 	}
-	attrs := append([]attribute.KeyValue{attrMethod.String(methodToolsCall), attrToolName.String(tool)}, s.endpoint...)
+	method := methodToolsCall
+	if m := featureMethod(tool); m != "" {
+		method = m
+	}
+	attrs := append([]attribute.KeyValue{attrMethod.String(method), attrToolName.String(tool)}, s.endpoint...)
 	if errType != "" {
 		attrs = append(attrs, attrErrorType.String(errType))
 	}

@@ -593,7 +593,7 @@ type server struct {
 
 func newServer(p *Pool, name string, cfg ServerConfig) *server {
 	s := &server{
-		name: name, cfg: cfg, pool: p, endpoint: endpoint(name, cfg), declared: cfg.declaredSchemas(),
+		name: name, cfg: cfg, pool: p, endpoint: endpoint(name, cfg), declared: withFeatureSchemas(cfg.declaredSchemas()),
 		log:     p.log.With("server", name),
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}, 1),
@@ -613,6 +613,14 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 	s.client = newClient(p.opts.ClientInfo, cfg, &mcp.ClientOptions{
 		Logger: s.log, ElicitationHandler: ask,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			poke(s.changed)
+		},
+		// The feature tools' descriptions name resources and prompts (features.go): a
+		// change of either lists them again, as a change of the tools does.
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			poke(s.changed)
+		},
+		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
 			poke(s.changed)
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -769,6 +777,7 @@ func (s *server) list(ctx context.Context, sess session) error {
 	if err != nil {
 		return fmt.Errorf("tools/list: %w", err)
 	}
+	tools = append(tools, s.featureTools(ctx, sess, tools)...)
 	s.mu.Lock()
 	s.tools, s.listed = tools, true
 	s.mu.Unlock()
