@@ -273,8 +273,10 @@ func needs() map[string]serviceNeeds {
 		toolbus.Executor: {
 			publish: cat(provision, consume(messages.ConsumerExecutor), consume(messages.ConsumerDeadLetter),
 				kv(messages.BucketCalls), kv(messages.BucketSessions), kv(messages.BucketOwners), kv(messages.BucketCatalog), kv(messages.BucketLimits), objPut,
-				watch(messages.BucketCatalog), watch(messages.BucketAuth),
-				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1"), messages.ProgressSubject("c1"), messages.ExecSubject("executor-abc")},
+				kv(messages.BucketApprovals), watch(messages.BucketApprovals), watch(messages.BucketCatalog), watch(messages.BucketAuth),
+				// A decided call is sent again (pkg/policy Approvals.Follow).
+				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1"), messages.ProgressSubject("c1"), messages.ExecSubject("executor-abc"),
+					messages.ApprovalSubject("c1"), messages.CallSubject("c1")},
 				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
 			subscribe: append(service(toolbus.Executor), messages.ExecSubject("executor-abc"), messages.AnswerSubject("c1", "abc"), messages.AnswerSubject("acme.c1", "abc"), messages.ProbeSubject("srv")),
 		},
@@ -312,7 +314,7 @@ var denied = map[string]serviceNeeds{
 	toolbus.Parser: {publish: []string{messages.ResultSubject("c1"), messages.ResponseSubject("c1"), "$O." + messages.BucketResults + ".C.abc",
 		"$KV." + messages.BucketCalls + ".k", "$KV." + messages.BucketLimits + ".k", "$JS.API.STREAM.DELETE." + messages.StreamCalls, "$JS.API.STREAM.PURGE." + messages.StreamResponses,
 		"$JS.API.STREAM.MSG.DELETE." + messages.StreamResponses, messages.ExecSubject("executor-abc")}},
-	toolbus.Executor: {publish: []string{messages.CallSubject("c1"), messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",
+	toolbus.Executor: {publish: []string{messages.ResponseSubject("c1"), "$KV." + messages.BucketGather + ".k",
 		"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamResponses + "." + messages.ConsumerParser, "$JS.API.STREAM.MSG.DELETE." + messages.StreamOutput}},
 	toolbus.Formatter: {publish: []string{messages.ResultSubject("c1"), "$KV." + messages.BucketSessions + ".k", messages.ExecSubject("executor-abc")}},
 	toolbus.Healthd: {publish: []string{messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.CallSubject("c1"), messages.ExecSubject("executor-abc")},
@@ -443,7 +445,7 @@ func orchestratorNeeds(tenant string) serviceNeeds {
 			"$JS.API.CONSUMER.CREATE.OBJ_" + res + ".abc_1.$O." + res + ".C.abc",
 			"$JS.FC.OBJ_" + res + ".abc_1.1.2.3",
 		},
-		subscribe: []string{messages.OutputSubject(conv), messages.ProgressSubject(conv), messages.ElicitSubject(conv),
+		subscribe: []string{messages.OutputSubject(conv), messages.ProgressSubject(conv), messages.ElicitSubject(conv), messages.ApprovalSubject(conv),
 			messages.RejectedSubject(messages.ResponseSubject(conv + "+x")), messages.InboxPrefix(user) + ".abc.def"},
 	}
 }
@@ -488,7 +490,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 		words[u] = true
 	}
 	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec, messages.AllAnswers, messages.AllProbes,
-		messages.AllRejected, messages.TenantRejectedSubject(""),
+		messages.AllApprovals, messages.AllRejected, messages.TenantRejectedSubject(""),
 		messages.StatusSubject(toolbus.Parser), messages.StatusSubject(toolbus.Executor), messages.StatusSubject(toolbus.Formatter), messages.StatusSubject(toolbus.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true

@@ -53,6 +53,9 @@ func commands() []command {
 		{"nats-conf", "print the NATS server configuration of a deployment: users, their rights, one per tenant (--tenant or --config)", natsConfCmd},
 		{"console", "serve the web console of a running toolbus: flow, servers, tools, calls, dead letters, try it", consoleCmd},
 		{"dead", "list the dead letters, or send one again: dead ls | dead redrive SEQ", deadCmd},
+		{"approvals", "list the calls that wait for a person's approval (policy rules with effect approve)", approvalsCmd},
+		{"approve", "approve a waiting call: it runs once", approveCmd},
+		{"deny", "deny a waiting call: it is answered not_allowed with --reason", denyCmd},
 	}
 }
 
@@ -141,6 +144,9 @@ var commandArgs = map[string]string{
 	"parse":       " [FILE]      (an LLM response; stdin when none)",
 	"repair":      "             (the JSON on stdin)",
 	"dead":        " ls | redrive SEQ",
+	"approvals":   " [ls] [--all]",
+	"approve":     " ID         (from toolbus approvals ls)",
+	"deny":        " [--reason TEXT] ID",
 	"auth login":  " SERVER",
 	"auth logout": " SERVER",
 }

@@ -203,6 +203,9 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		// A count is forgotten a day after its last change: no limit's interval is longer
 		// (policy.MaxInterval).
 		kv(messages.BucketLimits, "limit and tenant, conversation, server or tool → calls counted in its window", 24*time.Hour),
+		// A call waits at most a day for a decision (policy.MaxApprovalTimeout); what was
+		// decided stays listed for a week.
+		kv(messages.BucketApprovals, "approval id → a call waiting for a person's decision, and the decision", 7*24*time.Hour),
 	}
 }
 

@@ -91,6 +91,11 @@ type Executor struct {
 	// Limits, when set, counts calls against the configured limits ("limits") on their
 	// first delivery, after the rules allowed them.
 	Limits *policy.Limiter
+	// Approvals, when set, parks the calls a rule with effect "approve" matches until a
+	// person decides (policy.Approvals); without it such a call is refused. Announce,
+	// when set, tells who watches that a call waits (messages.ApprovalSubject).
+	Approvals *policy.Approvals
+	Announce  func(context.Context, messages.ApprovalRequest)
 
 	schemas schemas
 }

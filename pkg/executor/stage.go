@@ -143,9 +143,13 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	ctx, span := s.toolSpan(ctx, call, tool)
 	defer span.End()
 	recording := span.IsRecording() // with tracing off, no attribute is built
+	approved := false
 	if routeErr == nil && !affinity.Forwarded(ctx) {
 		// The replica that forwarded a call here checked it already.
-		if out, done, err := s.admit(ctx, call, route, tool, d, span); done {
+		var out []bus.Outgoing
+		var done bool
+		var err error
+		if out, done, approved, err = s.admit(ctx, call, route, tool, d, span); done {
 			return out, err
 		}
 	}
@@ -159,7 +163,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		}
 	}
 	safe := route.Info.ReadOnly || route.Info.Idempotent
-	claimed := d.Delivered > 1 || !safe
+	claimed := d.Delivered > 1 || !safe || approved // an approved call runs once, whatever it is
 	var claim claims.Claim
 	if claimed {
 		var err error

@@ -363,3 +363,59 @@ type ElicitResponse struct {
 	Action  string         `json:"action"`
 	Content map[string]any `json:"content,omitempty"`
 }
+
+// The states of an [Approval].
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+	// ApprovalExpired: nobody decided before the rule's timeout; the call is refused.
+	ApprovalExpired = "expired"
+)
+
+// ApprovalRequest is a call that waits for a person's decision because a policy rule
+// with effect "approve" matched it, as announced on [ApprovalSubject] and listed by
+// `toolbus approvals ls`. The decision is bound to the arguments (ArgumentsSHA256) and
+// the policy's revision: a call whose arguments or policy differ is asked about again.
+type ApprovalRequest struct {
+	// ID names the request in `toolbus approve ID` and `toolbus deny ID`.
+	ID           string `json:"id"`
+	CallID       string `json:"call_id"`
+	Conversation string `json:"conversation"`
+	ResponseID   string `json:"response_id"`
+	// Tool is the tool's canonical name; Server its server ("" for a tool of none).
+	Tool   string `json:"tool"`
+	Server string `json:"server,omitempty"`
+	// Arguments are the call's arguments with every configured secret masked, cut to
+	// 16 KiB (Truncated); ArgumentsSHA256 is the hash of the arguments as the call
+	// carries them, whole and unmasked, in hex.
+	Arguments       json.RawMessage `json:"arguments"`
+	Truncated       bool            `json:"truncated,omitempty"`
+	ArgumentsSHA256 string          `json:"arguments_sha256"`
+	// Rule is the rule that asks for approval, When its condition.
+	Rule string `json:"rule"`
+	When string `json:"when,omitempty"`
+	// Revision is the policy's revision the request was made under.
+	Revision    string    `json:"revision"`
+	RequestedAt time.Time `json:"requested_at"`
+	// Deadline is when the call is refused if nobody decided.
+	Deadline time.Time `json:"deadline"`
+}
+
+// Approval is the record of one [ApprovalRequest] in [BucketApprovals]: the request,
+// the call itself (to run it once approved), and the decision.
+type Approval struct {
+	ApprovalRequest
+	// State is ApprovalPending, ApprovalApproved, ApprovalDenied or ApprovalExpired.
+	State string `json:"state"`
+	// DecidedBy and Reason are who decided and why (a denial's reason is what the
+	// model reads); DecidedAt when.
+	DecidedBy string    `json:"decided_by,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+	// Call is the call as the parser sent it, arguments unmasked: sent again to the
+	// executors once decided.
+	Call ToolCall `json:"call"`
+	// Requeued is set once the decided call was sent again to be answered.
+	Requeued bool `json:"requeued,omitempty"`
+}

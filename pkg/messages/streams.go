@@ -45,6 +45,9 @@ const (
 	// BucketLimits: limit and counted tenant, conversation, server or tool → the calls
 	// counted in its current window (pkg/policy Limiter).
 	BucketLimits = "toolbus_limits"
+	// BucketApprovals: approval id → an [Approval], a call waiting for a person's
+	// decision and what was decided (pkg/policy Approvals).
+	BucketApprovals = "toolbus_approvals"
 	// BucketResults is an object store: call id → a whole result too large to travel
 	// inline ([StoredResult]). Kept as long as outputs are.
 	BucketResults = "toolbus_results"

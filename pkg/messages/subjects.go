@@ -23,6 +23,7 @@ const (
 	answersRoot   = "toolbus.answers"
 	probeRoot     = "toolbus.probe"
 	rejectedRoot  = "toolbus.rejected"
+	approvalsRoot = "toolbus.approvals"
 )
 
 // Wildcards that match every subject of one kind; streams and consumers filter on them.
@@ -42,6 +43,8 @@ const (
 	AllAnswers = answersRoot + ".>"
 	// AllProbes: healthd's questions to the executors about their servers' sessions.
 	AllProbes = probeRoot + ".>"
+	// AllApprovals: every conversation's approval requests (ApprovalSubject).
+	AllApprovals = approvalsRoot + ".>"
 	// AllRejected: every tenant's rejections (RejectedSubject).
 	AllRejected = rejectedRoot + ".*"
 )
@@ -93,6 +96,12 @@ func ProgressSubject(conversation string) string { return progressRoot + "." + c
 // question (an [ElicitRequest], NATS request-reply): a server configured with the
 // elicitation policy "ask" asked for user input in the middle of a call.
 func ElicitSubject(conversation string) string { return elicitRoot + "." + conversation }
+
+// ApprovalSubject is where the executor announces a call of conversation that waits
+// for a person's decision (an [ApprovalRequest]: a policy rule with effect "approve"
+// matched it). The request is kept in [BucketApprovals], where `toolbus approvals`
+// and the console read and decide it; this subject tells whoever watches at once.
+func ApprovalSubject(conversation string) string { return approvalsRoot + "." + conversation }
 
 // AnswerSubject is where a conversation's orchestrator answers the elicitation request
 // id (a random token) that the executor asked on [ElicitSubject]: the request's reply

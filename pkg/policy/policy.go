@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"github.com/toolbus/toolbus/pkg/catalog"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // Effect is what a matching rule does with a call.
@@ -20,7 +22,8 @@ type Effect string
 const (
 	Allow Effect = "allow"
 	Deny  Effect = "deny"
-	// Approve (a human decides) is read but not supported yet: [Compile] refuses it.
+	// Approve: the call waits for a person's decision (see [Approvals]), at most the
+	// rule's Timeout.
 	Approve Effect = "approve"
 )
 
@@ -34,9 +37,18 @@ type Rule struct {
 	// When is a CEL condition over tool, server, args, conversation, tenant and now;
 	// empty: always.
 	When string `json:"when,omitempty"`
-	// Effect is "allow" or "deny".
+	// Effect is "allow", "deny" or "approve".
 	Effect Effect `json:"effect"`
+	// Timeout is how long a call under an "approve" rule waits for a decision before it
+	// is refused; default DefaultApprovalTimeout, at most MaxApprovalTimeout.
+	Timeout messages.Duration `json:"timeout,omitempty"`
 }
+
+// The bounds of an approve rule's Timeout.
+const (
+	DefaultApprovalTimeout = 15 * time.Minute
+	MaxApprovalTimeout     = 24 * time.Hour
+)
 
 // Call is what the rules see of a call.
 type Call struct {
@@ -58,12 +70,14 @@ type Call struct {
 
 // Decision is what the policy says of a call.
 type Decision struct {
-	// Effect is Allow or Deny.
+	// Effect is Allow, Deny or Approve.
 	Effect Effect
 	// Rule is the name of the rule that decided; empty when none matched (allowed).
 	Rule string
 	// When is that rule's condition.
 	When string
+	// Timeout is how long an Approve decision waits for a person.
+	Timeout time.Duration
 	// Failed is set when the rule's condition could not be evaluated for this call: a
 	// deny rule denies then (fail closed).
 	Failed error
@@ -143,10 +157,15 @@ func Compile(rules []Rule) (*Policy, error) {
 		seen[r.Name] = true
 		switch r.Effect {
 		case Allow, Deny:
+			if r.Timeout != 0 {
+				return nil, invalid("%s: timeout is for a rule with effect \"approve\"", at)
+			}
 		case Approve:
-			return nil, invalid("%s: effect \"approve\" is not supported yet (use \"allow\" or \"deny\")", at)
+			if r.Timeout < 0 || time.Duration(r.Timeout) > MaxApprovalTimeout {
+				return nil, invalid("%s: timeout must be more than 0 and at most %v", at, MaxApprovalTimeout)
+			}
 		default:
-			return nil, invalid("%s: effect %q is not \"allow\" or \"deny\"", at, r.Effect)
+			return nil, invalid("%s: effect %q is not \"allow\", \"deny\" or \"approve\"", at, r.Effect)
 		}
 		for _, pat := range r.Tools {
 			if !catalog.ValidPattern(pat) {
@@ -209,6 +228,9 @@ func (p *Policy) Decide(call Call) Decision {
 			continue
 		}
 		d := Decision{Effect: r.Effect, Rule: r.Name, When: r.When}
+		if r.Effect == Approve {
+			d.Timeout = cmp.Or(time.Duration(r.Timeout), DefaultApprovalTimeout)
+		}
 		if r.prg == nil {
 			return d
 		}

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/policy"
 )
 
@@ -22,7 +24,9 @@ func TestCompileErrors(t *testing.T) {
 			wantErr: `the condition is a string, not a bool`},
 		{name: "type mismatch", rules: []policy.Rule{{Name: "m", When: "tool == 1", Effect: policy.Deny}},
 			wantErr: `rules[0] ("m"): when: <input>:1:6: found no matching overload for '_==_'`},
-		{name: "approve", rules: []policy.Rule{{Name: "ask", Effect: policy.Approve}}, wantErr: `"approve" is not supported yet`},
+		{name: "approve", rules: []policy.Rule{{Name: "ask", Effect: policy.Approve, Timeout: messages.Duration(time.Minute)}}},
+		{name: "approve timeout", rules: []policy.Rule{{Name: "ask", Effect: policy.Approve, Timeout: messages.Duration(48 * time.Hour)}}, wantErr: `timeout must be more than 0 and at most 24h0m0s`},
+		{name: "timeout of deny", rules: []policy.Rule{{Name: "no", Effect: policy.Deny, Timeout: messages.Duration(time.Minute)}}, wantErr: `timeout is for a rule with effect "approve"`},
 		{name: "unknown effect", rules: []policy.Rule{{Name: "x", Effect: "maybe"}}, wantErr: `effect "maybe"`},
 		{name: "no name", rules: []policy.Rule{{Effect: policy.Deny}}, wantErr: `rules[0]: a rule needs a name`},
 		{name: "same name", rules: []policy.Rule{{Name: "x", Effect: policy.Deny}, {Name: "x", Effect: policy.Allow}}, wantErr: `another rule has that name`},

@@ -52,6 +52,8 @@ const (
 	ErrorMessage         = attribute.Key("toolbus.error_message")
 	RetryReason          = attribute.Key("toolbus.retry_reason")
 	PolicyRevision       = attribute.Key("toolbus.policy.revision")
+	// PolicyRule is the rule that decided a call (a call waiting for approval).
+	PolicyRule = attribute.Key("toolbus.policy.rule")
 )
 
 // MessagingSystemNATS is the value of MessagingSystem on every span toolbus records.

@@ -282,6 +282,14 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			pool.Close()
 			return nil, fmt.Errorf("executor: limits are configured but the %s bucket is missing (provision the streams again): %w", messages.BucketLimits, err)
 		}
+		// A call a rule asks a person to approve waits in the approvals bucket, shared by
+		// every replica; each follows it, to refuse what nobody decided in time and to
+		// send decided calls again.
+		if approvalsKV, err := js.KeyValue(ctx, messages.BucketApprovals); err == nil {
+			exec.Approvals = &policy.Approvals{KV: approvalsKV, Logger: log}
+			exec.Announce = announceApproval(nc, log)
+			runs = append(runs, func(ctx context.Context) error { return exec.Approvals.Follow(ctx, requeueApproved(js)) })
+		}
 		// Each executor's breaker is its own: the gauge is per process (take the max).
 		if err := metrics.Gauge("toolbus.breaker.open", "1 while this executor's circuit breaker refuses calls to the server, 0 while it lets them through, by server",
 			func(_ context.Context, record func(int64, ...attribute.KeyValue)) {
@@ -628,6 +636,38 @@ func publishProgress(nc *nats.Conn, log *slog.Logger) mcpwire.ProgressFunc {
 		if err := nc.PublishMsg(m); err != nil {
 			log.Debug("progress not published", "call", p.CallID, "err", err)
 		}
+	}
+}
+
+// announceApproval publishes a call's approval request on its conversation's approvals
+// subject, for whoever watches; the request is kept in the approvals bucket whether or
+// not anybody does.
+func announceApproval(nc *nats.Conn, log *slog.Logger) func(context.Context, messages.ApprovalRequest) {
+	return func(ctx context.Context, req messages.ApprovalRequest) {
+		body, err := json.Marshal(req)
+		if err != nil {
+			return
+		}
+		m := &nats.Msg{Subject: messages.ApprovalSubject(req.Conversation), Data: body, Header: nats.Header{}}
+		m.Header.Set(messages.HeaderConversation, req.Conversation)
+		bus.InjectTrace(ctx, m.Header)
+		if err := nc.PublishMsg(m); err != nil {
+			log.Warn("approval request not announced; it is listed by `toolbus approvals ls`", "approval", req.ID, "err", err)
+		}
+	}
+}
+
+// requeueApproved sends a decided call to the executors again, as the parser sent it.
+func requeueApproved(js jetstream.JetStream) policy.Requeue {
+	return func(ctx context.Context, rec messages.Approval, msgID string) error {
+		call := rec.Call
+		m := bus.Meta{ResponseID: call.ResponseID, Conversation: call.Conversation, MsgID: msgID, Index: call.Index, Count: call.Count, Next: call.Next}
+		out, err := bus.JSON(messages.CallSubject(call.Conversation), m, call)
+		if err != nil {
+			return err
+		}
+		_, err = js.PublishMsg(ctx, &nats.Msg{Subject: out.Subject, Header: m.Header(), Data: out.Body})
+		return err
 	}
 }
 

@@ -1,0 +1,300 @@
+package policy
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// Approvals keeps the calls that wait for a person's decision (rules with effect
+// "approve") in a key-value bucket (messages.BucketApprovals), one record
+// ([messages.Approval]) per call, keyed by its [ApprovalID]. A waiting call holds no
+// worker and no delivery: the executor parks it here and acks its message; a decision —
+// `toolbus approve`, `toolbus deny`, the console, or the rule's timeout — is a
+// compare-and-set on the record, and [Approvals.Follow], in every executor, sends the
+// decided call again to be answered: run once if approved, refused otherwise.
+type Approvals struct {
+	KV jetstream.KeyValue
+	// Now is the clock; default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Errors of [Approvals.Decide].
+var (
+	ErrNoApproval = errors.New("no call waits for a decision under that id")
+	ErrDecided    = errors.New("the call was decided already")
+)
+
+// ApprovalID is the id of the approval of a call: 16 hex digits of its id's hash, short
+// enough to type.
+func ApprovalID(callID string) string {
+	sum := sha256.Sum256([]byte(callID))
+	return hex.EncodeToString(sum[:8])
+}
+
+// validID reports whether id can be an [ApprovalID].
+func validID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// ArgumentsHash is the sha256, in hex, of a call's arguments in compact form, which
+// is the same however the call travelled (a JSON encoder compacts raw arguments).
+func ArgumentsHash(args json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, args) != nil {
+		b.Reset()
+		b.Write(args)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	return hex.EncodeToString(sum[:])
+}
+
+func (a *Approvals) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Get returns the approval id and its revision in the bucket; ErrNoApproval when there
+// is none.
+func (a *Approvals) Get(ctx context.Context, id string) (messages.Approval, uint64, error) {
+	var rec messages.Approval
+	if !validID(id) {
+		return rec, 0, fmt.Errorf("%w: %q is not an approval id (16 hex digits, `toolbus approvals ls`)", ErrNoApproval, id)
+	}
+	e, err := a.KV.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return rec, 0, fmt.Errorf("%w: %s", ErrNoApproval, id)
+	}
+	if err != nil {
+		return rec, 0, err
+	}
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return rec, 0, fmt.Errorf("approval %s: %w", id, err)
+	}
+	return rec, e.Revision(), nil
+}
+
+// Ask records rec as waiting for a decision: a new record (revision 0), or one asked
+// again over the record at revision (a changed policy or changed arguments). It
+// returns jetstream.ErrKeyExists or ErrKeyRevisionMismatch when another executor wrote
+// first.
+func (a *Approvals) Ask(ctx context.Context, rec messages.Approval, revision uint64) error {
+	rec.State, rec.DecidedBy, rec.Reason, rec.DecidedAt, rec.Requeued = messages.ApprovalPending, "", "", time.Time{}, false
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if revision == 0 {
+		_, err = a.KV.Create(ctx, rec.ID, v)
+	} else {
+		_, err = a.KV.Update(ctx, rec.ID, v, revision)
+	}
+	return err
+}
+
+// Decide approves or denies the call waiting under id, saying who and why; a call
+// decided before (or expired) is ErrDecided, with the decision.
+func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by, reason string) (messages.Approval, error) {
+	for range maxConflicts {
+		rec, rev, err := a.Get(ctx, id)
+		if err != nil {
+			return rec, err
+		}
+		if rec.State != messages.ApprovalPending {
+			return rec, fmt.Errorf("%w: %s %s", ErrDecided, rec.State, decidedBy(rec))
+		}
+		rec.State = messages.ApprovalDenied
+		if approve {
+			rec.State = messages.ApprovalApproved
+		}
+		rec.DecidedBy, rec.Reason, rec.DecidedAt = by, reason, a.now()
+		v, err := json.Marshal(rec)
+		if err != nil {
+			return rec, err
+		}
+		switch _, err = a.KV.Update(ctx, id, v, rev); {
+		case err == nil:
+			return rec, nil
+		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists):
+			return rec, err
+		}
+	}
+	return messages.Approval{}, fmt.Errorf("approval %s kept changing", id)
+}
+
+func decidedBy(rec messages.Approval) string {
+	s := ""
+	if rec.DecidedBy != "" {
+		s = "by " + rec.DecidedBy + " "
+	}
+	if !rec.DecidedAt.IsZero() {
+		s += "at " + rec.DecidedAt.Format(time.RFC3339)
+	}
+	return s
+}
+
+// List returns every approval in the bucket, the oldest request first.
+func (a *Approvals) List(ctx context.Context) ([]messages.Approval, error) {
+	keys, err := a.KV.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []messages.Approval
+	for key := range keys.Keys() {
+		rec, _, err := a.Get(ctx, key)
+		if errors.Is(err, ErrNoApproval) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	slices.SortFunc(out, func(x, y messages.Approval) int {
+		return cmp.Or(x.RequestedAt.Compare(y.RequestedAt), cmp.Compare(x.ID, y.ID))
+	})
+	return out, nil
+}
+
+// Requeue sends a decided call again to be answered, with a message id that is the same
+// in every executor that sends it (the record's revision), so that JetStream keeps one.
+type Requeue func(ctx context.Context, rec messages.Approval, msgID string) error
+
+// Follow watches the bucket until ctx ends: a waiting call past its deadline is decided
+// "expired", and a decided call not yet sent again is sent with requeue and marked so.
+// Every executor follows; compare-and-set and the message id make each happen once. A
+// call decided while no executor ran is sent when the first starts.
+func (a *Approvals) Follow(ctx context.Context, requeue Requeue) error {
+	for failures := 0; ctx.Err() == nil; failures++ {
+		w, err := a.KV.WatchAll(ctx)
+		if err == nil {
+			a.follow(ctx, w, requeue)
+			_ = w.Stop()
+			failures = 0
+		} else if a.Logger != nil && failures%50 == 0 {
+			a.Logger.Warn("cannot watch the approvals bucket; decided calls wait until it can", "err", err, "failures", failures+1)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(time.Duration(failures+1)*100*time.Millisecond, 2*time.Second)):
+		}
+	}
+	return nil
+}
+
+func (a *Approvals) follow(ctx context.Context, w jetstream.KeyWatcher, requeue Requeue) {
+	timers := map[string]*time.Timer{}
+	defer func() {
+		for _, t := range timers {
+			t.Stop()
+		}
+	}()
+	due := make(chan string, 64) // a record to look at again: its deadline passed, or a send failed
+	later := func(key string, d time.Duration) {
+		if t := timers[key]; t != nil {
+			t.Stop()
+		}
+		timers[key] = time.AfterFunc(d, func() {
+			select {
+			case due <- key:
+			case <-ctx.Done():
+			}
+		})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case key := <-due:
+			delete(timers, key)
+			rec, rev, err := a.Get(ctx, key)
+			if err != nil {
+				if !errors.Is(err, ErrNoApproval) {
+					later(key, time.Second)
+				}
+				continue
+			}
+			if retry := a.handle(ctx, rec, rev, requeue); retry > 0 {
+				later(key, retry)
+			}
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue // the records there were are all read
+			}
+			if t := timers[e.Key()]; t != nil {
+				t.Stop()
+				delete(timers, e.Key())
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var rec messages.Approval
+			if json.Unmarshal(e.Value(), &rec) != nil {
+				continue
+			}
+			if retry := a.handle(ctx, rec, e.Revision(), requeue); retry > 0 {
+				later(e.Key(), retry)
+			}
+		}
+	}
+}
+
+// handle does what is due for rec at revision: expire it, or send it again. It returns
+// when to look again (0: not before the record changes).
+func (a *Approvals) handle(ctx context.Context, rec messages.Approval, rev uint64, requeue Requeue) time.Duration {
+	switch {
+	case rec.State == messages.ApprovalPending:
+		if wait := rec.Deadline.Sub(a.now()); wait > 0 {
+			return wait
+		}
+		rec.State, rec.DecidedAt = messages.ApprovalExpired, a.now()
+		rec.Reason = fmt.Sprintf("nobody decided within %v", rec.Deadline.Sub(rec.RequestedAt).Round(time.Second))
+		return a.write(ctx, rec, rev)
+	case rec.Requeued:
+		return 0
+	}
+	msgID := fmt.Sprintf("%s/approval/%d", rec.CallID, rev)
+	if err := requeue(ctx, rec, msgID); err != nil {
+		if a.Logger != nil && ctx.Err() == nil {
+			a.Logger.Warn("a decided call could not be sent again; trying again", "approval", rec.ID, "call", rec.CallID, "err", err)
+		}
+		return time.Second
+	}
+	rec.Requeued = true
+	return a.write(ctx, rec, rev)
+}
+
+// write stores rec over revision rev; losing to another writer is fine (the watch
+// brings what it wrote), any other failure is tried again in a second.
+func (a *Approvals) write(ctx context.Context, rec messages.Approval, rev uint64) time.Duration {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return 0
+	}
+	_, err = a.KV.Update(ctx, rec.ID, v, rev)
+	if err == nil || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return 0
+	}
+	return time.Second
+}

@@ -1,0 +1,213 @@
+package toolbus_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/internal/cli"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/policy"
+	"github.com/toolbus/toolbus/pkg/toolbus"
+)
+
+// ledger is a Go tool "transfer" with a side effect: each run is recorded, in order.
+type ledger struct {
+	mu   sync.Mutex
+	runs []int
+}
+
+func (l *ledger) registry(t *testing.T) *localtools.Registry {
+	t.Helper()
+	reg := localtools.New()
+	type args struct {
+		Amount int `json:"amount"`
+	}
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "transfer"}, func(_ context.Context, a args) (string, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.runs = append(l.runs, a.Amount)
+		return fmt.Sprintf("sent %d", a.Amount), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func (l *ledger) ran() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]int(nil), l.runs...)
+}
+
+// toolbusCmd runs the toolbus command line against the NATS server at url.
+func toolbusCmd(t *testing.T, url string, args ...string) (string, error) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	env := cli.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs, Getenv: func(k string) string {
+		if k == "TOOLBUS_NATS_URL" {
+			return url
+		}
+		return ""
+	}}
+	if code := cli.Main(context.Background(), args, env); code != 0 {
+		return out.String(), fmt.Errorf("toolbus %s: exit %d: %s", strings.Join(args, " "), code, errs.String())
+	}
+	return out.String(), nil
+}
+
+// An "approve" rule: the call waits, announced on the conversation's approvals subject,
+// while the calls before it run and the ones after it wait their turn; it survives the
+// executor stopping and another starting; `toolbus approve` runs it once. `toolbus
+// deny` refuses another with its reason, and a third nobody decides is refused at the
+// rule's timeout. None of the refused ones runs.
+func TestApprovalFlow(t *testing.T) {
+	url := bustest.Server(t)
+	connect := func(name string) *nats.Conn { nc, _ := bustest.Connect(t, url, nats.Name(name)); return nc }
+	var l ledger
+	cfg := mcpConfig(t, `{"policy": {"rules": [
+		{"name": "huge-transfers", "tools": ["transfer"], "when": "args.amount >= 1000", "effect": "approve", "timeout": "2s"},
+		{"name": "big-transfers", "tools": ["transfer"], "when": "args.amount > 100", "effect": "approve", "timeout": "10m"}
+	]}}`)
+	o := toolbus.Options{Config: cfg, Tools: l.registry(t)}
+	startEach(t, connect, o, toolbus.Parser, toolbus.Formatter)
+	startExecutor := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		o := o
+		o.Services, o.Conn, o.Provision = []string{toolbus.Executor}, connect("executor"), true
+		n, err := toolbus.Start(ctx, o)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		var once sync.Once
+		stop = func() { once.Do(func() { cancel(); n.Wait() }) }
+		t.Cleanup(stop)
+		return stop
+	}
+	stopFirst := startExecutor()
+
+	watch := connect("watcher")
+	requests, err := watch.SubscribeSync(messages.AllApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextRequest := func() messages.ApprovalRequest {
+		t.Helper()
+		m, err := requests.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatalf("no approval request announced: %v", err)
+		}
+		var req messages.ApprovalRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != messages.ApprovalSubject(req.Conversation) {
+			t.Errorf("request for %s announced on %s", req.Conversation, m.Subject)
+		}
+		return req
+	}
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		out *messages.Output
+		err error
+	}
+	ask := func(conv string, amounts ...int) <-chan answer {
+		var text strings.Builder
+		for _, a := range amounts {
+			fmt.Fprintf(&text, `<tool_call>{"name": "transfer", "arguments": {"amount": %d}}</tool_call>`+"\n", a)
+		}
+		done := make(chan answer, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a bound on a hang
+			defer cancel()
+			out, err := c.Ask(ctx, conv, text.String(), nil)
+			done <- answer{out, err}
+		}()
+		return done
+	}
+	results := func(a <-chan answer, n int) []messages.OutputResult {
+		t.Helper()
+		got := <-a
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		if len(got.out.Results) != n {
+			t.Fatalf("%d results, want %d: %s", len(got.out.Results), n, got.out.Text)
+		}
+		return got.out.Results
+	}
+
+	// Approved after a restart: the calls before it ran, the one after it waited.
+	first := ask("payments", 10, 500, 20)
+	req := nextRequest()
+	if req.Tool != "transfer" || req.Rule != "big-transfers" || req.Conversation != "payments" ||
+		req.ArgumentsSHA256 != policy.ArgumentsHash(json.RawMessage(`{"amount":500}`)) || string(req.Arguments) != `{"amount":500}` ||
+		req.ID != policy.ApprovalID(req.CallID) || req.Deadline.Sub(req.RequestedAt) != 10*time.Minute {
+		t.Errorf("request: %+v", req)
+	}
+	listed, err := toolbusCmd(t, url, "approvals", "ls")
+	if err != nil || !strings.Contains(listed, req.ID) || !strings.Contains(listed, "pending") || !strings.Contains(listed, `{"amount":500}`) {
+		t.Errorf("approvals ls: %v\n%s", err, listed)
+	}
+	time.Sleep(300 * time.Millisecond) // what ran before the approval has run by now, and nothing after it
+	if got := l.ran(); len(got) != 1 || got[0] != 10 {
+		t.Fatalf("before the approval, ran %v; want [10]", got)
+	}
+	stopFirst()
+	startExecutor()
+	if _, err := toolbusCmd(t, url, "approve", "--by", "tester", req.ID); err != nil {
+		t.Fatal(err)
+	}
+	res := results(first, 3)
+	for i, r := range res {
+		ran(t, fmt.Sprint("call ", i), r)
+	}
+	if got := l.ran(); fmt.Sprint(got) != "[10 500 20]" {
+		t.Errorf("ran %v, want [10 500 20]: the approved call once, in its place", got)
+	}
+	if _, err := toolbusCmd(t, url, "approve", req.ID); err == nil || !strings.Contains(err.Error(), "decided already: approved by tester") {
+		t.Errorf("approving twice: %v", err)
+	}
+
+	// Denied, with the reason the model reads.
+	second := ask("payments", 700)
+	req = nextRequest()
+	if _, err := toolbusCmd(t, url, "deny", "--by", "tester", "--reason", "over the weekly budget", req.ID); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, "denied", results(second, 1)[0], `the call to "transfer" was denied by tester (the rule "big-transfers" asks a person to approve it): over the weekly budget`)
+
+	// Nobody decides: refused at the rule's timeout.
+	third := ask("payments", 5000)
+	req = nextRequest()
+	if req.Rule != "huge-transfers" {
+		t.Errorf("request by rule %q", req.Rule)
+	}
+	refused(t, "expired", results(third, 1)[0], `the rule "huge-transfers" asks a person to approve it, and nobody decided within 2s`)
+	if got := l.ran(); fmt.Sprint(got) != "[10 500 20]" {
+		t.Errorf("ran %v: a refused call ran", got)
+	}
+	all, err := toolbusCmd(t, url, "approvals", "--all", "--json")
+	var recs []messages.Approval
+	if err != nil || json.Unmarshal([]byte(all), &recs) != nil || len(recs) != 3 {
+		t.Fatalf("approvals --all: %v\n%s", err, all)
+	}
+	for i, want := range []string{messages.ApprovalApproved, messages.ApprovalDenied, messages.ApprovalExpired} {
+		if recs[i].State != want || !recs[i].Requeued || recs[i].Call.ID != "" {
+			t.Errorf("record %d: state %s requeued %v call %q; want %s, requeued, no call printed", i, recs[i].State, recs[i].Requeued, recs[i].Call.ID, want)
+		}
+	}
+}
