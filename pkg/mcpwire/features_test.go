@@ -174,3 +174,20 @@ func TestFeatureToolsOffered(t *testing.T) {
 		t.Errorf("the feature tool: %s, %v", out, err)
 	}
 }
+
+// Lists match a feature tool by its remote name, ':' as a letter: a glob of servers'
+// resource tools hides those alone.
+func TestFeatureToolsListed(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"lib": placeholder},
+		&mcpwire.Options{Dial: inMemory(library()), BlockedTools: []string{"*__resources:*"}})
+	var got []string
+	for _, tool := range p.Tools(ctxT(t)) {
+		got = append(got, tool.Name)
+	}
+	if s := strings.Join(got, " "); s != "lib__find lib__prompts_get lib__prompts_list" {
+		t.Errorf("tools: %s", s)
+	}
+	if _, err := p.Lookup(ctxT(t), "lib::resources:read"); !errors.Is(err, mcpwire.ErrNotAllowed) {
+		t.Errorf("lib::resources:read: %v, want not allowed", err)
+	}
+}
