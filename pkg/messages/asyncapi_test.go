@@ -24,20 +24,22 @@ import (
 
 // schemaTypes pairs each schema of the document with the type it describes.
 var schemaTypes = map[string]any{
-	"ToolCall":       messages.ToolCall{},
-	"ToolResult":     messages.ToolResult{},
-	"ResultError":    messages.ResultError{},
-	"StoredResult":   messages.StoredResult{},
-	"Output":         messages.Output{},
-	"OutputResult":   messages.OutputResult{},
-	"DeadLetter":     messages.DeadLetter{},
-	"DeadCall":       messages.DeadCall{},
-	"HealthStatus":   messages.HealthStatus{},
-	"HealthChange":   messages.HealthChange{},
-	"ProbeRequest":   messages.ProbeRequest{},
-	"ProbeAnswer":    messages.ProbeAnswer{},
-	"ElicitRequest":  messages.ElicitRequest{},
-	"ElicitResponse": messages.ElicitResponse{},
+	"ToolCall":        messages.ToolCall{},
+	"ToolResult":      messages.ToolResult{},
+	"ResultError":     messages.ResultError{},
+	"StoredResult":    messages.StoredResult{},
+	"Output":          messages.Output{},
+	"OutputResult":    messages.OutputResult{},
+	"DeadLetter":      messages.DeadLetter{},
+	"DeadCall":        messages.DeadCall{},
+	"HealthStatus":    messages.HealthStatus{},
+	"HealthChange":    messages.HealthChange{},
+	"ProbeRequest":    messages.ProbeRequest{},
+	"ProbeAnswer":     messages.ProbeAnswer{},
+	"ElicitRequest":   messages.ElicitRequest{},
+	"ElicitResponse":  messages.ElicitResponse{},
+	"ApprovalRequest": messages.ApprovalRequest{},
+	"Approval":        messages.Approval{},
 }
 
 // notOnTheWire are fields of the types that never travel, by schema and JSON name.
@@ -50,6 +52,10 @@ func jsonFields(t reflect.Type) []string {
 	var out []string
 	for f := range t.Fields() {
 		if !f.IsExported() {
+			continue
+		}
+		if f.Anonymous && f.Tag.Get("json") == "" && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...) // encoding/json writes its fields in place
 			continue
 		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -368,6 +374,15 @@ func TestEncodedMessagesFitTheDocument(t *testing.T) {
 			h.Set("Toolbus-Forwarded-Delivered", "2")
 			return h
 		}()},
+		{name: "approval request", subject: messages.ApprovalSubject(conv), header: nats.Header{messages.HeaderConversation: {conv}},
+			body: enc(filled(func(r *messages.ApprovalRequest) {
+				r.ID, r.ArgumentsSHA256, r.Arguments = "0123456789abcdef", strings.Repeat("ab", 32), json.RawMessage(`{"amount":500}`)
+			}))},
+		{name: "approval kept", subject: "$KV." + messages.BucketApprovals + ".0123456789abcdef", header: nats.Header{"Nats-Expected-Last-Subject-Sequence": {"3"}},
+			body: enc(filled(func(r *messages.Approval) {
+				r.ID, r.ArgumentsSHA256, r.Arguments, r.State = "0123456789abcdef", strings.Repeat("ab", 32), json.RawMessage(`"cut"`), messages.ApprovalDenied
+				r.Call = call
+			}))},
 		{name: "ping of a holder", subject: messages.ExecSubject("executor-1"), header: nats.Header{"Toolbus-Ping": {"1"}}},
 		{name: "status request", subject: messages.StatusSubject("parser")},
 	}
