@@ -219,6 +219,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	}
 
 	var out json.RawMessage
+	var kept mcpwire.KeptContent // an MCP result's content blocks
 	var last *messages.ToolError
 	refused := false
 	tracer := e.Tracer
@@ -269,7 +270,8 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		requests := 1
 		if r.MCP.Server != "" {
 			var n atomic.Int32
-			out, err = e.attempt(mcpwire.WithSentCount(actx, &n), r, call, failed)
+			kept = mcpwire.KeptContent{} // the images of the attempt that answers
+			out, err = e.attempt(mcpwire.WithKeptContent(mcpwire.WithSentCount(actx, &n), &kept), r, call, failed)
 			requests = int(n.Load())
 		} else {
 			out, err = e.attempt(actx, r, call, failed)
@@ -342,6 +344,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", messages.EchoName(call.Tool))), Outcome{MaybeRan: true}
 	}
 	res.Success, res.Result = true, out
+	res.Content, res.Notice = kept.Content, kept.Notice
 	return res, Outcome{}
 }
 

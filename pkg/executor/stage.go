@@ -61,7 +61,7 @@ const DefaultMaxInlineResultBytes = 64 << 10
 // StoreWait; when it cannot be stored, the result is cut to a preview that says so.
 func (s *Stage) fit(ctx context.Context, res messages.ToolResult) messages.ToolResult {
 	max := cmp.Or(s.MaxInlineResultBytes, DefaultMaxInlineResultBytes)
-	if len(res.Result) <= max || !res.Success {
+	if res.InlineBytes() <= max || !res.Success {
 		return res
 	}
 	if s.Results != nil {
@@ -71,7 +71,7 @@ func (s *Stage) fit(ctx context.Context, res messages.ToolResult) messages.ToolR
 		if err == nil {
 			return fitted
 		}
-		s.logger().Warn("a large result could not be kept; it is answered with a preview only", "call", res.CallID, "bytes", len(res.Result), "err", err)
+		s.logger().Warn("a large result could not be kept; it is answered with a preview only", "call", res.CallID, "bytes", res.InlineBytes(), "err", err)
 	}
 	return messages.CapResult(res, max)
 }
@@ -235,7 +235,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	mask := s.Exec.Redact.For(strings.TrimPrefix(route.Server, "mcp:"))
 	if route.Session != "" { // only a conversation's own session has anything to say
 		if n := s.notice(route.Session, session, lease); n != "" {
-			res.Notice = mask.String(n)
+			res.Notice = strings.TrimSuffix(mask.String(n)+"; "+res.Notice, "; ")
 		}
 	}
 	if res.Error != nil {

@@ -41,8 +41,11 @@ func FuzzDirectAnswer(f *testing.F) {
 		if json.Unmarshal([]byte(text), &want) != nil {
 			return // the SDK is stricter (unknown content types, say): toolbus reads more
 		}
-		a, aerr := resultValue("s", "t", got)
-		b, berr := resultValue("s", "t", &want)
+		a, akept, anotice, aerr := resultValue("s", "t", got)
+		b, bkept, bnotice, berr := resultValue("s", "t", &want)
+		if !reflect.DeepEqual(akept, bkept) || anotice != bnotice {
+			t.Fatalf("%q: toolbus keeps %+v (%q); the SDK %+v (%q)", text, akept, anotice, bkept, bnotice)
+		}
 		// The same value: toolbus keeps structured content as written, where the SDK
 		// sorts its keys and rounds its numbers to float64.
 		var av, bv any

@@ -348,7 +348,8 @@ func (p *Pool) Call(ctx context.Context, name string, args json.RawMessage) (jso
 
 // CallTool runs t, a tool of [Pool.Lookup] or the catalog, within its server's timeout.
 // The result is the tool's structuredContent, else its text (JSON text as that value),
-// else its content blocks. Errors: a [*ToolError] when the server reported one,
+// else its content as text, which names its images, audio and embedded blobs: those
+// reach a [KeptContent] given with [WithKeptContent]. Errors: a [*ToolError] when the server reported one,
 // [ErrUnavailable] when the server could not be reached (the request never left),
 // [ErrConnectionLost] when the connection broke during the call, and
 // context.DeadlineExceeded when the time ran out.
@@ -400,7 +401,11 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 			countSent(ctx)
 		}
 		if err == nil {
-			return resultValue(s.name, t.Remote, res)
+			value, kept, notice, err := resultValue(s.name, t.Remote, res)
+			if len(kept) > 0 || notice != "" {
+				keep(ctx, kept, notice)
+			}
+			return value, err
 		}
 		if ctx.Err() != nil {
 			// The time it had: the server's timeout, or the caller's shorter deadline.

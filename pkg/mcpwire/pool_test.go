@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -97,11 +98,12 @@ func TestPoolCall(t *testing.T) {
 
 func testPoolCall(t *testing.T, p *mcpwire.Pool) {
 	tests := []struct {
-		name    string
-		tool    string
-		args    string
-		want    string
-		wantErr func(error) bool
+		name        string
+		tool        string
+		args        string
+		want        string
+		wantContent []messages.Content
+		wantErr     func(error) bool
 	}{
 		{name: "structured content", tool: "test__add", args: `{"a":1,"b":2}`, want: `{"sum":3}`},
 		{name: "bare name", tool: "add", args: `{"a":1,"b":2}`, want: `{"sum":3}`},
@@ -110,7 +112,9 @@ func testPoolCall(t *testing.T, p *mcpwire.Pool) {
 		{name: "text", tool: "greet", want: `"hello"`},
 		{name: "json text", tool: "json_text", want: `{"ok": true}`},
 		{name: "two texts", tool: "two_texts", want: `"a\nb"`},
-		{name: "content blocks", tool: "image", want: `[{"type":"image","mimeType":"image/png","data":"AQI="}]`},
+		// An image is named for the model and kept, whatever the transport.
+		{name: "content blocks", tool: "image", want: `"[image: image/png, 2 bytes, content 1]"`,
+			wantContent: []messages.Content{{Type: "image", MimeType: "image/png", Data: "AQI=", Size: 2}}},
 		{name: "isError", tool: "fail", wantErr: func(err error) bool {
 			var te *mcpwire.ToolError
 			return errors.As(err, &te) && te.Code == 0 && te.Message == "the disk is full"
@@ -128,7 +132,11 @@ func testPoolCall(t *testing.T, p *mcpwire.Pool) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := p.Call(ctxT(t), tt.tool, json.RawMessage(tt.args))
+			var kept mcpwire.KeptContent
+			out, err := p.Call(mcpwire.WithKeptContent(ctxT(t), &kept), tt.tool, json.RawMessage(tt.args))
+			if !reflect.DeepEqual(kept.Content, tt.wantContent) {
+				t.Errorf("content %+v, want %+v", kept.Content, tt.wantContent)
+			}
 			if tt.wantErr != nil {
 				if err == nil || !tt.wantErr(err) {
 					t.Fatalf("err = %v (result %s), not the error wanted", err, out)

@@ -1,10 +1,14 @@
 package mcpwire
 
 import (
+	"encoding/base64"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 func TestResultValue(t *testing.T) {
@@ -34,7 +38,7 @@ func TestResultValue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := resultValue("s", "t", tt.res)
+			got, _, _, err := resultValue("s", "t", tt.res)
 			if tt.wantErr != "" {
 				var te *ToolError
 				if !errors.As(err, &te) || te.Message != tt.wantErr {
@@ -66,6 +70,54 @@ func TestToolErrorKinds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.err.InvalidArguments() != tt.wantInvalid || tt.err.UnknownTool() != tt.wantUnknown {
 				t.Errorf("InvalidArguments %v, UnknownTool %v", tt.err.InvalidArguments(), tt.err.UnknownTool())
+			}
+		})
+	}
+}
+
+// Images, audio and embedded blobs are kept for the orchestrator and named in the text
+// the model reads, in their place; an embedded text resource and a resource link are
+// written out. With structured content the blocks are kept and named in a notice.
+func TestResultValueKeepsContent(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\n-not-really-an-image-")
+	pdf := make([]byte, 3000)
+	image := messages.Content{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(png), Size: len(png)}
+	tests := []struct {
+		name       string
+		res        *mcp.CallToolResult
+		want       string
+		wantKept   []messages.Content
+		wantNotice string
+	}{
+		{name: "image between texts",
+			res:  &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Here:"}, &mcp.ImageContent{MIMEType: "image/png", Data: png}, &mcp.TextContent{Text: "above"}}},
+			want: `"Here:\n[image: image/png, 29 bytes, content 1]\nabove"`, wantKept: []messages.Content{image}},
+		{name: "audio and a blob",
+			res: &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{MIMEType: "audio/wav", Data: []byte("RIFF")},
+				&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///r.pdf", MIMEType: "application/pdf", Blob: pdf}}}},
+			want: `"[audio: audio/wav, 4 bytes, content 1]\n[resource: file:///r.pdf, application/pdf, 3 KB, content 2]"`,
+			wantKept: []messages.Content{{Type: "audio", MimeType: "audio/wav", Data: "UklGRg==", Size: 4},
+				{Type: "resource", Size: 3000, Resource: &messages.ResourceContents{URI: "file:///r.pdf", MimeType: "application/pdf", Blob: base64.StdEncoding.EncodeToString(pdf)}}}},
+		{name: "text resource and link written out",
+			res: &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "demo://1", MIMEType: "text/plain", Text: "hello"}},
+				&mcp.ResourceLink{URI: "demo://2", Name: "two"}}},
+			want: `"[resource: demo://1, text/plain]\nhello\n[resource link: demo://2, two]"`},
+		{name: "structured with an image",
+			res:  &mcp.CallToolResult{StructuredContent: map[string]int{"n": 1}, Content: []mcp.Content{&mcp.TextContent{Text: `{"n":1}`}, &mcp.ImageContent{MIMEType: "image/png", Data: png}}},
+			want: `{"n":1}`, wantKept: []messages.Content{image},
+			wantNotice: "the result also holds content the orchestrator has: [image: image/png, 29 bytes, content 1]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, kept, notice, err := resultValue("s", "t", tt.res)
+			if err != nil || string(got) != tt.want {
+				t.Errorf("value %s, %v; want %s", got, err, tt.want)
+			}
+			if !reflect.DeepEqual(kept, tt.wantKept) || notice != tt.wantNotice {
+				t.Errorf("kept %+v, notice %q; want %+v, %q", kept, notice, tt.wantKept, tt.wantNotice)
+			}
+			if strings.Contains(string(got), base64.StdEncoding.EncodeToString(png)[:12]) {
+				t.Errorf("the model's value holds the image's base64: %s", got)
 			}
 		})
 	}

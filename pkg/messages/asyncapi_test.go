@@ -250,6 +250,7 @@ func fixCall(c *messages.ToolCall) {
 func fixResult(r *messages.ToolResult) {
 	fixResultError(r.Error)
 	r.Stored.SHA256 = strings.Repeat("ab", 32)
+	r.Content[0].Type, r.Content[0].Stored.SHA256 = messages.ContentImage, strings.Repeat("cd", 32)
 }
 
 func fixHealth(h *messages.HealthStatus) {
@@ -283,10 +284,16 @@ func TestEncodedMessagesFitTheDocument(t *testing.T) {
 	stored.Stored = &messages.StoredResult{Bucket: messages.ResultsBucket("acme"), Name: big.CallID, Size: len(big.Result), SHA256: sha256Hex(big.Result)}
 	stored.Result = messages.Preview(big.Result, 1000, stored.Stored)
 	capped := messages.CapResult(big, 4096)
+	pictured := ok
+	pictured.Result = json.RawMessage(`"the page:\n[image: image/png, 3 bytes, content 1]\n[resource: file:///a.pdf, application/pdf, 3 bytes, content 2]"`)
+	pictured.Content = []messages.Content{{Type: messages.ContentImage, MimeType: "image/png", Data: "AAAA", Size: 3},
+		{Type: messages.ContentResource, Size: 3, Stored: &messages.StoredResult{Bucket: messages.ResultsBucket("acme"), Name: ok.CallID + "/content/2", Size: 3, SHA256: strings.Repeat("ef", 32)},
+			Resource: &messages.ResourceContents{URI: "file:///a.pdf", MimeType: "application/pdf"}}}
 	fullResult := filled(fixResult)
 
 	outputs := map[string]messages.Output{
 		"results":     messages.RenderOutput("r1", conv, []messages.ToolResult{ok, failed, stored, noticed}),
+		"content":     messages.RenderOutput("r1", conv, []messages.ToolResult{pictured, messages.CapResult(pictured, 8)}),
 		"refused":     messages.RefusedOutput("r1", conv, messages.Errorf(messages.CodeNotAllowed, "the subject's conversation is not %s", "c2")),
 		"no tool":     messages.NoToolCall("r1", conv),
 		"internal":    messages.RenderOutput("r1", conv, []messages.ToolResult{{Tool: "t", Success: true, Result: json.RawMessage(`{bad`)}}),

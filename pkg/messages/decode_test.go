@@ -21,6 +21,11 @@ func seedMessages(f *testing.F) {
 		Output{ResponseID: "r1", Conversation: "c", Kind: KindToolResults, Text: "<tool_result>\n{\n  \"tool\": \"clock\"\n}\n</tool_result>",
 			Results: []OutputResult{{Tool: "clock", Success: true, Result: json.RawMessage(`"ok"`), Attempts: 1}, {Tool: "y", Error: &ResultError{Code: CodeToolError, Message: "no"}}}},
 		Output{ResponseID: "r2", Conversation: "c", Kind: KindNoToolCall, Results: []OutputResult{}},
+		ToolResult{CallID: "r1/0", ResponseID: "r1", Conversation: "c", Count: 1, Tool: "shot", Success: true, Result: json.RawMessage(`"[image: image/png, 3 bytes, content 1]"`),
+			Content: []Content{{Type: ContentImage, MimeType: "image/png", Data: "AAAA", Size: 3}, {Type: ContentResource, Size: 9, Omitted: true,
+				Resource: &ResourceContents{URI: "file:///a.pdf"}, Stored: &StoredResult{Bucket: "b", Name: "r1/0/content/2", Size: 9, SHA256: "00"}}}},
+		Output{ResponseID: "r3", Conversation: "c", Kind: KindToolResults, Text: "<tool_result>\n{}\n</tool_result>",
+			Results: []OutputResult{{Tool: "shot", Success: true, Content: []Content{{Type: ContentAudio, MimeType: "audio/wav", Data: "UklGRg==", Size: 4}}}}},
 	} {
 		b, err := json.Marshal(v)
 		if err != nil {

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"encoding/json"
 	"math"
 	"strconv"
 	"time"
@@ -56,6 +57,7 @@ func AppendCall(b []byte, c *ToolCall) []byte {
 func AppendResult(b []byte, r *ToolResult) []byte {
 	b = appendAddress(b, `{"call_id":`, r.CallID, r.ResponseID, r.Conversation, r.Index, r.Count, r.Next, r.Tool)
 	b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Notice, r.Stored)
+	b = appendContent(b, r.Content)
 	if r.Backend != "" {
 		b = append(b, `,"backend":`...)
 		b = appendString(b, r.Backend)
@@ -93,12 +95,27 @@ func AppendOutput(b []byte, o *Output) []byte {
 			b = append(b, `{"tool":`...)
 			b = appendString(b, r.Tool)
 			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Notice, r.Stored)
+			b = appendContent(b, r.Content)
 			b = appendCost(b, r.DurationMS, r.ArgumentsBytes)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// appendContent writes "content" when there is some, with encoding/json: rare, and of
+// a few blocks.
+func appendContent(b []byte, cs []Content) []byte {
+	if len(cs) == 0 {
+		return b
+	}
+	enc, err := json.Marshal(cs)
+	if err != nil { // plain strings, numbers and bools: never
+		return b
+	}
+	b = append(b, `,"content":`...)
+	return append(b, enc...)
 }
 
 // appendCost writes "duration_ms" and "arguments_bytes" when set.

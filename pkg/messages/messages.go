@@ -85,6 +85,9 @@ type ToolResult struct {
 	// Stored, when set, names where the whole result is kept: Result is then a preview
 	// of it (see [Preview]).
 	Stored *StoredResult `json:"stored,omitempty"`
+	// Content holds the blocks of an MCP tool's result that are not text (images,
+	// audio, embedded resources), which Result names in their place ([Content]).
+	Content []Content `json:"content,omitempty"`
 	// Backend names what ran the call: "local", "engineering" or "mcp:<server>".
 	Backend    string  `json:"backend,omitempty"`
 	DurationMS float64 `json:"duration_ms,omitempty"`
@@ -107,7 +110,7 @@ type ResultError struct {
 func (r ToolResult) Fail(err error) ToolResult {
 	te := AsToolError(err)
 	r.Success = false
-	r.Result = nil
+	r.Result, r.Content = nil, nil
 	r.Error = &ResultError{Code: te.Code, Message: EchoError(te.Message)}
 	return r
 }
@@ -158,6 +161,9 @@ type OutputResult struct {
 	Notice string `json:"notice,omitempty"`
 	// Stored, when set, names where the whole result is kept; Result is a preview.
 	Stored *StoredResult `json:"stored,omitempty"`
+	// Content is the result's [ToolResult.Content]: its images, audio and embedded
+	// resources, which its block of Text names.
+	Content []Content `json:"content,omitempty"`
 	// DurationMS is how long the call ran (its last attempt), ArgumentsBytes the size
 	// of its arguments.
 	DurationMS     float64 `json:"duration_ms,omitempty"`

@@ -81,7 +81,7 @@ func RenderOutput(responseID, conversation string, results []ToolResult) Output 
 	for i, r := range sorted {
 		blocks[i] = Block(r)
 		out.Results[i] = OutputResult{Tool: EchoName(r.Tool), Success: r.Success, Error: echoError(r.Error), Attempts: r.Attempts, Notice: r.Notice, Stored: r.Stored,
-			DurationMS: r.DurationMS, ArgumentsBytes: r.ArgumentsBytes}
+			Content: r.Content, DurationMS: r.DurationMS, ArgumentsBytes: r.ArgumentsBytes}
 	}
 	out.Text = strings.Join(blocks, "\n")
 	return out
@@ -111,7 +111,8 @@ func NoToolCall(responseID, conversation string) Output {
 }
 
 // CapResult returns r with its result cut to about max bytes when it is larger: the
-// result becomes a preview ([Preview]), so that a message carrying it fits the bus. A
+// result becomes a preview ([Preview]), so that a message carrying it fits the bus; the
+// data of its content blocks is left out (each marked omitted) when with them it is. A
 // result already stored whole (r.Stored) has its preview cut shorter. A failure has its
 // error message cut to half of max (an output carries it twice), start and end kept. A
 // result within max is returned as it is.
@@ -120,7 +121,13 @@ func CapResult(r ToolResult, max int) ToolResult {
 		r.Error = &ResultError{Code: r.Error.Code, Message: CutMiddle(r.Error.Message, max/2)}
 		return r
 	}
-	if max <= 0 || len(r.Result) <= max || !r.Success {
+	if max <= 0 || !r.Success {
+		return r
+	}
+	if len(r.Content) > 0 && r.InlineBytes() > max {
+		r.Content = omitContent(r.Content)
+	}
+	if len(r.Result) <= max {
 		return r
 	}
 	if r.Stored != nil {
