@@ -32,13 +32,17 @@ func Denied(name string, d policy.Decision) *messages.ToolError {
 // it again rather than run it uncounted. A call a rule asks a person to approve is
 // parked (done, nothing published: see approval) until decided; approved reports a call
 // that was, which is then claimed whatever its annotations, so that it runs once. An
-// error from the limits or approvals bucket hands the call back.
-func (s *Stage) admit(ctx context.Context, call messages.ToolCall, route Route, tool string, d *bus.Delivery, span trace.Span) (out []bus.Outgoing, done, approved bool, err error) {
+// error from the limits or approvals bucket hands the call back. A call under a limit
+// of calls at once takes its places on every delivery that runs it, and gives them back
+// with release (nil when it took none) once answered; a redelivery that finds no place
+// is handed back rather than refused.
+func (s *Stage) admit(ctx context.Context, call messages.ToolCall, route Route, tool string, d *bus.Delivery, span trace.Span) (out []bus.Outgoing, done, approved bool, release func(context.Context), err error) {
 	start := time.Now()
 	p := s.Exec.Policy.Load()
 	limits := s.Exec.Limits.Active() && d.Delivered <= 1
-	if p == nil && !limits {
-		return nil, false, false, nil
+	concurrent := s.Exec.Limits.Concurrent()
+	if p == nil && !limits && !concurrent {
+		return nil, false, false, nil, nil
 	}
 	if rev := p.Revision(); rev != "" && span.IsRecording() {
 		span.SetAttributes(telemetry.PolicyRevision.String(rev))
@@ -54,7 +58,7 @@ func (s *Stage) admit(ctx context.Context, call messages.ToolCall, route Route, 
 	case policy.Approve:
 		var waiting bool
 		if refusal, waiting, err = s.approval(ctx, call, route, dec, p.Revision(), d); err != nil {
-			return nil, true, false, bus.Retry(fmt.Errorf("call %s: approval: %w", call.ID, err), s.redeliveryDelay())
+			return nil, true, false, nil, bus.Retry(fmt.Errorf("call %s: approval: %w", call.ID, err), s.redeliveryDelay())
 		}
 		if waiting {
 			if span.IsRecording() {
@@ -62,7 +66,7 @@ func (s *Stage) admit(ctx context.Context, call messages.ToolCall, route Route, 
 			}
 			s.logger().LogAttrs(ctx, slog.LevelInfo, "call waits for approval", slog.String("call", call.ID), slog.String("tool", tool),
 				slog.String("rule", dec.Rule), slog.String("approval", policy.ApprovalID(call.ID)))
-			return nil, true, false, nil
+			return nil, true, false, nil, nil
 		}
 		approved = refusal == nil
 	}
@@ -72,11 +76,25 @@ func (s *Stage) admit(ctx context.Context, call messages.ToolCall, route Route, 
 		case errors.As(err, &le):
 			refusal, limited = le.ToolError(), true
 		case err != nil:
-			return nil, true, false, bus.Retry(fmt.Errorf("call %s: %w", call.ID, err), s.redeliveryDelay())
+			return nil, true, false, nil, bus.Retry(fmt.Errorf("call %s: %w", call.ID, err), s.redeliveryDelay())
+		}
+	}
+	if refusal == nil && concurrent {
+		// Held at most as long as the call may take and its result be stored.
+		hold := time.Until(s.Exec.Budget(call, route, time.Now())) + s.storeWait()
+		var le *policy.LimitedError
+		switch release, err = s.Exec.Limits.Acquire(ctx, pc, call.ID, hold); {
+		case errors.As(err, &le) && d.Delivered > 1:
+			// Tried before: it may have run in part, and is not refused for waiting.
+			return nil, true, false, nil, bus.Retry(fmt.Errorf("call %s: %w", call.ID, err), s.redeliveryDelay())
+		case errors.As(err, &le):
+			refusal, limited = le.ToolError(), true
+		case err != nil:
+			return nil, true, false, nil, bus.Retry(fmt.Errorf("call %s: %w", call.ID, err), s.redeliveryDelay())
 		}
 	}
 	if refusal == nil {
-		return nil, false, approved, nil
+		return nil, false, approved, release, nil
 	}
 	refusal.Message = s.Exec.Redact.For(strings.TrimPrefix(route.Server, "mcp:")).String(refusal.Message)
 	res := messages.ResultFor(call).Fail(refusal)
@@ -88,13 +106,13 @@ func (s *Stage) admit(ctx context.Context, call messages.ToolCall, route Route, 
 	s.Exec.RecordCall(ctx, call, route, nil, res, start)
 	if !limited {
 		out, err = s.answer(call, res, false)
-		return out, true, false, err
+		return out, true, false, nil, err
 	}
 	if _, err := s.Claims.Begin(ctx, call.ID); err != nil {
-		return nil, true, false, bus.Retry(err, s.redeliveryDelay())
+		return nil, true, false, nil, bus.Retry(err, s.redeliveryDelay())
 	}
 	out, err = s.finish(ctx, call, res, true, false)
-	return out, true, false, err
+	return out, true, false, nil, err
 }
 
 // maxApprovalArguments bounds the arguments an approval request shows.

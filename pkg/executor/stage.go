@@ -146,11 +146,18 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	approved := false
 	if routeErr == nil && !affinity.Forwarded(ctx) {
 		// The replica that forwarded a call here checked it already.
-		var out []bus.Outgoing
-		var done bool
-		var err error
-		if out, done, approved, err = s.admit(ctx, call, route, tool, d, span); done {
+		out, done, ok, release, err := s.admit(ctx, call, route, tool, d, span)
+		if done {
 			return out, err
+		}
+		approved = ok
+		if release != nil {
+			defer func() {
+				// Given back however the call ends, the service stopping included.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				release(rctx)
+			}()
 		}
 	}
 	var lease affinity.Lease

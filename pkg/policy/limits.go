@@ -40,11 +40,13 @@ type Limit struct {
 	// Tools, when set, are the tools whose calls count, as allowedTools patterns are
 	// written; none: every tool's.
 	Tools []string `json:"tools,omitempty"`
-	// Calls is how many calls an Interval allows.
-	Calls int `json:"calls"`
+	// Calls is how many calls an Interval allows; 0 with Concurrent set: no such bound.
+	Calls int `json:"calls,omitempty"`
 	// Interval is the window: it starts with the first call counted, and a call past
 	// its end starts the next.
-	Interval messages.Duration `json:"interval"`
+	Interval messages.Duration `json:"interval,omitempty"`
+	// Concurrent, when set, is how many calls may run at once, across every executor.
+	Concurrent int `json:"concurrent,omitempty"`
 }
 
 var limitName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -61,10 +63,14 @@ func ValidateLimits(limits []Limit) error {
 			return fmt.Errorf("%s: another limit is called %q", at, l.Name)
 		case l.Per != PerTenant && l.Per != PerConversation && l.Per != PerServer && l.Per != PerTool:
 			return fmt.Errorf("%s (%q): per %q is not \"tenant\", \"conversation\", \"server\" or \"tool\"", at, l.Name, l.Per)
-		case l.Calls <= 0:
-			return fmt.Errorf("%s (%q): calls must be at least 1", at, l.Name)
-		case l.Interval <= 0 || time.Duration(l.Interval) > MaxInterval:
+		case l.Calls < 0 || l.Concurrent < 0:
+			return fmt.Errorf("%s (%q): calls and concurrent must be at least 1", at, l.Name)
+		case l.Calls == 0 && l.Concurrent == 0:
+			return fmt.Errorf("%s (%q): a limit needs calls (with interval) or concurrent", at, l.Name)
+		case l.Calls > 0 && (l.Interval <= 0 || time.Duration(l.Interval) > MaxInterval):
 			return fmt.Errorf("%s (%q): interval must be more than 0 and at most %v", at, l.Name, MaxInterval)
+		case l.Calls == 0 && l.Interval != 0:
+			return fmt.Errorf("%s (%q): interval is for a limit of calls", at, l.Name)
 		}
 		for _, p := range l.Tools {
 			if !catalog.ValidPattern(p) {
@@ -82,14 +88,21 @@ type LimitedError struct {
 	// Counted is what the limit counts separately for this call: the tenant's,
 	// conversation's, server's or tool's name.
 	Counted string
-	// RetryAfter is how long until the limit's window ends and a call is counted again.
+	// RetryAfter is how long until the limit's window ends and a call is counted again;
+	// for calls at once (Running), a guess: a second.
 	RetryAfter time.Duration
+	// Running: the limit of calls at once (Limit.Concurrent) refused the call.
+	Running bool
 }
 
 func (e *LimitedError) Error() string {
 	what := e.Limit.Per + " " + fmt.Sprintf("%q", e.Counted)
 	if e.Counted == "" && e.Limit.Per == PerTenant {
 		what = "the default tenant"
+	}
+	if e.Running {
+		return fmt.Sprintf("the limit %q allows %d calls at once for each %s, and %s has them running; try again when one has finished (in about %v)",
+			e.Limit.Name, e.Limit.Concurrent, e.Limit.Per, what, e.RetryAfter.Round(time.Second))
 	}
 	return fmt.Sprintf("the limit %q allows %d calls per %v for each %s, and %s has made them; try again in %v",
 		e.Limit.Name, e.Limit.Calls, time.Duration(e.Limit.Interval), e.Limit.Per, what, e.RetryAfter.Round(time.Second))
@@ -141,25 +154,35 @@ func (l *Limiter) Take(ctx context.Context, call Call) error {
 		name = call.Tool
 	}
 	for _, lim := range *l.limits.Load() {
-		if len(lim.Tools) > 0 && !catalog.MatchTool(lim.Tools, call.Server, name) {
+		if lim.Calls == 0 || len(lim.Tools) > 0 && !catalog.MatchTool(lim.Tools, call.Server, name) {
 			continue
 		}
-		var counted string
-		switch lim.Per {
-		case PerTenant:
-			counted = call.Tenant
-		case PerConversation:
-			counted = call.Conversation
-		case PerServer:
-			counted = call.Server
-		case PerTool:
-			counted = call.Tool
-		}
-		if err := l.take(ctx, lim, counted); err != nil {
+		if err := l.take(ctx, lim, lim.counted(call)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// counted is what lim counts call under.
+func (lim Limit) counted(call Call) string {
+	switch lim.Per {
+	case PerTenant:
+		return call.Tenant
+	case PerConversation:
+		return call.Conversation
+	case PerServer:
+		return call.Server
+	case PerTool:
+		return call.Tool
+	}
+	return ""
+}
+
+// key is the key of lim's count of counted, with a kind ("" for the window of calls).
+func (lim Limit) key(kind, counted string) string {
+	sum := sha256.Sum256([]byte(lim.Per + "\x00" + counted))
+	return lim.Name + kind + "." + hex.EncodeToString(sum[:10])
 }
 
 // maxConflicts bounds the compare-and-set rounds of one count: each lost round means
@@ -167,8 +190,7 @@ func (l *Limiter) Take(ctx context.Context, call Call) error {
 const maxConflicts = 50
 
 func (l *Limiter) take(ctx context.Context, lim Limit, counted string) error {
-	sum := sha256.Sum256([]byte(lim.Per + "\x00" + counted))
-	key := lim.Name + "." + hex.EncodeToString(sum[:10])
+	key := lim.key("", counted)
 	interval := time.Duration(lim.Interval)
 	for range maxConflicts {
 		now := time.Now()
@@ -209,4 +231,125 @@ func (l *Limiter) take(ctx context.Context, lim Limit, counted string) error {
 		}
 	}
 	return fmt.Errorf("limit %q: the count kept changing under %d tries", lim.Name, maxConflicts)
+}
+
+// Concurrent reports whether any limit bounds the calls running at once.
+func (l *Limiter) Concurrent() bool {
+	if !l.Active() {
+		return false
+	}
+	for _, lim := range *l.limits.Load() {
+		if lim.Concurrent > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// running is the value of a key of calls at once: each call running, by id, with when
+// its hold ends (an executor that stopped without giving it back).
+type running struct {
+	Calls map[string]time.Time `json:"calls"`
+}
+
+// Acquire takes a place for call (id callID) under every limit of calls at once it
+// falls under, in the order written, each held until release is called or hold has
+// passed (the most the call may take: an executor that stops without giving its places
+// back leaves them that long). Over one, it gives back those it took and returns a
+// *LimitedError; any other error is the bucket's. A call that holds a place already
+// (a redelivery) keeps it.
+func (l *Limiter) Acquire(ctx context.Context, call Call, callID string, hold time.Duration) (release func(context.Context), err error) {
+	if !l.Concurrent() {
+		return func(context.Context) {}, nil
+	}
+	name := call.Name
+	if name == "" {
+		name = call.Tool
+	}
+	var held []string
+	release = func(ctx context.Context) {
+		for _, key := range held {
+			_ = l.leave(ctx, key, callID)
+		}
+	}
+	for _, lim := range *l.limits.Load() {
+		if lim.Concurrent == 0 || len(lim.Tools) > 0 && !catalog.MatchTool(lim.Tools, call.Server, name) {
+			continue
+		}
+		counted := lim.counted(call)
+		key := lim.key(".running", counted)
+		if err := l.enter(ctx, lim, key, counted, callID, hold); err != nil {
+			release(ctx)
+			return nil, err
+		}
+		held = append(held, key)
+	}
+	return release, nil
+}
+
+// change applies fn to the value of a key of calls at once, by compare-and-set.
+func (l *Limiter) change(ctx context.Context, key string, fn func(r *running, now time.Time) error) error {
+	for range maxConflicts {
+		now := time.Now()
+		if l.Now != nil {
+			now = l.Now()
+		}
+		entry, err := l.KV.Get(ctx, key)
+		var r running
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			_ = json.Unmarshal(entry.Value(), &r) // unreadable: start again
+		}
+		if r.Calls == nil {
+			r.Calls = map[string]time.Time{}
+		}
+		for id, until := range r.Calls {
+			if !now.Before(until) {
+				delete(r.Calls, id) // its executor stopped without giving it back
+			}
+		}
+		if err := fn(&r, now); err != nil {
+			return err
+		}
+		value, _ := json.Marshal(r)
+		if entry == nil {
+			_, err = l.KV.Create(ctx, key, value)
+		} else {
+			_, err = l.KV.Update(ctx, key, value, entry.Revision())
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("the count kept changing under %d tries", maxConflicts)
+}
+
+func (l *Limiter) enter(ctx context.Context, lim Limit, key, counted, callID string, hold time.Duration) error {
+	err := l.change(ctx, key, func(r *running, now time.Time) error {
+		if _, ok := r.Calls[callID]; !ok && len(r.Calls) >= lim.Concurrent {
+			return &LimitedError{Limit: lim, Counted: counted, RetryAfter: time.Second, Running: true}
+		}
+		r.Calls[callID] = now.Add(hold)
+		return nil
+	})
+	var le *LimitedError
+	if err != nil && !errors.As(err, &le) {
+		return fmt.Errorf("limit %q: %w", lim.Name, err)
+	}
+	return err
+}
+
+func (l *Limiter) leave(ctx context.Context, key, callID string) error {
+	return l.change(ctx, key, func(r *running, _ time.Time) error {
+		delete(r.Calls, callID)
+		return nil
+	})
 }

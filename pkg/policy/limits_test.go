@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -105,7 +106,11 @@ func TestValidateLimits(t *testing.T) {
 	}{
 		{name: "valid", limit: policy.Limit{Name: "a", Per: "conversation", Calls: 1, Interval: messages.Duration(time.Second)}},
 		{name: "name", limit: policy.Limit{Name: "a b", Per: "tenant", Calls: 1, Interval: messages.Duration(time.Second)}, wantErr: `name "a b"`},
-		{name: "calls", limit: policy.Limit{Name: "a", Per: "tenant", Interval: messages.Duration(time.Second)}, wantErr: "calls must be at least 1"},
+		{name: "calls", limit: policy.Limit{Name: "a", Per: "tenant", Interval: messages.Duration(time.Second)}, wantErr: "a limit needs calls (with interval) or concurrent"},
+		{name: "concurrent", limit: policy.Limit{Name: "a", Per: "tool", Concurrent: 2}},
+		{name: "both", limit: policy.Limit{Name: "a", Per: "tool", Concurrent: 2, Calls: 5, Interval: messages.Duration(time.Minute)}},
+		{name: "interval without calls", limit: policy.Limit{Name: "a", Per: "tool", Concurrent: 2, Interval: messages.Duration(time.Minute)}, wantErr: "interval is for a limit of calls"},
+		{name: "negative", limit: policy.Limit{Name: "a", Per: "tool", Concurrent: -1}, wantErr: "at least 1"},
 		{name: "interval", limit: policy.Limit{Name: "a", Per: "tenant", Calls: 1}, wantErr: "interval must be"},
 		{name: "pattern", limit: policy.Limit{Name: "a", Per: "tool", Tools: []string{"["}, Calls: 1, Interval: messages.Duration(time.Second)}, wantErr: "not a valid pattern"},
 	} {
@@ -115,5 +120,76 @@ func TestValidateLimits(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// Two limiters on one bucket let at most the limit's calls hold a place at once: of 20
+// acquiring together, 3 get one; a place given back is taken by the next; a place whose
+// hold passed (its executor stopped) is free again; a call holding one already keeps it.
+func TestConcurrentPlacesAcrossReplicas(t *testing.T) {
+	a, b := limitsBucket(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	limits := []policy.Limit{{Name: "three", Per: policy.PerServer, Concurrent: 3}}
+	replicas := []*policy.Limiter{{KV: a, Now: clock}, {KV: b, Now: clock}}
+	for _, l := range replicas {
+		l.Set(limits)
+	}
+	ctx := context.Background()
+	call := policy.Call{Tool: "docs__read", Server: "docs", Name: "read"}
+	var mu sync.Mutex
+	var held []func(context.Context)
+	limited := 0
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			release, err := replicas[i%2].Acquire(ctx, call, fmt.Sprint("call-", i), time.Minute)
+			var le *policy.LimitedError
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				held = append(held, release)
+			case errors.As(err, &le) && le.Running:
+				limited++
+				if !strings.Contains(le.Error(), `the limit "three" allows 3 calls at once for each server, and server "docs" has them running`) {
+					t.Error(le.Error())
+				}
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(held) != 3 || limited != 17 {
+		t.Fatalf("%d places taken and %d refused, want 3 and 17", len(held), limited)
+	}
+	if _, err := replicas[0].Acquire(ctx, call, "late", time.Minute); err == nil {
+		t.Fatal("a fourth place taken")
+	}
+	held[0](ctx)
+	release, err := replicas[1].Acquire(ctx, call, "late", 10*time.Second)
+	if err != nil {
+		t.Fatalf("a place given back is not taken again: %v", err)
+	}
+	if _, err := replicas[0].Acquire(ctx, call, "late", 10*time.Second); err != nil {
+		t.Errorf("a call holding a place (a redelivery) is refused: %v", err)
+	}
+	now = now.Add(2 * time.Minute) // every hold but "late"'s passed
+	for i := range 2 {
+		if _, err := replicas[0].Acquire(ctx, call, fmt.Sprint("after-", i), time.Minute); err != nil {
+			t.Errorf("a place whose hold passed is not free: %v", err)
+		}
+	}
+	release(ctx)
+	// A limit of calls at once counts nothing for Take, and one without it is no bound.
+	if err := replicas[0].Take(ctx, call); err != nil {
+		t.Error(err)
+	}
+	var other policy.Limiter
+	other.KV = a
+	other.Set([]policy.Limit{{Name: "calls", Per: policy.PerTool, Calls: 1, Interval: messages.Duration(time.Minute)}})
+	if other.Concurrent() {
+		t.Error("a limit of calls bounds calls at once")
 	}
 }

@@ -3,9 +3,11 @@ package toolbus_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,4 +140,58 @@ func TestLimitAcrossExecutors(t *testing.T) {
 	if r := askResponse(t, c, "quota-later", mcpCall{Name: "lookup"})[0]; r.Error == nil || r.Error.Code != messages.CodeRateLimited {
 		t.Errorf("a seventh call of the tenant: %+v", r)
 	}
+}
+
+// A limit of 2 calls at once per conversation holds across two executors: while two
+// calls of a conversation run, a third is answered rate_limited, saying so; another
+// conversation's call runs; once the two have finished, the conversation's next call
+// runs — the places were given back.
+func TestConcurrentLimitAcrossExecutors(t *testing.T) {
+	var running atomic.Int32
+	gate := make(chan struct{})
+	reg := localtools.New()
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "crawl", ReadOnly: true},
+		func(ctx context.Context, a struct {
+			Wait bool `json:"wait,omitempty"`
+		}) (string, error) {
+			running.Add(1)
+			defer running.Add(-1)
+			if a.Wait {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+			return "crawled", nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mcpConfig(t, `{"limits": [{"name": "two-at-once", "per": "conversation", "tools": ["crawl"], "concurrent": 2}], "executor": {"parallel": "all"}}`)
+	connect := startBus(t)
+	startEach(t, connect, toolbus.Options{Config: cfg, Tools: reg}, toolbus.Parser, toolbus.Executor, toolbus.Executor, toolbus.Formatter)
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan []messages.OutputResult, 1)
+	go func() {
+		first <- askResponse(t, c, "crawler", mcpCall{Name: "crawl", Arguments: map[string]any{"wait": true}}, mcpCall{Name: "crawl", Arguments: map[string]any{"wait": true}})
+	}()
+	for deadline := time.Now().Add(time.Minute); running.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls running, want 2", running.Load())
+		}
+	}
+	r := askResponse(t, c, "crawler", mcpCall{Name: "crawl"})[0]
+	if r.Success || r.Error == nil || r.Error.Code != messages.CodeRateLimited ||
+		!strings.Contains(r.Error.Message, `the limit "two-at-once" allows 2 calls at once for each conversation, and conversation "crawler" has them running`) {
+		t.Errorf("a third call at once: %+v", r)
+	}
+	ran(t, "another conversation's", askResponse(t, c, "other", mcpCall{Name: "crawl"})[0])
+	close(gate)
+	for i, r := range <-first {
+		ran(t, fmt.Sprint("waiting call ", i), r)
+	}
+	ran(t, "after the two finished", askResponse(t, c, "crawler", mcpCall{Name: "crawl"})[0])
 }
