@@ -119,13 +119,52 @@ func isNull(raw json.RawMessage) bool {
 
 // callTool sends tools/call and returns its result. Errors are classified as the SDK's
 // are ([neverSent], [brokeConnection]): a JSON-RPC error answer is a *jsonrpc.Error.
-func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMessage, meta mcp.Meta) (_ *mcp.CallToolResult, err error) {
+func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
 	// String ids never meet the SDK's numeric ones in the same session.
 	id := `"toolbus-` + strconv.FormatInt(d.nextID.Add(1), 10) + `"`
 	body, err := encodeCall(id, name, args, meta)
 	if err != nil {
 		return nil, err
 	}
+	res, err := d.roundTrip(ctx, id, methodToolsCall, body)
+	if err != nil {
+		return nil, err
+	}
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	return decodeCallResult(res.Result)
+}
+
+// request sends any request of the session (rawRequester): the tasks' methods, a
+// tools/call with a task.
+func (d *directCalls) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id := `"toolbus-` + strconv.FormatInt(d.nextID.Add(1), 10) + `"`
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := json.Marshal(method)
+	body := make([]byte, 0, len(p)+len(id)+len(m)+48)
+	body = append(body, `{"jsonrpc":"2.0","id":`...)
+	body = append(body, id...)
+	body = append(body, `,"method":`...)
+	body = append(body, m...)
+	body = append(body, `,"params":`...)
+	body = append(append(body, p...), '}')
+	res, err := d.roundTrip(ctx, id, method, body)
+	if err != nil {
+		return nil, err
+	}
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	return res.Result, nil
+}
+
+// roundTrip posts the request id (body) and reads its answer: a JSON body, or an event
+// stream on which the server's own requests are answered and its notifications passed on.
+func (d *directCalls) roundTrip(ctx context.Context, id, method string, body []byte) (_ *wireMessage, err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil {
 			d.cancelled(id)
@@ -169,7 +208,7 @@ func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMe
 		}
 		m, err := decodeMessage(data)
 		if err != nil || m.Method != "" || string(m.ID) != id {
-			return nil, fmt.Errorf("%w: the answer to tools/call is not its JSON-RPC response", errConnection)
+			return nil, fmt.Errorf("%w: the answer to %s is not its JSON-RPC response", errConnection, method)
 		}
 		res = m
 	case "text/event-stream":
@@ -178,12 +217,9 @@ func (d *directCalls) callTool(ctx context.Context, name string, args json.RawMe
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("%w: the answer to tools/call has content type %q", errConnection, resp.Header.Get("Content-Type"))
+		return nil, fmt.Errorf("%w: the answer to %s has content type %q", errConnection, method, resp.Header.Get("Content-Type"))
 	}
-	if res.Error != nil {
-		return nil, res.Error
-	}
-	return decodeCallResult(res.Result)
+	return res, nil
 }
 
 // encodeCall writes the tools/call request of id.
@@ -406,7 +442,7 @@ func (d *directCalls) events(ctx context.Context, id string, body io.Reader) (re
 					return nil, "", 0, aerr
 				}
 			case m.Method != "":
-				d.notified(m.Method, m.Params)
+				d.notified(ctx, m.Method, m.Params)
 			case string(m.ID) == id:
 				return m, "", 0, nil
 			}
@@ -465,11 +501,16 @@ func (d *directCalls) answer(ctx context.Context, m *wireMessage) error {
 	return nil
 }
 
-func (d *directCalls) notified(method string, params json.RawMessage) {
+func (d *directCalls) notified(ctx context.Context, method string, params json.RawMessage) {
 	switch {
 	case (method == "notifications/tools/list_changed" || method == "notifications/resources/list_changed" ||
 		method == "notifications/prompts/list_changed") && d.peer.listChanged != nil:
 		d.peer.listChanged()
+	case method == "notifications/message" && d.peer.log != nil:
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(params, &p) == nil {
+			d.peer.log(ctx, &mcp.LoggingMessageRequest{Session: d.cs, Params: &p})
+		}
 	case method == "notifications/progress" && d.peer.progress != nil:
 		var p mcp.ProgressNotificationParams
 		if json.Unmarshal(params, &p) == nil {
@@ -581,17 +622,20 @@ func readLimited(r io.Reader, max int) ([]byte, error) {
 	return data, err
 }
 
-// peer is what toolbus answers a server's own requests with — the roots and the
-// elicitation handler it declared — and does on its notifications.
+// peer is what toolbus answers a server's own requests with — the roots, the
+// elicitation and sampling handlers it declared — and does on its notifications.
 type peer struct {
 	roots       []*mcp.Root
 	elicit      func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	sample      func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error)
+	log         func(context.Context, *mcp.LoggingMessageRequest)
 	listChanged func()
 	progress    func(context.Context, *mcp.ProgressNotificationClientRequest)
 }
 
-// answer is the reply to the server's request method: ping, roots/list and
-// elicitation/create as declared; any other method is not found.
+// answer is the reply to the server's request method: ping, roots/list,
+// elicitation/create and sampling/createMessage as declared; any other method is not
+// found.
 func (p *peer) answer(ctx context.Context, cs *mcp.ClientSession, method string, params json.RawMessage) (any, *jsonrpc.Error) {
 	switch {
 	case method == "ping":
@@ -605,15 +649,30 @@ func (p *peer) answer(ctx context.Context, cs *mcp.ClientSession, method string,
 		}
 		res, err := p.elicit(ctx, &mcp.ElicitRequest{Session: cs, Params: &ep})
 		if err != nil {
-			var werr *jsonrpc.Error
-			if errors.As(err, &werr) {
-				return nil, werr
-			}
-			return nil, &jsonrpc.Error{Code: -32603, Message: err.Error()}
+			return nil, rpcError(err)
+		}
+		return res, nil
+	case method == "sampling/createMessage" && p.sample != nil:
+		var sp mcp.CreateMessageParams
+		if err := json.Unmarshal(params, &sp); err != nil {
+			return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: err.Error()}
+		}
+		res, err := p.sample(ctx, &mcp.CreateMessageRequest{Session: cs, Params: &sp})
+		if err != nil {
+			return nil, rpcError(err)
 		}
 		return res, nil
 	}
 	return nil, &jsonrpc.Error{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
+}
+
+// rpcError is err as the JSON-RPC error a server is answered with.
+func rpcError(err error) *jsonrpc.Error {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return werr
+	}
+	return &jsonrpc.Error{Code: -32603, Message: err.Error()}
 }
 
 // drain reads what is left of a small body (up to 64 KiB) and closes it, so that its

@@ -482,8 +482,27 @@ func (p *Pool) linkNote(server string, res *mcp.CallToolResult) {
 	}
 }
 
-// send runs one call of tool on sess: a feature tool's request, else tools/call, whose
-// resource links are then named with the tool that reads them.
+// offer is what a listing makes of a server's tools: the feature tools appended, and
+// the tools that run as tasks noted (tasks.go).
+func (s *server) offer(ctx context.Context, sess session, tools []*mcp.Tool) []*mcp.Tool {
+	if ms, ok := sess.(*mcpSession); ok {
+		modes := ms.tasks.snapshot()
+		s.taskModes.Store(&modes)
+	}
+	return append(tools, s.featureTools(ctx, sess, tools)...)
+}
+
+// taskMode is how the server runs tool as a task: required, optional, or "" for never.
+func (s *server) taskMode(tool string) string {
+	if m := s.taskModes.Load(); m != nil {
+		return (*m)[tool]
+	}
+	return ""
+}
+
+// send runs one call of tool on sess: a feature tool's request, a tool that runs as a
+// task as one (tasks.go), else tools/call; a tool's resource links are then named with
+// the tool that reads them.
 func (s *server) send(ctx context.Context, sess session, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	if featureMethod(tool) != "" {
 		ms, ok := sess.(*mcpSession)
@@ -496,7 +515,13 @@ func (s *server) send(ctx context.Context, sess session, tool string, args json.
 		}
 		return ms.callFeature(ctx, tool, a)
 	}
-	res, err := sess.callTool(ctx, tool, args)
+	var res *mcp.CallToolResult
+	var err error
+	if ms, ok := sess.(*mcpSession); ok && ms.raw != nil && s.taskMode(tool) != "" {
+		res, err = ms.callAsTask(ctx, tool, args)
+	} else {
+		res, err = sess.callTool(ctx, tool, args)
+	}
 	if err == nil {
 		s.pool.linkNote(s.name, res)
 	}

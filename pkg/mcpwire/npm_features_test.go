@@ -59,3 +59,19 @@ func checkEverythingFeatures(t *testing.T, p *mcpwire.Pool) {
 		t.Errorf("a prompt argument that is no string: %v, want invalid_arguments", err)
 	}
 }
+
+// checkEverythingTask calls simulate-research-query, which server-everything runs only as
+// an MCP task (taskSupport "required"): listed, and answered with its report after the
+// task's four stages, polled with tasks/get and fetched with tasks/result.
+func checkEverythingTask(t *testing.T, p *mcpwire.Pool) {
+	t.Helper()
+	ctx := ctxT(t)
+	tool, err := p.Lookup(ctx, "everything__simulate-research-query")
+	if err != nil {
+		t.Fatalf("the task-only tool: %v", err)
+	}
+	out, err := p.CallTool(ctx, tool, json.RawMessage(`{"topic":"MCP tasks"}`))
+	if err != nil || !strings.Contains(string(out), "# Research Report: MCP tasks") || !strings.Contains(string(out), "Stage 4: Generating report") {
+		t.Errorf("simulate-research-query: %.300s, %v", out, err)
+	}
+}

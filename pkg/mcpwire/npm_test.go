@@ -52,16 +52,7 @@ func TestEverything(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkGolden(t, everythingTools, marshalIndent(t, p.Tools(ctx)), tt.name == "stdio")
-			// simulate-research-query can only be called as an MCP task, which toolbus
-			// cannot do: it is not listed (and so not callable), whatever the transport.
-			for _, tool := range p.Tools(ctx) {
-				if tool.Remote == "simulate-research-query" {
-					t.Errorf("the task-only tool %s is listed", tool.Name)
-				}
-			}
-			if _, err := p.Lookup(ctx, "everything__simulate-research-query"); !errors.Is(err, mcpwire.ErrUnknownTool) {
-				t.Errorf("everything__simulate-research-query: %v, want unknown", err)
-			}
+			checkEverythingTask(t, p)
 
 			calls := []struct {
 				name    string

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -166,30 +164,4 @@ func errorType(err error) string {
 		return "connection"
 	}
 	return "_OTHER"
-}
-
-// stdioConn is a stdio server's connection, as the go-sdk makes it, watched: it names
-// each tools/call's JSON-RPC id on the span of its call as it writes it (Write gets the
-// call's context), and reads the server's answers for task-only tools. Only the stdio
-// pipes are wrapped: they have no optional methods of the go-sdk's own to hide.
-type stdioConn struct {
-	mcp.Connection
-	tasks *taskTools
-}
-
-func (c stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if resp, ok := msg.(*jsonrpc.Response); ok && len(resp.Result) > 0 {
-		c.tasks.observe(resp.Result)
-	}
-	return msg, err
-}
-
-func (c stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodToolsCall && req.IsCall() {
-		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.SetAttributes(attrRequestID.String(strings.Trim(fmt.Sprint(req.ID.Raw()), `"`)))
-		}
-	}
-	return c.Connection.Write(ctx, msg)
 }

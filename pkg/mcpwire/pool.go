@@ -556,6 +556,9 @@ type server struct {
 	// measurements caches the attribute sets of the duration histogram, by tool and
 	// error type: the server's own tools, a bounded set.
 	measurements sync.Map
+	// taskModes are the tools the server runs as MCP tasks, as its last listing said
+	// (tasks.go): every session of the server's calls them so.
+	taskModes atomic.Pointer[map[string]string]
 	// taskOnlyLogged names the task-only tools last logged, so that a refresh that finds
 	// the same ones says nothing. Only the server's own goroutine lists.
 	taskOnlyLogged string
@@ -782,7 +785,7 @@ func (s *server) list(ctx context.Context, sess session) error {
 	if err != nil {
 		return fmt.Errorf("tools/list: %w", err)
 	}
-	tools = append(tools, s.featureTools(ctx, sess, tools)...)
+	tools = s.offer(ctx, sess, tools)
 	s.mu.Lock()
 	s.tools, s.listed = tools, true
 	s.mu.Unlock()
@@ -802,7 +805,7 @@ func (s *server) list(ctx context.Context, sess session) error {
 	if ms, ok := sess.(*mcpSession); ok {
 		if names := ms.taskOnlyTools(); names != "" && names != s.taskOnlyLogged {
 			s.taskOnlyLogged = names
-			s.log.Warn("tools that can only be called as MCP tasks are not listed: toolbus cannot call them as tasks yet", "tools", names)
+			s.log.Warn("tools that can only be called as MCP tasks are not listed: this session cannot send task requests (a protocol toolbus does not speak itself)", "tools", names)
 		}
 	}
 	return nil

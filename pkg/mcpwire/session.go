@@ -75,6 +75,10 @@ type mcpSession struct {
 	taskOnly []string
 	// direct sends tools/call itself on a streamable HTTP session (nil: the SDK does).
 	direct *directCalls
+	// raw sends the requests the SDK does not (raw.go): direct, or the watched
+	// connection of any other transport; nil when the session has neither (a streamable
+	// HTTP session of a protocol toolbus does not speak itself).
+	raw rawRequester
 	// overSSE: the session is an HTTP+SSE connection, which keeps the server's state
 	// for as long as it is open although it has no session id.
 	overSSE bool
@@ -99,7 +103,7 @@ func (s *mcpSession) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 	var taskOnly []string
 	callable := tools[:0]
 	for _, t := range tools {
-		if s.tasks.required(t.Name) {
+		if s.tasks.required(t.Name) && s.raw == nil {
 			taskOnly = append(taskOnly, t.Name)
 			continue
 		}
@@ -192,7 +196,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 				cancel()
 				return nil, misconfigured(err)
 			}
-			t = &stdioTransport{cmd: cmd, maxMessage: cfg.MaxMessageBytes, grace: terminateGrace, tasks: tasks, stray: func(line string) {
+			t = &stdioTransport{cmd: cmd, maxMessage: cfg.MaxMessageBytes, grace: terminateGrace, stray: func(line string) {
 				log.Debug("stdio server printed a line that is not JSON-RPC; skipped", "server", name, "line", line)
 			}}
 		case TransportHTTP:
@@ -203,11 +207,16 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 			t = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc, OAuthHandler: oauth}
 			direct = &directCalls{url: cfg.URL, client: hc, oauth: oauth, peer: &client.peer, maxMessage: cfg.maxMessage()}
 		case TransportSSE:
-			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(noteRefusals(withHeaders(observingTasks(httpClient, tasks), cfg.Headers), &refused), sctx)}
+			t = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: sessionBound(noteRefusals(withHeaders(httpClient, cfg.Headers), &refused), sctx)}
 		default:
 			cancel()
 			return nil, fmt.Errorf("unknown transport %q", cfg.Type)
 		}
+	}
+	var watched *watching
+	if _, streamable := t.(*mcp.StreamableClientTransport); !streamable {
+		watched = &watching{Transport: t, tasks: tasks}
+		t = watched
 	}
 	var opts *mcp.ClientSessionOptions
 	if cfg.Transport() == TransportSSE {
@@ -247,9 +256,12 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 		return nil, misconfigured(err)
 	}
 	s := &mcpSession{cs: cs, dead: make(chan struct{}), life: sctx, cancel: cancel, cmd: cmd, tasks: tasks, overSSE: cfg.Transport() == TransportSSE}
+	if watched != nil && watched.conn != nil {
+		s.raw = watched.conn
+	}
 	if r := cs.InitializeResult(); direct != nil && r != nil && directProtocol(r.ProtocolVersion) {
 		direct.session, direct.version, direct.cs = cs.ID(), r.ProtocolVersion, cs
-		s.direct = direct
+		s.direct, s.raw = direct, direct
 	}
 	go func() {
 		_ = cs.Wait()
@@ -627,6 +639,7 @@ func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptio
 		o.ElicitationHandler = elicitationPolicy(cfg.Elicitation)
 	}
 	p.elicit = o.ElicitationHandler
+	p.sample, p.log = o.CreateMessageHandler, o.LoggingMessageHandler
 	c := mcp.NewClient(info, &o)
 	for _, r := range cfg.Roots {
 		p.roots = append(p.roots, &mcp.Root{URI: rootURI(r, cfg.Cwd), Name: filepath.Base(r)})

@@ -30,8 +30,6 @@ type stdioTransport struct {
 	// stray, when set, is told each line of the server's stdout that is not a JSON-RPC
 	// message (a banner such as "Starting server..."), which is skipped.
 	stray func(line string)
-	// tasks reads the server's answers for tools that require MCP tasks.
-	tasks *taskTools
 }
 
 // Connect starts the child.
@@ -56,11 +54,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		out = &jsonLines{r: bufio.NewReaderSize(stdout, 64<<10), stray: t.stray}
 	}
 	pipes := &mcp.IOTransport{Reader: io.NopCloser(out), Writer: &childStdin{WriteCloser: stdin, cmd: t.cmd, grace: t.grace}, MaxLineLength: max}
-	conn, err := pipes.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return stdioConn{Connection: conn, tasks: t.tasks}, nil
+	return pipes.Connect(ctx)
 }
 
 // jsonLines passes on the lines of a server's stdout that may be JSON-RPC messages

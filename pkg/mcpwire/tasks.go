@@ -2,27 +2,41 @@ package mcpwire
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// MCP tasks (SEP-1686): a tool whose tools/list entry says
-// "execution": {"taskSupport": "required"} can only be called as a task, which the
-// go-sdk in use does not do — and it drops the field when it decodes the list. toolbus
-// reads the field off the raw messages (taskTools) and leaves such tools out of the
-// catalog, saying why, rather than list a tool every call of which fails.
+// MCP tasks (spec 2025-11-25, SEP-1686): a tool whose tools/list entry says
+// "execution": {"taskSupport": "required"} can only be called as a task, and one that
+// says "optional" may be. The go-sdk in use does neither, and drops the field when it
+// decodes the list; toolbus reads the field off the raw messages (taskTools) and runs
+// such a tool's calls as tasks itself (server.callAsTask): tools/call with a task, then
+// tasks/get until the task ends, within the call's time, then tasks/result; tasks/cancel
+// when the call's context ends first. The requests go out on the call's own session
+// (rawRequester, raw.go). A session that cannot send them (a streamable HTTP session of a
+// protocol toolbus does not speak itself) leaves the task-only tools out of the catalog.
 
-// taskTools collects the names of the tools a server marks as requiring tasks.
+// taskTools collects how the tools a server lists may run as tasks.
 type taskTools struct {
 	mu    sync.Mutex
-	names map[string]bool
+	modes map[string]string // tool → "required" or "optional"
 }
 
 // observe reads a JSON-RPC message, or a response's result, for a tools/list result
-// with task-only tools.
+// with tools that run as tasks.
 func (t *taskTools) observe(raw []byte) {
 	if t == nil || !bytes.Contains(raw, []byte("taskSupport")) {
 		return
@@ -43,14 +57,23 @@ func (t *taskTools) observe(raw []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, tl := range tools {
-		if tl.Execution.TaskSupport == "required" {
-			if t.names == nil {
-				t.names = map[string]bool{}
+		switch mode := tl.Execution.TaskSupport; mode {
+		case taskRequired, taskOptional:
+			if t.modes == nil {
+				t.modes = map[string]string{}
 			}
-			t.names[tl.Name] = true
+			t.modes[tl.Name] = mode
+		default:
+			delete(t.modes, tl.Name)
 		}
 	}
 }
+
+// The task support a tool may declare, beside "forbidden" (the default).
+const (
+	taskRequired = "required"
+	taskOptional = "optional"
+)
 
 type listedTool struct {
 	Name      string `json:"name"`
@@ -60,13 +83,200 @@ type listedTool struct {
 }
 
 // required reports whether the server marked the tool called name as task-only.
-func (t *taskTools) required(name string) bool {
+func (t *taskTools) required(name string) bool { return t.mode(name) == taskRequired }
+
+// mode is how the tool called name may run as a task: required, optional or "".
+func (t *taskTools) mode(name string) string {
 	if t == nil {
-		return false
+		return ""
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.names[name]
+	return t.modes[name]
+}
+
+// snapshot copies the modes known.
+func (t *taskTools) snapshot() map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.modes)
+}
+
+// taskState is a task as tasks/get and a task-augmented tools/call (its "task") tell it.
+type taskState struct {
+	ID            string `json:"taskId"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	// PollInterval is the wait the server suggests between two tasks/get, in ms.
+	PollInterval *int64 `json:"pollInterval,omitempty"`
+}
+
+// The statuses of a task.
+const (
+	taskWorking       = "working"
+	taskInputRequired = "input_required"
+	taskCompleted     = "completed"
+	taskFailed        = "failed"
+	taskCancelled     = "cancelled"
+)
+
+// decodeCreated reads the answer to a task-augmented tools/call: the task it created, or
+// nil when the server ran the call at once and answered a CallToolResult (a server
+// that does not take the task for this tool ignores it, as the specification asks).
+func decodeCreated(raw json.RawMessage) (*taskState, error) {
+	obj, err := messages.DecodeMembers(raw)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: codeParseError, Message: fmt.Sprintf("tools/call: the result is not an object: %v", err)}
+	}
+	task, ok := obj["task"]
+	if !ok || isNull(task) {
+		return nil, nil
+	}
+	t, err := decodeTask(task)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: codeParseError, Message: "tools/call: the task created: " + err.(*jsonrpc.Error).Message}
+	}
+	return t, nil
+}
+
+// decodeTask reads a task (tasks/get's result): an id, and a status of the
+// specification's.
+func decodeTask(raw json.RawMessage) (*taskState, error) {
+	var t taskState
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, &jsonrpc.Error{Code: codeParseError, Message: fmt.Sprintf("not a task: %v", err)}
+	}
+	switch {
+	case t.ID == "":
+		return nil, &jsonrpc.Error{Code: codeParseError, Message: "a task without a taskId"}
+	case t.Status != taskWorking && t.Status != taskInputRequired && t.Status != taskCompleted && t.Status != taskFailed && t.Status != taskCancelled:
+		return nil, &jsonrpc.Error{Code: codeParseError, Message: fmt.Sprintf("task %s: unknown status %q", messages.EchoName(t.ID), messages.EchoName(t.Status))}
+	}
+	return &t, nil
+}
+
+func (t *taskState) ended() bool {
+	return t.Status == taskCompleted || t.Status == taskFailed || t.Status == taskCancelled
+}
+
+// Bounds of the wait between two tasks/get: the server's pollInterval within them, or
+// defaultPoll.
+const (
+	minPoll     = 50 * time.Millisecond
+	maxPoll     = 5 * time.Second
+	defaultPoll = 500 * time.Millisecond
+)
+
+func (t *taskState) poll() time.Duration {
+	if t.PollInterval == nil {
+		return defaultPoll
+	}
+	return min(max(time.Duration(*t.PollInterval)*time.Millisecond, minPoll), maxPoll)
+}
+
+// taskKeep is how long past the call's time a task's result is asked to be kept (its
+// ttl): enough for tasks/result after the last tasks/get.
+const taskKeep = time.Minute
+
+// callAsTask runs a call of tool as a task on sess (see the top of this file). Its errors
+// are classified as a tools/call's: a JSON-RPC error answer is a *jsonrpc.Error, a
+// connection that broke under a request is errConnection.
+func callAsTask(ctx context.Context, sess *mcpSession, raw rawRequester, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	params := struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Meta      mcp.Meta        `json:"_meta,omitempty"`
+		Task      struct {
+			TTL *int64 `json:"ttl,omitempty"`
+		} `json:"task"`
+	}{Name: tool, Arguments: args, Meta: traceMeta(ctx)}
+	if d, ok := ctx.Deadline(); ok {
+		ttl := (time.Until(d) + taskKeep).Milliseconds()
+		params.Task.TTL = &ttl
+	}
+	answer, err := raw.request(ctx, methodToolsCall, params)
+	if err != nil {
+		return nil, err
+	}
+	task, err := decodeCreated(answer)
+	if err != nil {
+		return nil, err
+	}
+	if task == nil {
+		return decodeCallResult(answer)
+	}
+	finished := false
+	defer func() {
+		if !finished && sess.life.Err() == nil {
+			// The call's time ran out, or its answer was lost: the task stops too.
+			go cancelTask(sess.life, raw, task.ID)
+		}
+	}()
+	for !task.ended() && task.Status != taskInputRequired {
+		// tasks/result is asked for as soon as the task wants input: its answer
+		// carries the server's requests (an elicitation) to the session's handlers.
+		wait := time.NewTimer(task.poll())
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, ctx.Err()
+		case <-wait.C:
+		}
+		got, err := raw.request(ctx, "tasks/get", map[string]string{"taskId": task.ID})
+		if err != nil {
+			return nil, err
+		}
+		next, err := decodeTask(got)
+		if err != nil {
+			return nil, err
+		}
+		if next.ID != task.ID {
+			return nil, &jsonrpc.Error{Code: codeParseError, Message: fmt.Sprintf("tasks/get of task %s answered task %s", messages.EchoName(task.ID), messages.EchoName(next.ID))}
+		}
+		if next.PollInterval == nil {
+			next.PollInterval = task.PollInterval // said once, when the task was made
+		}
+		task = next
+	}
+	if task.Status == taskCancelled {
+		finished = true
+		msg := "the server cancelled the task"
+		if task.StatusMessage != "" {
+			msg += ": " + task.StatusMessage
+		}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
+	}
+	result, err := raw.request(ctx, "tasks/result", map[string]string{"taskId": task.ID})
+	if err != nil {
+		var werr *jsonrpc.Error
+		finished = errors.As(err, &werr) // the server answered: nothing left to cancel
+		return nil, err
+	}
+	finished = true
+	return decodeCallResult(result)
+}
+
+// callAsTask runs a call of tool as a task in the session, bounded by its life as
+// callTool is.
+func (s *mcpSession) callAsTask(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	cctx, stop := boundTo(ctx, s.life)
+	defer stop()
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	res, err := callAsTask(cctx, s, s.raw, tool, args)
+	if err != nil && ctx.Err() == nil && s.life.Err() != nil {
+		return nil, fmt.Errorf("%w: the session was closed during the call", errConnection)
+	}
+	return res, err
+}
+
+// cancelTask asks the server to cancel a task whose call ended, within terminateGrace of
+// the session's life.
+func cancelTask(life context.Context, raw rawRequester, id string) {
+	ctx, cancel := context.WithTimeout(life, terminateGrace)
+	defer cancel()
+	_, _ = raw.request(ctx, "tasks/cancel", map[string]string{"taskId": id})
 }
 
 // observingTasks returns a client whose answers to tools/list t reads for task-only

@@ -2,10 +2,13 @@ package mcpwire
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 const taskList = `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}},` +
@@ -40,7 +43,7 @@ func TestSniffedBodyFindsTaskOnlyTools(t *testing.T) {
 				t.Fatalf("%s/%d: the body changed: %q, %v", tc.name, size, got, err)
 			}
 			if !tasks.required("research") || tasks.required("echo") || tasks.required("maybe") {
-				t.Errorf("%s/%d: task-only tools %v, want research alone", tc.name, size, tasks.names)
+				t.Errorf("%s/%d: task-only tools %v, want research alone", tc.name, size, tasks.modes)
 			}
 		}
 	}
@@ -96,4 +99,54 @@ func TestMayListTools(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// A task-augmented call's answer and tasks/get's are read or refused with a parse error,
+// never anything else: a task read has an id and one of the specification's statuses.
+func FuzzTaskAnswer(f *testing.F) {
+	for _, seed := range []string{
+		`{"task":{"taskId":"t1","status":"working","pollInterval":1000,"ttl":300000,"createdAt":"2026-11-27T12:00:00Z"}}`,
+		`{"content":[{"type":"text","text":"at once"}]}`,
+		`{"task":null,"content":[]}`,
+		`{"task":{"taskId":"","status":"working"}}`,
+		`{"task":{"taskId":"t","status":"sleeping"}}`,
+		`{"task":{"taskId":7}}`,
+		`{"taskId":"t1","status":"input_required","statusMessage":"which one?"}`,
+		`{"taskId":"t1","status":"completed","pollInterval":-5}`,
+		`[]`, `null`, `{"task":"t1"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		check := func(what string, task *taskState, err error) {
+			if err != nil {
+				var werr *jsonrpc.Error
+				if !errors.As(err, &werr) || werr.Code != codeParseError {
+					t.Fatalf("%s %q: %v is no parse error", what, raw, err)
+				}
+				return
+			}
+			if task == nil {
+				return
+			}
+			if task.ID == "" {
+				t.Fatalf("%s %q: a task without an id", what, raw)
+			}
+			if d := task.poll(); d < minPoll || d > maxPoll {
+				t.Fatalf("%s %q: polled every %v", what, raw, d)
+			}
+			switch task.Status {
+			case taskWorking, taskInputRequired, taskCompleted, taskFailed, taskCancelled:
+			default:
+				t.Fatalf("%s %q: status %q", what, raw, task.Status)
+			}
+		}
+		created, err := decodeCreated(raw)
+		check("created", created, err)
+		got, err := decodeTask(raw)
+		check("tasks/get", got, err)
+		if err == nil && got == nil {
+			t.Fatalf("tasks/get %q: no task and no error", raw)
+		}
+	})
 }
