@@ -128,6 +128,46 @@ func TestToolsListsTheVisibleTools(t *testing.T) {
 	}
 }
 
+// A tool the policy denies outright for a tenant is not offered to its models; one
+// denied only for some arguments, or for another tenant, is.
+func TestToolsLeavesOutWhatThePolicyDenies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(path, []byte(`{"policy": {"rules": [
+		{"name": "acme-no-engineering", "tools": ["dispatch_engineering", "execute_tool"], "when": "tenant == 'acme'", "effect": "deny"},
+		{"name": "no-early-clock", "tools": ["clock"], "when": "now.getHours() < 1", "effect": "deny"}
+	]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ tenant, want string }{
+		{"", "clock,dispatch_engineering,execute_tool"},
+		{"globex", "clock,dispatch_engineering,execute_tool"},
+		{"acme", "clock"},
+	} {
+		args := []string{"tools", "--json", "--config", path}
+		if tc.tenant != "" {
+			args = append(args, "--tenant", tc.tenant)
+		}
+		stdout, stderr, code := runMain(t, "", args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var tools []messages.ToolInfo
+		if err := json.Unmarshal([]byte(stdout), &tools); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tl := range tools {
+			names = append(names, tl.Name)
+		}
+		if got := strings.Join(names, ","); got != tc.want {
+			t.Errorf("tenant %q: tools %s, want %s", tc.tenant, got, tc.want)
+		}
+	}
+	if _, stderr, code := runMain(t, "", "tools", "--tenant", "a.b"); code != 2 || !strings.Contains(stderr, "--tenant") {
+		t.Errorf("an invalid tenant: exit %d, %s", code, stderr)
+	}
+}
+
 func TestParseCommand(t *testing.T) {
 	stdout, stderr, code := runMain(t, "Let me check.\n<tool_call>{'name': 'clock', 'arguments': {},}</tool_call>\n<tool_call>not json</tool_call>", "parse")
 	if code != 0 {

@@ -37,8 +37,14 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 	format := fs.String("format", "", "print the tools as the function declarations of a vendor's API: "+dialectNames()+" (default: a table)")
 	strict := fs.Bool("strict", false, "with --format openai: functions in OpenAI's strict mode (closed objects, every property required, optional ones nullable); one whose schema strict mode cannot express stays non-strict and is named on stderr")
 	wait := fs.Duration("wait", 20*time.Second, "how long to wait for the MCP servers to answer")
+	tenant := fs.String("tenant", "", "the tenant whose models are offered the tools: those the policy denies outright there are left out (default: the default tenant)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *tenant != "" {
+		if err := messages.ValidateTenant(*tenant); err != nil {
+			return usageError{fmt.Errorf("--tenant: %w", err)}
+		}
 	}
 	want := dialect.Dialect(*format)
 	if *format != "" && !slices.Contains(dialect.Dialects(), want) {
@@ -56,7 +62,7 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	tools := exec.Router.Tools(ctx)
+	tools := exec.Offered(ctx, *tenant)
 	if want != "" {
 		decls, err := dialect.DeclarationsWith(want, declared(ctx, pool, tools), &dialect.Options{Strict: *strict})
 		if err != nil {

@@ -201,3 +201,27 @@ func (s *Stage) announce(ctx context.Context, req messages.ApprovalRequest) {
 		s.Exec.Announce(ctx, req)
 	}
 }
+
+// Offered returns the tools a model of tenant may be offered: the router's (the lists
+// applied) less those the policy denies outright there (policy.Policy.Offers), whatever
+// a call's arguments.
+func (e *Executor) Offered(ctx context.Context, tenant string) []messages.ToolInfo {
+	tools := e.Router.Tools(ctx)
+	p := e.Policy.Load()
+	if p == nil {
+		return tools
+	}
+	out := tools[:0:0]
+	for _, t := range tools {
+		route, err := e.Router.Resolve(ctx, t.Name)
+		if err != nil {
+			out = append(out, t)
+			continue
+		}
+		ref := route.ref()
+		if p.Offers(route.Canonical(), ref.Server, ref.Tool, tenant) {
+			out = append(out, t)
+		}
+	}
+	return out
+}

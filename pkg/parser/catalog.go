@@ -35,6 +35,48 @@ type snapshot struct {
 	// the executor's route decides which runs, and the parser cannot tell which, so such
 	// a tool has no server and is read-only only if every backend's is.
 	shared map[string]catalog.Tool
+	// views are this catalog as each tenant's models are offered it ([snapshot.offered]),
+	// made once per tenant.
+	views sync.Map
+}
+
+// offered is the snapshot without the tools offers says are not offered to tenant:
+// neither known nor checked. Made once per snapshot and tenant.
+func (s *snapshot) offered(tenant string, offers func(catalog.Tool, string) bool) *snapshot {
+	if v, ok := s.views.Load(tenant); ok {
+		return v.(*snapshot)
+	}
+	if s.tools == nil {
+		return s
+	}
+	hidden := map[string]bool{}
+	for _, t := range s.tools.Tools() {
+		if !offers(t, tenant) {
+			hidden[t.Name] = true
+		}
+	}
+	view := s
+	if len(hidden) > 0 {
+		view = &snapshot{tools: s.tools, shared: s.shared, schemas: map[string]json.RawMessage{}, checks: map[string]*jsonschema.Resolved{}}
+		for _, name := range s.known {
+			if !hidden[name] {
+				view.known = append(view.known, name)
+			}
+		}
+		for name, schema := range s.schemas {
+			if t, err := s.tools.Resolve(name); err == nil && hidden[t.Name] {
+				continue
+			}
+			view.schemas[name] = schema
+		}
+		for name, check := range s.checks {
+			if !hidden[name] {
+				view.checks[name] = check
+			}
+		}
+	}
+	v, _ := s.views.LoadOrStore(tenant, view)
+	return v.(*snapshot)
 }
 
 // tool finds the tool a model calls name, as the executors resolve it.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/order"
 	"github.com/toolbus/toolbus/pkg/telemetry"
@@ -48,6 +49,12 @@ type Stage struct {
 	// Tracer records a streamed response's span, once it ended (its chunks have no
 	// span each); nil means the global tracer provider.
 	Tracer trace.Tracer
+	// Offers, when set, reports whether a tool of the catalog is offered to a tenant's
+	// models (the policy does not deny it outright there: policy.Policy.Offers). A tool
+	// that is not is unknown to the parser for that tenant's responses — no bare call of
+	// it recognised, no arguments checked — and its calls go to the executor, which
+	// refuses them.
+	Offers func(t catalog.Tool, tenant string) bool
 }
 
 // check returns why a response or chunk on conversation cannot be answered at all, or
@@ -93,7 +100,7 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	if v := d.Header.Get(messages.HeaderDeadline); v != "" {
 		deadline, _ = time.Parse(time.RFC3339Nano, v)
 	}
-	opts := s.extractOptions(d.Header.Get(messages.HeaderFormat), d.Header.Get(messages.HeaderReasoning))
+	opts := s.extractOptions(d.Header.Get(messages.HeaderFormat), d.Header.Get(messages.HeaderReasoning), messages.Tenant(meta.Conversation))
 	w := Plan(meta.ResponseID, meta.Conversation, string(d.Data), deadline, &opts.Options)
 	w = CheckArguments(w, opts.checks)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -156,7 +163,7 @@ func (s *Stage) together(snap *snapshot, c *messages.ToolCall) bool {
 // Parse would send: arguments with their schema's defaults, or the error each is
 // answered with. It publishes nothing (`toolbus parse --config`).
 func (s *Stage) Preview(text, format string) (toolcall.Extraction, Work) {
-	opts := s.extractOptions(format, "")
+	opts := s.extractOptions(format, "", "")
 	ext := toolcall.Extract(text, &opts.Options)
 	w := planOf(ext, "preview", "preview", time.Time{})
 	return ext, CheckArguments(w, opts.checks)
@@ -174,15 +181,19 @@ type extractOptions struct {
 	checks map[string]*jsonschema.Resolved
 }
 
-// extractOptions are the configured options with the catalog's tools and a response's
-// format pin and reasoning mode (headers; a value that names none is ignored).
-func (s *Stage) extractOptions(format, reasoning string) extractOptions {
+// extractOptions are the configured options with the catalog's tools offered to tenant
+// and a response's format pin and reasoning mode (headers; a value that names none is
+// ignored).
+func (s *Stage) extractOptions(format, reasoning, tenant string) extractOptions {
 	var o extractOptions
 	if s.Extract != nil {
 		o.Options = *s.Extract
 	}
 	if s.Catalog != nil {
 		snap := s.Catalog.current()
+		if s.Offers != nil {
+			snap = snap.offered(tenant, s.Offers)
+		}
 		o.KnownTools, o.Schemas, o.checks = snap.known, snap.schemas, snap.checks
 		if len(s.Routed) > 0 {
 			checks := make(map[string]*jsonschema.Resolved, len(o.checks))

@@ -215,7 +215,7 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 	if v := read.Reading.Deadline; v != "" {
 		deadline, _ = time.Parse(time.RFC3339Nano, v)
 	}
-	opts := s.extractOptions(read.Reading.Format, read.Reading.Reasoning)
+	opts := s.extractOptions(read.Reading.Format, read.Reading.Reasoning, messages.Tenant(meta.Conversation))
 	var ex toolcall.Extraction
 	settled := 0
 	if final {

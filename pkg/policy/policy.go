@@ -272,3 +272,38 @@ func (c Call) vars() map[string]any {
 	return map[string]any{"tool": c.Tool, "server": c.Server, "args": args,
 		"conversation": c.Conversation, "tenant": c.Tenant, "now": now}
 }
+
+// Offers reports whether a tool may be offered to a model of tenant: false when the
+// rules deny every call of it there whatever its arguments, conversation and time —
+// the first rule (in order) whose tools match it and whose condition, read with only the
+// tool, its server and the tenant known, holds is a deny rule. A condition that needs
+// more to be decided (an argument, the time) offers the tool: its calls are judged one
+// by one. tool is the canonical name; server and name as in [Call].
+func (p *Policy) Offers(tool, server, name, tenant string) bool {
+	if p == nil {
+		return true
+	}
+	if name == "" {
+		name = tool
+	}
+	vars := map[string]any{"tool": tool, "server": server, "tenant": tenant}
+	for _, r := range p.rules {
+		if len(r.Tools) > 0 && !catalog.MatchTool(r.Tools, server, name) {
+			continue
+		}
+		if r.prg != nil {
+			out, _, err := r.prg.Eval(vars)
+			if err != nil {
+				return true // it depends on the call
+			}
+			if holds, ok := out.Value().(bool); !ok || !holds {
+				if ok {
+					continue
+				}
+				return true
+			}
+		}
+		return r.Effect != Deny
+	}
+	return true
+}

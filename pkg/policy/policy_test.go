@@ -99,3 +99,43 @@ func TestRevision(t *testing.T) {
 		t.Fatal("no policy must allow")
 	}
 }
+
+// A tool is left out of what a tenant's model is offered only when the rules deny
+// every call of it there, whatever the call's arguments, conversation or time.
+func TestOffers(t *testing.T) {
+	p, err := policy.Compile([]policy.Rule{
+		{Name: "no-shell", Tools: []string{"shell__*"}, Effect: policy.Deny},
+		{Name: "acme-no-github", Tools: []string{"github__*"}, When: "tenant == 'acme'", Effect: policy.Deny},
+		{Name: "etc", Tools: []string{"file_writer"}, When: "args.file_path.startsWith('/etc')", Effect: policy.Deny},
+		{Name: "globex-docs", Tools: []string{"docs__*"}, When: "tenant == 'globex'", Effect: policy.Allow},
+		{Name: "docs-nobody-else", Tools: []string{"docs__*"}, Effect: policy.Deny},
+		{Name: "night", Tools: []string{"deploy"}, When: "tenant == 'acme' && now.getHours() < 6", Effect: policy.Deny},
+		{Name: "ask", Tools: []string{"transfer"}, Effect: policy.Approve},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tool, server, name, tenant string
+		want                       bool
+	}{
+		{"shell__run", "shell", "run", "", false},
+		{"shell__run", "shell", "run", "acme", false},
+		{"github__issues", "github", "issues", "acme", false},
+		{"github__issues", "github", "issues", "globex", true},
+		{"file_writer", "", "", "acme", true}, // some of its calls are allowed
+		{"docs__read", "docs", "read", "globex", true},
+		{"docs__read", "docs", "read", "acme", false},
+		{"deploy", "", "", "acme", true}, // depends on the time
+		{"deploy", "", "", "globex", true},
+		{"transfer", "", "", "", true}, // a person may approve it
+		{"clock", "", "", "acme", true},
+	} {
+		if got := p.Offers(tc.tool, tc.server, tc.name, tc.tenant); got != tc.want {
+			t.Errorf("Offers(%s, tenant %q) = %v, want %v", tc.tool, tc.tenant, got, tc.want)
+		}
+	}
+	if !(*policy.Policy)(nil).Offers("x", "", "", "") {
+		t.Error("no policy hides a tool")
+	}
+}

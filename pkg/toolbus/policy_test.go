@@ -195,3 +195,27 @@ func TestConcurrentLimitAcrossExecutors(t *testing.T) {
 	}
 	ran(t, "after the two finished", askResponse(t, c, "crawler", mcpCall{Name: "crawl"})[0])
 }
+
+// A tool the policy denies outright for a tenant is not offered there: the parser does
+// not know it for that tenant's responses, so a call of it is refused by the policy,
+// never answered with the tool's argument errors (which would show its schema); the
+// default tenant, for whom it is offered, has its arguments checked as usual.
+func TestDeniedToolNotOfferedToTheTenant(t *testing.T) {
+	reg := localtools.New()
+	type args struct {
+		Query string `json:"query"`
+	}
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "search", ReadOnly: true}, func(_ context.Context, a args) (string, error) { return "found " + a.Query, nil }); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mcpConfig(t, `{"tenants": {"acme": {}}, "policy": {"rules": [
+		{"name": "acme-no-search", "tools": ["search"], "when": "tenant == 'acme'", "effect": "deny"}
+	]}}`)
+	_, c := startWithLists(t, cfg, reg)
+	bad := mcpCall{Name: "search", Arguments: map[string]any{"limit": 3}} // no query
+	refused(t, "acme's call", askResponse(t, c, "acme.c1", bad)[0], `the rule "acme-no-search" (when tenant == 'acme') says deny`)
+	if r := askResponse(t, c, "c1", bad)[0]; r.Error == nil || r.Error.Code != messages.CodeInvalidArguments {
+		t.Errorf("the default tenant's call with a wrong argument: %+v", r.Error)
+	}
+	ran(t, "the default tenant's", askResponse(t, c, "c1", mcpCall{Name: "search", Arguments: map[string]any{"query": "x"}})[0])
+}

@@ -520,9 +520,27 @@ func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
 			routed = append(routed, name)
 		}
 	}
-	policy, _ := cfg.Order() // validated when loaded
-	return &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: policy,
+	ordering, _ := cfg.Order() // validated when loaded
+	p := &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: ordering,
 		StreamIdle: time.Duration(cfg.Parser.StreamIdleTimeout), MaxChunks: cfg.Parser.StreamMaxChunks}
+	if rules, err := policy.Compile(cfg.Policy.Rules); err == nil && rules != nil { // compiled when loaded
+		p.Offers = offers(cfg, rules)
+	}
+	return p
+}
+
+// offers reports whether the rules leave a tool of the catalog offered to a tenant's
+// models, seeing it as the executor's router does: an MCP server's tool by its server
+// and its name there, an in-process backend's (the catalog's "local", "engineering")
+// as a tool of no server.
+func offers(cfg *config.Config, rules *policy.Policy) func(catalog.Tool, string) bool {
+	return func(t catalog.Tool, tenant string) bool {
+		ref := catalog.Ref{Server: t.Server, Tool: cmp.Or(t.Remote, t.Name)}
+		if _, configured := cfg.MCPServers[t.Server]; !configured {
+			ref = catalog.Ref{Tool: t.Name}
+		}
+		return rules.Offers(ref.Name(), ref.Server, ref.Tool, tenant)
+	}
 }
 
 // NewPool returns the pool of the configuration's MCP servers: o with the
