@@ -133,51 +133,52 @@ func (s *Stage) approval(ctx context.Context, call messages.ToolCall, route Rout
 	}
 	id := policy.ApprovalID(call.ID)
 	hash := policy.ArgumentsHash(call.Arguments)
-	rec, rev, err := a.Get(ctx, id)
-	switch {
-	case errors.Is(err, policy.ErrNoApproval):
-		rev = 0
-	case err != nil:
-		return nil, false, err
-	case rec.Revision != revision || rec.ArgumentsSHA256 != hash:
-		// Decided (or asked) under another policy, or for other arguments: ask again.
-	case rec.State == messages.ApprovalPending:
-		if d.Delivered > 1 { // the delivery that asked may have stopped before it announced
-			s.announce(ctx, rec.ApprovalRequest)
+	for range 5 {
+		rec, rev, err := a.Get(ctx, id)
+		switch {
+		case errors.Is(err, policy.ErrNoApproval):
+			rev = 0
+		case err != nil:
+			return nil, false, err
+		case rec.Revision != revision || rec.ArgumentsSHA256 != hash:
+			// Decided (or asked) under another policy, or for other arguments: ask again.
+		case rec.State == messages.ApprovalPending:
+			if d.Delivered > 1 { // the delivery that asked may have stopped before it announced
+				s.announce(ctx, rec.ApprovalRequest)
+			}
+			return nil, true, nil
+		case rec.State == messages.ApprovalApproved:
+			return nil, false, nil
+		case rec.State == messages.ApprovalDenied:
+			by := ""
+			if rec.DecidedBy != "" {
+				by = " by " + rec.DecidedBy
+			}
+			why := ""
+			if rec.Reason != "" {
+				why = ": " + rec.Reason
+			}
+			return messages.Errorf(messages.CodeNotAllowed, "the call to %q was denied%s (the rule %q asks a person to approve it)%s", name, by, rec.Rule, why), false, nil
+		default:
+			return messages.Errorf(messages.CodeNotAllowed, "the call to %q was not run: the rule %q asks a person to approve it, and %s", name, rec.Rule, rec.Reason), false, nil
 		}
+		now := time.Now()
+		ref := route.ref()
+		req := messages.ApprovalRequest{ID: id, CallID: call.ID, Conversation: call.Conversation, ResponseID: call.ResponseID,
+			Tool: route.Canonical(), Server: ref.Server, ArgumentsSHA256: hash, Rule: dec.Rule, When: dec.When,
+			Revision: revision, RequestedAt: now, Deadline: now.Add(dec.Timeout)}
+		req.Arguments, req.Truncated = s.shownArguments(route, call.Arguments)
+		err = a.Ask(ctx, messages.Approval{ApprovalRequest: req, Call: call}, rev)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue // another delivery asked, a person decided, or the record was marked sent again: read it again
+		case err != nil:
+			return nil, false, err
+		}
+		s.announce(ctx, req)
 		return nil, true, nil
-	case rec.State == messages.ApprovalApproved:
-		return nil, false, nil
-	case rec.State == messages.ApprovalDenied:
-		by := ""
-		if rec.DecidedBy != "" {
-			by = " by " + rec.DecidedBy
-		}
-		why := ""
-		if rec.Reason != "" {
-			why = ": " + rec.Reason
-		}
-		return messages.Errorf(messages.CodeNotAllowed, "the call to %q was denied%s (the rule %q asks a person to approve it)%s", name, by, rec.Rule, why), false, nil
-	default:
-		return messages.Errorf(messages.CodeNotAllowed, "the call to %q was not run: the rule %q asks a person to approve it, and %s", name, rec.Rule, rec.Reason), false, nil
 	}
-	now := time.Now()
-	ref := route.ref()
-	req := messages.ApprovalRequest{ID: id, CallID: call.ID, Conversation: call.Conversation, ResponseID: call.ResponseID,
-		Tool: route.Canonical(), Server: ref.Server, ArgumentsSHA256: hash, Rule: dec.Rule, When: dec.When,
-		Revision: revision, RequestedAt: now, Deadline: now.Add(dec.Timeout)}
-	req.Arguments, req.Truncated = s.shownArguments(route, call.Arguments)
-	err = a.Ask(ctx, messages.Approval{ApprovalRequest: req, Call: call}, rev)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		// Another delivery of the call asked first, or a person decided meanwhile: the
-		// record is theirs, and a decision sends the call again.
-		return nil, true, nil
-	case err != nil:
-		return nil, false, err
-	}
-	s.announce(ctx, req)
-	return nil, true, nil
+	return nil, false, fmt.Errorf("approval %s kept changing", id)
 }
 
 // shownArguments are a call's arguments as a person deciding sees them: every

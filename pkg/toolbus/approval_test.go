@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/toolbus/toolbus/internal/cli"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/policy"
@@ -209,5 +212,91 @@ func TestApprovalFlow(t *testing.T) {
 		if recs[i].State != want || !recs[i].Requeued || recs[i].Call.ID != "" {
 			t.Errorf("record %d: state %s requeued %v call %q; want %s, requeued, no call printed", i, recs[i].State, recs[i].Requeued, recs[i].Call.ID, want)
 		}
+	}
+}
+
+// An approval holds for the policy it was asked under: once the rules change (a
+// reload), a call approved under the old ones is asked about again, under the new
+// revision, and runs only when that is approved.
+func TestApprovalAskedAgainWhenThePolicyChanges(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolbus.json")
+	write := func(body string) {
+		if err := os.WriteFile(path+".tmp", []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rule := `{"name": "big-transfers", "tools": ["transfer"], "when": "args.amount > 100", "effect": "approve", "timeout": "10m"}`
+	write(`{"policy": {"rules": [` + rule + `]}}`)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := bustest.Server(t)
+	nc, _ := bustest.Connect(t, url)
+	var l ledger
+	ctx, cancel := context.WithCancel(context.Background())
+	tb, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg, Tools: l.registry(t),
+		Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); tb.Wait() })
+	watch, _ := bustest.Connect(t, url)
+	requests, err := watch.SubscribeSync(messages.AllApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() messages.ApprovalRequest {
+		t.Helper()
+		m, err := requests.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatalf("no approval request: %v", err)
+		}
+		var req messages.ApprovalRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	onc, _ := bustest.Connect(t, url)
+	c, err := client.New(onc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []messages.OutputResult, 1)
+	go func() {
+		done <- askResponse(t, c, "payments", mcpCall{Name: "transfer", Arguments: map[string]any{"amount": 500}})
+	}()
+	first := next()
+
+	// The same rule with another timeout, and clock denied: a new revision, applied
+	// once clock is refused.
+	write(`{"policy": {"rules": [` + strings.Replace(rule, `"10m"`, `"20m"`, 1) + `, {"name": "no-clock", "tools": ["clock"], "effect": "deny"}]}}`)
+	tb.Reload()
+	for deadline := time.Now().Add(45 * time.Second); askResponse(t, c, "probe", mcpCall{Name: "clock"})[0].Success; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the new rules were not applied")
+		}
+	}
+	if _, err := toolbusCmd(t, url, "approve", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	again := next()
+	if again.ID != first.ID || again.Revision == first.Revision || again.Deadline.Sub(again.RequestedAt) != 20*time.Minute {
+		t.Errorf("asked again: %+v; first %+v", again, first)
+	}
+	if got := l.ran(); len(got) != 0 {
+		t.Fatalf("ran %v on an approval of the old rules", got)
+	}
+	if _, err := toolbusCmd(t, url, "approve", again.ID); err != nil {
+		t.Fatal(err)
+	}
+	ran(t, "approved under the new rules", (<-done)[0])
+	if got := l.ran(); fmt.Sprint(got) != "[500]" {
+		t.Errorf("ran %v, want [500]", got)
 	}
 }
