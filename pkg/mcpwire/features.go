@@ -527,3 +527,27 @@ func (s *server) send(ctx context.Context, sess session, tool string, args json.
 	}
 	return res, err
 }
+
+// guessed reports whether t was made of a qualified name alone, its server not having
+// listed its tools yet, and waits (up to ctx) for that server's first connection
+// attempt, which lists them. The guess takes the name's tool part for the server's name
+// of the tool, which a feature tool's is not ("everything__resources_read" is
+// "resources:read"); the server's calls would wait for that attempt anyway.
+func (p *Pool) guessed(ctx context.Context, t Tool) bool {
+	s, ok := p.server(t.Server)
+	if !ok || isDone(s.tried) {
+		return false
+	}
+	s.mu.Lock()
+	listed := s.listed
+	s.mu.Unlock()
+	if listed {
+		return false
+	}
+	select {
+	case <-s.tried:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -189,5 +190,21 @@ func TestFeatureToolsListed(t *testing.T) {
 	}
 	if _, err := p.Lookup(ctxT(t), "lib::resources:read"); !errors.Is(err, mcpwire.ErrNotAllowed) {
 		t.Errorf("lib::resources:read: %v, want not allowed", err)
+	}
+}
+
+// A feature tool called before its server listed its tools (the executor's first call
+// of a stdio server that is still starting) reaches the feature, not a tool of the name's
+// tool part: the name is resolved again once the server has listed.
+func TestFeatureToolCalledBeforeTheListing(t *testing.T) {
+	srv := library()
+	slow := func(ctx context.Context, name string) (mcp.Transport, error) {
+		time.Sleep(200 * time.Millisecond)
+		return inMemory(srv)(ctx, name)
+	}
+	p := newPool(t, map[string]mcpwire.ServerConfig{"lib": placeholder}, &mcpwire.Options{Dial: slow})
+	out, err := p.Call(ctxT(t), "lib__resources_read", json.RawMessage(`{"uri":"lib://books/dune"}`))
+	if err != nil || string(out) != `"A desert planet."` {
+		t.Fatalf("= %s, %v", out, err)
 	}
 }

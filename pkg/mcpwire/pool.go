@@ -279,6 +279,9 @@ func (p *Pool) Lookup(ctx context.Context, name string) (Tool, error) {
 	p.run()
 	for {
 		t, err := p.catalog.Load().Resolve(name)
+		if err == nil && p.guessed(ctx, t) {
+			continue // its server has listed its tools since: resolve the name again
+		}
 		if err == nil || errors.Is(err, ErrAmbiguous) {
 			return t, err // more servers cannot make it less ambiguous
 		}
