@@ -3,6 +3,7 @@ package mcpwire_test
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -73,5 +74,35 @@ func checkEverythingTask(t *testing.T, p *mcpwire.Pool) {
 	out, err := p.CallTool(ctx, tool, json.RawMessage(`{"topic":"MCP tasks"}`))
 	if err != nil || !strings.Contains(string(out), "# Research Report: MCP tasks") || !strings.Contains(string(out), "Stage 4: Generating report") {
 		t.Errorf("simulate-research-query: %.300s, %v", out, err)
+	}
+}
+
+// A task that asks for input (simulate-research-query on an ambiguous topic, to a client
+// that offers elicitation) gets its question through tasks/result's answer, and the
+// server's elicitation policy answers it: under "defaults" with no default to give, it
+// declines, and the task goes on with its own interpretation.
+func TestEverythingTaskAsksForInput(t *testing.T) {
+	dir := npmPackage(t, everythingPkg)
+	for _, tt := range []struct {
+		name string
+		cfg  func(t *testing.T) mcpwire.ServerConfig
+	}{
+		{"stdio", func(*testing.T) mcpwire.ServerConfig {
+			return mcpwire.ServerConfig{Command: "node", Args: []string{filepath.Join(dir, "dist", "index.js"), "stdio"}}
+		}},
+		{"streamable http", func(t *testing.T) mcpwire.ServerConfig {
+			return mcpwire.ServerConfig{Type: "http", URL: everythingURL(t, "streamableHttp") + "/mcp"}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := tt.cfg(t)
+			cfg.Elicitation = mcpwire.ElicitDefaults
+			p := newPool(t, map[string]mcpwire.ServerConfig{"everything": cfg}, nil)
+			out, err := p.Call(ctxT(t), "everything__simulate-research-query", json.RawMessage(`{"topic":"python","ambiguous":true}`))
+			if err != nil || !strings.Contains(string(out), "User declined - using default interpretation") {
+				t.Errorf("= %.600s, %v", out, err)
+			}
+		})
 	}
 }
