@@ -790,7 +790,13 @@ func TestPermissionsOnServer(t *testing.T) {
 		t.Error("connected as parser with the executor's password")
 	}
 
-	services := startServices(t, urls, pw, bus.Topology{})
+	// A call of one conversation waits for a person's approval (pkg/policy Approvals).
+	cfg, err := config.Parse([]byte(`{"policy": {"rules": [{"name": "ask", "tools": ["clock"], "when": "conversation == 'perm-approve'", "effect": "approve"}]}}`),
+		"perm.json", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	services := startServicesWith(t, urls, pw, bus.Topology{}, cfg)
 	onc, oerrs := connectAs(t, urls, orchestr, pw[orchestr])
 	c, err := client.New(onc)
 	if err != nil {
@@ -798,6 +804,7 @@ func TestPermissionsOnServer(t *testing.T) {
 	}
 	askAll(t, c)
 	consoleUnderItsUser(t, urls, pw[consoleU])
+	approvalUnderTheUsers(t, onc, c, urls, pw[consoleU])
 
 	// No service may change what it does not own. As healthd, the least privileged: cut
 	// the outputs to one message, seal the output stream, throttle the executors'
@@ -1049,6 +1056,56 @@ func TestServicesMayNotProvision(t *testing.T) {
 			}
 		}
 	}
+}
+
+// approvalUnderTheUsers runs a call through approval under the users' rights: the
+// executor parks it in the approvals bucket and announces it, the orchestrator hears of
+// it on its conversation's approvals subject, the console lists and approves it, and the
+// executor, following the bucket, sends it again and runs it.
+func approvalUnderTheUsers(t *testing.T, onc *nats.Conn, c *client.Client, urls []string, password string) {
+	t.Helper()
+	requests, err := onc.SubscribeSync(messages.ApprovalSubject("perm-approve"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := onc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		out, err := c.Ask(ctx, "perm-approve", `<tool_call>{"name": "clock", "arguments": {}}</tool_call>`, nil)
+		if err == nil && (len(out.Results) != 1 || !out.Results[0].Success) {
+			err = fmt.Errorf("%s", out.Text)
+		}
+		answered <- err
+	}()
+	m, err := requests.NextMsgWithContext(ctx)
+	if err != nil {
+		t.Fatalf("approval request: %v", err)
+	}
+	var req messages.ApprovalRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		t.Fatal(err)
+	}
+	nc, errs := connectAs(t, urls, consoleU, password)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	con := &console.Console{NC: nc, JS: js}
+	list, err := con.Approvals(ctx, false)
+	if err != nil || len(list) != 1 || list[0].ID != req.ID {
+		t.Fatalf("console: approvals %+v, %v", list, err)
+	}
+	if _, err := con.Decide(ctx, req.ID, true, ""); err != nil {
+		t.Fatalf("console: approve: %v", err)
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("the approved call: %v", err)
+	}
+	errs.none(t, consoleU)
 }
 
 // consoleUnderItsUser runs what the console does as the console user: the flow (consumer

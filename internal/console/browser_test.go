@@ -100,7 +100,9 @@ func (e *everything) stop() {
 // follows its trace link, shows each tool's statistics and how many outputs they come
 // from, redrives a dead letter and shows its new output and, on the letter, when it
 // was redriven and what its output said (a second redrive only after a confirmation
-// that says what it does), answers a pasted response, and lists
+// that says what it does), lists two calls waiting for approval and approves one (it
+// runs) and denies the other with a reason (the model reads it), answers a pasted
+// response, and lists
 // the tools with their declarations. The page is opened with its token in the URL, as
 // toolbus prints it, and keeps it out of the address bar; opened without it, it asks
 // for it. It runs under the console's Content-Security-Policy without a violation (an
@@ -118,6 +120,7 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{
 		"mcpServers": {"everything": {"type": "http", "url": "http://127.0.0.1:%d/mcp"}},
+		"policy": {"rules": [{"name": "echo-asks", "tools": ["everything__echo"], "when": "args.message.startsWith('may I')", "effect": "approve"}]},
 		"health": {"interval": "1s"}}`, server.port)), "console-test.json", func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +194,29 @@ func TestConsoleInABrowser(t *testing.T) {
 			http.Error(w, err.Error(), 500)
 		}
 	})
+	// Two calls that wait for a person's approval, and what each was answered.
+	approvals := map[string]chan string{"approve-1": make(chan string, 1), "deny-1": make(chan string, 1)}
+	ctl.HandleFunc("POST /approvals", func(w http.ResponseWriter, r *http.Request) {
+		for conv, answer := range approvals {
+			go func() {
+				out, err := c.Ask(actx, conv, `<tool_call>{"name": "everything__echo", "arguments": {"message": "may I, `+conv+`?"}}</tool_call>`, nil)
+				if err != nil {
+					answer <- err.Error()
+					return
+				}
+				b, _ := json.Marshal(out.Results)
+				answer <- string(b)
+			}()
+		}
+	})
+	ctl.HandleFunc("GET /approvals/{conversation}", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case a := <-approvals[r.PathValue("conversation")]:
+			fmt.Fprint(w, a)
+		case <-time.After(time.Minute):
+			http.Error(w, "no answer", 504)
+		}
+	})
 	ctl.HandleFunc("GET /jaeger/trace/{id}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "<html><body>trace %s</body></html>", r.PathValue("id"))
 	})
@@ -217,7 +243,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := <-benchDone; err != nil {
 		t.Errorf("toolbus bench: %v", err)
 	}
-	for _, name := range []string{"servers", "flow", "calls", "dead", "try", "tools"} {
+	for _, name := range []string{"servers", "flow", "calls", "dead", "approvals", "try", "tools"} {
 		if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {
 			t.Errorf("screenshot %s: %v", name, err)
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/policy"
 )
 
 //go:embed web
@@ -41,6 +42,10 @@ var web embed.FS
 //	POST /api/dead/redrive         {"seq": N, "force": false}: send a dead letter's call
 //	                               again, its new output; 409 when it was redriven before
 //	                               and force is not true
+//	GET  /api/approvals?all=       the calls waiting for a person's approval, oldest
+//	                               first; with all, the decided ones kept too
+//	POST /api/approvals/decide     {"id", "decision": "approve"|"deny", "reason"}: decide
+//	                               one, as "console"; 409 when it was decided before
 //	POST /api/try                  {"conversation", "text"}: the output of that response
 //
 // since and until are RFC 3339 times or durations before now ("1h"); cursor is a page's
@@ -140,6 +145,22 @@ func (c *Console) Handler(token string, hosts ...string) http.Handler {
 				return nil, badRequest{err}
 			}
 			return out, err
+		})
+	})
+	get("/api/approvals", func(r *http.Request) (any, error) {
+		return c.Approvals(r.Context(), r.URL.Query().Get("all") != "")
+	})
+	mux.HandleFunc("POST /api/approvals/decide", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, r, func(r *http.Request) (any, error) {
+			var in struct {
+				ID       string `json:"id"`
+				Decision string `json:"decision"`
+				Reason   string `json:"reason"`
+			}
+			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&in); err != nil || in.ID == "" || (in.Decision != "approve" && in.Decision != "deny") {
+				return nil, badRequest{fmt.Errorf("want {\"id\": ID, \"decision\": \"approve\" or \"deny\", \"reason\": TEXT}")}
+			}
+			return c.Decide(r.Context(), in.ID, in.Decision == "approve", in.Reason)
 		})
 	})
 	mux.HandleFunc("POST /api/try", func(w http.ResponseWriter, r *http.Request) {
@@ -405,6 +426,10 @@ func reply(w http.ResponseWriter, r *http.Request, f func(*http.Request) (any, e
 			code = http.StatusBadRequest
 		case errors.As(err, &redriven):
 			code, body["redriven"] = http.StatusConflict, redriven
+		case errors.Is(err, policy.ErrDecided):
+			code = http.StatusConflict
+		case errors.Is(err, policy.ErrNoApproval):
+			code = http.StatusNotFound
 		}
 		w.WriteHeader(code)
 		json.NewEncoder(w).Encode(body)

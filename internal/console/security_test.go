@@ -197,6 +197,9 @@ func TestConsoleRefusesCrossSitePost(t *testing.T) {
 	if code, _, _ := do(t, request("POST", base+"/api/dead/redrive?seq=1", "", merge(evil, map[string]string{"Content-Type": "text/plain"}))); code != http.StatusForbidden && code != http.StatusUnsupportedMediaType {
 		t.Errorf("POST /api/dead/redrive from another site: %d, want 403 or 415", code)
 	}
+	if code, _, _ := do(t, request("POST", base+"/api/approvals/decide", `{"id": "0123456789abcdef", "decision": "approve"}`, merge(evil, map[string]string{"Content-Type": "text/plain"}))); code != http.StatusForbidden && code != http.StatusUnsupportedMediaType {
+		t.Errorf("POST /api/approvals/decide from another site: %d, want 403 or 415", code)
+	}
 	if after := responses(); after != before {
 		t.Errorf("refused requests ran: the responses stream went from %d to %d", before, after)
 	}

@@ -158,6 +158,29 @@ try {
   }, redriven, { timeout: 60000 });
   if (questions.length !== 2) throw new Error("confirmations asked: " + questions.length);
 
+  step("two calls wait for approval: one approved runs, one denied is refused with the reason");
+  await post("/approvals");
+  await view("approvals");
+  const waiting = conv => page.locator(`#approval-table tr[data-conversation="${conv}"]`);
+  for (let i = 0; i < 100 && (await waiting("approve-1").count() === 0 || await waiting("deny-1").count() === 0); i++) {
+    await page.waitForTimeout(200);
+    await page.click("#approval-filter button");
+  }
+  await waiting("deny-1").waitFor({ timeout: 5000 });
+  const row1 = await waiting("approve-1").textContent();
+  if (!row1.includes("everything__echo") || !row1.includes("may I, approve-1?") || !row1.includes("echo-asks")) throw new Error("the waiting call's row: " + row1);
+  await shot("approvals");
+  await waiting("approve-1").locator("button.approve").click();
+  await page.locator("#approval-output", { hasText: "approved" }).waitFor({ timeout: 15000 });
+  const approved = await fetch(control + "/approvals/approve-1").then(r => r.text());
+  if (!approved.includes('"success":true') || !approved.includes("may I, approve-1?")) throw new Error("the approved call: " + approved);
+  page.once("dialog", d => d.accept("not on a Friday"));
+  await waiting("deny-1").locator("button.deny").click();
+  await page.locator("#approval-output", { hasText: "denied" }).waitFor({ timeout: 15000 });
+  const denied = await fetch(control + "/approvals/deny-1").then(r => r.text());
+  if (!denied.includes("not_allowed") || !denied.includes("denied by console") || !denied.includes("not on a Friday")) throw new Error("the denied call: " + denied);
+  await page.waitForFunction(() => document.querySelectorAll("#approval-table tbody tr.none").length === 1, null, { timeout: 15000 });
+
   step("try it answers a pasted response");
   await view("try");
   await page.fill('#try-form textarea', '<tool_call>{"name": "everything__echo", "arguments": {"message": "from the console"}}</tool_call>');

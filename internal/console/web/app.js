@@ -53,7 +53,7 @@ const when = t => t ? new Date(t).toLocaleTimeString() : "-";
 
 // Views, chosen by the URL's hash: "#calls?conversation=c1&outcome=failed" opens the
 // calls with that filter.
-const loaders = {flow: () => {}, servers: loadServers, tools: loadTools, calls: openCalls, dead: openDead, try: () => {}};
+const loaders = {flow: () => {}, servers: loadServers, tools: loadTools, calls: openCalls, dead: openDead, approvals: loadApprovals, try: () => {}};
 function show() {
   const [view, rest] = (location.hash || "#flow").slice(1).split("?");
   const params = new URLSearchParams(rest || "");
@@ -298,6 +298,38 @@ document.addEventListener("click", e => {
     loadDead(false);
     return forced(err.body.redriven?.response_id); // redriven meanwhile (another tab, toolbus dead redrive)
   })).catch(err => out.textContent = err.message);
+});
+
+// Approvals: the calls waiting for a person; Approve runs the call once, Deny asks why
+// (the model reads it).
+function approvalRow(a) {
+  const waiting = a.state === "pending";
+  const state = waiting ? "waiting" : `${esc(a.state)}${a.decided_by ? " by " + esc(a.decided_by) : ""}${a.reason ? `: ${esc(a.reason)}` : ""}`;
+  const actions = waiting ? `<button class="approve" data-id="${esc(a.id)}">Approve</button> <button class="deny" data-id="${esc(a.id)}">Deny…</button>` : "";
+  return `<tr data-id="${esc(a.id)}" data-conversation="${esc(a.conversation)}" class="${esc(a.state)}"><td><code>${esc(a.id)}</code></td><td>${when(a.requested_at)}</td>
+    <td>${when(a.deadline)}</td><td>${esc(a.conversation)}</td><td>${esc(a.tool)}</td><td><code>${esc(JSON.stringify(a.arguments))}</code>${a.truncated ? " <span class=muted>(cut)</span>" : ""}</td>
+    <td>${esc(a.rule)}${a.when ? `<div class="muted">${esc(a.when)}</div>` : ""}</td><td class="state">${state}</td><td>${actions}</td></tr>`;
+}
+function loadApprovals() {
+  const body = $("#approval-table tbody");
+  const all = new FormData($("#approval-filter")).get("all") ? "?all=1" : "";
+  api("api/approvals" + all).then(list => {
+    body.innerHTML = list.length ? list.map(approvalRow).join("") : `<tr class="none"><td colspan=9 class="muted">no call waits for a decision</td></tr>`;
+  }).catch(err => body.innerHTML = `<tr><td colspan=9>${esc(err.message)}</td></tr>`);
+}
+$("#approval-filter").addEventListener("submit", e => { e.preventDefault(); loadApprovals(); });
+document.addEventListener("click", e => {
+  const approve = e.target.matches("button.approve"), deny = e.target.matches("button.deny");
+  if (!approve && !deny) return;
+  const id = e.target.dataset.id, out = $("#approval-output");
+  let reason = "";
+  if (deny) {
+    reason = prompt(`Deny call ${id}? The model reads the reason:`, "");
+    if (reason === null) { out.textContent = `${id}: not decided`; return; }
+  }
+  api("api/approvals/decide", {id, decision: approve ? "approve" : "deny", reason})
+    .then(a => { out.textContent = `${a.id}: ${a.state} — ${approve ? "the call runs now" : "the call is answered not_allowed"}`; loadApprovals(); })
+    .catch(err => { out.textContent = `${id}: ${err.message}`; loadApprovals(); });
 });
 
 $("#try-form").addEventListener("submit", e => {
