@@ -1,6 +1,7 @@
 package healthd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -327,7 +328,7 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 	st, err := bus.UpdateJSON(wctx, s.kv, bus.Key(t.Name), func(st *messages.HealthStatus) (bool, error) {
 		before = st.State
 		*st = Next(*st, r, s.opts.Threshold, s.opts.Now().UTC())
-		st.Server, st.Transport, st.ProbedBy = t.Name, t.Transport, s.opts.ID
+		st.Server, st.Transport, st.ProbedBy = t.Name, cmp.Or(r.Transport, t.Transport), s.opts.ID
 		mask := s.secrets.For(t.Name) // a server's status shows its own secrets masked, not others'
 		st.Error = mask.String(st.Error)
 		for i := range st.History {

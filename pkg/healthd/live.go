@@ -55,7 +55,7 @@ func AnswerProbes(ctx context.Context, nc *nats.Conn, replica string, sessions S
 			case mcpwire.Starting:
 				a.Starting, a.Note = true, r.Note
 			default:
-				a.LatencyMS, a.Protocol, a.Tools, a.Note = float64(r.Latency.Microseconds())/1000, r.Protocol, r.Tools, r.Note
+				a.LatencyMS, a.Protocol, a.Tools, a.Note, a.Transport = float64(r.Latency.Microseconds())/1000, r.Protocol, r.Tools, r.Note, r.Transport
 				if r.Err != nil {
 					a.Error = r.Err.Error()
 					var nl *oauth.NeedsLoginError
@@ -109,7 +109,7 @@ func askExecutors(ctx context.Context, nc *nats.Conn, server string, since time.
 		return Result{}, errNotServed
 	}
 	r := Result{Latency: time.Duration(a.LatencyMS * float64(time.Millisecond)), Protocol: a.Protocol, Tools: a.Tools,
-		Note: a.Note, Pending: a.Starting, Via: "executor " + a.Executor}
+		Note: a.Note, Pending: a.Starting, Via: "executor " + a.Executor, Transport: a.Transport}
 	switch {
 	case a.NeedsLogin:
 		r.Err = &oauth.NeedsLoginError{Server: server, Reason: a.Error}

@@ -42,6 +42,9 @@ type Result struct {
 	Pending bool
 	// Via says whose session the probe went over ([messages.HealthStatus.Via]).
 	Via string
+	// Transport is the one the session uses when it is not the configured one (an
+	// entry without a type that fell back to HTTP+SSE): the status shows it.
+	Transport string
 }
 
 // Target is one thing healthd probes: a configured server, the local tools or the
@@ -146,7 +149,7 @@ func serverTarget(name string, sc mcpwire.ServerConfig, o TargetOptions) Target 
 			}
 		}
 		r := mcpwire.Probe(ctx, name, sc, &mcpwire.ProbeOptions{HTTPClient: o.HTTPClient, ClientName: "toolbus-healthd", Tokens: o.Tokens})
-		return Result{Latency: r.Latency, Protocol: r.Protocol, Tools: r.Tools, Err: r.Err, Note: r.Note, Via: "probe"}
+		return Result{Latency: r.Latency, Protocol: r.Protocol, Tools: r.Tools, Err: r.Err, Note: r.Note, Via: "probe", Transport: r.Transport}
 	}}
 }
 
@@ -224,7 +227,7 @@ func ProbeAll(ctx context.Context, targets []Target, timeout time.Duration) []me
 	for i, t := range targets {
 		wg.Go(func() {
 			r := runProbe(ctx, t, timeout, nil)
-			st := messages.HealthStatus{Server: t.Name, Transport: t.Transport}
+			st := messages.HealthStatus{Server: t.Name, Transport: cmp.Or(r.Transport, t.Transport)}
 			out[i] = Next(st, r, 1, time.Now().UTC())
 		})
 	}

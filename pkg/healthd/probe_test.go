@@ -169,6 +169,8 @@ func TestProbe(t *testing.T) {
 		wantErr      string
 		wantProtocol string
 		wantTools    int
+		// wantTransport is the status's, when not the configured one.
+		wantTransport string
 		// timeout is the probe's (default: a minute, so that a busy machine does not turn
 		// a slow answer into a failure).
 		timeout time.Duration
@@ -177,6 +179,9 @@ func TestProbe(t *testing.T) {
 		{name: "http stateless, 2026-07-28", server: mcpwire.ServerConfig{Type: "http", URL: stateless.URL()}, wantProtocol: "2026-07-28", wantTools: 2},
 		{name: "http, only 2025-06-18", server: mcpwire.ServerConfig{Type: "http", URL: oldTS.URL}, wantProtocol: "2025-06-18", wantTools: 1},
 		{name: "sse", server: mcpwire.ServerConfig{Type: "sse", URL: sseTS.URL}, wantProtocol: "2025-11-25", wantTools: 2},
+		// Cursor's entry of an SSE server: a url and no type, reached over SSE after the
+		// streamable POST is refused; the status says so rather than "http".
+		{name: "sse without a type", server: mcpwire.ServerConfig{URL: sseTS.URL}, wantProtocol: "2025-11-25", wantTools: 2, wantTransport: "sse"},
 		{name: "stdio, 2026-07-28", server: mcpwire.ServerConfig{Command: os.Args[0], Env: map[string]string{stdioServerEnv: "1"}}, wantProtocol: "2026-07-28", wantTools: 2},
 		{name: "jsonrpc with headers", server: mcpwire.ServerConfig{Type: "jsonrpc", URL: rpcTS.URL, Headers: map[string]string{"Authorization": "Bearer s3cret"}}, wantTools: 3},
 		{name: "jsonrpc without tools/list", server: mcpwire.ServerConfig{Type: "jsonrpc", URL: noListTS.URL}},
@@ -216,7 +221,7 @@ func TestProbe(t *testing.T) {
 			if st.Protocol != tt.wantProtocol || st.Tools != tt.wantTools {
 				t.Errorf("protocol %q, tools %d; want %q, %d", st.Protocol, st.Tools, tt.wantProtocol, tt.wantTools)
 			}
-			if st.Transport != string(tt.server.Transport()) || st.LatencyMS <= 0 {
+			if st.Transport != cmp.Or(tt.wantTransport, string(tt.server.Transport())) || st.LatencyMS <= 0 {
 				t.Errorf("transport %q, latency %v", st.Transport, st.LatencyMS)
 			}
 		})

@@ -60,7 +60,7 @@ func (p *Pool) Check(ctx context.Context, name string, since time.Time) (ProbeRe
 		}
 		return ProbeResult{Latency: time.Since(start), Err: fmt.Errorf("no live session: %w", lastErr)}, Checked
 	}
-	var r ProbeResult
+	r := ProbeResult{Transport: fellBack(s.cfg, sess)}
 	if _, version := sess.describe(); version != "" {
 		r.Protocol = version
 	}

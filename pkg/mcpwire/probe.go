@@ -41,6 +41,19 @@ type ProbeResult struct {
 	// Note says what is odd about a server that answered: a JSON-RPC service that
 	// refused tools/list with an error other than "method not found".
 	Note string
+	// Transport is the transport the session uses when it is not the configured one:
+	// "sse" for an entry with a url and no type whose server does not speak
+	// streamable HTTP ([ServerConfig.FallsBackToSSE]); empty otherwise.
+	Transport string
+}
+
+// fellBack is the transport sess uses when it is not the one cfg names: "sse" for an
+// entry without a type that fell back to HTTP+SSE.
+func fellBack(cfg ServerConfig, sess session) string {
+	if cfg.Transport() != TransportSSE && overSSE(sess) {
+		return string(TransportSSE)
+	}
+	return ""
 }
 
 // Probe opens a session to the server the way a [Pool] does — the same transports,
@@ -84,7 +97,7 @@ func Probe(ctx context.Context, name string, cfg ServerConfig, opts *ProbeOption
 		return ProbeResult{Latency: time.Since(start), Err: describe(ctx, "connect", err)}
 	}
 	defer sess.close()
-	var r ProbeResult
+	r := ProbeResult{Transport: fellBack(cfg, sess)}
 	if ms, ok := sess.(*mcpSession); ok {
 		r.Protocol = ms.cs.InitializeResult().ProtocolVersion
 	}

@@ -231,7 +231,9 @@ const (
 // HealthStatus is one server's last probe. It travels on [HealthSubject] and is stored in
 // the health bucket under the server's name.
 type HealthStatus struct {
-	Server    string      `json:"server"`
+	Server string `json:"server"`
+	// Transport is the one the server's session uses: the configured one, or "sse" for
+	// an entry with a url and no type that fell back to HTTP+SSE.
 	Transport string      `json:"transport"`
 	State     HealthState `json:"state"`
 	LatencyMS float64     `json:"latency_ms,omitempty"`
@@ -288,6 +290,9 @@ type ProbeAnswer struct {
 	NeedsLogin bool `json:"needs_login,omitempty"`
 	// Note says what is odd about a server that answered.
 	Note string `json:"note,omitempty"`
+	// Transport is the transport the session uses when it is not the configured one:
+	// "sse" for an entry with a url and no type that fell back to HTTP+SSE.
+	Transport string `json:"transport,omitempty"`
 }
 
 // MaxHealthHistory is how many state changes a [HealthStatus] keeps.
