@@ -219,7 +219,6 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	}
 
 	var out json.RawMessage
-	var kept mcpwire.KeptContent // an MCP result's content blocks
 	var last *messages.ToolError
 	refused := false
 	tracer := e.Tracer
@@ -270,9 +269,12 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		requests := 1
 		if r.MCP.Server != "" {
 			var n atomic.Int32
-			kept = mcpwire.KeptContent{} // the images of the attempt that answers
+			var kept mcpwire.KeptContent // the result's images, audio, embedded blobs
 			out, err = e.attempt(mcpwire.WithKeptContent(mcpwire.WithSentCount(actx, &n), &kept), r, call, failed)
 			requests = int(n.Load())
+			if err == nil {
+				res.Content, res.Notice = kept.Content, kept.Notice
+			}
 		} else {
 			out, err = e.attempt(actx, r, call, failed)
 			if err != nil && messages.AsToolError(err).Unsent {
@@ -344,7 +346,6 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", messages.EchoName(call.Tool))), Outcome{MaybeRan: true}
 	}
 	res.Success, res.Result = true, out
-	res.Content, res.Notice = kept.Content, kept.Notice
 	return res, Outcome{}
 }
 
