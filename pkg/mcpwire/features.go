@@ -3,14 +3,12 @@ package mcpwire
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/pkg/catalog"
@@ -388,7 +386,7 @@ func (s *mcpSession) feature(ctx context.Context, remote string, a featureArgs) 
 			res, err := s.cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{})
 			if err == nil {
 				out.Templates = res.ResourceTemplates
-			} else if !methodNotFound(err) {
+			} else if !isMethodNotFound(err) {
 				return nil, err
 			}
 		}
@@ -454,11 +452,6 @@ func structured(v any) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{StructuredContent: json.RawMessage(b)}, nil
 }
 
-func methodNotFound(err error) bool {
-	var werr *jsonrpc.Error
-	return errors.As(err, &werr) && werr.Code == codeMethodNotFound
-}
-
 // linkNote adds to a result with resource links a text block that names the tool that
 // reads them, when the catalog offers it.
 func (p *Pool) linkNote(server string, res *mcp.CallToolResult) {
@@ -518,7 +511,9 @@ func (s *server) send(ctx context.Context, sess session, tool string, args json.
 	var res *mcp.CallToolResult
 	var err error
 	if ms, ok := sess.(*mcpSession); ok && ms.raw != nil && s.taskMode(tool) != "" {
-		res, err = ms.callAsTask(ctx, tool, args)
+		res, err = ms.callAsTask(ctx, tool, args, func(step float64, message string) {
+			s.pool.progress.report(ctx, s.pool.opts.Progress, step, message)
+		})
 	} else {
 		res, err = sess.callTool(ctx, tool, args)
 	}

@@ -99,3 +99,21 @@ func (p *progressCalls) notify(listen ProgressFunc, req *mcp.ProgressNotificatio
 	msg.Progress, msg.Total, msg.Message = req.Params.Progress, req.Params.Total, req.Params.Message
 	listen(c.ctx, msg)
 }
+
+// report passes what a server says of a call's task under way (its status message, at
+// each change: tasks.go) on to listen as the call's progress, step counting the changes.
+func (p *progressCalls) report(ctx context.Context, listen ProgressFunc, step float64, message string) {
+	token := progressTokenOf(ctx)
+	if listen == nil || token == "" {
+		return
+	}
+	p.mu.Lock()
+	c, ok := p.calls[token]
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	msg := c.base
+	msg.Progress, msg.Message = step, message
+	listen(c.ctx, msg)
+}

@@ -178,10 +178,11 @@ func (t *taskState) poll() time.Duration {
 // ttl): enough for tasks/result after the last tasks/get.
 const taskKeep = time.Minute
 
-// callAsTask runs a call of tool as a task on sess (see the top of this file). Its errors
-// are classified as a tools/call's: a JSON-RPC error answer is a *jsonrpc.Error, a
+// callAsTask runs a call of tool as a task on sess (see the top of this file), telling
+// status each status message the task reports that differs from the one before. Its
+// errors are classified as a tools/call's: a JSON-RPC error answer is a *jsonrpc.Error, a
 // connection that broke under a request is errConnection.
-func callAsTask(ctx context.Context, sess *mcpSession, raw rawRequester, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+func callAsTask(ctx context.Context, sess *mcpSession, raw rawRequester, tool string, args json.RawMessage, status func(step float64, message string)) (*mcp.CallToolResult, error) {
 	params := struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -205,6 +206,15 @@ func callAsTask(ctx context.Context, sess *mcpSession, raw rawRequester, tool st
 	if task == nil {
 		return decodeCallResult(answer)
 	}
+	steps, said := 0.0, ""
+	tell := func(t *taskState) {
+		if m := t.StatusMessage; m != "" && m != said {
+			steps++
+			said = m
+			status(steps, m)
+		}
+	}
+	tell(task)
 	finished := false
 	defer func() {
 		if !finished && sess.life.Err() == nil {
@@ -237,6 +247,7 @@ func callAsTask(ctx context.Context, sess *mcpSession, raw rawRequester, tool st
 			next.PollInterval = task.PollInterval // said once, when the task was made
 		}
 		task = next
+		tell(task)
 	}
 	if task.Status == taskCancelled {
 		finished = true
@@ -258,13 +269,13 @@ func callAsTask(ctx context.Context, sess *mcpSession, raw rawRequester, tool st
 
 // callAsTask runs a call of tool as a task in the session, bounded by its life as
 // callTool is.
-func (s *mcpSession) callAsTask(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+func (s *mcpSession) callAsTask(ctx context.Context, tool string, args json.RawMessage, status func(step float64, message string)) (*mcp.CallToolResult, error) {
 	cctx, stop := boundTo(ctx, s.life)
 	defer stop()
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	res, err := callAsTask(cctx, s, s.raw, tool, args)
+	res, err := callAsTask(cctx, s, s.raw, tool, args, status)
 	if err != nil && ctx.Err() == nil && s.life.Err() != nil {
 		return nil, fmt.Errorf("%w: the session was closed during the call", errConnection)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // tasker is an MCP server that runs tools as tasks (SEP-1686), which the go-sdk's
@@ -137,8 +139,15 @@ func (s *tasker) counts(task string) (polls int, cancelled bool) {
 // a failed task is the tool's error; an answer that is no task is a clear error.
 func TestToolsRunAsTasks(t *testing.T) {
 	srv := newTasker()
-	p := newPool(t, map[string]mcpwire.ServerConfig{"tasker": placeholder}, &mcpwire.Options{Dial: srv.dial})
-	ctx := ctxT(t)
+	var mu sync.Mutex
+	var progress []string
+	p := newPool(t, map[string]mcpwire.ServerConfig{"tasker": placeholder}, &mcpwire.Options{Dial: srv.dial,
+		Progress: func(_ context.Context, cp messages.CallProgress) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, fmt.Sprintf("%s %s %v %s", cp.CallID, cp.Tool, cp.Progress, cp.Message))
+		}})
+	ctx := mcpwire.WithCall(ctxT(t), "call-1")
 	if n := len(p.Tools(ctx)); n != 6 {
 		t.Fatalf("%d tools, want 6 (those that run as tasks listed)", n)
 	}
@@ -170,6 +179,13 @@ func TestToolsRunAsTasks(t *testing.T) {
 	}
 	if polls, _ := srv.counts("research-1"); polls != 2 {
 		t.Errorf("research was polled %d times, want 2 (working, then completed)", polls)
+	}
+	// The task's status messages are the call's progress.
+	mu.Lock()
+	got := strings.Join(progress, "; ")
+	mu.Unlock()
+	if !strings.Contains(got, "call-1 tasker__research 1 stage 1; call-1 tasker__research 2 stage 2") {
+		t.Errorf("progress: %s", got)
 	}
 	if srv.plain != 1 {
 		t.Errorf("%d calls without a task, want 1 (plain's)", srv.plain)
