@@ -276,7 +276,7 @@ func needs() map[string]serviceNeeds {
 				kv(messages.BucketApprovals), watch(messages.BucketApprovals), watch(messages.BucketCatalog), watch(messages.BucketAuth),
 				// A decided call is sent again (pkg/policy Approvals.Follow).
 				[]string{messages.ResultSubject("c1"), messages.DeadSubject("c1"), messages.OutputSubject("c1"), messages.ProgressSubject("c1"), messages.ExecSubject("executor-abc"),
-					messages.ApprovalSubject("c1"), messages.CallSubject("c1")},
+					messages.ApprovalSubject("c1"), messages.CallSubject("c1"), messages.SampleSubject("c1")},
 				msgs(messages.StreamResponses), msgs(messages.StreamCalls), msgs(messages.StreamResults)),
 			subscribe: append(service(toolbus.Executor), messages.ExecSubject("executor-abc"), messages.AnswerSubject("c1", "abc"), messages.AnswerSubject("acme.c1", "abc"), messages.ProbeSubject("srv")),
 		},
@@ -445,7 +445,7 @@ func orchestratorNeeds(tenant string) serviceNeeds {
 			"$JS.API.CONSUMER.CREATE.OBJ_" + res + ".abc_1.$O." + res + ".C.abc",
 			"$JS.FC.OBJ_" + res + ".abc_1.1.2.3",
 		},
-		subscribe: []string{messages.OutputSubject(conv), messages.ProgressSubject(conv), messages.ElicitSubject(conv), messages.ApprovalSubject(conv),
+		subscribe: []string{messages.OutputSubject(conv), messages.ProgressSubject(conv), messages.ElicitSubject(conv), messages.SampleSubject(conv), messages.ApprovalSubject(conv),
 			messages.RejectedSubject(messages.ResponseSubject(conv + "+x")), messages.InboxPrefix(user) + ".abc.def"},
 	}
 }
@@ -490,7 +490,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 		words[u] = true
 	}
 	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec, messages.AllAnswers, messages.AllProbes,
-		messages.AllApprovals, messages.AllRejected, messages.TenantRejectedSubject(""),
+		messages.AllApprovals, messages.AllSample, messages.AllRejected, messages.TenantRejectedSubject(""),
 		messages.StatusSubject(toolbus.Parser), messages.StatusSubject(toolbus.Executor), messages.StatusSubject(toolbus.Formatter), messages.StatusSubject(toolbus.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true

@@ -26,8 +26,9 @@ var natsConfTemplate string
 type Tenant struct {
 	Name, User, PasswordVar, Inbox string
 	// Its subjects: responses and chunks it publishes; outputs, progress, servers'
-	// questions and the rejections of its messages nobody can route, which it receives.
-	Responses, Chunks, Answers, Outputs, Progress, Elicit, Approvals, Rejected string
+	// questions and sampling requests and the rejections of its messages nobody can
+	// route, which it receives.
+	Responses, Chunks, Answers, Outputs, Progress, Elicit, Sample, Approvals, Rejected string
 	// Its work queues of responses, whole and chunk by chunk; its output stream; its
 	// stored results' bucket and that bucket's stream.
 	ResponseStream, ChunkStream, OutputStream, ResultsBucket, ResultsStream string
@@ -76,7 +77,7 @@ func NATSConf(tenants []string) ([]byte, error) {
 			Responses: messages.TenantSubjects(messages.ResponseSubject, name), Chunks: messages.TenantSubjects(messages.StreamSubject, name),
 			Answers: messages.AnswerSubjects(name),
 			Outputs: messages.TenantSubjects(messages.OutputSubject, name), Progress: messages.TenantSubjects(messages.ProgressSubject, name),
-			Elicit: messages.TenantSubjects(messages.ElicitSubject, name), Approvals: messages.TenantSubjects(messages.ApprovalSubject, name),
+			Elicit: messages.TenantSubjects(messages.ElicitSubject, name), Sample: messages.TenantSubjects(messages.SampleSubject, name), Approvals: messages.TenantSubjects(messages.ApprovalSubject, name),
 			Rejected:       messages.TenantRejectedSubject(name),
 			ResponseStream: messages.ResponseStream(name), ChunkStream: messages.ChunkStream(name),
 			OutputStream: messages.OutputStream(name), ResultsBucket: messages.ResultsBucket(name), ResultsStream: "OBJ_" + messages.ResultsBucket(name),

@@ -92,7 +92,7 @@ func TestTenantsOnServer(t *testing.T) {
 		// the default tenant's orchestrator, whose allow list's "*" takes the ">".
 		for _, subject := range slices.Concat(perms[user].Permissions.Subscribe.Allow, []string{">", "_INBOX.>",
 			messages.InboxPrefix(victim) + ".>", messages.InboxPrefix("executor") + ".>", messages.OutputSubject("acme.*"),
-			messages.ProgressSubject("acme.*"), messages.ElicitSubject("acme.*"), messages.ApprovalSubject("acme.*"), messages.AllOutputs, messages.AllProgress, messages.AllElicit, messages.AllApprovals,
+			messages.ProgressSubject("acme.*"), messages.ElicitSubject("acme.*"), messages.SampleSubject("acme.*"), messages.ApprovalSubject("acme.*"), messages.AllOutputs, messages.AllProgress, messages.AllElicit, messages.AllSample, messages.AllApprovals,
 			messages.AllCalls, messages.AllResults, messages.AllDead}) {
 			if _, err := nc.Subscribe(subject, s.add); err != nil {
 				t.Fatal(err)

@@ -26,3 +26,23 @@ func (c *Client) OnCallProgress(conversation string, fn func(messages.CallProgre
 		fn(p)
 	})
 }
+
+// OnCallLog calls fn with what MCP servers log while the calls of conversation run on
+// them (notifications/message: a level, a logger, data), as toolbus publishes it on the
+// conversation's progress subject. Best effort, as the servers' notifications are.
+// Unsubscribe to stop.
+func (c *Client) OnCallLog(conversation string, fn func(messages.CallLog)) (*nats.Subscription, error) {
+	if err := messages.ValidateConversation(conversation); err != nil {
+		return nil, err
+	}
+	return c.nc.Subscribe(messages.ProgressSubject(conversation), func(m *nats.Msg) {
+		var l messages.CallLog
+		// Only a log of this conversation: a copy of another tenant's message delivered
+		// here names its own.
+		if m.Header.Get(messages.HeaderLogOf) == "" || m.Header.Get(messages.HeaderConversation) != conversation ||
+			json.Unmarshal(m.Data, &l) != nil || l.Conversation != conversation {
+			return
+		}
+		fn(l)
+	})
+}

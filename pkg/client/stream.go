@@ -68,7 +68,7 @@ func (c *Client) Stream(ctx context.Context, conversation string, o *StreamOptio
 			// Progress of this response of this conversation only: a copy of another
 			// tenant's message delivered here (a push consumer may deliver anywhere)
 			// names its own conversation.
-			if m.Header.Get(messages.HeaderProgressOf) != "" || // a call's progress, not a result
+			if m.Header.Get(messages.HeaderProgressOf) != "" || m.Header.Get(messages.HeaderLogOf) != "" || // a call's progress or log, not a result
 				m.Header.Get(messages.HeaderResponseID) != s.id || m.Header.Get(messages.HeaderConversation) != conversation ||
 				messages.DecodeResult(m.Data, &r) != nil || r.Conversation != conversation {
 				return

@@ -104,6 +104,13 @@ type ServerConfig struct {
 	// toolbus asks the conversation's orchestrator on toolbus.elicit.<conversation>),
 	// within the call's time, declining when nobody answers.
 	Elicitation string `json:"elicitation,omitempty"`
+	// Sampling is how toolbus answers a server that asks for a model's completion
+	// mid-call (sampling/createMessage): "deny" (the default: toolbus does not offer
+	// sampling, and a request that comes anyway is refused), or "ask": offer it, and put
+	// the request to whoever made the call ([Options.Sample]: toolbus asks the
+	// conversation's orchestrator on toolbus.sample.<conversation>) within the call's
+	// time, refusing it when nobody answers.
+	Sampling string `json:"sampling,omitempty"`
 	// OAuth configures how toolbus is authorized by an http server that requires it
 	// (its answer 401 names its authorization server). Without the entry, an http
 	// server that requires authorization gets the authorization-code flow of a user's
@@ -362,6 +369,11 @@ func (c ServerConfig) Validate() error {
 	}
 	if c.SessionIdle < 0 || c.MaxSessions < 0 {
 		return fmt.Errorf("sessionIdle, maxSessions: must not be negative")
+	}
+	switch c.Sampling {
+	case "", SampleDeny, SampleAsk:
+	default:
+		return fmt.Errorf("sampling: %q is not a policy (want %q or %q)", c.Sampling, SampleDeny, SampleAsk)
 	}
 	switch c.Elicitation {
 	case "", ElicitDecline, ElicitDefaults, ElicitAsk:

@@ -3,6 +3,8 @@ package mcpwire
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -18,55 +20,79 @@ const (
 // conversation's orchestrator), within ctx (the call's time), and returns the answer.
 type AskFunc func(ctx context.Context, server, asker string, req *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
-// inflight is a call under way on a server, for the "ask" policy: a request that comes
-// in the middle of a call carries nothing that names the call, so the server's calls
-// under way say whom to ask.
+// inflight is a call under way on a server, for the "ask" policies and the server's log
+// messages: a request or a notification that comes in the middle of a call carries
+// nothing that names the call, so the server's calls under way say whose it is.
 type inflight struct {
 	ctx   context.Context
-	asker string
+	asker string // the conversation
+	call  string // the call's id (WithCall), when it has one
+	tool  string // the tool's canonical name
+	// ended: the call returned. A server's notification may be handed on just after its
+	// call's result: the call is kept for progressGrace more, for its log messages only.
+	ended atomic.Bool
 }
 
-// track records a call under way on s until the returned func is called.
-func (s *server) track(ctx context.Context) func() {
-	if s.cfg.Elicitation != ElicitAsk {
+// track records a call under way on s until the returned func is called, when anything
+// needs to know it: a policy that asks, or someone listening to the server's log.
+func (s *server) track(ctx context.Context, tool string) func() {
+	if s.cfg.Elicitation != ElicitAsk && s.cfg.Sampling != SampleAsk && s.pool.opts.Log == nil {
 		return func() {}
 	}
-	asker := conversationOf(ctx)
-	c := &inflight{ctx: ctx, asker: asker}
+	c := &inflight{ctx: ctx, asker: conversationOf(ctx), call: callOf(ctx), tool: tool}
 	s.mu.Lock()
 	if s.inflight == nil {
 		s.inflight = map[*inflight]struct{}{}
 	}
 	s.inflight[c] = struct{}{}
 	s.mu.Unlock()
-	return func() {
+	forget := func() {
 		s.mu.Lock()
 		delete(s.inflight, c)
 		s.mu.Unlock()
 	}
+	return func() {
+		c.ended.Store(true)
+		if s.pool.opts.Log == nil {
+			forget()
+			return
+		}
+		time.AfterFunc(progressGrace, forget)
+	}
 }
 
-// ask answers a server's elicitation request under the policy "ask": it goes to the
-// one asker whose calls are under way on the server, within that call's time — on a
-// conversation's own session, to that conversation; with calls of several askers at once
-// on a shared session (toolbus cannot tell whose request it is), with none, or when
-// asking fails, it is declined.
-func (s *server) ask(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+// caller is the call under way whose request or notification came on the session cs of
+// the server, in ctx (the handler's): the call of ctx itself when the request came on
+// the call's own stream (toolbus's streamable HTTP calls); else on a conversation's own
+// session, that conversation's call; else the one call under way, or that of the one
+// conversation whose calls are. With calls of several conversations at once on a
+// shared session (toolbus cannot tell whose it is), or none, it is nil, and why says
+// so. Calls that returned a moment ago count only when late (a notification).
+func (s *server) caller(ctx context.Context, cs *mcp.ClientSession, late bool) (call *inflight, why string) {
+	if id := callOf(ctx); id != "" {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for c := range s.inflight {
+			if c.call == id && (late || !c.ended.Load()) {
+				return c, ""
+			}
+		}
+	}
 	s.mu.Lock()
-	// A request on a conversation's own session is that conversation's question.
+	// A request on a conversation's own session is that conversation's.
 	owner := ""
-	if req != nil && req.Session != nil {
+	if cs != nil {
 		for conv, c := range s.convs.open {
-			if ms, ok := c.sess.(*mcpSession); ok && ms.cs == req.Session {
+			if ms, ok := c.sess.(*mcpSession); ok && ms.cs == cs {
 				owner = conv
 				break
 			}
 		}
 	}
-	var call *inflight
 	several := false
 	for c := range s.inflight {
 		switch {
+		case !late && c.ended.Load():
 		case owner != "" && c.asker != owner:
 		case call == nil:
 			call = c
@@ -75,13 +101,31 @@ func (s *server) ask(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResu
 		}
 	}
 	s.mu.Unlock()
+	switch {
+	case call == nil || call.asker == "":
+		return nil, "no call of a conversation is under way on the server"
+	case several:
+		return nil, "calls of several conversations are under way on the server, and toolbus cannot tell whose this is"
+	}
+	return call, ""
+}
+
+// ask answers a server's elicitation request under the policy "ask": it goes to the
+// conversation of the call it came in ([server.caller]), within that call's time; with
+// none to ask, or when asking fails, it is declined.
+func (s *server) ask(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	var cs *mcp.ClientSession
+	if req != nil {
+		cs = req.Session
+	}
+	call, why := s.caller(ctx, cs, false)
 	decline := &mcp.ElicitResult{Action: "decline"}
 	switch {
-	case call == nil || call.asker == "" || s.pool.opts.Ask == nil:
-		s.log.Info("elicitation: nobody to ask; declined")
+	case call == nil:
+		s.log.Info("elicitation: declined: " + why)
 		return decline, nil
-	case several:
-		s.log.Info("elicitation: calls of several conversations are under way on the server; declined, as toolbus cannot tell whose question it is")
+	case s.pool.opts.Ask == nil:
+		s.log.Info("elicitation: nobody to ask; declined")
 		return decline, nil
 	}
 	res, err := s.pool.opts.Ask(call.ctx, s.name, call.asker, req.Params)

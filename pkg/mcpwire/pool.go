@@ -69,6 +69,12 @@ type Options struct {
 	// Progress receives the servers' notifications/progress about calls made with
 	// [WithCall]; with it nil, toolbus asks no server for progress.
 	Progress ProgressFunc
+	// Sample puts the sampling requests of servers under the policy "ask" to whoever
+	// made the call ([WithConversation]); nil refuses them.
+	Sample SampleFunc
+	// Log receives what servers log (notifications/message) while a call made with
+	// [WithCall] runs on them; nil leaves it to the debug log.
+	Log LogFunc
 	// MeterProvider records the mcp.client.operation.duration histogram; nil records
 	// none. Spans need no option: a call's span is a child of the span in its context,
 	// from that span's provider.
@@ -378,8 +384,12 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
-	defer s.track(ctx)()
-	ctx, forget := s.pool.progress.begin(ctx, s.pool.opts.Progress, s.name, catalog.Ref{Server: s.name, Tool: t.Remote}.Name())
+	canonical := catalog.Ref{Server: s.name, Tool: t.Remote}.Name()
+	defer s.track(ctx, canonical)()
+	ctx, forget := s.pool.progress.begin(ctx, s.pool.opts.Progress, s.name, canonical)
+	if s.pool.opts.Log != nil && callOf(ctx) != "" {
+		ctx = withLogLevel(ctx, logLevel)
+	}
 	defer forget()
 	// A conversation-scoped server runs the call in the conversation's own session.
 	conv := conversationOf(ctx)
@@ -621,8 +631,18 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 	if cfg.Elicitation == ElicitAsk {
 		ask = s.ask
 	}
+	// Sampling is offered only under the policy "ask": a server then lists its tools
+	// that sample (server-everything's trigger-sampling-request).
+	var sample func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error)
+	if cfg.Sampling == SampleAsk {
+		sample = s.sample
+	}
+	var logged func(context.Context, *mcp.LoggingMessageRequest)
+	if p.opts.Log != nil {
+		logged = func(ctx context.Context, req *mcp.LoggingMessageRequest) { s.logged(ctx, req.Session, req.Params) }
+	}
 	s.client = newClient(p.opts.ClientInfo, cfg, &mcp.ClientOptions{
-		Logger: s.log, ElicitationHandler: ask,
+		Logger: s.log, ElicitationHandler: ask, CreateMessageHandler: sample, LoggingMessageHandler: logged,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			poke(s.changed)
 		},

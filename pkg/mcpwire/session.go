@@ -263,11 +263,45 @@ func dial(ctx context.Context, name string, cfg ServerConfig, client *mcpClient,
 		direct.session, direct.version, direct.cs = cs.ID(), r.ProtocolVersion, cs
 		s.direct, s.raw = direct, direct
 	}
+	if client.peer.log != nil {
+		askForLogs(sctx, cs, timeout, log, name)
+	}
 	go func() {
 		_ = cs.Wait()
 		close(s.dead)
 	}()
 	return s, nil
+}
+
+// logLevel is the least severe of a server's log messages that toolbus asks for, when
+// someone listens to them (Options.Log).
+const logLevel mcp.LoggingLevel = "info"
+
+type logLevelKey struct{}
+
+// withLogLevel returns ctx whose requests ask the server for its log messages from level
+// on.
+func withLogLevel(ctx context.Context, level mcp.LoggingLevel) context.Context {
+	return context.WithValue(ctx, logLevelKey{}, string(level))
+}
+
+func logLevelOf(ctx context.Context) string {
+	l, _ := ctx.Value(logLevelKey{}).(string)
+	return l
+}
+
+// askForLogs asks a server that has logging for its messages from logLevel on: servers
+// such as the go-sdk's send none until the client sets a level. A server that refuses is
+// left as it is.
+func askForLogs(ctx context.Context, cs *mcp.ClientSession, timeout time.Duration, log *slog.Logger, name string) {
+	if r := cs.InitializeResult(); r == nil || r.Capabilities == nil || r.Capabilities.Logging == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: logLevel}); err != nil {
+		log.Debug("the server did not take a log level", "server", name, "err", err)
+	}
 }
 
 // command builds the child process of a stdio server: a minimal environment
@@ -464,16 +498,21 @@ var traceContext propagation.TraceContext
 func traceMeta(ctx context.Context) mcp.Meta {
 	carrier := propagation.MapCarrier{}
 	traceContext.Inject(ctx, carrier)
-	conv, token := conversationOf(ctx), progressTokenOf(ctx)
-	if len(carrier) == 0 && conv == "" && token == "" {
+	conv, token, level := conversationOf(ctx), progressTokenOf(ctx), logLevelOf(ctx)
+	if len(carrier) == 0 && conv == "" && token == "" && level == "" {
 		return nil
 	}
-	meta := make(mcp.Meta, len(carrier)+3)
+	meta := make(mcp.Meta, len(carrier)+4)
 	for k, v := range carrier {
 		meta[k] = v
 	}
 	if token != "" {
 		meta["progressToken"] = token
+	}
+	if level != "" {
+		// Protocol 2026-07-28 has a request carry the level of the log messages wanted
+		// of it (SEP-2575); the earlier ones ignore it and take logging/setLevel.
+		meta[mcp.MetaKeyLogLevel] = level
 	}
 	if conv != "" {
 		meta[messages.MetaConversation] = conv

@@ -39,6 +39,9 @@ const (
 	// server reported progress ([CallProgress]); a streamed response's results, the
 	// other messages there, carry none.
 	HeaderProgressOf = "Toolbus-Progress-Of"
+	// HeaderLogOf, on a message of ProgressSubject, names the call under way during
+	// which its server logged the message it carries ([CallLog]).
+	HeaderLogOf = "Toolbus-Log-Of"
 	// HeaderDeadline is an RFC 3339 time after which a call is answered with timeout.
 	HeaderDeadline = "Toolbus-Deadline"
 	// HeaderMsgID is JetStream's de-duplication id: the response's scoped id

@@ -368,6 +368,38 @@ type ElicitRequest struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 }
 
+// SampleRequest is a server's request for a model's completion (MCP's
+// sampling/createMessage), in the middle of a call, forwarded to the conversation's
+// orchestrator on [SampleSubject] (sampling policy "ask"). Messages, ModelPreferences
+// and Metadata are MCP's, as the server wrote them. The orchestrator answers with a
+// [SampleResponse] before Deadline; no answer by then, or nobody listening, refuses
+// the request.
+type SampleRequest struct {
+	Conversation string `json:"conversation"`
+	Server       string `json:"server"`
+	// Messages are MCP's SamplingMessage objects: {"role": "user" | "assistant",
+	// "content": {"type": "text", "text"} or an image or audio block}.
+	Messages         json.RawMessage `json:"messages"`
+	SystemPrompt     string          `json:"system_prompt,omitempty"`
+	MaxTokens        int64           `json:"max_tokens"`
+	Temperature      float64         `json:"temperature,omitempty"`
+	StopSequences    []string        `json:"stop_sequences,omitempty"`
+	ModelPreferences json.RawMessage `json:"model_preferences,omitempty"`
+	Metadata         json.RawMessage `json:"metadata,omitempty"`
+	Deadline         time.Time       `json:"deadline,omitzero"`
+}
+
+// SampleResponse is the orchestrator's answer to a [SampleRequest]: the model's message,
+// its Content an MCP content block ({"type": "text", "text"}, or an image or audio
+// block), or Error, which refuses the request with a reason the server is told.
+type SampleResponse struct {
+	Role       string          `json:"role,omitempty"`
+	Content    json.RawMessage `json:"content,omitempty"`
+	Model      string          `json:"model,omitempty"`
+	StopReason string          `json:"stop_reason,omitempty"`
+	Error      string          `json:"error,omitempty"`
+}
+
 // ElicitResponse is the orchestrator's answer: Action "accept" (with Content fitting
 // the requested schema), "decline" or "cancel".
 type ElicitResponse struct {

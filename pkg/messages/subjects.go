@@ -17,6 +17,7 @@ const (
 	deadRoot      = "toolbus.dead"
 	statusRoot    = "toolbus.status"
 	elicitRoot    = "toolbus.elicit"
+	sampleRoot    = "toolbus.sample"
 	streamRoot    = "toolbus.stream"
 	progressRoot  = "toolbus.progress"
 	execRoot      = "toolbus.exec"
@@ -41,6 +42,8 @@ const (
 	AllExec = execRoot + ".>"
 	// AllAnswers: the orchestrators' answers to servers' questions (AnswerSubject).
 	AllAnswers = answersRoot + ".>"
+	// AllSample: the servers' sampling requests to the orchestrators (SampleSubject).
+	AllSample = sampleRoot + ".>"
 	// AllProbes: healthd's questions to the executors about their servers' sessions.
 	AllProbes = probeRoot + ".>"
 	// AllApprovals: every conversation's approval requests (ApprovalSubject).
@@ -102,6 +105,12 @@ func ElicitSubject(conversation string) string { return elicitRoot + "." + conve
 // matched it). The request is kept in [BucketApprovals], where `toolbus approvals`
 // and the console read and decide it; this subject tells whoever watches at once.
 func ApprovalSubject(conversation string) string { return approvalsRoot + "." + conversation }
+
+// SampleSubject is where the executor asks a conversation's orchestrator for a model's
+// completion (a [SampleRequest], NATS request-reply, answered on an [AnswerSubject]): a
+// server configured with the sampling policy "ask" sent sampling/createMessage in the
+// middle of a call.
+func SampleSubject(conversation string) string { return sampleRoot + "." + conversation }
 
 // AnswerSubject is where a conversation's orchestrator answers the elicitation request
 // id (a random token) that the executor asked on [ElicitSubject]: the request's reply

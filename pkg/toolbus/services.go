@@ -246,7 +246,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login, Ask: askOrchestrator(nc),
-			Progress:  publishProgress(nc, log),
+			Progress: publishProgress(nc, log), Sample: askModel(nc), Log: publishLog(nc, w.secrets, log),
 			OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalog, server, tools, log) }})
 		if err != nil {
 			return nil, err
@@ -702,25 +702,12 @@ func askOrchestrator(nc *nats.Conn) mcpwire.AskFunc {
 		if err != nil {
 			return nil, err
 		}
-		// The answer comes on a subject of the conversation's own (which only its
-		// orchestrator may publish on), not on an inbox: an orchestrator needs no right to
-		// reply to inboxes, where it could forge the services' JetStream acks.
-		answers, err := nc.SubscribeSync(messages.AnswerSubject(conversation, nuid.Next()))
-		if err != nil {
-			return nil, err
-		}
-		defer answers.Unsubscribe()
-		ask := &nats.Msg{Subject: messages.ElicitSubject(conversation), Reply: answers.Subject, Data: body, Header: nats.Header{}}
-		ask.Header.Set(messages.HeaderConversation, conversation)
-		if err := nc.PublishMsg(ask); err != nil {
-			return nil, err
-		}
-		msg, err := answers.NextMsgWithContext(ctx)
+		answer, err := askConversation(ctx, nc, messages.ElicitSubject(conversation), conversation, body)
 		if err != nil {
 			return nil, err
 		}
 		var resp messages.ElicitResponse
-		if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		if err := json.Unmarshal(answer, &resp); err != nil {
 			return nil, fmt.Errorf("the orchestrator's answer: %w", err)
 		}
 		switch resp.Action {
