@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -298,5 +299,73 @@ func TestApprovalAskedAgainWhenThePolicyChanges(t *testing.T) {
 	ran(t, "approved under the new rules", (<-done)[0])
 	if got := l.ran(); fmt.Sprint(got) != "[500]" {
 		t.Errorf("ran %v, want [500]", got)
+	}
+}
+
+// Approvals through executor processes killed with SIGKILL every 400 ms: the first call
+// of each of 16 responses (200 with TOOLBUS_LONG) waits for a person (the test,
+// approving through the bucket as `toolbus approve` does, while the kills go on); every
+// call is answered, none refused, none run twice, and the second call of each response
+// runs only after the approved first.
+func TestApprovalThroughExecutorKills(t *testing.T) {
+	t.Parallel()
+	r := newFaultRig(t)
+	body, err := os.ReadFile(r.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = []byte(strings.Replace(string(body), `"executor":`, `"policy": {"rules": [{"name": "first-asks", "tools": ["count_effect"], "when": "args.id.endsWith('-0')", "effect": "approve"}]},
+		"executor":`, 1))
+	if err := os.WriteFile(r.cfgPath, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r.cfg, err = config.Load(r.cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := r.pipeline(ctx)
+	k := startKilling(t, 2, 400*time.Millisecond, func(i int) *exec.Cmd { return r.startExecutor(fmt.Sprintf("executor-%d", i)) })
+
+	responses := 16
+	if long() {
+		responses = 200
+	}
+	_, js := bustest.Connect(t, r.url)
+	kv, err := js.KeyValue(ctx, messages.BucketApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvals := &policy.Approvals{KV: kv}
+	approved := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for len(approved) < responses && ctx.Err() == nil {
+			list, err := approvals.List(ctx)
+			if err != nil {
+				continue
+			}
+			for _, rec := range list {
+				if rec.State == messages.ApprovalPending && !approved[rec.ID] {
+					if _, err := approvals.Decide(ctx, rec.ID, true, "tester", ""); err == nil {
+						approved[rec.ID] = true
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	results := askAll(ctx, t, c, "ask", responses)
+	kills := k.stop()
+	<-done
+	time.Sleep(200 * time.Millisecond) // orphaned tool processes of killed executors may still be writing
+	unknown := checkEffects(t, 2*responses, results, r.effects())
+	t.Logf("%d calls, %d approved, %d executor kills, %d answered outcome_unknown", 2*responses, len(approved), kills, unknown)
+	if len(approved) != responses {
+		t.Errorf("%d calls approved, want %d", len(approved), responses)
+	}
+	if kills == 0 {
+		t.Error("no executor was killed; the test proved nothing")
 	}
 }
