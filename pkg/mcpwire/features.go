@@ -475,54 +475,6 @@ func (p *Pool) linkNote(server string, res *mcp.CallToolResult) {
 	}
 }
 
-// offer is what a listing makes of a server's tools: the feature tools appended, and
-// the tools that run as tasks noted (tasks.go).
-func (s *server) offer(ctx context.Context, sess session, tools []*mcp.Tool) []*mcp.Tool {
-	if ms, ok := sess.(*mcpSession); ok {
-		modes := ms.tasks.snapshot()
-		s.taskModes.Store(&modes)
-	}
-	return append(tools, s.featureTools(ctx, sess, tools)...)
-}
-
-// taskMode is how the server runs tool as a task: required, optional, or "" for never.
-func (s *server) taskMode(tool string) string {
-	if m := s.taskModes.Load(); m != nil {
-		return (*m)[tool]
-	}
-	return ""
-}
-
-// send runs one call of tool on sess: a feature tool's request, a tool that runs as a
-// task as one (tasks.go), else tools/call; a tool's resource links are then named with
-// the tool that reads them.
-func (s *server) send(ctx context.Context, sess session, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
-	if featureMethod(tool) != "" {
-		ms, ok := sess.(*mcpSession)
-		if !ok {
-			return nil, fmt.Errorf("%w: %s has no %s", ErrUnknownTool, s.name, tool)
-		}
-		a, err := decodeFeatureArgs(tool, tool, args)
-		if err != nil {
-			return nil, err
-		}
-		return ms.callFeature(ctx, tool, a)
-	}
-	var res *mcp.CallToolResult
-	var err error
-	if ms, ok := sess.(*mcpSession); ok && ms.raw != nil && s.taskMode(tool) != "" {
-		res, err = ms.callAsTask(ctx, tool, args, func(step float64, message string) {
-			s.pool.progress.report(ctx, s.pool.opts.Progress, step, message)
-		})
-	} else {
-		res, err = sess.callTool(ctx, tool, args)
-	}
-	if err == nil {
-		s.pool.linkNote(s.name, res)
-	}
-	return res, err
-}
-
 // guessed reports whether t was made of a qualified name alone, its server not having
 // listed its tools yet, and waits (up to ctx) for that server's first connection
 // attempt, which lists them. The guess takes the name's tool part for the server's name
