@@ -44,4 +44,15 @@
 // are applied per server, and so are allowedTools and blockedTools, beside the top-level
 // lists ([Options.AllowedTools], [Options.BlockedTools]), through [catalog.Permit] (see
 // [ServerConfig.Lists]).
+//
+// # Resources, prompts and tasks
+//
+// A server's resources and prompts are offered as tools of the pool's making, beside the
+// server's own: "<server>__resources_list", "<server>__resources_read",
+// "<server>__prompts_list" and "<server>__prompts_get" for a server that declares the
+// capability (their remote names, "resources:read" and so on, are no MCP tool's; see
+// features.go and [ServerConfig.Resources]). A tool that requires or allows MCP tasks
+// (SEP-1686) runs as one: tools/call with a task, tasks/get within the call's time,
+// tasks/result, tasks/cancel when the call's context ends (tasks.go), on the call's own
+// session (raw.go: requests the go-sdk does not send).
 package mcpwire
