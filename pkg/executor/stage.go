@@ -374,8 +374,13 @@ func (s *Stage) storeWait() time.Duration {
 	return 30 * time.Second
 }
 
-// answer is the result message of call, and with dead set its dead-letter copy.
+// answer is the result message of call, and with dead set its dead-letter copy. A call
+// the policy had its say on (not the parser's verdict, not a stream's end) carries the
+// policy's revision.
 func (s *Stage) answer(call messages.ToolCall, res messages.ToolResult, dead bool) ([]bus.Outgoing, error) {
+	if res.Policy == "" && call.Error == nil && !call.End {
+		res.Policy = s.Exec.Policy.Load().Revision()
+	}
 	m := bus.Meta{ResponseID: call.ResponseID, Conversation: call.Conversation, MsgID: call.ID, Index: call.Index, Count: call.Count, Next: call.Next}
 	out := bus.Outgoing{Subject: messages.ResultSubject(call.Conversation), Meta: m, Body: messages.AppendResult(make([]byte, 0, 256+len(res.Result)), &res)}
 	if !dead {

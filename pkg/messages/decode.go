@@ -177,6 +177,8 @@ func (r *reader) resultMember(res *ToolResult, key string) bool {
 		return r.float(&res.DurationMS)
 	case "arguments_bytes":
 		return r.int(&res.ArgumentsBytes)
+	case "policy":
+		return r.str(&res.Policy)
 	case "stream":
 		return r.bool(&res.Stream)
 	case "end":
@@ -221,6 +223,8 @@ func decodeOutput(data []byte, o *Output) bool {
 						return r.float(&or.DurationMS)
 					case "arguments_bytes":
 						return r.int(&or.ArgumentsBytes)
+					case "policy":
+						return r.str(&or.Policy)
 					}
 					return false
 				}) {

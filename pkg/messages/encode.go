@@ -62,7 +62,7 @@ func AppendResult(b []byte, r *ToolResult) []byte {
 		b = append(b, `,"backend":`...)
 		b = appendString(b, r.Backend)
 	}
-	b = appendCost(b, r.DurationMS, r.ArgumentsBytes)
+	b = appendCost(b, r.DurationMS, r.ArgumentsBytes, r.Policy)
 	if r.Stream {
 		b = append(b, `,"stream":true`...)
 	}
@@ -96,7 +96,7 @@ func AppendOutput(b []byte, o *Output) []byte {
 			b = appendString(b, r.Tool)
 			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Notice, r.Stored)
 			b = appendContent(b, r.Content)
-			b = appendCost(b, r.DurationMS, r.ArgumentsBytes)
+			b = appendCost(b, r.DurationMS, r.ArgumentsBytes, r.Policy)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -118,8 +118,8 @@ func appendContent(b []byte, cs []Content) []byte {
 	return append(b, enc...)
 }
 
-// appendCost writes "duration_ms" and "arguments_bytes" when set.
-func appendCost(b []byte, durationMS float64, argumentsBytes int) []byte {
+// appendCost writes "duration_ms", "arguments_bytes" and "policy" when set.
+func appendCost(b []byte, durationMS float64, argumentsBytes int, policy string) []byte {
 	if durationMS != 0 && !math.IsNaN(durationMS) && !math.IsInf(durationMS, 0) {
 		b = append(b, `,"duration_ms":`...)
 		b = strconv.AppendFloat(b, durationMS, 'g', -1, 64)
@@ -127,6 +127,10 @@ func appendCost(b []byte, durationMS float64, argumentsBytes int) []byte {
 	if argumentsBytes != 0 {
 		b = append(b, `,"arguments_bytes":`...)
 		b = strconv.AppendInt(b, int64(argumentsBytes), 10)
+	}
+	if policy != "" {
+		b = append(b, `,"policy":`...)
+		b = appendString(b, policy)
 	}
 	return b
 }

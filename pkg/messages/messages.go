@@ -93,6 +93,9 @@ type ToolResult struct {
 	DurationMS float64 `json:"duration_ms,omitempty"`
 	// ArgumentsBytes is the size of the call's arguments.
 	ArgumentsBytes int `json:"arguments_bytes,omitempty"`
+	// Policy is the revision of the policy (policy.rules) the call was answered under,
+	// when there is one: the rules that allowed, refused or asked about it.
+	Policy string `json:"policy,omitempty"`
 	// Stream is the call's [ToolCall.Stream].
 	Stream bool `json:"stream,omitempty"`
 	// End is the call's [ToolCall.End].
@@ -168,6 +171,8 @@ type OutputResult struct {
 	// of its arguments.
 	DurationMS     float64 `json:"duration_ms,omitempty"`
 	ArgumentsBytes int     `json:"arguments_bytes,omitempty"`
+	// Policy is the result's [ToolResult.Policy].
+	Policy string `json:"policy,omitempty"`
 }
 
 // StoredResult names a result kept whole in a JetStream object store, because it was too

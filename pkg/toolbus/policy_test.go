@@ -14,6 +14,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/policy"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
 
@@ -52,6 +53,16 @@ func TestPolicyDenyRule(t *testing.T) {
 	refused(t, "under /etc", res[0], `not allowed by the policy: the rule "no-etc" (when args.file_path.startsWith('/etc')) says deny`)
 	ran(t, "clock", res[1])
 	ran(t, "elsewhere", res[2])
+	// Each result says which policy it was answered under.
+	rules, err := policy.Compile(cfg.Policy.Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Policy == "" || r.Policy != rules.Revision() {
+			t.Errorf("result %d answered under policy %q, want %q", i, r.Policy, rules.Revision())
+		}
+	}
 	if _, err := os.Stat("/etc/toolbus-policy-test"); err == nil {
 		t.Error("the denied call ran")
 	}
@@ -122,6 +133,9 @@ func TestLimitAcrossExecutors(t *testing.T) {
 	}
 	ok, limited := 0, 0
 	for i, r := range askResponse(t, c, "quota", calls...) {
+		if r.Policy != "" {
+			t.Errorf("call %d answered under policy %q, and there is none", i, r.Policy)
+		}
 		switch {
 		case r.Success:
 			ok++
