@@ -33,6 +33,25 @@ const (
 	remoteGetPrompt     = "prompts:get"
 )
 
+// featureMeta marks, in its _meta, a tool the pool made ([server.feature]).
+const featureMeta = "toolbus/feature"
+
+// feature reports whether tool, as the server's listing has it, is a feature tool the
+// pool made: not a tool of the server's own that happens to be called "resources:read".
+func (s *server) feature(tool string) bool {
+	if featureMethod(tool) == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tools {
+		if t != nil && t.Name == tool {
+			return t.Meta[featureMeta] == true
+		}
+	}
+	return true // not listed yet: the name can only be the pool's
+}
+
 // featureMethod is the MCP method a feature tool sends, or "" for a tool of the server's.
 func featureMethod(remote string) string {
 	switch remote {
@@ -122,6 +141,7 @@ func offeredTools(server, prefix string, f features, own map[string]bool) []*mcp
 	add := func(t *mcp.Tool) {
 		if !own[t.Name] {
 			t.Annotations = readOnly
+			t.Meta = mcp.Meta{featureMeta: true}
 			out = append(out, t)
 		}
 	}

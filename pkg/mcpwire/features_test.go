@@ -208,3 +208,20 @@ func TestFeatureToolCalledBeforeTheListing(t *testing.T) {
 		t.Fatalf("= %s, %v", out, err)
 	}
 }
+
+// A tool of the server's own under a feature tool's remote name (against the MCP
+// specification's advice on names) is the server's: called with tools/call, no feature
+// tool made in its place.
+func TestFeatureNameTakenByTheServer(t *testing.T) {
+	srv := library()
+	mcp.AddTool(srv, &mcp.Tool{Name: "resources:read"}, func(context.Context, *mcp.CallToolRequest, struct {
+		URI string `json:"uri"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "the server's own"}}}, nil, nil
+	})
+	p := newPool(t, map[string]mcpwire.ServerConfig{"lib": placeholder}, &mcpwire.Options{Dial: inMemory(srv)})
+	out, err := p.Call(ctxT(t), "lib::resources:read", json.RawMessage(`{"uri":"lib://books/dune"}`))
+	if err != nil || string(out) != `"the server's own"` {
+		t.Errorf("= %s, %v", out, err)
+	}
+}

@@ -34,7 +34,7 @@ func (s *server) taskMode(tool string) string {
 // task as one (tasks.go), else tools/call; a tool's resource links are then named with
 // the tool that reads them.
 func (s *server) send(ctx context.Context, sess session, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
-	if featureMethod(tool) != "" {
+	if s.feature(tool) {
 		ms, ok := sess.(*mcpSession)
 		if !ok {
 			return nil, fmt.Errorf("%w: %s has no %s", ErrUnknownTool, s.name, tool)
