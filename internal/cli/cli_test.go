@@ -110,8 +110,11 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-func TestToolsListsTheVisibleTools(t *testing.T) {
-	stdout, stderr, code := runMain(t, "", "tools", "--json")
+// toolNames runs toolbus tools --json with args and returns the names it lists, joined
+// with commas.
+func toolNames(t *testing.T, args ...string) string {
+	t.Helper()
+	stdout, stderr, code := runMain(t, "", append([]string{"tools", "--json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -123,7 +126,11 @@ func TestToolsListsTheVisibleTools(t *testing.T) {
 	for _, tl := range tools {
 		names = append(names, tl.Name)
 	}
-	if got := strings.Join(names, ","); got != "clock,dispatch_engineering,execute_tool" {
+	return strings.Join(names, ",")
+}
+
+func TestToolsListsTheVisibleTools(t *testing.T) {
+	if got := toolNames(t); got != "clock,dispatch_engineering,execute_tool" {
 		t.Errorf("tools %s; the calculators must stay hidden", got)
 	}
 }
@@ -143,23 +150,11 @@ func TestToolsLeavesOutWhatThePolicyDenies(t *testing.T) {
 		{"globex", "clock,dispatch_engineering,execute_tool"},
 		{"acme", "clock"},
 	} {
-		args := []string{"tools", "--json", "--config", path}
+		args := []string{"--config", path}
 		if tc.tenant != "" {
 			args = append(args, "--tenant", tc.tenant)
 		}
-		stdout, stderr, code := runMain(t, "", args...)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
-		var tools []messages.ToolInfo
-		if err := json.Unmarshal([]byte(stdout), &tools); err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, tl := range tools {
-			names = append(names, tl.Name)
-		}
-		if got := strings.Join(names, ","); got != tc.want {
+		if got := toolNames(t, args...); got != tc.want {
 			t.Errorf("tenant %q: tools %s, want %s", tc.tenant, got, tc.want)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -113,31 +114,23 @@ func (a *Approvals) Ask(ctx context.Context, rec messages.Approval, revision uin
 // Decide approves or denies the call waiting under id, saying who and why; a call
 // decided before (or expired) is ErrDecided, with the decision.
 func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by, reason string) (messages.Approval, error) {
-	for range maxConflicts {
-		rec, rev, err := a.Get(ctx, id)
-		if err != nil {
-			return rec, err
-		}
-		if rec.State != messages.ApprovalPending {
-			return rec, fmt.Errorf("%w: %s %s", ErrDecided, rec.State, decidedBy(rec))
+	if !validID(id) {
+		return messages.Approval{}, fmt.Errorf("%w: %q is not an approval id (16 hex digits, `toolbus approvals ls`)", ErrNoApproval, id)
+	}
+	return bus.UpdateJSON(ctx, a.KV, id, func(rec *messages.Approval) (bool, error) {
+		switch {
+		case rec.ID == "":
+			return false, fmt.Errorf("%w: %s", ErrNoApproval, id)
+		case rec.State != messages.ApprovalPending:
+			return false, fmt.Errorf("%w: %s %s", ErrDecided, rec.State, decidedBy(*rec))
 		}
 		rec.State = messages.ApprovalDenied
 		if approve {
 			rec.State = messages.ApprovalApproved
 		}
 		rec.DecidedBy, rec.Reason, rec.DecidedAt = by, reason, a.now()
-		v, err := json.Marshal(rec)
-		if err != nil {
-			return rec, err
-		}
-		switch _, err = a.KV.Update(ctx, id, v, rev); {
-		case err == nil:
-			return rec, nil
-		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists):
-			return rec, err
-		}
-	}
-	return messages.Approval{}, fmt.Errorf("approval %s kept changing", id)
+		return true, nil
+	})
 }
 
 func decidedBy(rec messages.Approval) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -185,52 +185,33 @@ func (lim Limit) key(kind, counted string) string {
 	return lim.Name + kind + "." + hex.EncodeToString(sum[:10])
 }
 
-// maxConflicts bounds the compare-and-set rounds of one count: each lost round means
-// another call was counted.
-const maxConflicts = 50
+func (l *Limiter) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
+}
 
+// take counts a call of counted against lim, by compare-and-set (bus.UpdateJSON): a
+// round lost to another replica counts again on what it wrote.
 func (l *Limiter) take(ctx context.Context, lim Limit, counted string) error {
-	key := lim.key("", counted)
 	interval := time.Duration(lim.Interval)
-	for range maxConflicts {
-		now := time.Now()
-		if l.Now != nil {
-			now = l.Now()
-		}
-		entry, err := l.KV.Get(ctx, key)
-		var w window
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("limit %q: %w", lim.Name, err)
-		default:
-			if json.Unmarshal(entry.Value(), &w) != nil {
-				w = window{} // unreadable: start again
-			}
-		}
+	_, err := bus.UpdateJSON(ctx, l.KV, lim.key("", counted), func(w *window) (bool, error) {
+		now := l.now()
 		if w.Start.IsZero() || !now.Before(w.Start.Add(interval)) {
-			w = window{Start: now}
+			*w = window{Start: now}
 		}
 		if w.Count >= lim.Calls {
-			return &LimitedError{Limit: lim, Counted: counted, RetryAfter: w.Start.Add(interval).Sub(now)}
+			return false, &LimitedError{Limit: lim, Counted: counted, RetryAfter: w.Start.Add(interval).Sub(now)}
 		}
 		w.Count++
-		value, _ := json.Marshal(w)
-		if entry == nil {
-			_, err = l.KV.Create(ctx, key, value)
-		} else {
-			_, err = l.KV.Update(ctx, key, value, entry.Revision())
-		}
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			continue // another call was counted first: count again
-		default:
-			return fmt.Errorf("limit %q: %w", lim.Name, err)
-		}
+		return true, nil
+	})
+	var le *LimitedError
+	if err != nil && !errors.As(err, &le) {
+		return fmt.Errorf("limit %q: %w", lim.Name, err)
 	}
-	return fmt.Errorf("limit %q: the count kept changing under %d tries", lim.Name, maxConflicts)
+	return err
 }
 
 // Concurrent reports whether any limit bounds the calls running at once.
@@ -287,58 +268,34 @@ func (l *Limiter) Acquire(ctx context.Context, call Call, callID string, hold ti
 	return release, nil
 }
 
-// change applies fn to the value of a key of calls at once, by compare-and-set.
-func (l *Limiter) change(ctx context.Context, key string, fn func(r *running, now time.Time) error) error {
-	for range maxConflicts {
-		now := time.Now()
-		if l.Now != nil {
-			now = l.Now()
-		}
-		entry, err := l.KV.Get(ctx, key)
-		var r running
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return err
-		default:
-			_ = json.Unmarshal(entry.Value(), &r) // unreadable: start again
-		}
+// change applies fn to the calls running under a key, by compare-and-set, once the
+// holds that passed are dropped; fn reports whether it changed anything.
+func (l *Limiter) change(ctx context.Context, key string, fn func(r *running, now time.Time) (bool, error)) error {
+	_, err := bus.UpdateJSON(ctx, l.KV, key, func(r *running) (bool, error) {
+		now := l.now()
 		if r.Calls == nil {
 			r.Calls = map[string]time.Time{}
 		}
+		pruned := false
 		for id, until := range r.Calls {
 			if !now.Before(until) {
 				delete(r.Calls, id) // its executor stopped without giving it back
+				pruned = true
 			}
 		}
-		if err := fn(&r, now); err != nil {
-			return err
-		}
-		value, _ := json.Marshal(r)
-		if entry == nil {
-			_, err = l.KV.Create(ctx, key, value)
-		} else {
-			_, err = l.KV.Update(ctx, key, value, entry.Revision())
-		}
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			continue
-		default:
-			return err
-		}
-	}
-	return fmt.Errorf("the count kept changing under %d tries", maxConflicts)
+		changed, err := fn(r, now)
+		return changed || pruned && err == nil, err
+	})
+	return err
 }
 
 func (l *Limiter) enter(ctx context.Context, lim Limit, key, counted, callID string, hold time.Duration) error {
-	err := l.change(ctx, key, func(r *running, now time.Time) error {
+	err := l.change(ctx, key, func(r *running, now time.Time) (bool, error) {
 		if _, ok := r.Calls[callID]; !ok && len(r.Calls) >= lim.Concurrent {
-			return &LimitedError{Limit: lim, Counted: counted, RetryAfter: time.Second, Running: true}
+			return false, &LimitedError{Limit: lim, Counted: counted, RetryAfter: time.Second, Running: true}
 		}
 		r.Calls[callID] = now.Add(hold)
-		return nil
+		return true, nil
 	})
 	var le *LimitedError
 	if err != nil && !errors.As(err, &le) {
@@ -348,8 +305,9 @@ func (l *Limiter) enter(ctx context.Context, lim Limit, key, counted, callID str
 }
 
 func (l *Limiter) leave(ctx context.Context, key, callID string) error {
-	return l.change(ctx, key, func(r *running, _ time.Time) error {
+	return l.change(ctx, key, func(r *running, _ time.Time) (bool, error) {
+		_, held := r.Calls[callID]
 		delete(r.Calls, callID)
-		return nil
+		return held, nil
 	})
 }
