@@ -24,6 +24,7 @@ import (
 	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
@@ -38,7 +39,12 @@ type summary struct {
 		Chunks   int      `json:"chunks"`
 		Progress []string `json:"progress"`
 	} `json:"streamed"`
-	Stored messages.StoredResult `json:"stored"`
+	Stored  messages.StoredResult `json:"stored"`
+	Content struct {
+		Image   string `json:"image"`
+		Bytes   int    `json:"bytes"`
+		Sampled bool   `json:"sampled"`
+	} `json:"content"`
 }
 
 // runOrchestrator runs orchestrator.ts on the pinned Node 22 (which strips the types)
@@ -55,7 +61,7 @@ func runOrchestrator(t *testing.T, url string, env ...string) summary {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "orchestrator.ts")
 	// Each answer may take long on a busy machine: this bounds a hang, not a speed.
-	cmd.Env = append(os.Environ(), append([]string{"NODE_PATH=" + modules, "NATS_URL=" + url, "TIMEOUT_MS=60000"}, env...)...)
+	cmd.Env = append(os.Environ(), append([]string{"NODE_PATH=" + modules, "NATS_URL=" + url, "TIMEOUT_MS=60000", "EVERYTHING=1"}, env...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -68,20 +74,31 @@ func runOrchestrator(t *testing.T, url string, env ...string) summary {
 	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
 		t.Fatalf("orchestrator.ts printed %q: %v", stdout.String(), err)
 	}
-	if s.Stored.Size != 1_500_002 || s.Stored.Name != messages.CallID(s.Conversation, "turn-6", 0) || len(s.Streamed.Progress) != 2 {
+	if s.Stored.Size != 1_500_002 || s.Stored.Name != messages.CallID(s.Conversation, "turn-6", 0) || len(s.Streamed.Progress) != 2 ||
+		s.Content.Image != "image/png" || s.Content.Bytes == 0 || !s.Content.Sampled {
 		t.Errorf("orchestrator.ts checked %+v", s)
 	}
 	t.Logf("orchestrator.ts: %s", strings.TrimSpace(stdout.String()))
 	return s
 }
 
-// exampleConfig is toolbus.json, the configuration the README runs `toolbus serve` with.
+// exampleConfig is toolbus.json, the configuration the README runs `toolbus serve` with,
+// and server-everything as "everything", whose sampling requests go to the orchestrator
+// (orchestrator.ts's step 5, run with EVERYTHING set).
 func exampleConfig(t *testing.T) *config.Config {
 	t.Helper()
 	cfg, err := config.Load("toolbus.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	everything := filepath.Join(mcptest.NPMPackage(t, "@modelcontextprotocol/server-everything"), "dist", "index.js")
+	if cfg.MCPServers == nil {
+		cfg.MCPServers = map[string]mcpwire.ServerConfig{}
+	}
+	cfg.MCPServers["everything"] = mcpwire.ServerConfig{Command: "node", Args: []string{everything, "stdio"}, Sampling: mcpwire.SampleAsk}
+	// Not followed from the file, which has no such server (its tools folder is read
+	// from the test's directory, the file's).
+	cfg.Source = ""
 	return cfg
 }
 
@@ -102,7 +119,19 @@ func TestOrchestrator(t *testing.T) {
 			t.Errorf("toolbus: %v", err)
 		}
 	})
+	waitForTools(t, n)
 	runOrchestrator(t, url)
+}
+
+// waitForTools waits until n's parser knows server-everything's tools (a node started
+// just now lists them within a second or two).
+func waitForTools(t *testing.T, n *toolbus.Toolbus) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.WaitForTools(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // violations keeps the permission violations the server logs.
@@ -172,6 +201,7 @@ func TestOrchestratorUnderDeployPermissions(t *testing.T) {
 	cfg := exampleConfig(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var nodes []*toolbus.Toolbus
+	var parser *toolbus.Toolbus
 	stop := func() {
 		cancel()
 		for _, n := range nodes {
@@ -187,9 +217,13 @@ func TestOrchestratorUnderDeployPermissions(t *testing.T) {
 			t.Fatalf("%s under its own user: %v", name, err)
 		}
 		nodes = append(nodes, n)
+		if name == toolbus.Parser {
+			parser = n
+		}
 	}
 	t.Cleanup(stop) // before the connections close
 
+	waitForTools(t, parser)
 	runOrchestrator(t, url, "NATS_USER=orchestrator", "NATS_PASSWORD="+pw["orchestrator"])
 	seen.mu.Lock()
 	defer seen.mu.Unlock()

@@ -10,7 +10,10 @@
 //   3. a streamed response, published chunk by chunk as a model writes it, reading the
 //      progress of each call before the output;
 //   4. a result too large to travel inline, fetched whole from the object store and
-//      checked against its size and sha256.
+//      checked against its size and sha256;
+//   5. with EVERYTHING set (toolbus runs the MCP server-everything as "everything", its
+//      "sampling": "ask"): an image result, kept as an image block the text names, and a
+//      server's sampling request, answered with a completion.
 //
 // Everything it uses is in docs/protocol.md and docs/asyncapi.yaml: subjects, headers,
 // bodies. It prints one JSON line (what it checked) on stdout and exits 0, or prints why
@@ -44,6 +47,28 @@ type ErrorCode =
 interface ResultError { code: ErrorCode; message: string }
 interface StoredResult { bucket: string; name: string; size: number; sha256: string }
 
+// Content is an image, audio or embedded blob of an MCP tool's result: its block of text
+// names it ("[image: image/png, 1 KB, content 1]"), data (base64) or stored carries it.
+interface Content {
+  type: "image" | "audio" | "resource";
+  mimeType?: string;
+  data?: string;
+  resource?: { uri: string; mimeType?: string; blob?: string };
+  size?: number;
+  stored?: StoredResult;
+  omitted?: boolean;
+}
+
+// SampleRequest is a server's request for a model's completion, on toolbus.sample.<conv>.
+interface SampleRequest {
+  conversation: string;
+  server: string;
+  messages: { role: string; content: { type: string; text?: string } }[];
+  system_prompt?: string;
+  max_tokens: number;
+  deadline?: string;
+}
+
 // OutputResult carries no result: the result travels in the call's block of Output.text.
 interface OutputResult {
   tool: string;
@@ -52,6 +77,7 @@ interface OutputResult {
   attempts?: number;
   notice?: string;
   stored?: StoredResult;
+  content?: Content[];
   duration_ms?: number;
   arguments_bytes?: number;
 }
@@ -290,6 +316,33 @@ async function main(): Promise<void> {
     const report = JSON.parse(whole.toString("utf8")) as string;
     check(report.length === bytes && /^r+$/.test(report), `the stored report holds ${report.length} characters`);
     summary.stored = stored;
+
+    // 5. MCP content and sampling. The image travels as a block of results[0].content,
+    // which its block of text names; the server's sampling request comes on
+    // toolbus.sample.<conv> and is answered on its reply subject with a completion.
+    if (env("EVERYTHING")) {
+      const sampler = nc.subscribe(`toolbus.sample.${tb.conversation}`, {
+        callback: (err, m) => {
+          if (err) {
+            return;
+          }
+          const req = m.json<SampleRequest>();
+          const asked = req.messages.map((x) => x.content.text ?? "").join(" ");
+          m.respond(JSON.stringify({ model: "ts-model", stop_reason: "endTurn", content: { type: "text", text: `${req.max_tokens} tokens for: ${asked}` } }));
+        },
+      });
+      await nc.flush();
+      out = await tb.ask(`${call("everything__get-tiny-image", {})}\n${call("everything__trigger-sampling-request", { prompt: "the sky's colour", maxTokens: 7 })}`);
+      sampler.unsubscribe();
+      const [picture, sampled] = blocks(out);
+      const image = out.results[0].content?.[0];
+      check(picture.success && image?.type === "image" && image.mimeType === "image/png" && image.data !== undefined, `image: ${JSON.stringify(out.results[0])}`);
+      const png = image.stored ? await tb.fetch(image.stored) : Buffer.from(image.data!, "base64");
+      check(png.subarray(1, 4).toString("latin1") === "PNG" && png.length === image.size, `the image's ${png.length} bytes`);
+      check(String(picture.result).includes("[image: image/png, ") && !String(picture.result).includes(image.data!.slice(0, 16)), `the model reads ${String(picture.result)}`);
+      check(sampled.success && String(sampled.result).includes("ts-model") && String(sampled.result).includes("7 tokens for:"), `sampling: ${out.text}`);
+      summary.content = { image: image.mimeType, bytes: png.length, sampled: true };
+    }
 
     console.log(JSON.stringify(summary));
   } finally {
