@@ -9,6 +9,13 @@
 // A response may also be streamed as the model writes it ([Client.Stream]): each call
 // then runs as soon as its block is complete, and Close returns the same output.
 //
+// A result's images, audio and embedded blobs (an MCP tool's) come in
+// [messages.OutputResult].Content, named in their place in Text; [Client.FetchContent]
+// returns their bytes for a model that takes them. A server's questions and its
+// requests for a model's completion in the middle of a call are answered with
+// [Client.OnElicit] and [Client.OnSample]; what servers report and log of a call under
+// way comes to [Client.OnCallProgress] and [Client.OnCallLog].
+//
 // The package's examples run it whole, with toolbus on an embedded NATS.
 package client
 
