@@ -227,6 +227,12 @@ class Toolbus {
       await this.js.publish(`toolbus.stream.${this.conversation}`, chunk, { msgID: `${this.conversation}/${id}/chunk/${i + 1}`, headers: h });
     }
     const out = await answered;
+    // Each result's progress is published before the output, but the two arrive on
+    // subscriptions of their own, each read by its own loop: the last progress may be
+    // handled just after the output. Wait a moment for it.
+    for (let waited = 0; progress.length < out.results.length && waited < 5000; waited += 20) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
     this.progress.delete(id);
     return { out, progress };
   }

@@ -307,8 +307,10 @@ func TestFolderToolTimeoutIsItsBudget(t *testing.T) {
 			if res.Success || res.Error.Code != messages.CodeTimeout || !strings.Contains(res.Error.Message, "2s") || strings.Contains(res.Error.Message, "1m0s") {
 				t.Errorf("%s: answered %+v, want a timeout naming its 2s", tool, res.Error)
 			}
+			// Started once and never again. (On a busy machine the shell may not have
+			// written its line before the 2 s ran out: 0 is not a second run.)
 			data, _ := os.ReadFile(filepath.Join(runs, tool))
-			if n := strings.Count(string(data), "run"); n != 1 || res.Attempts != 1 || delivered != 1 {
+			if n := strings.Count(string(data), "run"); n > 1 || res.Attempts != 1 || delivered != 1 {
 				t.Errorf("%s ran %d times (%d attempts, answered on delivery %d); want once, on the first", tool, n, res.Attempts, delivered)
 			}
 		}()
