@@ -24,6 +24,10 @@ func FuzzDirectAnswer(f *testing.F) {
 		`{"content":[{"type":"image","data":"AQI=","mimeType":"image/png"}],"isError":true}`,
 		`{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"structuredContent":null}`,
 		`{"resultType":"input_required","inputRequests":{}}`,
+		// Blocks kept for the orchestrator, named in the model's text (messages.Content).
+		`{"content":[{"type":"text","text":"a"},{"type":"image","data":"AQI=","mimeType":"image/png"},{"type":"audio","data":"UklGRg==","mimeType":"audio/wav"},` +
+			`{"type":"resource","resource":{"uri":"file:///r.pdf","blob":"AQI="}},{"type":"resource","resource":{"uri":"demo://t","text":"t"}},{"type":"resource_link","uri":"demo://l","name":"l"}]}`,
+		`{"structuredContent":{"n":1},"content":[{"type":"image","data":"AQI=","mimeType":"image/png"}]}`,
 	} {
 		f.Add(seed)
 	}
