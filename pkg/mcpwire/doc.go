@@ -55,4 +55,15 @@
 // (SEP-1686) runs as one: tools/call with a task, tasks/get within the call's time,
 // tasks/result, tasks/cancel when the call's context ends (tasks.go), on the call's own
 // session (raw.go: requests the go-sdk does not send).
+//
+// # Results, and what a server asks and reports during a call
+//
+// A result's images, audio and embedded blobs are named in the value the model reads
+// ("[image: image/png, 19 KB, content 1]") and handed to the caller as
+// messages.Content through [WithKeptContent] (result.go). A server's own requests during
+// a call go to whoever made it (the conversation of [WithConversation]), by the one rule
+// of server.caller: elicitation under [ServerConfig.Elicitation] "ask" through
+// [Options.Ask], sampling under [ServerConfig.Sampling] "ask" through [Options.Sample];
+// what it reports and logs of a call made [WithCall] reaches [Options.Progress] and
+// [Options.Log] with the call's id.
 package mcpwire
