@@ -28,9 +28,24 @@ type Sessions interface {
 // session that serves its calls, and never starts a process or a session of its own
 // while an executor serves the server.
 func AnswerProbes(ctx context.Context, nc *nats.Conn, replica string, sessions Sessions, log *slog.Logger) error {
+	stop, err := ServeProbes(nc, replica, sessions, log)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stop()
+	return nil
+}
+
+// ServeProbes is [AnswerProbes] from the moment it returns — the subscription made and
+// flushed to the server — until stop is called: an executor set up before healthd in
+// one process is asked from healthd's first probe, rather than healthd finding nobody
+// to ask and starting the server's process itself.
+func ServeProbes(nc *nats.Conn, replica string, sessions Sessions, log *slog.Logger) (stop func(), err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	prefix := messages.ProbeSubject("")
 	sub, err := nc.QueueSubscribe(messages.AllProbes, messages.ProbeQueue, func(m *nats.Msg) {
 		server, _ := strings.CutPrefix(m.Subject, prefix)
@@ -70,12 +85,14 @@ func AnswerProbes(ctx context.Context, nc *nats.Conn, replica string, sessions S
 			}
 		}()
 	})
-	if err != nil {
-		return fmt.Errorf("health: answer probes: %w", err)
+	if err == nil {
+		err = nc.Flush()
 	}
-	<-ctx.Done()
-	_ = sub.Unsubscribe()
-	return nil
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("health: answer probes: %w", err)
+	}
+	return func() { _ = sub.Unsubscribe(); cancel() }, nil
 }
 
 // errNotServed: no executor serves the server (none answered, or the one that did

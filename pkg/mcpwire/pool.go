@@ -221,6 +221,14 @@ func (p *Pool) run() {
 	}
 }
 
+// Start starts every server's connection loop now, without waiting for any: from its
+// return, [Pool.Check] says a server is starting rather than not served.
+func (p *Pool) Start() {
+	if !p.closed.Load() {
+		p.run()
+	}
+}
+
 // start runs the connection loop of s; p.mu is held.
 func (p *Pool) start(s *server) {
 	s.started = true

@@ -349,8 +349,15 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		kept := results.NewStore(js)
 		owner := "executor-" + nuid.Next()
 		// healthd judges the servers by this executor's live sessions, the ones that
-		// serve their calls (pkg/healthd AnswerProbes).
-		runs = append(runs, func(ctx context.Context) error { return healthd.AnswerProbes(ctx, nc, owner, pool, log) })
+		// serve their calls (pkg/healthd AnswerProbes): answered from now on, before a
+		// healthd of this process probes for the first time.
+		pool.Start()
+		stopProbes, err := healthd.ServeProbes(nc, owner, pool, log)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		runs = append(runs, func(ctx context.Context) error { <-ctx.Done(); stopProbes(); return nil })
 		// The calls of a conversation to a conversation-scoped server reach the replica
 		// that holds the conversation's session (pkg/affinity); this executor's replicas
 		// share one pool, so they are one holder.
@@ -364,6 +371,8 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		for i := range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
+				stopProbes()
+				pool.Close()
 				return nil, err
 			}
 			st := &executor.Stage{Exec: exec, Claims: claims.KV{KV: calls, Owner: owner}, QuietTools: o.Config.Executor.QuietTools, Logger: log,
