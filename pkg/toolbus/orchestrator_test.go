@@ -1,11 +1,17 @@
 package toolbus
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/redact"
 )
 
 // readCompletion reads an orchestrator's answer to a sampling request: a completion
@@ -74,4 +80,32 @@ func FuzzReadCompletion(f *testing.F) {
 			t.Fatalf("%q: the result cannot be sent: %v", body, err)
 		}
 	})
+}
+
+// What a server logs during a call reaches the conversation's progress subject marked
+// with the call's id, with the configuration's secrets masked, as JSON still.
+func TestPublishLogMasksSecrets(t *testing.T) {
+	const secret = "canary-7f3a9"
+	nc, _ := bustest.Connect(t, bustest.Server(t))
+	sub, err := nc.SubscribeSync(messages.ProgressSubject("c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := &redact.Current{}
+	secrets.Set(redact.New(secret))
+	publish := publishLog(nc, secrets, slog.New(slog.DiscardHandler))
+	for _, data := range []string{`"connected with ` + secret + `"`, `{"key":"` + secret + `","n":1}`} {
+		publish(context.Background(), messages.CallLog{CallID: "c1/r1/0", Conversation: "c1", Server: "s", Tool: "s__t", Level: "info", Data: json.RawMessage(data)})
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l messages.CallLog
+		if err := json.Unmarshal(m.Data, &l); err != nil || m.Header.Get(messages.HeaderLogOf) != "c1/r1/0" || l.CallID != "c1/r1/0" {
+			t.Fatalf("%s (%v), headers %v", m.Data, err, m.Header)
+		}
+		if strings.Contains(string(m.Data), secret) || !json.Valid(l.Data) || !strings.Contains(string(l.Data), redact.Mask) {
+			t.Errorf("published %s", m.Data)
+		}
+	}
 }
