@@ -154,9 +154,23 @@ func TestApprovalFlow(t *testing.T) {
 		return got.out.Results
 	}
 
+	// The orchestrator is told, too.
+	told := make(chan messages.ApprovalRequest, 4)
+	if _, err := c.OnApproval("payments", func(r messages.ApprovalRequest) { told <- r }); err != nil {
+		t.Fatal(err)
+	}
+
 	// Approved after a restart: the calls before it ran, the one after it waited.
 	first := ask("payments", 10, 500, 20)
 	req := nextRequest()
+	select {
+	case r := <-told:
+		if r.ID != req.ID {
+			t.Errorf("the orchestrator was told of %s, not %s", r.ID, req.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the orchestrator was not told (client.OnApproval)")
+	}
 	if req.Tool != "transfer" || req.Rule != "big-transfers" || req.Conversation != "payments" ||
 		req.ArgumentsSHA256 != policy.ArgumentsHash(json.RawMessage(`{"amount":500}`)) || string(req.Arguments) != `{"amount":500}` ||
 		req.ID != policy.ApprovalID(req.CallID) || req.Deadline.Sub(req.RequestedAt) != 10*time.Minute {
