@@ -320,7 +320,7 @@ var denied = map[string]serviceNeeds{
 	toolbus.Healthd: {publish: []string{messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.CallSubject("c1"), messages.ExecSubject("executor-abc")},
 		subscribe: []string{messages.CallSubject("c1"), messages.StatusSubject(toolbus.Executor)}},
 	consoleU: {publish: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.StreamSubject("c1"),
-		"$KV." + messages.BucketHealth + ".s", "$JS.API.STREAM.PURGE." + messages.StreamDead, "$JS.API.STREAM.MSG.DELETE." + messages.StreamDead,
+		"$KV." + messages.BucketHealth + ".s", "$KV." + messages.BucketLimits + ".k", "$JS.API.STREAM.PURGE." + messages.StreamDead, "$JS.API.STREAM.MSG.DELETE." + messages.StreamDead,
 		"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamCalls + "." + messages.ConsumerExecutor}},
 	orchestr: {
 		publish: []string{messages.CallSubject("c1"), messages.ResultSubject("c1"), messages.OutputSubject("c1"), messages.HealthSubject("s"),

@@ -285,7 +285,8 @@ func (p *Pool) Tools(ctx context.Context) []Tool { return p.Catalog(ctx).Tools()
 // far resolve is answered at once; a name they do not know (or refuse) waits (up to
 // ctx) only while a server that has not answered its first connection attempt could
 // still list it, and is resolved again as each one answers. A server that never answers thus delays only
-// the names nobody else has.
+// the names nobody else has. A qualified name of a server that has not listed its tools
+// yet, which the catalog answers with a guess, waits for that server's first attempt too.
 func (p *Pool) Lookup(ctx context.Context, name string) (Tool, error) {
 	if p.closed.Load() {
 		return Tool{}, ErrClosed
