@@ -69,7 +69,8 @@ func toolsCmd(ctx context.Context, env Env, args []string) error {
 			return err
 		}
 		if limit := dialect.MaxTools(want); limit > 0 && len(tools) > limit {
-			fmt.Fprintf(env.Stderr, "toolbus tools: %d tools, more than %s accepts in one request (%d): expose the engineering suite hierarchically (engineering.expose), narrow the servers with allowedTools, or send a subset\n",
+			// An export the vendor would refuse is not printed: it is valid, or an error.
+			return fmt.Errorf("%d tools, more than %s accepts in one request (%d): narrow them with allowedTools or blockedTools (or a policy that denies some outright, with --tenant), expose the engineering suite hierarchically (engineering.expose), or turn off a server's resource and prompt tools (\"resources\": false, \"prompts\": false)",
 				len(tools), want, limit)
 		}
 		if len(decls.Shortened) > 0 {

@@ -178,3 +178,44 @@ func checkStrict(t *testing.T, path string, allStrict bool) {
 		t.Errorf("--strict: no strict function among %d", len(decls))
 	}
 }
+
+// More tools than OpenAI takes in one request (128) is an error that says how to narrow
+// them, never an export OpenAI would refuse; Anthropic's has no such limit, and one
+// tool fewer is exported.
+func TestOpenAIToolLimit(t *testing.T) {
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools")
+	if err := os.MkdirAll(tools, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The clock and 128 folder tools: 129.
+	for i := range dialect.MaxOpenAITools {
+		name := "tool_" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if err := os.WriteFile(filepath.Join(tools, name), []byte("#!/bin/sh\necho '\"ok\"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tools, name+".mcp.json"), []byte(`{"name": "`+name+`", "inputSchema": {"type": "object"}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(extra string) string {
+		path := filepath.Join(dir, "c.json")
+		if err := os.WriteFile(path, []byte(`{"engineering": {"enabled": false}, "local": {"tools": {"folder": "`+tools+`"}}`+extra+`}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	path := write("")
+	stdout, stderr, code := runMain(t, "", "tools", "--config", path, "--format", "openai")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "129 tools, more than openai accepts in one request (128): narrow them with allowedTools") {
+		t.Errorf("openai, 129 tools: exit %d, %d bytes out, stderr %q", code, len(stdout), stderr)
+	}
+	if _, stderr, code := runMain(t, "", "tools", "--config", path, "--format", "anthropic"); code != 0 {
+		t.Errorf("anthropic, 129 tools: exit %d: %s", code, stderr)
+	}
+	stdout, stderr, code = runMain(t, "", "tools", "--config", write(`, "blockedTools": ["clock"]`), "--format", "openai")
+	var decls []json.RawMessage
+	if code != 0 || json.Unmarshal([]byte(stdout), &decls) != nil || len(decls) != dialect.MaxOpenAITools {
+		t.Errorf("openai, 128 tools: exit %d, %d declarations, stderr %q", code, len(decls), stderr)
+	}
+}
