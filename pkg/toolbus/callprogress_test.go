@@ -12,19 +12,29 @@ import (
 )
 
 // What an MCP server reports of a call under way (server-everything's
-// trigger-long-running-operation: notifications/progress at each step) reaches the
+// trigger-long-running-operation over stdio and over streamable HTTP:
+// notifications/progress at each step) reaches the
 // orchestrator on the conversation's progress subject, marked with the call's id, while
 // the call runs; each message fits the protocol's document. A streamed response's
 // client does not take them for results.
 func TestCallProgressReachesTheOrchestrator(t *testing.T) {
 	everything := mcpNPMScript(t, mcpEverythingPkg)
-	p := startMCPPipeline(t, mcpConfig(t, `{"mcpServers": {"everything": {"command": "node", "args": ["`+everything+`"], "sessions": "shared"}}}`), nil)
+	_, httpURL := mcpStartEverything(t, "streamableHttp", 0)
+	p := startMCPPipeline(t, mcpConfig(t, `{"mcpServers": {
+		"everything": {"command": "node", "args": ["`+everything+`"], "sessions": "shared"},
+		"everything_http": {"type": "http", "url": "`+httpURL+`/mcp"}}}`), nil)
 	doc := asyncapitest.Load(t)
+	for _, tc := range []struct{ transport, server string }{{"stdio", "everything"}, {"http", "everything_http"}} {
+		t.Run(tc.transport, func(t *testing.T) { callProgress(t, p, doc, tc.server, "slow-"+tc.transport) })
+	}
+}
+
+func callProgress(t *testing.T, p *mcpPipeline, doc *asyncapitest.Document, server, conv string) {
 
 	var mu sync.Mutex
 	var got []messages.CallProgress
 	var before time.Time // when the first report came
-	sub, err := p.client.OnCallProgress("slow-1", func(cp messages.CallProgress) {
+	sub, err := p.client.OnCallProgress(conv, func(cp messages.CallProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(got) == 0 {
@@ -38,7 +48,7 @@ func TestCallProgressReachesTheOrchestrator(t *testing.T) {
 	defer sub.Unsubscribe()
 	// Every message on the subject, as the wire carries it.
 	raw := make(chan *nats.Msg, 64)
-	rawSub, err := p.connect("watcher").ChanSubscribe(messages.ProgressSubject("slow-1"), raw)
+	rawSub, err := p.connect("watcher").ChanSubscribe(messages.ProgressSubject(conv), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +56,7 @@ func TestCallProgressReachesTheOrchestrator(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := p.client.Ask(ctx, "slow-1", `<tool_call>{"name": "everything__trigger-long-running-operation", "arguments": {"duration": 1.5, "steps": 3}}</tool_call>`, nil)
+	out, err := p.client.Ask(ctx, conv, `<tool_call>{"name": "`+server+`__trigger-long-running-operation", "arguments": {"duration": 1.5, "steps": 3}}</tool_call>`, nil)
 	answered := time.Now()
 	if err != nil || len(out.Results) != 1 || !out.Results[0].Success {
 		t.Fatalf("%v %+v", err, out)
@@ -65,8 +75,8 @@ func TestCallProgressReachesTheOrchestrator(t *testing.T) {
 		t.Fatalf("%d progress reports, want 3: %+v (output %s)", len(got), got, out.Text)
 	}
 	for i, cp := range got {
-		if cp.CallID != messages.CallID("slow-1", out.ResponseID, 0) || cp.Conversation != "slow-1" || cp.Server != "everything" ||
-			cp.Tool != "everything__trigger-long-running-operation" || cp.Progress != float64(i+1) || cp.Total != 3 {
+		if cp.CallID != messages.CallID(conv, out.ResponseID, 0) || cp.Conversation != conv || cp.Server != server ||
+			cp.Tool != server+"__trigger-long-running-operation" || cp.Progress != float64(i+1) || cp.Total != 3 {
 			t.Errorf("report %d: %+v", i, cp)
 		}
 	}
