@@ -347,9 +347,10 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 	s.mu.Unlock()
 	if before != st.State {
 		// A change is what an operator is paged for, and what follows it: a warning,
-		// except a server judged up the first time.
+		// except a server's first judgement while it starts (up, or unknown: no verdict
+		// yet) and its coming up from that unknown.
 		level := slog.LevelWarn
-		if before == "" && st.State == messages.HealthUp {
+		if (before == "" || before == messages.HealthUnknown) && st.State == messages.HealthUp || before == "" && st.State == messages.HealthUnknown {
 			level = slog.LevelInfo
 		}
 		s.log.Log(ctx, level, "health: state changed", "server", t.Name, "from", before, "to", st.State, "err", st.Error)
