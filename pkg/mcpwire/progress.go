@@ -89,15 +89,19 @@ func (p *progressCalls) notify(listen ProgressFunc, req *mcp.ProgressNotificatio
 	if !ok {
 		return
 	}
-	p.mu.Lock()
-	c, ok := p.calls[token]
-	p.mu.Unlock()
-	if !ok {
-		return
+	if c, ok := p.call(token); ok {
+		msg := c.base
+		msg.Progress, msg.Total, msg.Message = req.Params.Progress, req.Params.Total, req.Params.Message
+		listen(c.ctx, msg)
 	}
-	msg := c.base
-	msg.Progress, msg.Total, msg.Message = req.Params.Progress, req.Params.Total, req.Params.Message
-	listen(c.ctx, msg)
+}
+
+// call is the call under way that token names.
+func (p *progressCalls) call(token string) (progressCall, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.calls[token]
+	return c, ok
 }
 
 // report passes what a server says of a call's task under way (its status message, at
@@ -107,13 +111,9 @@ func (p *progressCalls) report(ctx context.Context, listen ProgressFunc, step fl
 	if listen == nil || token == "" {
 		return
 	}
-	p.mu.Lock()
-	c, ok := p.calls[token]
-	p.mu.Unlock()
-	if !ok {
-		return
+	if c, ok := p.call(token); ok {
+		msg := c.base
+		msg.Progress, msg.Message = step, message
+		listen(c.ctx, msg)
 	}
-	msg := c.base
-	msg.Progress, msg.Message = step, message
-	listen(c.ctx, msg)
 }
