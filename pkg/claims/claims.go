@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -32,6 +34,9 @@ type Record struct {
 	FirstAttempt time.Time `json:"first_attempt,omitzero"`
 	// Result is the stored answer once done.
 	Result *messages.ToolResult `json:"result,omitempty"`
+	// Claim tells one claim from another: a random id of the Begin or TakeOver that
+	// wrote it.
+	Claim string `json:"claim,omitempty"`
 }
 
 const (
@@ -91,12 +96,20 @@ type KV struct {
 // Begin implements [Store].
 func (c KV) Begin(ctx context.Context, id string) (Claim, error) {
 	key := bus.Key(id)
-	rec, _ := json.Marshal(Record{State: stateRunning, Owner: c.Owner, Started: time.Now().UTC()})
+	mark := nuid.Next()
+	rec, _ := json.Marshal(Record{State: stateRunning, Owner: c.Owner, Started: time.Now().UTC(), Claim: mark})
 	rev, err := c.KV.Create(ctx, key, rec)
 	if err == nil {
 		return Claim{rev: rev}, nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
+		// The create may have been stored and its answer lost (the bucket's leader
+		// stopped, the connection broke): if so the claim is this one's, and nobody
+		// else may run the call — left alone, its next delivery would find it
+		// "abandoned" by a live executor that never ran it, and answer outcome_unknown.
+		if rev, ok := c.stored(ctx, key, mark); ok {
+			return Claim{rev: rev}, nil
+		}
 		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
 	}
 	prev, prevRev, err := bus.GetJSON[Record](ctx, c.KV, key)
@@ -118,12 +131,30 @@ func (c KV) Begin(ctx context.Context, id string) (Claim, error) {
 		FirstAttempt: cmp.Or(prev.FirstAttempt, prev.Started)}, nil
 }
 
+// stored looks, for a few seconds while NATS does not answer, whether the record at key
+// is the claim marked mark, and returns its revision.
+func (c KV) stored(ctx context.Context, key, mark string) (uint64, bool) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, 10*time.Second
+	var rev uint64
+	var mine bool
+	_ = backoff.Retry(func() error {
+		rec, r, err := bus.GetJSON[Record](ctx, c.KV, key)
+		if err != nil {
+			return err
+		}
+		rev, mine = r, r != 0 && rec.Claim == mark
+		return nil
+	}, backoff.WithContext(b, ctx))
+	return rev, mine
+}
+
 // TakeOver implements [Store].
 func (c KV) TakeOver(ctx context.Context, id string, cl *Claim) error {
 	// The attempts so far go on with the claim: if this executor stops too, the next
 	// one counts on from them.
 	rec, _ := json.Marshal(Record{State: stateRunning, Owner: c.Owner, Started: time.Now().UTC(), Attempts: cl.PriorAttempts, Sent: cl.PriorSent,
-		FirstAttempt: cl.FirstAttempt.UTC()})
+		FirstAttempt: cl.FirstAttempt.UTC(), Claim: nuid.Next()})
 	rev, err := c.KV.Update(ctx, bus.Key(id), rec, cl.rev)
 	if err != nil {
 		return fmt.Errorf("take over %s: %w", id, err)

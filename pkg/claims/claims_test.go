@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/claims"
@@ -387,4 +389,55 @@ func TestRecordJSON(t *testing.T) {
 	if want := `{"state":"released","owner":"x","attempts":2,"first_attempt":"2026-11-26T21:00:00Z"}`; string(b) != want {
 		t.Errorf("%s, want %s", b, want)
 	}
+}
+
+// lostAnswer is a calls bucket whose creates are stored but answered with an error, as
+// when the bucket's leader stops between storing and answering.
+type lostAnswer struct {
+	jetstream.KeyValue
+}
+
+func (l lostAnswer) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if _, err := l.KeyValue.Create(ctx, key, value, opts...); err != nil {
+		return 0, err
+	}
+	return 0, nats.ErrTimeout
+}
+
+// A claim whose create was stored but not answered is this executor's: Begin finds it
+// and runs the call, rather than leave a "running" claim nobody runs, which the next
+// delivery would answer outcome_unknown. Another executor's claim is not taken for it.
+func TestBeginWhoseAnswerWasLost(t *testing.T) {
+	open := calls(t)
+	a := open("executor-a")
+	lost := claims.KV{KV: lostAnswer{a.KV}, Owner: "executor-a"}
+	ctx := context.Background()
+	cl, err := lost.Begin(ctx, "c/r/0")
+	if err != nil || cl.Abandoned != nil || cl.Result != nil {
+		t.Fatalf("a claim stored but not answered: %+v, %v; want it held", cl, err)
+	}
+	res := messages.ToolResult{CallID: "c/r/0", Success: true, Result: json.RawMessage(`"done"`)}
+	if err := lost.Finish(ctx, "c/r/0", res); err != nil {
+		t.Fatal(err)
+	}
+	// Another executor's running claim stays theirs: an error, not a claim.
+	b := open("executor-b")
+	if _, err := b.Begin(ctx, "c/r/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lost.Begin(ctx, "c/r/1"); err != nil {
+		t.Fatal(err) // an ordinary conflict: ErrKeyExists, answered with the claim found
+	}
+	if cl, err := (claims.KV{KV: failing{a.KV}, Owner: "executor-a"}).Begin(ctx, "c/r/1"); err == nil {
+		t.Errorf("a create that failed over another's claim: %+v, want an error", cl)
+	}
+}
+
+// failing is a calls bucket whose creates fail without storing anything.
+type failing struct {
+	jetstream.KeyValue
+}
+
+func (f failing) Create(context.Context, string, []byte, ...jetstream.KVCreateOpt) (uint64, error) {
+	return 0, nats.ErrTimeout
 }
