@@ -102,16 +102,24 @@ func TestEmbedExampleOutsideTheModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goVersion := "1.26"
-	if data, err := os.ReadFile(filepath.Join(repo, "go.mod")); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "go "); ok {
-				goVersion = strings.TrimSpace(v)
-			}
+	// The embedder's go.mod carries toolbus's own requirements (its go line and require
+	// blocks), as `go mod tidy` would write them: the module graph is then the one the
+	// main module's build already loaded, and nothing else must be in the module cache.
+	// Requiring toolbus alone would make the go command load older go.mod files of
+	// unpruned dependencies (go-logr/stdr's logr v1.2.2) that a new machine never fetched.
+	data, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own strings.Builder
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		if strings.HasPrefix(line, "module ") || strings.HasPrefix(line, "replace ") {
+			continue
 		}
+		own.WriteString(line)
 	}
 	dir := t.TempDir()
-	mod := "module example.com/embedder\n\ngo " + goVersion + "\n\n" +
+	mod := "module example.com/embedder\n\n" + own.String() + "\n" +
 		"require github.com/toolbus/toolbus v0.0.0-00010101000000-000000000000\n\n" +
 		"replace github.com/toolbus/toolbus => " + repo + "\n"
 	main, err := os.ReadFile(filepath.Join(repo, "examples", "embed", "main.go"))
