@@ -117,6 +117,10 @@ func decodeCall(data []byte, c *ToolCall) bool {
 			return r.int(&c.Next)
 		case "tool":
 			return r.str(&c.Tool)
+		case "model_id":
+			return r.str(&c.ModelID)
+		case "output_format":
+			return r.str(&c.OutputFormat)
 		case "arguments":
 			return r.raw((*[]byte)(&c.Arguments))
 		case "repairs":
@@ -157,6 +161,10 @@ func (r *reader) resultMember(res *ToolResult, key string) bool {
 		return r.int(&res.Next)
 	case "tool":
 		return r.str(&res.Tool)
+	case "model_id":
+		return r.str(&res.ModelID)
+	case "output_format":
+		return r.str(&res.OutputFormat)
 	case "success":
 		return r.bool(&res.Success)
 	case "result":
@@ -203,6 +211,8 @@ func decodeOutput(data []byte, o *Output) bool {
 				var or OutputResult
 				if !r.object(func(key string) bool {
 					switch key {
+					case "call_id":
+						return r.str(&or.CallID)
 					case "tool":
 						return r.str(&or.Tool)
 					case "success":
@@ -233,6 +243,10 @@ func decodeOutput(data []byte, o *Output) bool {
 				o.Results = append(o.Results, or)
 				return true
 			}, func() { o.Results = []OutputResult{} })
+		case "native_format":
+			return r.str(&o.NativeFormat)
+		case "native":
+			return r.raw((*[]byte)(&o.Native))
 		}
 		return false
 	})

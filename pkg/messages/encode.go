@@ -23,6 +23,7 @@ import (
 // AppendCall appends the JSON encoding of c to b.
 func AppendCall(b []byte, c *ToolCall) []byte {
 	b = appendAddress(b, `{"id":`, c.ID, c.ResponseID, c.Conversation, c.Index, c.Count, c.Next, c.Tool)
+	b = appendModel(b, c.ModelID, c.OutputFormat)
 	b = append(b, `,"arguments":`...)
 	b = appendRaw(b, c.Arguments)
 	if len(c.Repairs) > 0 {
@@ -56,6 +57,7 @@ func AppendCall(b []byte, c *ToolCall) []byte {
 // AppendResult appends the JSON encoding of r to b.
 func AppendResult(b []byte, r *ToolResult) []byte {
 	b = appendAddress(b, `{"call_id":`, r.CallID, r.ResponseID, r.Conversation, r.Index, r.Count, r.Next, r.Tool)
+	b = appendModel(b, r.ModelID, r.OutputFormat)
 	b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Notice, r.Stored)
 	b = appendContent(b, r.Content)
 	if r.Backend != "" {
@@ -92,7 +94,13 @@ func AppendOutput(b []byte, o *Output) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, `{"tool":`...)
+			b = append(b, '{')
+			if r.CallID != "" {
+				b = append(b, `"call_id":`...)
+				b = appendString(b, r.CallID)
+				b = append(b, ',')
+			}
+			b = append(b, `"tool":`...)
 			b = appendString(b, r.Tool)
 			b = appendOutcome(b, r.Success, r.Result, r.Error, r.Attempts, r.Notice, r.Stored)
 			b = appendContent(b, r.Content)
@@ -101,7 +109,28 @@ func AppendOutput(b []byte, o *Output) []byte {
 		}
 		b = append(b, ']')
 	}
+	if o.NativeFormat != "" {
+		b = append(b, `,"native_format":`...)
+		b = appendString(b, o.NativeFormat)
+	}
+	if len(o.Native) > 0 {
+		b = append(b, `,"native":`...)
+		b = append(b, o.Native...)
+	}
 	return append(b, '}')
+}
+
+// appendModel writes "model_id" and "output_format" when set.
+func appendModel(b []byte, modelID, outputFormat string) []byte {
+	if modelID != "" {
+		b = append(b, `,"model_id":`...)
+		b = appendString(b, modelID)
+	}
+	if outputFormat != "" {
+		b = append(b, `,"output_format":`...)
+		b = appendString(b, outputFormat)
+	}
+	return b
 }
 
 // appendContent writes "content" when there is some, with encoding/json: rare, and of

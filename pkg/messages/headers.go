@@ -25,6 +25,10 @@ const (
 	// HeaderFormat pins the tool-call syntax of one response ("tool_call", "llama_json",
 	// "mistral", ...; see toolcall.Formats), overriding the configuration.
 	HeaderFormat = "Toolbus-Format"
+	// HeaderOutputFormat asks for the native next turn of an API beside a response's
+	// output text ("openai", "openai_responses", "anthropic", "gemini", "bedrock",
+	// "ollama"; see Output.Native), overriding the configuration's default.
+	HeaderOutputFormat = "Toolbus-Output-Format"
 	// HeaderReasoning says where one response's reasoning is ("auto", "tagged", "open";
 	// see toolcall.Reasoning), overriding the configuration.
 	HeaderReasoning = "Toolbus-Reasoning"

@@ -1,6 +1,8 @@
 package messages
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -25,6 +27,16 @@ type ToolCall struct {
 	// releases the next segment once every call before it is answered.
 	Next int    `json:"next,omitempty"`
 	Tool string `json:"tool"`
+	// ModelID is the call's id as the model's API gave it (OpenAI's tool_call id,
+	// Anthropic's tool_use id, Gemini's functionCall id, Bedrock's toolUseId, a text
+	// format's own: Kimi K2's functions.NAME:0, Mistral's [CALL_ID]), or, for a call
+	// written without one, [GeneratedCallID]. The result and the output carry it back
+	// (OutputResult.CallID), and a native next turn answers the call by it.
+	ModelID string `json:"model_id,omitempty"`
+	// OutputFormat, when set, is the API whose native next turn the response's output
+	// carries beside its text (Output.Native): the response's Toolbus-Output-Format
+	// header, else the configuration's default for its tenant.
+	OutputFormat string `json:"output_format,omitempty"`
 	// Arguments is a JSON object.
 	Arguments json.RawMessage `json:"arguments"`
 	// Repairs lists what the parser changed to make the call's JSON valid.
@@ -54,6 +66,23 @@ func CallID(conversation, responseID string, index int) string {
 	return ScopedID(conversation, responseID) + "/" + strconv.Itoa(index)
 }
 
+// GeneratedCallID is the model-facing id of a call written without one ([ToolCall.ModelID]),
+// made from its [CallID]: the same for every delivery of the response, and valid
+// wherever the call's result may go back to — nine letters and digits, as Mistral's
+// API requires, within the characters Anthropic's and Bedrock's ids allow and the
+// lengths OpenAI's take.
+func GeneratedCallID(callID string) string {
+	const digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	sum := sha256.Sum256([]byte(callID))
+	n := binary.BigEndian.Uint64(sum[:8])
+	var id [9]byte
+	for i := range id {
+		id[i] = digits[n%uint64(len(digits))]
+		n /= uint64(len(digits))
+	}
+	return string(id[:])
+}
+
 // ScopedID is a response id within its conversation: the message id of the response and
 // of its output, and the key of its gathered results and its plan. Response ids are the
 // orchestrator's and need only be unique within a conversation.
@@ -70,9 +99,12 @@ type ToolResult struct {
 	Index        int    `json:"index"`
 	Count        int    `json:"count"`
 	// Next is the call's [ToolCall.Next].
-	Next    int    `json:"next,omitempty"`
-	Tool    string `json:"tool"`
-	Success bool   `json:"success"`
+	Next int    `json:"next,omitempty"`
+	Tool string `json:"tool"`
+	// ModelID and OutputFormat are the call's ([ToolCall.ModelID], [ToolCall.OutputFormat]).
+	ModelID      string `json:"model_id,omitempty"`
+	OutputFormat string `json:"output_format,omitempty"`
+	Success      bool   `json:"success"`
 	// Result is the tool's JSON result when Success.
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error says why when not Success.
@@ -124,6 +156,7 @@ func ResultFor(c ToolCall) ToolResult {
 	return ToolResult{
 		CallID: c.ID, ResponseID: c.ResponseID, Conversation: c.Conversation,
 		Index: c.Index, Count: c.Count, Next: c.Next, Tool: EchoName(c.Tool), Stream: c.Stream, End: c.End,
+		ModelID: c.ModelID, OutputFormat: c.OutputFormat,
 		ArgumentsBytes: len(c.Arguments),
 	}
 }
@@ -150,10 +183,25 @@ type Output struct {
 	// in its block of Text, and not in Results[i].Result; [DecodeOutput] fills it in
 	// from the block.
 	Results []OutputResult `json:"results"`
+	// NativeFormat and Native, when the response asked for an output format
+	// (Toolbus-Output-Format, or the configuration's default): the API's name
+	// ("openai", "openai_responses", "anthropic", "gemini", "bedrock", "ollama") and
+	// the next turn in that API's shape, a JSON array of exactly what the orchestrator
+	// appends to its next request (OpenAI's tool messages, Responses'
+	// function_call_output items, an Anthropic user message of tool_result blocks, a
+	// Gemini content of functionResponse parts, a Bedrock user message of toolResult
+	// blocks, Ollama's tool messages), each result answering its call by
+	// Results[i].CallID. See pkg/dialect's Turn.
+	NativeFormat string          `json:"native_format,omitempty"`
+	Native       json.RawMessage `json:"native,omitempty"`
 }
 
 // OutputResult is one call's result inside an [Output].
 type OutputResult struct {
+	// CallID is the call's id as the model's API gave it, or generated for a call
+	// written without one ([ToolCall.ModelID]): the id the next request answers it by
+	// (OpenAI's tool_call_id, Anthropic's tool_use_id, Responses' call_id, …).
+	CallID  string          `json:"call_id,omitempty"`
 	Tool    string          `json:"tool"`
 	Success bool            `json:"success"`
 	Result  json.RawMessage `json:"result,omitempty"`

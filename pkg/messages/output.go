@@ -80,7 +80,7 @@ func RenderOutput(responseID, conversation string, results []ToolResult) Output 
 	blocks := make([]string, len(sorted))
 	for i, r := range sorted {
 		blocks[i] = Block(r)
-		out.Results[i] = OutputResult{Tool: EchoName(r.Tool), Success: r.Success, Error: echoError(r.Error), Attempts: r.Attempts, Notice: r.Notice, Stored: r.Stored,
+		out.Results[i] = OutputResult{CallID: r.ModelID, Tool: EchoName(r.Tool), Success: r.Success, Error: echoError(r.Error), Attempts: r.Attempts, Notice: r.Notice, Stored: r.Stored,
 			Content: r.Content, DurationMS: r.DurationMS, ArgumentsBytes: r.ArgumentsBytes, Policy: r.Policy}
 	}
 	out.Text = strings.Join(blocks, "\n")
