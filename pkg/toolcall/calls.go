@@ -23,6 +23,7 @@ type blk struct {
 // parsed is a call read from a block, before it is numbered and checked.
 type parsed struct {
 	name  string
+	id    string // the call's own id, where its format gives one
 	args  []byte // a JSON object
 	fixes fixSet
 	err   string // why the call cannot be read; a sentence without final period
@@ -30,6 +31,8 @@ type parsed struct {
 	// whole: the call was read to its end although it fails (a value without a JSON
 	// equivalent), so the calls after it are read on.
 	whole bool
+	// plain: err is the whole message, about the response rather than one call.
+	plain bool
 }
 
 // add appends a call read from block b.
@@ -43,6 +46,7 @@ func (x *extractor) add(b blk, p parsed) {
 	}
 	c := Call{
 		Index:  len(x.calls),
+		ID:     p.id,
 		Name:   p.name,
 		Format: b.format,
 		Raw:    x.text[b.start:b.end],
@@ -59,7 +63,7 @@ func (x *extractor) add(b blk, p parsed) {
 		args := p.args
 		if len(args) == 0 {
 			args = []byte("{}")
-		} else if x.o.Schemas != nil {
+		} else if x.o.Schemas != nil && (!IsAPI(b.format) || b.format.repairs()) {
 			if coerced, ok := x.coerce(p.name, args); ok {
 				args = coerced
 				fixes |= fixSchemaCoercion
@@ -68,12 +72,12 @@ func (x *extractor) add(b blk, p parsed) {
 		c.Arguments = json.RawMessage(args)
 	} else {
 		c.Arguments = json.RawMessage("{}")
-		c.Err = &messages.ToolError{
-			Code: messages.CodeParseError,
-			Message: fmt.Sprintf("the %s at line %d could not be read: %s. %s",
-				blockNoun(b.format), x.lineOf(b.start), p.err, formatHint(b.format)),
-			Err: p.cause,
+		msg := p.err
+		if !p.plain {
+			msg = fmt.Sprintf("the %s at line %d could not be read: %s. %s",
+				blockNoun(b.format), x.lineOf(b.start), p.err, formatHint(b.format))
 		}
+		c.Err = &messages.ToolError{Code: messages.CodeParseError, Message: msg, Err: p.cause}
 	}
 	c.Repairs = fixes.names()
 	if c.Index >= x.o.MaxCalls {
@@ -138,6 +142,16 @@ func blockNoun(f Format) string {
 		return "<｜DSML｜invoke> call"
 	case FormatMistral:
 		return "[TOOL_CALLS] call"
+	case FormatOpenAI, FormatOllama:
+		return apiName(f) + " tool call"
+	case FormatOpenAIResponses:
+		return "Responses function_call item"
+	case FormatAnthropic:
+		return "tool_use block"
+	case FormatGemini:
+		return "functionCall part"
+	case FormatBedrock:
+		return "toolUse block"
 	case FormatLlamaJSON:
 		return "<|python_tag|> call"
 	case FormatPythonic:
@@ -178,6 +192,8 @@ func blockNoun(f Format) string {
 
 func formatHint(f Format) string {
 	switch f {
+	case FormatOpenAI, FormatOpenAIResponses, FormatOllama, FormatAnthropic, FormatGemini, FormatBedrock:
+		return "Call the tool again with its arguments as one complete JSON object."
 	case FormatQwen3Coder:
 		return "Write each call as <tool_call><function=TOOL_NAME><parameter=NAME>value</parameter></function></tool_call>."
 	case FormatGLM:

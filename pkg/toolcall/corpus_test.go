@@ -31,6 +31,9 @@ func renderExtraction(ex Extraction) string {
 			}
 			fmt.Fprintf(&b, "call %d: %s (%s) %s\n", c.Index, c.Name, c.Format, args.String())
 		}
+		if c.ID != "" {
+			fmt.Fprintf(&b, "  id: %s\n", c.ID)
+		}
 		if len(c.Repairs) > 0 {
 			fmt.Fprintf(&b, "  repairs: %s\n", strings.Join(c.Repairs, " "))
 		}

@@ -47,6 +47,11 @@ type runState struct {
 	quiet    bool   // trying text that may not be calls: errors need no position
 	anyKey   bool   // {"NAME": {…}} names a tool whether it is known or not (Apertus)
 	overflow int    // calls beyond MaxCalls
+	// api: the response is a hosted API's (apiResponse); its content and reasoning
+	// are decoded text, not spans, and settledCalls counts its first calls complete.
+	api                      bool
+	apiContent, apiReasoning string
+	settledCalls, unsettled  int
 	// line numbering, advanced lazily
 	lineAt, line int
 }

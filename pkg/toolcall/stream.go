@@ -32,7 +32,12 @@ func ExtractPartial(text string, opts *Options) (Extraction, int) {
 	if len(text) > o.MaxInputSize {
 		return Extract(text, &o), 0
 	}
-	ex := Extract(text, &o)
+	ex, api, complete := extract(text, o)
+	if api {
+		// The API says when a call is complete (its block's stop, its arguments' done
+		// event, the next call's start, the finish reason).
+		return ex, complete
+	}
 	x := extractor{runState: runState{text: text, o: o}, gen: 1}
 	if _, open := x.promptReasoning(true); open {
 		return ex, 0

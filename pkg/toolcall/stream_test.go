@@ -129,6 +129,13 @@ func TestStreamSettles(t *testing.T) {
 		{"granite at the end", tagged, `<|tool_call|>[{"name": "clock", "arguments": {}}]`, 0},
 		{"granite and text", tagged, `<|tool_call|>[{"name": "clock", "arguments": {}}] ok`, 1},
 		{"functionary v3.2 and the next", &Options{Reasoning: ReasoningTagged, Format: FormatFunctionaryV32}, ">>>clock\n{}\n>>>add\n{\"a\": 1", 1},
+		// The hosted APIs' streams: a call settles when the API says it is complete.
+		{"openai at the next call's start", &Options{}, `{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":{"name":"clock","arguments":"{}"}}]}}]}` + "\n" + `{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","function":{"name":"add","arguments":""}}]}}]}`, 1},
+		{"openai before the finish reason", &Options{}, `{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":{"name":"clock","arguments":"{}"}}]}}]}`, 0},
+		{"anthropic at content_block_stop", &Options{}, `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"clock","input":{}}}{"type":"content_block_stop","index":0}{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t2","name":"add","input":{}}}`, 1},
+		{"anthropic before content_block_stop", &Options{}, `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"clock","input":{}}}{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}`, 0},
+		{"responses at arguments done", &Options{}, `{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","call_id":"c1","name":"clock","arguments":""}}{"type":"response.function_call_arguments.done","output_index":0,"arguments":"{}"}`, 1},
+		{"bedrock at contentBlockStop", &Options{}, `{"contentBlockStart":{"start":{"toolUse":{"toolUseId":"t1","name":"clock"}},"contentBlockIndex":0}}{"contentBlockStop":{"contentBlockIndex":0}}`, 1},
 		{"kimi in reasoning", &Options{}, `<think>x<|tool_calls_section_begin|><|tool_call_begin|>functions.clock:0<|tool_call_argument_begin|>{}<|tool_call_end|>`, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -151,14 +151,17 @@ func (x *extractor) mistral(at, limit int) (int, bool) {
 		i++
 	}
 	name := s[pos:i]
+	var id string
 	for name != "" {
 		if strings.HasPrefix(s[i:], "[ARGS]") {
 			i += len("[ARGS]")
 		} else if strings.HasPrefix(s[i:], "[CALL_ID]") {
 			i += len("[CALL_ID]")
+			idFrom := i
 			for i < limit && isWordByte(s[i]) {
 				i++
 			}
+			id = s[idFrom:i]
 		} else {
 			break
 		}
@@ -181,7 +184,7 @@ func (x *extractor) mistral(at, limit int) (int, bool) {
 		return b.end, true
 	}
 	p, end := x.argsAt(i, limit)
-	p.name = name
+	p.name, p.id = name, id
 	b.end = end
 	x.add(b, p)
 	return end, true
@@ -267,8 +270,13 @@ func (x *extractor) sectionCall(cs callSection, b blk, from, to int) {
 	}
 	name := strings.TrimSpace(s[from : from+sep])
 	argsFrom := from + sep + len(cs.sep)
+	var id string
 	if cs == kimiSection {
-		// functions.get_weather:0
+		// functions.get_weather:0, which is also the call's id (Kimi's API returns it
+		// as the tool_call id, and the next turn answers it so).
+		if strings.HasPrefix(name, "functions.") {
+			id = name
+		}
 		name = strings.TrimPrefix(name, "functions.")
 		if c := strings.LastIndexByte(name, ':'); c >= 0 && c+1 < len(name) && strings.Trim(name[c+1:], "0123456789") == "" {
 			name = name[:c]
@@ -284,7 +292,7 @@ func (x *extractor) sectionCall(cs callSection, b blk, from, to int) {
 		argsFrom = as + nl
 	}
 	p, _ := x.argsAt(argsFrom, to)
-	p.name = name
+	p.name, p.id = name, id
 	if name == "" && p.err == "" {
 		p.err = "the tool name is missing"
 	}

@@ -105,6 +105,7 @@ func Formats() []Format {
 		FormatFunctionGemma, FormatToolCode, FormatMiniMax, FormatSeedOSS, FormatStep3,
 		FormatApertus, FormatCohere, FormatFunctionaryV31, FormatFunctionaryV32, FormatLFM2,
 		FormatLongCat, FormatGigaChat, FormatNemotron, FormatGranite, FormatPhi4Mini,
+		FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatGemini, FormatBedrock, FormatOllama,
 	}
 }
 
@@ -115,7 +116,7 @@ func FormatAliases() map[string]Format {
 		"hermes": FormatToolCallTag, "qwen": FormatToolCallTag, "ernie": FormatToolCallTag,
 		"granite4": FormatToolCallTag, "granite3": FormatGranite,
 		"hunyuan": FormatToolCallsTag, "minimax_m1": FormatToolCallsTag, "jamba": FormatToolCallsTag,
-		"minimax": FormatMiniMax, "gpt_oss": FormatHarmony, "openai": FormatHarmony,
+		"minimax": FormatMiniMax, "gpt_oss": FormatHarmony,
 		"gemma3": FormatToolCode, "xlam": FormatJSON, "command_r_plus": FormatJSON,
 		"command_a": FormatCohere, "command_r7b": FormatCohere,
 		"kimi_k2_thinking": FormatKimiK2, "functionary_v3_1": FormatFunctionaryV31,
@@ -145,7 +146,11 @@ func ParseFormat(s string) (Format, error) {
 type Call struct {
 	// Index is the call's 0-based position in the response.
 	Index int
-	Name  string
+	// ID is the call's id where its format gives one: the hosted APIs' (OpenAI's
+	// tool_call id, Anthropic's tool_use id, …), Kimi K2's functions.NAME:N, Mistral's
+	// [CALL_ID]. Empty otherwise.
+	ID   string
+	Name string
 	// Arguments is a JSON object ("{}" when the call has none) when Err is nil.
 	Arguments json.RawMessage
 	// Format is the syntax the call was found in.
@@ -262,18 +267,24 @@ func (o Options) withDefaults() Options {
 // Extract finds every tool call in the text of a model's response. It never fails:
 // a call it cannot read is returned with Err set, next to the calls it could read.
 // A nil opts means the zero Options.
-func Extract(text string, opts *Options) (ex Extraction) {
+func Extract(text string, opts *Options) Extraction {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	o = o.withDefaults()
+	ex, _, _ := extract(text, o.withDefaults())
+	return ex
+}
+
+// extract is Extract with options already defaulted; for a hosted API's response it
+// also says how many of its first calls the API marked complete (settled).
+func extract(text string, o Options) (ex Extraction, api bool, settled int) {
 	if len(text) > o.MaxInputSize {
 		return Extraction{Calls: []Call{{
 			Arguments: json.RawMessage("{}"),
 			Err: messages.Errorf(messages.CodeParseError,
 				"the response is %d bytes, more than the limit of %d; no tool call was read from it", len(text), o.MaxInputSize),
-		}}}
+		}}}, false, 0
 	}
 	defer func() {
 		// A bug must cost one response, not the service.
@@ -284,11 +295,18 @@ func Extract(text string, opts *Options) (ex Extraction) {
 					Message: "toolbus failed to read the tool calls of this response",
 					Err:     fmt.Errorf("toolcall: panic: %v", v)},
 			}}}
+			api, settled = false, 0
 		}
 	}()
 	x := newExtractor(text, o)
-	x.run()
+	if !x.apiResponse() {
+		x.run()
+	}
 	ex = x.result()
+	if x.api {
+		ex.Content, ex.Reasoning = x.apiContent, x.apiReasoning
+		api, settled = true, x.settledCalls
+	}
 	x.release() // not after a panic: the extractor may be in any state
-	return ex
+	return ex, api, settled
 }
