@@ -146,6 +146,12 @@ type Parser struct {
 	// Format pins the tool-call syntax ("auto", the default, detects it); a response's
 	// Toolbus-Format header overrides it.
 	Format string `json:"format,omitempty"`
+	// OutputFormat adds the native next turn of a hosted API to every output ("openai",
+	// "openai_responses", "anthropic", "gemini", "bedrock", "ollama"; none by default):
+	// what the orchestrator appends to its next request, answering each call by its id.
+	// A tenant's outputFormat overrides it for its conversations, a response's
+	// Toolbus-Output-Format header for that response.
+	OutputFormat string `json:"output_format,omitempty"`
 	// Reasoning says where the model's reasoning is, whose calls never run: "auto" (the
 	// default: <think>…</think>, and the text before a </think> no <think> precedes),
 	// "tagged" (only <think>…</think>) or "open" (the prompt opens <think>: the
@@ -231,6 +237,8 @@ type Tenant struct {
 	// MaxConsumers bounds the consumers its orchestrator may have on its output stream
 	// (bus.Tenant); default 1000.
 	MaxConsumers int `json:"maxConsumers,omitempty"`
+	// OutputFormat is parser.output_format for the tenant's conversations.
+	OutputFormat string `json:"outputFormat,omitempty"`
 }
 
 // Topology is the stream shape the configuration asks for.
@@ -370,6 +378,14 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 	}
 	if _, err := toolcall.ParseFormat(c.Parser.Format); err != nil {
 		return nil, fmt.Errorf("%s: parser.format: %w", source, err)
+	}
+	if _, err := toolcall.ParseOutputFormat(c.Parser.OutputFormat); err != nil {
+		return nil, fmt.Errorf("%s: parser.output_format: %w", source, err)
+	}
+	for _, name := range sortedKeys(c.Tenants) {
+		if _, err := toolcall.ParseOutputFormat(c.Tenants[name].OutputFormat); err != nil {
+			return nil, fmt.Errorf("%s: tenants.%s.outputFormat: %w", source, name, err)
+		}
 	}
 	if _, err := toolcall.ParseReasoning(c.Parser.Reasoning); err != nil {
 		return nil, fmt.Errorf("%s: parser.reasoning: %w", source, err)

@@ -34,7 +34,10 @@ func planOf(ext toolcall.Extraction, responseID, conversation string, deadline t
 	for i, c := range ext.Calls {
 		call := messages.ToolCall{
 			ID: messages.CallID(conversation, responseID, i), ResponseID: responseID, Conversation: conversation,
-			Index: i, Count: n, Tool: c.Name, Arguments: c.Arguments, Repairs: c.Repairs, Deadline: deadline,
+			Index: i, Count: n, Tool: c.Name, ModelID: c.ID, Arguments: c.Arguments, Repairs: c.Repairs, Deadline: deadline,
+		}
+		if call.ModelID == "" {
+			call.ModelID = messages.GeneratedCallID(call.ID)
 		}
 		if c.Err != nil {
 			call.Error = &messages.ResultError{Code: c.Err.Code, Message: c.Err.Message}

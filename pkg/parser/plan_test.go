@@ -2,6 +2,7 @@ package parser
 
 import (
 	"encoding/json"
+	"regexp"
 	"testing"
 	"time"
 
@@ -70,5 +71,53 @@ func TestPlan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A call keeps the id its API gave it; a call written without one gets a generated id,
+// the same for every reading of the response, nine letters and digits (valid for every
+// API it may go back to), different for each call.
+func TestPlanModelIDs(t *testing.T) {
+	api := `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_01A","name":"clock","input":{}}]}`
+	w := Plan("r1", "c1", api, time.Time{}, nil)
+	if len(w.Calls) != 1 || w.Calls[0].ModelID != "toolu_01A" {
+		t.Fatalf("anthropic call: %+v", w.Calls)
+	}
+	text := `<tool_call>{"name": "clock", "arguments": {}}</tool_call><tool_call>{"name": "clock", "arguments": {}}</tool_call>`
+	a, b := Plan("r1", "c1", text, time.Time{}, nil), Plan("r1", "c1", text, time.Time{}, nil)
+	other := Plan("r2", "c1", text, time.Time{}, nil)
+	seen := map[string]bool{}
+	for i, c := range a.Calls {
+		if !regexp.MustCompile(`^[A-Za-z0-9]{9}$`).MatchString(c.ModelID) {
+			t.Errorf("call %d: generated id %q", i, c.ModelID)
+		}
+		if b.Calls[i].ModelID != c.ModelID {
+			t.Errorf("call %d: id %q, then %q for the same response", i, c.ModelID, b.Calls[i].ModelID)
+		}
+		if seen[c.ModelID] || other.Calls[i].ModelID == c.ModelID {
+			t.Errorf("call %d: id %q repeats", i, c.ModelID)
+		}
+		seen[c.ModelID] = true
+	}
+}
+
+// The output format: a response's header, else its tenant's, else the configuration's;
+// a header that names no API is ignored.
+func TestOutputFormat(t *testing.T) {
+	s := &Stage{OutputFormat: "openai", TenantOutputFormats: map[string]string{"acme": "anthropic"}}
+	for _, tt := range []struct{ header, tenant, want string }{
+		{"", "", "openai"},
+		{"", "acme", "anthropic"},
+		{"gemini", "acme", "gemini"},
+		{" bedrock ", "", "bedrock"},
+		{"no-such-api", "acme", "anthropic"},
+	} {
+		if got := s.outputFormat(tt.header, tt.tenant); got != tt.want {
+			t.Errorf("header %q tenant %q: %q, want %q", tt.header, tt.tenant, got, tt.want)
+		}
+	}
+	w := WithOutputFormat(Plan("r1", "c1", `<tool_call>{"name": "clock", "arguments": {}}</tool_call>`, time.Time{}, nil), "ollama")
+	if w.Calls[0].OutputFormat != "ollama" {
+		t.Errorf("call: %+v", w.Calls[0])
 	}
 }

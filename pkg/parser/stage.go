@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -55,6 +56,36 @@ type Stage struct {
 	// it recognised, no arguments checked — and its calls go to the executor, which
 	// refuses them.
 	Offers func(t catalog.Tool, tenant string) bool
+	// OutputFormat is the hosted API whose native next turn every output carries
+	// (toolcall.APIFormats; "" none), TenantOutputFormats a tenant's own; a response's
+	// Toolbus-Output-Format header overrides both. The parser writes it on each call,
+	// and the formatter renders it (pkg/dialect's Turn).
+	OutputFormat        string
+	TenantOutputFormats map[string]string
+}
+
+// outputFormat is the output format of a response of tenant whose header asks for
+// asked: the header's when it names an API, else the tenant's, else the
+// configuration's.
+func (s *Stage) outputFormat(asked, tenant string) string {
+	if f, err := toolcall.ParseOutputFormat(strings.TrimSpace(asked)); err == nil && f != "" {
+		return string(f)
+	}
+	if f := s.TenantOutputFormats[tenant]; f != "" {
+		return f
+	}
+	return s.OutputFormat
+}
+
+// WithOutputFormat sets the output format on every call of w.
+func WithOutputFormat(w Work, format string) Work {
+	if format == "" {
+		return w
+	}
+	for i := range w.Calls {
+		w.Calls[i].OutputFormat = format
+	}
+	return w
 }
 
 // check returns why a response or chunk on conversation cannot be answered at all, or
@@ -103,6 +134,7 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	opts := s.extractOptions(d.Header.Get(messages.HeaderFormat), d.Header.Get(messages.HeaderReasoning), messages.Tenant(meta.Conversation))
 	w := Plan(meta.ResponseID, meta.Conversation, string(d.Data), deadline, &opts.Options)
 	w = CheckArguments(w, opts.checks)
+	w = WithOutputFormat(w, s.outputFormat(d.Header.Get(messages.HeaderOutputFormat), messages.Tenant(meta.Conversation)))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(telemetry.ResponseID.String(meta.ResponseID), attribute.Int("toolbus.calls", len(w.Calls)))
 	}

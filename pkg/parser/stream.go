@@ -54,16 +54,18 @@ type Texts interface {
 // its calls' deadline, as the headers of its first chunk give them, so that every chunk
 // of the response is read alike.
 type Reading struct {
-	Format    string `json:"format,omitempty"`
-	Reasoning string `json:"reasoning,omitempty"`
-	Deadline  string `json:"deadline,omitempty"`
+	Format       string `json:"format,omitempty"`
+	OutputFormat string `json:"output_format,omitempty"`
+	Reasoning    string `json:"reasoning,omitempty"`
+	Deadline     string `json:"deadline,omitempty"`
 }
 
 // ReadingOf returns the reading the headers of d give.
 func ReadingOf(d *bus.Delivery) Reading {
 	clean := func(s string) string { return strings.Map(mapControl, s) }
-	return Reading{Format: clean(d.Header.Get(messages.HeaderFormat)), Reasoning: clean(d.Header.Get(messages.HeaderReasoning)),
-		Deadline: clean(d.Header.Get(messages.HeaderDeadline))}
+	return Reading{Format: clean(d.Header.Get(messages.HeaderFormat)), OutputFormat: clean(d.Header.Get(messages.HeaderOutputFormat)),
+		Reasoning: clean(d.Header.Get(messages.HeaderReasoning)),
+		Deadline:  clean(d.Header.Get(messages.HeaderDeadline))}
 }
 
 func mapControl(r rune) rune {
@@ -226,6 +228,7 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 	}
 	ex.Calls = ex.Calls[:settled]
 	w := CheckArguments(planOf(ex, meta.ResponseID, meta.Conversation, deadline), opts.checks)
+	w = WithOutputFormat(w, s.outputFormat(read.Reading.OutputFormat, messages.Tenant(meta.Conversation)))
 	snap := s.snapshot()
 	together := make([]bool, len(w.Calls))
 	for i := range w.Calls {

@@ -531,7 +531,16 @@ func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
 	}
 	ordering, _ := cfg.Order() // validated when loaded
 	p := &parser.Stage{Extract: extract, Catalog: catalog, Routed: routed, Order: ordering,
-		StreamIdle: time.Duration(cfg.Parser.StreamIdleTimeout), MaxChunks: cfg.Parser.StreamMaxChunks}
+		StreamIdle: time.Duration(cfg.Parser.StreamIdleTimeout), MaxChunks: cfg.Parser.StreamMaxChunks,
+		OutputFormat: cfg.Parser.OutputFormat}
+	for name, t := range cfg.Tenants {
+		if t.OutputFormat != "" {
+			if p.TenantOutputFormats == nil {
+				p.TenantOutputFormats = map[string]string{}
+			}
+			p.TenantOutputFormats[name] = t.OutputFormat
+		}
+	}
 	if rules, err := policy.Compile(cfg.Policy.Rules); err == nil && rules != nil { // compiled when loaded
 		p.Offers = offers(cfg, rules)
 	}

@@ -52,6 +52,19 @@ func APIFormats() []Format {
 	return []Format{FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatGemini, FormatBedrock, FormatOllama}
 }
 
+// ParseOutputFormat returns the API named s whose native next turn an output may carry
+// (one of [APIFormats]); "" gives "".
+func ParseOutputFormat(s string) (Format, error) {
+	if s == "" || IsAPI(Format(s)) {
+		return Format(s), nil
+	}
+	names := make([]string, 0, 6)
+	for _, f := range APIFormats() {
+		names = append(names, string(f))
+	}
+	return "", fmt.Errorf("unknown output format %q (one of %s)", s, strings.Join(names, ", "))
+}
+
 // IsAPI reports whether f is a hosted API's format.
 func IsAPI(f Format) bool {
 	switch f {
