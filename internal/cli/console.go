@@ -232,7 +232,7 @@ func deadCmd(ctx context.Context, env Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		return printOutput(ctx, env, c, "redrive", out, *asJSON, false)
+		return printOutput(ctx, env, c, "redrive", out, *asJSON, false, false)
 	}
 	return usageError{fmt.Errorf("toolbus dead: unknown command %q (ls, redrive SEQ)", sub)}
 }

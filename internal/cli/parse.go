@@ -29,6 +29,9 @@ type parsed struct {
 }
 
 type parsedCall struct {
+	// ID is the call's id where the response gives one (a hosted API's, Kimi K2's,
+	// Mistral's [CALL_ID]); a call without one gets one generated when it runs.
+	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 	Format    toolcall.Format `json:"format"`
@@ -47,7 +50,7 @@ func parseText(text string, opts *toolcall.Options) parsed {
 		if repairs == nil {
 			repairs = []string{}
 		}
-		p.Calls = append(p.Calls, parsedCall{Name: c.Name, Arguments: c.Arguments, Format: c.Format, Repairs: repairs})
+		p.Calls = append(p.Calls, parsedCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Format: c.Format, Repairs: repairs})
 	}
 	return p
 }
@@ -244,7 +247,7 @@ func previewText(stage *parser.Stage, text, format string) parsed {
 		if repairs == nil {
 			repairs = []string{}
 		}
-		p.Calls = append(p.Calls, parsedCall{Name: c.Tool, Arguments: c.Arguments, Format: ext.Calls[i].Format, Repairs: repairs})
+		p.Calls = append(p.Calls, parsedCall{ID: ext.Calls[i].ID, Name: c.Tool, Arguments: c.Arguments, Format: ext.Calls[i].Format, Repairs: repairs})
 	}
 	return p
 }

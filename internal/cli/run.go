@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,6 +39,7 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	verbose := fs.Bool("v", false, "log everything to stderr")
 	wait := fs.Duration("wait", 20*time.Second, "how long the first response waits for the MCP servers to list their tools")
 	open := fs.String("open", "", "command run with the authorization URL of a server that requires an OAuth login, as its last argument (e.g. xdg-open); the URL is printed either way")
+	formats := addFormatFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, "usage: toolbus run [flags] [FILE...]\n\nEach FILE (or stdin) is one LLM response; they are answered in order in one conversation.")
 		fs.PrintDefaults()
@@ -46,6 +49,9 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	}
 	if err := messages.ValidateConversation(*conv); err != nil {
 		return usageError{err}
+	}
+	if err := formats.check(); err != nil {
+		return err
 	}
 	inputs, err := readInputs(env, fs.Args())
 	if err != nil {
@@ -96,12 +102,12 @@ func runCmd(ctx context.Context, env Env, args []string) error {
 	cancel()
 	for _, in := range inputs {
 		actx, cancel := context.WithTimeout(ctx, *timeout)
-		out, err := c.Ask(actx, *conv, in.text, nil)
+		out, err := c.Ask(actx, *conv, in.text, formats.options(""))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("%s: %w", in.name, err)
 		}
-		if err := printOutput(ctx, env, c, in.name, out, *asJSON, *full); err != nil {
+		if err := printOutput(ctx, env, c, in.name, out, *asJSON, *full, formats.native()); err != nil {
 			return err
 		}
 	}
@@ -135,7 +141,9 @@ const fullResultsUsage = "fetch the whole of each result too large to travel inl
 // printOutput prints an output as the model should see it, or as one JSON line. With
 // full, every stored result is fetched whole (and checked) and printed in place of its
 // preview.
-func printOutput(ctx context.Context, env Env, c *client.Client, name string, out *messages.Output, asJSON, full bool) error {
+// With native (--output-format), the native next turn is printed instead of the text
+// (it is in the JSON line too).
+func printOutput(ctx context.Context, env Env, c *client.Client, name string, out *messages.Output, asJSON, full, native bool) error {
 	if full {
 		stored := false
 		for _, r := range out.Results {
@@ -164,9 +172,43 @@ func printOutput(ctx context.Context, env Env, c *client.Client, name string, ou
 		fmt.Fprintf(env.Stderr, "toolbus: %s: no tool call\n", name)
 		return nil
 	}
+	if native && len(out.Native) > 0 {
+		var b bytes.Buffer
+		if err := json.Indent(&b, out.Native, "", "  "); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(env.Stdout, b.String())
+		return err
+	}
 	_, err := fmt.Fprintln(env.Stdout, out.Text)
 	return err
 }
+
+// formatFlags are --format and --output-format, of run and send.
+type formatFlags struct{ format, output *string }
+
+func addFormatFlags(fs *flag.FlagSet) formatFlags {
+	return formatFlags{
+		format: fs.String("format", "", "the responses' format: a tool-call syntax ("+formatNames()+"), or a hosted API whose response, message or stream events they are (default: the parser's configuration, auto-detected)"),
+		output: fs.String("output-format", "", "print the native next turn of this API instead of the <tool_result> text (openai, openai_responses, anthropic, gemini, bedrock, ollama): what the orchestrator appends to its next request, each result answering its call by its id"),
+	}
+}
+
+func (f formatFlags) check() error {
+	if _, err := toolcall.ParseFormat(*f.format); err != nil {
+		return usageError{fmt.Errorf("--format: %w", err)}
+	}
+	if _, err := toolcall.ParseOutputFormat(*f.output); err != nil {
+		return usageError{fmt.Errorf("--output-format: %w", err)}
+	}
+	return nil
+}
+
+func (f formatFlags) options(reasoning string) *client.SubmitOptions {
+	return &client.SubmitOptions{Format: *f.format, OutputFormat: *f.output, Reasoning: reasoning}
+}
+
+func (f formatFlags) native() bool { return *f.output != "" }
 
 // connectFlags are the flags of commands that talk to a running bus.
 type connectFlags struct{ url *string }
@@ -303,7 +345,11 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 	stream := fs.Bool("stream", false, "publish each response token by token, as a model writes it (toolbus.stream.<conversation>); each call's result is printed to stderr as it is answered")
 	rate := fs.Float64("rate", 50, "with --stream: tokens per second")
 	reasoning := fs.String("reasoning", "", `where the response's reasoning is: "auto", "tagged" or "open" (default: the parser's configuration)`)
+	formats := addFormatFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := formats.check(); err != nil {
 		return err
 	}
 	if *rate <= 0 {
@@ -336,9 +382,9 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 		actx, span := telemetry.Tracer(nil).Start(actx, "toolbus send", trace.WithAttributes(telemetry.Conversation.String(*conv)))
 		var out *messages.Output
 		if *stream {
-			out, err = streamResponse(actx, env, c, *conv, in.text, *rate, *reasoning)
+			out, err = streamResponse(actx, env, c, *conv, in.text, *rate, formats.options(*reasoning))
 		} else {
-			out, err = c.Ask(actx, *conv, in.text, &client.SubmitOptions{Reasoning: *reasoning})
+			out, err = c.Ask(actx, *conv, in.text, formats.options(*reasoning))
 		}
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
@@ -348,7 +394,7 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", in.name, err)
 		}
-		if err := printOutput(ctx, env, c, in.name, out, *asJSON, *full); err != nil {
+		if err := printOutput(ctx, env, c, in.name, out, *asJSON, *full, formats.native()); err != nil {
 			return err
 		}
 	}
@@ -357,10 +403,12 @@ func sendCmd(ctx context.Context, env Env, args []string) error {
 
 // streamResponse publishes text as a model writes it, rate tokens a second, printing
 // each call's result to stderr as it is answered, and returns the output.
-func streamResponse(ctx context.Context, env Env, c *client.Client, conversation, text string, rate float64, reasoning string) (*messages.Output, error) {
+// A hosted API's stream (its events' data one after another) is published an event
+// at a time.
+func streamResponse(ctx context.Context, env Env, c *client.Client, conversation, text string, rate float64, o *client.SubmitOptions) (*messages.Output, error) {
 	start := time.Now()
 	var ended atomic.Int64 // when the last token was written, in ns since start
-	s, err := c.Stream(ctx, conversation, &client.StreamOptions{SubmitOptions: client.SubmitOptions{Reasoning: reasoning},
+	s, err := c.Stream(ctx, conversation, &client.StreamOptions{SubmitOptions: *o,
 		Progress: func(r messages.ToolResult) {
 			status := "ok"
 			if !r.Success && r.Error != nil {
@@ -375,7 +423,11 @@ func streamResponse(ctx context.Context, env Env, c *client.Client, conversation
 	if err != nil {
 		return nil, err
 	}
-	for i, tok := range client.SplitTokens(text) {
+	toks := client.SplitTokens(text)
+	if events := toolcall.SplitEvents(text); events != nil {
+		toks = events // a hosted API's stream goes an event at a time
+	}
+	for i, tok := range toks {
 		if wait := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
 			select {
 			case <-ctx.Done():

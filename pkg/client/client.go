@@ -91,8 +91,14 @@ type SubmitOptions struct {
 	ResponseID string
 	// Deadline, when set, is when unfinished calls are answered with timeout.
 	Deadline time.Time
-	// Format pins the tool-call syntax of this response (see toolcall.Formats).
+	// Format pins the tool-call syntax of this response (see toolcall.Formats), or the
+	// hosted API whose response, message or stream events it is ("openai",
+	// "openai_responses", "anthropic", "gemini", "bedrock", "ollama").
 	Format string
+	// OutputFormat asks for that API's native next turn in the output (Output.Native,
+	// each result answering its call by Output.Results[i].CallID), overriding the
+	// configuration's parser.output_format.
+	OutputFormat string
 	// Reasoning says where the response's reasoning is: "auto", "tagged" or "open" (see
 	// toolcall.Reasoning; the parser's configuration when empty).
 	Reasoning string
@@ -105,6 +111,9 @@ func (o *SubmitOptions) header(conversation, id string) nats.Header {
 	h.Set(messages.HeaderConversation, conversation)
 	if o.Format != "" {
 		h.Set(messages.HeaderFormat, o.Format)
+	}
+	if o.OutputFormat != "" {
+		h.Set(messages.HeaderOutputFormat, o.OutputFormat)
 	}
 	if o.Reasoning != "" {
 		h.Set(messages.HeaderReasoning, o.Reasoning)

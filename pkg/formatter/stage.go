@@ -3,11 +3,14 @@ package formatter
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/dialect"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/order"
 	"github.com/toolbus/toolbus/pkg/results"
@@ -339,6 +342,7 @@ func (s *Stage) output(ctx context.Context, responseID, conversation string, res
 	share := limit / (len(results) + 1)
 	for {
 		o := messages.RenderOutput(responseID, conversation, results)
+		native(&o, results)
 		body := messages.AppendOutput(make([]byte, 0, len(o.Text)+128*len(results)+128), &o)
 		if len(body) <= limit || share < 256 {
 			return body, nil
@@ -352,6 +356,34 @@ func (s *Stage) output(ctx context.Context, responseID, conversation string, res
 		}
 		results, share = fitted, share/2
 	}
+}
+
+// native adds to o the next turn in the API its calls asked for (their OutputFormat),
+// if any: within the fitting of the output, so that it counts towards the output's
+// size and its large results are the previews the text holds.
+func native(o *messages.Output, results []messages.ToolResult) {
+	format := ""
+	answers := make([]messages.ToolResult, 0, len(results))
+	for _, r := range results {
+		if r.End || r.ModelID == "" {
+			// No call's (a streamed response's end, the reason it ended early): the
+			// text says it; the API has nothing to answer.
+			continue
+		}
+		format = cmp.Or(format, r.OutputFormat)
+		answers = append(answers, r)
+	}
+	if format == "" || len(answers) == 0 {
+		return
+	}
+	slices.SortStableFunc(answers, func(a, b messages.ToolResult) int { return cmp.Compare(a.Index, b.Index) })
+	turn, err := dialect.Turn(dialect.Dialect(format), answers)
+	if err != nil {
+		// The parser writes only the formats Turn knows: a bug, said in the output.
+		turn, _ = json.Marshal(map[string]string{"error": err.Error()})
+		turn = append(append([]byte{'['}, turn...), ']')
+	}
+	o.NativeFormat, o.Native = format, turn
 }
 
 // fit makes r fit max bytes: stored whole in Results when it is larger, or cut.

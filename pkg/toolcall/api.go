@@ -262,6 +262,26 @@ func apiShaped(text string, i, maxDepth int) bool {
 	}
 }
 
+// SplitEvents returns the events of a hosted API's stream written one after another
+// (each event's data: JSON values back to back or one per line, or SSE "data:" lines),
+// each as the orchestrator forwards it, one chunk per event; nil when text is not such
+// a stream (one value, or not an API's).
+func SplitEvents(text string) []string {
+	data, _ := sseData(text)
+	vals, complete := apiValues(data, DefaultMaxDepth)
+	if len(vals) < 2 || !complete {
+		return nil
+	}
+	if f, _ := detectAPI(data[vals[0].start:vals[0].end]); f == "" {
+		return nil
+	}
+	events := make([]string, len(vals))
+	for i, v := range vals {
+		events[i] = data[v.start:v.end] + "\n"
+	}
+	return events
+}
+
 // detectAPI returns the API whose response, or whose first streaming event, v (a JSON
 // value) is, and whether it is a stream's event; "" when it is none.
 func detectAPI(v string) (f Format, event bool) {
