@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,7 +46,22 @@ type summary struct {
 		Bytes   int    `json:"bytes"`
 		Sampled bool   `json:"sampled"`
 	} `json:"content"`
+	// Hosted is step 5's: the call ids the native next turns answered, in order — OpenAI's
+	// tool messages' tool_call_id for a chat.completion, Anthropic's tool_result blocks'
+	// tool_use_id for a stream of chat.completion.chunk events.
+	Hosted struct {
+		OpenAIIDs    []string `json:"openai_ids"`
+		AnthropicIDs []string `json:"anthropic_ids"`
+		Events       int      `json:"events"`
+	} `json:"hosted"`
 }
+
+// The ids of the calls orchestrator.ts's step 5 sends, as OpenAI's API gave them: in its
+// chat.completion, and in its stream.
+var (
+	hostedOpenAIIDs    = []string{"call_Q2fRk7VbXn1LcT8mWs4JdY0p", "call_H5uZp9EeGa3NqK6tBv2MwR8x"}
+	hostedAnthropicIDs = []string{"call_Lm4Tq8ZsWd1XcV6nBa3KeR9y", "call_Pf7Gh2JkUy5RtE0wQs8DnM3c"}
+)
 
 // runOrchestrator runs orchestrator.ts on the pinned Node 22 (which strips the types)
 // with nats.js from .cache/npm, against url, with the environment env, and returns what
@@ -77,6 +93,9 @@ func runOrchestrator(t *testing.T, url string, env ...string) summary {
 	if s.Stored.Size != 1_500_002 || s.Stored.Name != messages.CallID(s.Conversation, "turn-6", 0) || len(s.Streamed.Progress) != 2 ||
 		s.Content.Image != "image/png" || s.Content.Bytes == 0 || !s.Content.Sampled {
 		t.Errorf("orchestrator.ts checked %+v", s)
+	}
+	if !slices.Equal(s.Hosted.OpenAIIDs, hostedOpenAIIDs) || !slices.Equal(s.Hosted.AnthropicIDs, hostedAnthropicIDs) || s.Hosted.Events < 4 {
+		t.Errorf("orchestrator.ts's native turns answered %+v; want the OpenAI ids %q and the Anthropic ids %q", s.Hosted, hostedOpenAIIDs, hostedAnthropicIDs)
 	}
 	t.Logf("orchestrator.ts: %s", strings.TrimSpace(stdout.String()))
 	return s

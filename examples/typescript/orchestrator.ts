@@ -1,7 +1,7 @@
 // orchestrator.ts: an LLM orchestrator in TypeScript that has its model's tool calls run by
 // toolbus over NATS, with nats.js (@nats-io/transport-node, @nats-io/jetstream and
 // @nats-io/obj 3.x). It stands in for the model with written responses and checks every
-// answer, in four steps:
+// answer, in six steps:
 //
 //   1. a whole response with a call, and one without;
 //   2. dependent calls: one response activates the geometry calculators and then uses
@@ -11,7 +11,11 @@
 //      progress of each call before the output;
 //   4. a result too large to travel inline, fetched whole from the object store and
 //      checked against its size and sha256;
-//   5. with EVERYTHING set (toolbus runs the MCP server-everything as "everything", its
+//   5. hosted APIs: an OpenAI Chat Completions response object, published as the API
+//      returned it and answered with the native next turn (OpenAI's tool messages), then
+//      the same API's stream of chat.completion.chunk events, answered with an Anthropic
+//      next turn; each result answers its call by the API's id;
+//   6. with EVERYTHING set (toolbus runs the MCP server-everything as "everything", its
 //      "sampling": "ask"): an image result, kept as an image block the text names, and a
 //      server's sampling request, answered with a completion.
 //
@@ -70,7 +74,10 @@ interface SampleRequest {
 }
 
 // OutputResult carries no result: the result travels in the call's block of Output.text.
+// call_id is the call's id as the model's API gave it (or one toolbus made for a call
+// written without one).
 interface OutputResult {
+  call_id?: string;
   tool: string;
   success: boolean;
   error?: ResultError;
@@ -88,7 +95,26 @@ interface Output {
   kind: "tool_results" | "no_tool_call";
   text: string;
   results: OutputResult[];
+  // When the response asked for it (Toolbus-Output-Format): the API's name and its native
+  // next turn, exactly what to append to the next request's messages.
+  native_format?: "openai" | "openai_responses" | "anthropic" | "gemini" | "bedrock" | "ollama";
+  native?: unknown[];
 }
+
+// Formats are the headers of a hosted API's response: the API whose response or stream
+// it is (Toolbus-Format; toolbus detects it without) and the API whose native next turn
+// the output is to carry (Toolbus-Output-Format).
+interface Formats { format?: string; output?: string }
+
+// The hosted APIs' shapes this example writes and reads, as their SDKs type them (the SDKs
+// themselves are not needed: the bodies are plain JSON).
+// OpenAIToolCall is one of choices[0].message.tool_calls, its arguments a JSON string.
+interface OpenAIToolCall { id: string; type: "function"; function: { name: string; arguments: string } }
+// OpenAIToolMessage answers one call in the next request's messages.
+interface OpenAIToolMessage { role: "tool"; tool_call_id: string; content: string | { type: "text"; text: string }[] }
+// AnthropicToolResult is one block of the user message that answers a turn's tool_use blocks.
+interface AnthropicToolResult { type: "tool_result"; tool_use_id: string; content?: string | { type: string; text?: string }[]; is_error?: boolean }
+interface AnthropicMessage { role: "user" | "assistant"; content: AnthropicToolResult[] }
 
 // ToolResult is the body of a progress message.
 interface ToolResult {
@@ -130,6 +156,53 @@ function blocks(out: Output): Block[] {
   const found = [...out.text.matchAll(/<tool_result>\n([\s\S]*?)<\/tool_result>/g)].map((m) => JSON.parse(m[1]) as Block);
   check(found.length === out.results.length, `${out.response_id}: ${found.length} blocks for ${out.results.length} results`);
   return found;
+}
+
+// canonical writes a JSON value with its objects' keys sorted: two values are the same
+// when their canonical forms are, whatever the order of their keys.
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) {
+    return `[${v.map(canonical).join(",")}]`;
+  }
+  if (v !== null && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(v);
+}
+
+// hosted checks the output of a hosted API's response whose calls had the ids ids, in
+// order: each succeeded, answers its call by its id, and the native turn's content for
+// it (read by content, one string per result) holds the result its block of text holds.
+function hosted(out: Output, format: string, ids: string[], contents: (native: unknown[]) => { id: string; content: string }[]): void {
+  const what = `${out.response_id} (${format})`;
+  check(out.kind === "tool_results" && out.results.length === ids.length && out.results.every((x) => x.success), `${what}: ${out.text}`);
+  check(canonical(out.results.map((x) => x.call_id)) === canonical(ids), `${what}: results answer ${JSON.stringify(out.results.map((x) => x.call_id))}, not ${JSON.stringify(ids)}`);
+  check(out.native_format === format && Array.isArray(out.native), `${what}: native_format ${out.native_format}, native ${JSON.stringify(out.native)}`);
+  const answers = contents(out.native!);
+  check(canonical(answers.map((x) => x.id)) === canonical(ids), `${what}: the native turn answers ${JSON.stringify(answers.map((x) => x.id))}, not ${JSON.stringify(ids)}: ${JSON.stringify(out.native)}`);
+  const results = blocks(out);
+  for (const [i, a] of answers.entries()) {
+    check(canonical(JSON.parse(a.content)) === canonical(results[i].result), `${what}: the native turn answers ${ids[i]} with ${a.content}, its block of text with ${JSON.stringify(results[i].result)}`);
+  }
+}
+
+// openAIAnswers reads an OpenAI native turn: one tool message per call.
+function openAIAnswers(native: unknown[]): { id: string; content: string }[] {
+  const msgs = native as OpenAIToolMessage[];
+  check(msgs.every((m) => m.role === "tool"), `OpenAI turn: ${JSON.stringify(native)}`);
+  return msgs.map((m) => ({ id: m.tool_call_id, content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("") }));
+}
+
+// anthropicAnswers reads an Anthropic native turn: one user message of tool_result blocks.
+function anthropicAnswers(native: unknown[]): { id: string; content: string }[] {
+  const msgs = native as AnthropicMessage[];
+  check(msgs.length === 1 && msgs[0].role === "user" && msgs[0].content.every((b) => b.type === "tool_result" && !b.is_error), `Anthropic turn: ${JSON.stringify(native)}`);
+  return msgs[0].content.map((b) => ({
+    id: b.tool_use_id,
+    // The result's text is the first block (a notice, when there is one, comes after).
+    content: typeof b.content === "string" ? b.content : (b.content?.[0]?.text ?? ""),
+  }));
 }
 
 // Toolbus publishes responses of one conversation and hands each its output.
@@ -196,32 +269,45 @@ class Toolbus {
     });
   }
 
-  // ask publishes a whole response and returns its output.
-  async ask(text: string): Promise<Output> {
-    const id = this.nextID();
-    const answered = this.answer(id);
+  // headers are a response's (or chunk's) headers: its id, and either the place of the
+  // model's reasoning in its text or the formats of a hosted API's response.
+  private headers(id: string, f: Formats): ReturnType<typeof natsjs.headers> {
     const h = natsjs.headers();
     h.set("Toolbus-Response-Id", id);
-    h.set("Toolbus-Reasoning", "tagged");
+    if (f.format) {
+      h.set("Toolbus-Format", f.format);
+    } else {
+      h.set("Toolbus-Reasoning", "tagged");
+    }
+    if (f.output) {
+      h.set("Toolbus-Output-Format", f.output);
+    }
+    return h;
+  }
+
+  // ask publishes a whole response (the model's text, or a hosted API's response object
+  // with f saying which) and returns its output.
+  async ask(text: string, f: Formats = {}): Promise<Output> {
+    const id = this.nextID();
+    const answered = this.answer(id);
+    const h = this.headers(id, f);
     // The message id de-duplicates a publish retried after a lost acknowledgement.
     await this.js.publish(`toolbus.responses.${this.conversation}`, text, { msgID: `${this.conversation}/${id}`, headers: h });
     return answered;
   }
 
-  // stream publishes a response chunk by chunk and returns its output and the progress
-  // seen before it.
-  async stream(chunks: string[]): Promise<{ out: Output; progress: ToolResult[] }> {
+  // stream publishes a response chunk by chunk (pieces of the model's text, or a hosted
+  // API's streaming events, one event's data a chunk, with f saying which), the last one
+  // marked final, and returns its output and the progress seen before it.
+  async stream(chunks: string[], f: Formats = {}): Promise<{ out: Output; progress: ToolResult[] }> {
     const id = this.nextID();
     const progress: ToolResult[] = [];
     this.progress.set(id, (r) => progress.push(r));
     const answered = this.answer(id);
-    const final = [...chunks, ""]; // the last chunk may be empty
-    for (const [i, chunk] of final.entries()) {
-      const h = natsjs.headers();
-      h.set("Toolbus-Response-Id", id);
+    for (const [i, chunk] of chunks.entries()) {
+      const h = this.headers(id, f);
       h.set("Toolbus-Chunk", String(i + 1));
-      h.set("Toolbus-Reasoning", "tagged");
-      if (i === final.length - 1) {
+      if (i === chunks.length - 1) {
         h.set("Toolbus-Final", "true");
       }
       await this.js.publish(`toolbus.stream.${this.conversation}`, chunk, { msgID: `${this.conversation}/${id}/chunk/${i + 1}`, headers: h });
@@ -304,11 +390,11 @@ async function main(): Promise<void> {
     // 3. A streamed response: each call runs as soon as its block is written, and its
     // result comes as progress before the output.
     const text = `First the time ${call("clock", {})}, then the area of a 10 mm circle ${solve({ d: "10 mm" })}. Done.`;
-    const chunks = text.match(/[\s\S]{1,12}/g) ?? [];
+    const chunks = [...(text.match(/[\s\S]{1,12}/g) ?? []), ""]; // the last chunk may be empty
     const streamed = await tb.stream(chunks);
     check(streamed.out.results.length === 2 && streamed.out.results.every((x) => x.success), `streamed: ${streamed.out.text}`);
     check(streamed.progress.length === 2 && streamed.progress.every((p) => p.success), `progress: ${JSON.stringify(streamed.progress)}`);
-    summary.streamed = { chunks: chunks.length + 1, progress: streamed.progress.map((p) => p.tool) };
+    summary.streamed = { chunks: chunks.length, progress: streamed.progress.map((p) => p.tool) };
 
     // 4. A result too large to travel inline: the output names where it is kept, its
     // block holds a preview, and the whole is fetched from the object store.
@@ -323,7 +409,69 @@ async function main(): Promise<void> {
     check(report.length === bytes && /^r+$/.test(report), `the stored report holds ${report.length} characters`);
     summary.stored = stored;
 
-    // 5. MCP content and sampling. The image travels as a block of results[0].content,
+    // 5. Hosted APIs. An OpenAI Chat Completions response, as the API (and its SDK)
+    // returns it, is published as it is, with Toolbus-Format naming it and
+    // Toolbus-Output-Format asking for OpenAI's next turn: the output's native holds one
+    // tool message per call, answering it by its id, to append to the next request's
+    // messages. (Geometry is active in the conversation since step 2.)
+    const created = Math.floor(Date.now() / 1000);
+    const openAICalls: OpenAIToolCall[] = [
+      { id: "call_Q2fRk7VbXn1LcT8mWs4JdY0p", type: "function", function: { name: "clock", arguments: "{}" } },
+      { id: "call_H5uZp9EeGa3NqK6tBv2MwR8x", type: "function", function: { name: "execute_tool", arguments: JSON.stringify({ tool_name: "geometry.solve_circle_area", parameters: { r: 1 } }) } },
+    ];
+    const completion = {
+      id: "chatcmpl-BvX3kq9PzL2mN8rT5wYc1aHdE7fJ", object: "chat.completion", created, model: "gpt-4.1-2025-04-14",
+      choices: [{
+        index: 0,
+        message: { role: "assistant", content: null, tool_calls: openAICalls, refusal: null, annotations: [] },
+        logprobs: null,
+        finish_reason: "tool_calls",
+      }],
+      usage: { prompt_tokens: 412, completion_tokens: 61, total_tokens: 473 },
+      service_tier: "default", system_fingerprint: "fp_51e1070cf2",
+    };
+    out = await tb.ask(JSON.stringify(completion), { format: "openai", output: "openai" });
+    const openAIIDs = openAICalls.map((c) => c.id);
+    hosted(out, "openai", openAIIDs, openAIAnswers);
+    const [hostedClock, unitArea] = blocks(out).map((b) => b.result as { utc?: string; solved_for?: string; value?: number });
+    check(typeof hostedClock.utc === "string" && unitArea.solved_for === "A" && Math.abs(unitArea.value! - Math.PI) < 1e-3, `openai: ${out.text}`);
+    const nextOpenAI = [{ role: "user", content: "What time is it, and the area of a unit circle?" }, completion.choices[0].message, ...out.native!];
+    check(nextOpenAI.length === 4, `the next OpenAI request's messages: ${JSON.stringify(nextOpenAI)}`);
+    const openAINative = (out.native as OpenAIToolMessage[]).map((m) => m.tool_call_id);
+
+    // The same API streamed: each event's data (a chat.completion.chunk) is one chunk, as
+    // the SSE stream gives it; a call runs once complete (the next call's start, or the
+    // finish_reason). The output carries Anthropic's next turn this time: one user message
+    // of tool_result blocks, each answering its call by the OpenAI id.
+    const streamCalls: OpenAIToolCall[] = [
+      { id: "call_Lm4Tq8ZsWd1XcV6nBa3KeR9y", type: "function", function: { name: "clock", arguments: "{}" } },
+      { id: "call_Pf7Gh2JkUy5RtE0wQs8DnM3c", type: "function", function: { name: "execute_tool", arguments: JSON.stringify({ tool_name: "geometry.solve_circle_area", parameters: { r: 3 } }) } },
+    ];
+    const event = (delta: object, finish: string | null = null) =>
+      JSON.stringify({
+        id: "chatcmpl-BvX4Wn6TqS0pK3mR8yLc5aZdF1gH", object: "chat.completion.chunk", created, model: "gpt-4.1-2025-04-14",
+        service_tier: "default", system_fingerprint: "fp_51e1070cf2",
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      });
+    const events: string[] = [];
+    for (const [i, c] of streamCalls.entries()) {
+      const start = { index: i, id: c.id, type: "function", function: { name: c.function.name, arguments: "" } };
+      events.push(event(i === 0 ? { role: "assistant", content: null, tool_calls: [start], refusal: null } : { tool_calls: [start] }));
+      for (const piece of c.function.arguments.match(/[\s\S]{1,9}/g) ?? []) {
+        events.push(event({ tool_calls: [{ index: i, function: { arguments: piece } }] }));
+      }
+    }
+    events.push(event({}, "tool_calls"));
+    const hostedStream = await tb.stream(events, { format: "openai", output: "anthropic" });
+    const streamIDs = streamCalls.map((c) => c.id);
+    hosted(hostedStream.out, "anthropic", streamIDs, anthropicAnswers);
+    const area9 = blocks(hostedStream.out)[1].result as { solved_for: string; value: number };
+    check(area9.solved_for === "A" && Math.abs(area9.value - 9 * Math.PI) < 1e-2, `openai stream: ${hostedStream.out.text}`);
+    check(hostedStream.progress.length === 2 && hostedStream.progress.every((p) => p.success), `openai stream's progress: ${JSON.stringify(hostedStream.progress)}`);
+    const anthropicNative = (hostedStream.out.native as AnthropicMessage[])[0].content.map((b) => b.tool_use_id);
+    summary.hosted = { openai_ids: openAINative, anthropic_ids: anthropicNative, events: events.length };
+
+    // 6. MCP content and sampling. The image travels as a block of results[0].content,
     // which its block of text names; the server's sampling request comes on
     // toolbus.sample.<conv> and is answered on its reply subject with a completion.
     if (env("EVERYTHING")) {
