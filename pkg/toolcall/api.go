@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/toolbus/toolbus/pkg/jsonrepair"
 	"github.com/toolbus/toolbus/pkg/jsonscan"
@@ -93,7 +95,7 @@ const (
 // apiBlock is one block of an API response's content, in order.
 type apiBlock struct {
 	kind     int
-	text     strings.Builder // text, reasoning, or a call's arguments as text
+	text     []byte // text, reasoning, or a call's arguments as text
 	id, name string
 	// args is a call's arguments as a JSON value (an object, null) when the API gave
 	// them so; otherwise text holds them, to be read as JSON.
@@ -118,6 +120,7 @@ type apiReader struct {
 	stream   bool
 	at       int // offset of the value being read
 	atEnd    int
+	firstSum uint64 // the hash of the stream's first event (its resume key)
 	// cutting: the event being read is the repaired rest of an event the response
 	// ended inside; every block it touches is cut.
 	cutting bool
@@ -149,10 +152,11 @@ func (r *apiReader) appendText(kind int, s string) {
 		return
 	}
 	if n := len(r.blocks); n > 0 && r.blocks[n-1].kind == kind {
-		r.blocks[n-1].text.WriteString(s)
+		r.blocks[n-1].text = append(r.blocks[n-1].text, s...)
 		return
 	}
-	r.add(kind).text.WriteString(s)
+	b := r.add(kind)
+	b.text = append(b.text, s...)
 }
 
 // call adds a call block.
@@ -172,14 +176,13 @@ func (b *apiBlock) setArgs(args json.RawMessage) {
 	if args[0] == '"' {
 		var s string
 		if json.Unmarshal(args, &s) == nil {
-			b.text.Reset()
-			b.text.WriteString(s)
+			b.text = append(b.text[:0], s...)
 			b.fromText, b.hasArgs, b.args = true, false, ""
 			return
 		}
 	}
 	b.args, b.hasArgs, b.fromText = string(args), true, false
-	b.text.Reset()
+	b.text = b.text[:0]
 }
 
 // sseData returns the data of the events of an SSE stream written as such (lines
@@ -206,8 +209,8 @@ func sseData(text string) (string, bool) {
 // apiValues splits text into the JSON values written one after another (a whole
 // response is one; a stream's events are many). A "[DONE]" between them is skipped.
 // complete is false when the text ends inside a value, which is then left out.
-func apiValues(text string, maxDepth int) (vals []span, complete bool) {
-	pos := 0
+func apiValues(text string, from, maxDepth int) (vals []span, complete bool) {
+	pos := from
 	for {
 		pos = jsonscan.SkipSpace(text, pos)
 		if pos >= len(text) {
@@ -224,6 +227,82 @@ func apiValues(text string, maxDepth int) (vals []span, complete bool) {
 		vals = append(vals, span{pos, end})
 		pos = end
 	}
+}
+
+// resume is where a stream's events were read up to: data[:end] (its hash sum), the
+// reader's state after them, and the span of its first event, which keys it.
+type resume struct {
+	first  span
+	key    uint64
+	end    int
+	sum    uint64
+	format Format
+	reader *apiReader
+}
+
+// resumeCache keeps the resume points of the streams read last, a bounded number.
+type resumeCache struct {
+	mu    sync.Mutex
+	by    map[uint64]*resume
+	order []uint64 // keys, oldest first
+	max   int
+}
+
+var (
+	resumes   = &resumeCache{by: map[uint64]*resume{}, max: 512}
+	resumeKey = maphash.MakeSeed()
+)
+
+// prefixSum is the hash of data[:end].
+func prefixSum(data string, end int) uint64 { return maphash.String(resumeKey, data[:end]) }
+
+// lookup returns the resume point of the stream data begins, if one is kept and data
+// holds all that it read.
+func (c *resumeCache) lookup(data string, maxDepth int) *resume {
+	i := jsonscan.SkipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil
+	}
+	end, res := jsonscan.Value(data, i, maxDepth, jsonscan.Strict)
+	if res != jsonscan.OK {
+		return nil
+	}
+	key := prefixSum(data, end)
+	c.mu.Lock()
+	r := c.by[key]
+	c.mu.Unlock()
+	if r == nil || r.first != (span{i, end}) || r.end > len(data) || prefixSum(data, r.end) != r.sum {
+		return nil
+	}
+	return r
+}
+
+// store keeps r, the latest resume point of its stream.
+func (c *resumeCache) store(r *resume) {
+	// The key is the hash of the stream's first event, as lookup computes it.
+	r.key = r.reader.firstSum
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.by[r.key]; !ok {
+		c.order = append(c.order, r.key)
+		if len(c.order) > c.max {
+			delete(c.by, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	c.by[r.key] = r
+}
+
+// clone returns a copy of r that shares nothing r may change.
+func (r *apiReader) clone() *apiReader {
+	c := *r
+	c.blocks = make([]*apiBlock, len(r.blocks), len(r.blocks)+4)
+	for i, b := range r.blocks {
+		nb := *b
+		nb.text = append([]byte(nil), b.text...)
+		c.blocks[i] = &nb
+	}
+	return &c
 }
 
 // apiShaped reports, without allocating, whether the JSON value at text[i] (an object,
@@ -268,7 +347,7 @@ func apiShaped(text string, i, maxDepth int) bool {
 // a stream (one value, or not an API's).
 func SplitEvents(text string) []string {
 	data, _ := sseData(text)
-	vals, complete := apiValues(data, DefaultMaxDepth)
+	vals, complete := apiValues(data, 0, DefaultMaxDepth)
 	if len(vals) < 2 || !complete {
 		return nil
 	}
@@ -405,7 +484,18 @@ func (x *extractor) apiResponse() bool {
 	if sse && data == "" && !IsAPI(pinned) {
 		return false
 	}
-	vals, complete := apiValues(data, x.o.MaxDepth)
+	// A stream read before up to a point (the parser reads a streamed response again at
+	// each chunk) is read on from there: reading it is linear in its events, not
+	// quadratic.
+	res := resumes.lookup(data, x.o.MaxDepth)
+	from := 0
+	if res != nil {
+		from = res.end
+	}
+	vals, complete := apiValues(data, from, x.o.MaxDepth)
+	if res != nil {
+		vals = append([]span{res.first}, vals...)
+	}
 	if len(vals) == 0 {
 		if IsAPI(pinned) {
 			x.apiFail(pinned, 0, len(t), "the response was sent as the %s API's (%s), but it is not valid JSON", apiName(pinned), pinned)
@@ -432,6 +522,9 @@ func (x *extractor) apiResponse() bool {
 	if f == "" {
 		return false
 	}
+	if res != nil {
+		event = true // only a stream of several events is resumed
+	}
 	if !event && (len(vals) > 1 || !complete) {
 		// Several whole responses one after another: Gemini's and Ollama's streams.
 		if f != FormatGemini && f != FormatOllama && f != FormatOpenAI {
@@ -441,8 +534,12 @@ func (x *extractor) apiResponse() bool {
 		}
 		event = true
 	}
-	r := &apiReader{format: f, stream: event}
-	for _, v := range vals {
+	r := &apiReader{format: f, stream: event, firstSum: prefixSum(data, vals[0].end)}
+	read := vals
+	if res != nil && res.format == f && event {
+		r, read = res.reader.clone(), vals[1:]
+	}
+	for _, v := range read {
 		r.at, r.atEnd = v.start, v.end
 		if sse {
 			r.at, r.atEnd = 0, len(t)
@@ -457,6 +554,13 @@ func (x *extractor) apiResponse() bool {
 		if err != nil {
 			x.apiFail(f, r.at, r.atEnd, "the %s response at byte %d: %s", apiName(f), r.at, err.Error())
 			return true
+		}
+	}
+	if event && len(vals) > 1 {
+		last := vals[len(vals)-1].end
+		resumes.store(&resume{first: vals[0], end: last, sum: prefixSum(data, last), format: f, reader: r})
+		if !complete || !r.stream {
+			r = r.clone() // the stored reader is read, never written
 		}
 	}
 	if !complete && event {
@@ -520,12 +624,21 @@ func (x *extractor) apiFail(f Format, start, end int, format string, args ...any
 func (x *extractor) apiCalls(r *apiReader) {
 	x.api = true
 	var content, reasoning []string
+	n := 0
+	for _, b := range r.blocks {
+		if b.kind == apiCall {
+			n++
+		}
+	}
+	if n > 0 && x.calls == nil {
+		x.calls = make([]Call, 0, min(n, overflowCap*x.o.MaxCalls))
+	}
 	for _, b := range r.blocks {
 		switch b.kind {
 		case apiText:
-			content = append(content, b.text.String())
+			content = append(content, string(b.text))
 		case apiReasoning:
-			reasoning = append(reasoning, b.text.String())
+			reasoning = append(reasoning, string(b.text))
 		case apiCall:
 			if x.overflow > 0 {
 				continue
@@ -565,7 +678,7 @@ func (x *extractor) apiArguments(f Format, b *apiBlock, done bool) parsed {
 		}
 		return parsed{err: "the arguments must be a JSON object, found " + jsonrepair.Kind(b.args)}
 	}
-	s := b.text.String()
+	s := string(b.text)
 	if strings.TrimSpace(s) == "" {
 		return parsed{args: []byte("{}")}
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/toolbus/toolbus/pkg/jsonscan"
 )
 
 // The readers of each API's responses and streaming events, as the vendors' API
@@ -122,8 +124,12 @@ func (r *apiReader) delta(key, id, name string, args json.RawMessage) {
 	b := r.find(key)
 	if b == nil {
 		for _, prev := range r.blocks {
-			if prev.kind == apiCall {
-				prev.done = true // the calls before a new one are complete
+			// The calls before a new one are complete: OpenAI streams a response's
+			// calls one after another. Only arguments that read as a whole JSON object
+			// settle so; others (an OpenAI-compatible server's broken JSON) wait for the
+			// finish reason, when nothing more can come.
+			if prev.kind == apiCall && (prev.hasArgs || wholeObject(string(prev.text))) {
+				prev.done = true
 			}
 		}
 		b = r.call(id, name, nil, false)
@@ -146,9 +152,19 @@ func (r *apiReader) delta(key, id, name string, args json.RawMessage) {
 	}
 	var frag string
 	if json.Unmarshal(args, &frag) == nil {
-		b.text.WriteString(frag)
+		b.text = append(b.text, frag...)
 		b.hasArgs = false
 	}
+}
+
+// wholeObject reports whether s is one whole JSON object (or nothing: no arguments).
+func wholeObject(s string) bool {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return true
+	}
+	end, res := jsonscan.Value(t, 0, DefaultMaxDepth, jsonscan.Strict)
+	return res == jsonscan.OK && end == len(t) && t[0] == '{'
 }
 
 // contentText is a message's content: a string, or the text of its text parts.
@@ -330,7 +346,7 @@ func (r *apiReader) responsesEvent(v string) error {
 		if b := r.find(key); b != nil {
 			var frag string
 			if json.Unmarshal(ev.Delta, &frag) == nil {
-				b.text.WriteString(frag)
+				b.text = append(b.text, frag...)
 			}
 			b.end = r.atEnd
 		}
@@ -443,7 +459,7 @@ func (r *apiReader) anthropicEvent(v string) error {
 					// The start's input ({}) is replaced by the streamed one.
 					b.hasArgs, b.args, b.fromText = false, "", true
 				}
-				b.text.WriteString(ev.Delta.PartialJSON)
+				b.text = append(b.text, ev.Delta.PartialJSON...)
 				b.end = r.atEnd
 			}
 		}
@@ -634,7 +650,7 @@ func (r *apiReader) bedrockEvent(v string) error {
 		switch {
 		case d.ToolUse != nil:
 			if b := r.find("b" + strconv.Itoa(ev.ContentBlockDelta.Index)); b != nil {
-				b.text.WriteString(d.ToolUse.Input)
+				b.text = append(b.text, d.ToolUse.Input...)
 				b.end = r.atEnd
 			}
 		case d.Text != nil:
