@@ -109,6 +109,11 @@ type apiBlock struct {
 	// cut: the response ended inside an event that was part of the block; the block
 	// is never run, whatever a repair of the event would make of it.
 	cut bool
+	// open: the API said more of the call is coming (Gemini's willContinue); it is not
+	// complete until it says the call ended, whatever else ends.
+	open bool
+	// err: an event of the stream that could not be read, answered in its place.
+	err string
 }
 
 // apiReader gathers the blocks of one API response.
@@ -124,6 +129,10 @@ type apiReader struct {
 	// cutting: the event being read is the repaired rest of an event the response
 	// ended inside; every block it touches is cut.
 	cutting bool
+	// partial is the Gemini call whose arguments Vertex AI is streaming, if any, and
+	// partialArgs what came of them.
+	partial     *apiBlock
+	partialArgs pathArgs
 }
 
 func (r *apiReader) add(kind int) *apiBlock {
@@ -301,7 +310,11 @@ func (r *apiReader) clone() *apiReader {
 		nb := *b
 		nb.text = append([]byte(nil), b.text...)
 		c.blocks[i] = &nb
+		if r.partial == b {
+			c.partial = &nb
+		}
 	}
+	c.partialArgs = append(pathArgs(nil), r.partialArgs...)
 	return &c
 }
 
@@ -369,10 +382,16 @@ func detectAPI(v string) (f Format, event bool) {
 	}
 	if v[0] == '[' {
 		var items []map[string]json.RawMessage
-		if json.Unmarshal([]byte(v), &items) != nil || len(items) == 0 {
+		if json.Unmarshal([]byte(v), &items) != nil {
 			return "", false
 		}
-		return detectItem(items[0]), false
+		// The first item that tells: a text part ({"text"}) is Gemini's and Bedrock's alike.
+		for _, it := range items {
+			if f := detectItem(it); f != "" {
+				return f, false
+			}
+		}
+		return "", false
 	}
 	var m map[string]json.RawMessage
 	if v[0] != '{' || json.Unmarshal([]byte(v), &m) != nil {
@@ -534,6 +553,9 @@ func (x *extractor) apiResponse() bool {
 		}
 		event = true
 	}
+	// A lone whole response settles nothing before its stream ends: more values after
+	// it make it a stream of several, read otherwise.
+	lone := !event && len(vals) == 1 && res == nil
 	r := &apiReader{format: f, stream: event, firstSum: prefixSum(data, vals[0].end)}
 	read := vals
 	if res != nil && res.format == f && event {
@@ -545,15 +567,17 @@ func (x *extractor) apiResponse() bool {
 			r.at, r.atEnd = 0, len(t)
 		}
 		val := data[v.start:v.end]
-		var err error
-		if event {
-			err = r.event(val)
-		} else {
-			err = r.whole(val)
+		if !event {
+			if err := r.whole(val); err != nil {
+				x.apiFail(f, r.at, r.atEnd, "the %s response: %s", apiName(f), err.Error())
+				return true
+			}
+			continue
 		}
-		if err != nil {
-			x.apiFail(f, r.at, r.atEnd, "the %s response at byte %d: %s", apiName(f), r.at, err.Error())
-			return true
+		if err := r.event(val); err != nil {
+			// Answered in its place; the events around it are read.
+			b := r.add(apiCall)
+			b.err, b.done = fmt.Sprintf("the %s stream's event at byte %d could not be read: %s", apiName(f), v.start, err.Error()), true
 		}
 	}
 	if event && len(vals) > 1 {
@@ -584,6 +608,9 @@ func (x *extractor) apiResponse() bool {
 		r.finished = true
 	}
 	x.apiCalls(r)
+	if lone {
+		x.settledCalls = 0
+	}
 	return true
 }
 
@@ -643,10 +670,10 @@ func (x *extractor) apiCalls(r *apiReader) {
 			if x.overflow > 0 {
 				continue
 			}
-			done := (b.done || r.finished) && !b.cut
+			done := (b.done || r.finished) && !b.cut && !b.open
 			p := x.apiArguments(r.format, b, done)
 			p.name, p.id = strings.TrimSpace(b.name), b.id
-			if p.name == "" && p.err == "" {
+			if p.name == "" && p.err == "" && b.err == "" {
 				p.err = "the call has no name"
 			}
 			x.add(blk{format: r.format, start: b.start, end: b.end}, p)
@@ -666,8 +693,14 @@ func (x *extractor) apiCalls(r *apiReader) {
 // as it is; a string (or streamed fragments) as JSON, repaired where the API allows
 // it, and a parse error where its text ends inside a value (the model was cut off).
 func (x *extractor) apiArguments(f Format, b *apiBlock, done bool) parsed {
+	if b.err != "" {
+		return parsed{err: b.err, plain: true}
+	}
 	if b.cut {
 		return parsed{err: "the call was cut off: the response ended inside the event that carried it, so it was not run"}
+	}
+	if b.open {
+		return parsed{err: "the call was cut off: the response ended before the rest of its arguments came, so it was not run"}
 	}
 	if b.hasArgs {
 		switch b.args[0] {

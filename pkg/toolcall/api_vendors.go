@@ -122,6 +122,12 @@ func (r *apiReader) message(m *oaMessage, whole bool, _ string) {
 // fragment (a JSON string; an object replaces them whole).
 func (r *apiReader) delta(key, id, name string, args json.RawMessage) {
 	b := r.find(key)
+	if b != nil && id != "" && b.id != "" && id != b.id {
+		// A new id at the same index (or with none): another call. vLLM and LiteLLM
+		// put every parallel call at index 0; Gemini's OpenAI-compatible endpoint
+		// sends calls whole without an index.
+		b = nil
+	}
 	if b == nil {
 		for _, prev := range r.blocks {
 			// The calls before a new one are complete: OpenAI streams a response's
@@ -483,6 +489,21 @@ type gmCall struct {
 	ID   string          `json:"id"`
 	Name string          `json:"name"`
 	Args json.RawMessage `json:"args"`
+	// Vertex AI's streamed arguments (streamFunctionCallArguments): the call's first
+	// chunk names it, WillContinue set; the next carry PartialArgs; an empty one ends it.
+	WillContinue bool        `json:"willContinue"`
+	PartialArgs  []gmPartial `json:"partialArgs"`
+}
+
+// gmPartial is a piece of a streamed argument: its path, and a value (a string's pieces
+// join).
+type gmPartial struct {
+	JSONPath     string          `json:"jsonPath"`
+	StringValue  *string         `json:"stringValue"`
+	NumberValue  json.RawMessage `json:"numberValue"`
+	BoolValue    json.RawMessage `json:"boolValue"`
+	NullValue    json.RawMessage `json:"nullValue"`
+	WillContinue bool            `json:"willContinue"`
 }
 
 type gmPart struct {
@@ -538,6 +559,15 @@ func (r *apiReader) geminiWhole(v string) error {
 			fc = p.FunctionCall2
 		}
 		switch {
+		case fc != nil && r.partial != nil:
+			if err := r.geminiPartial(fc); err != nil {
+				return err
+			}
+		case fc != nil && fc.WillContinue && len(fc.Args) == 0:
+			b := r.call(fc.ID, fc.Name, nil, false)
+			b.fromText, b.args, b.hasArgs, b.open = true, "", false, true
+			r.partial = b
+			r.partialArgs = nil
 		case fc != nil:
 			r.call(fc.ID, fc.Name, fc.Args, true)
 		case p.Text != nil && p.Thought:
@@ -551,6 +581,116 @@ func (r *apiReader) geminiWhole(v string) error {
 	return nil
 }
 
+// geminiPartial adds a chunk of a call whose arguments Vertex AI streams: its pieces,
+// or, without WillContinue, its end. Arguments are rebuilt as an object of the paths
+// given ($.a, $.a.b); a path of another form (an array's index) fails the call.
+func (r *apiReader) geminiPartial(fc *gmCall) error {
+	b := r.partial
+	b.end = r.atEnd
+	if r.cutting {
+		b.cut = true // the event that would end or extend it was cut
+	}
+	for _, p := range fc.PartialArgs {
+		keys, ok := strings.CutPrefix(p.JSONPath, "$.")
+		if !ok || keys == "" || strings.ContainsAny(keys, "[]") {
+			b.cut = true // never run: arguments it cannot rebuild
+			continue
+		}
+		var v json.RawMessage
+		switch {
+		case p.StringValue != nil:
+			prev := r.partialArgs.get(keys)
+			var s string
+			if len(prev) > 0 && prev[0] == '"' {
+				_ = json.Unmarshal(prev, &s)
+			}
+			v, _ = json.Marshal(s + *p.StringValue)
+		case len(p.NumberValue) > 0:
+			v = p.NumberValue
+		case len(p.BoolValue) > 0:
+			v = p.BoolValue
+		default:
+			v = json.RawMessage("null")
+		}
+		r.partialArgs = r.partialArgs.set(keys, v)
+	}
+	if !fc.WillContinue && len(fc.PartialArgs) == 0 {
+		b.args, b.hasArgs, b.done, b.open = string(r.partialArgs.object()), true, true, false
+		r.partial = nil
+		return nil
+	}
+	b.args, b.hasArgs = string(r.partialArgs.object()), true
+	return nil
+}
+
+// pathArgs are streamed arguments by path ("a.b"), in the order first given.
+type pathArgs []struct {
+	path string
+	v    json.RawMessage
+}
+
+func (a pathArgs) get(path string) json.RawMessage {
+	for _, e := range a {
+		if e.path == path {
+			return e.v
+		}
+	}
+	return nil
+}
+
+func (a pathArgs) set(path string, v json.RawMessage) pathArgs {
+	for i := range a {
+		if a[i].path == path {
+			a[i].v = v
+			return a
+		}
+	}
+	return append(a, struct {
+		path string
+		v    json.RawMessage
+	}{path, v})
+}
+
+// object writes the arguments as a JSON object, nesting the dotted paths.
+func (a pathArgs) object() []byte {
+	type node struct {
+		keys []string
+		sub  map[string]*node
+		v    json.RawMessage
+	}
+	root := &node{sub: map[string]*node{}}
+	for _, e := range a {
+		n := root
+		for _, k := range strings.Split(e.path, ".") {
+			c, ok := n.sub[k]
+			if !ok {
+				c = &node{sub: map[string]*node{}}
+				n.sub[k] = c
+				n.keys = append(n.keys, k)
+			}
+			n = c
+		}
+		n.v = e.v
+	}
+	var write func(n *node, b []byte) []byte
+	write = func(n *node, b []byte) []byte {
+		if len(n.keys) == 0 && n.v != nil {
+			return append(b, n.v...)
+		}
+		b = append(b, '{')
+		for i, k := range n.keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			kb, _ := json.Marshal(k)
+			b = append(append(b, kb...), ':')
+			b = write(n.sub[k], b)
+		}
+		return append(b, '}')
+	}
+	return write(root, nil)
+}
+
 // Bedrock Converse.
 
 type brBlock struct {
@@ -559,6 +699,7 @@ type brBlock struct {
 		ToolUseID string          `json:"toolUseId"`
 		Name      string          `json:"name"`
 		Input     json.RawMessage `json:"input"`
+		Type      string          `json:"type"` // "server_tool_use": a system tool Bedrock ran
 	} `json:"toolUse"`
 	ReasoningContent *struct {
 		ReasoningText *struct {
@@ -594,6 +735,8 @@ func (r *apiReader) bedrockWhole(v string) error {
 	}
 	for _, b := range blocks {
 		switch {
+		case b.ToolUse != nil && b.ToolUse.Type == "server_tool_use":
+			r.add(apiOther)
 		case b.ToolUse != nil:
 			r.call(b.ToolUse.ToolUseID, b.ToolUse.Name, b.ToolUse.Input, true)
 		case b.Text != nil:
@@ -615,6 +758,7 @@ func (r *apiReader) bedrockEvent(v string) error {
 				ToolUse *struct {
 					ToolUseID string `json:"toolUseId"`
 					Name      string `json:"name"`
+					Type      string `json:"type"`
 				} `json:"toolUse"`
 			} `json:"start"`
 			Index int `json:"contentBlockIndex"`
@@ -641,7 +785,7 @@ func (r *apiReader) bedrockEvent(v string) error {
 	}
 	switch {
 	case ev.ContentBlockStart != nil:
-		if tu := ev.ContentBlockStart.Start.ToolUse; tu != nil {
+		if tu := ev.ContentBlockStart.Start.ToolUse; tu != nil && tu.Type != "server_tool_use" {
 			b := r.call(tu.ToolUseID, tu.Name, nil, false)
 			b.key, b.fromText = "b"+strconv.Itoa(ev.ContentBlockStart.Index), true
 		}
