@@ -5,6 +5,11 @@
 // --format` and the console print them.
 //
 //	decls, err := dialect.Declarations(dialect.OpenAI, pool.Tools(ctx))
+//
+// [Turn] writes the other way round: toolbus's results as the next turn of a hosted API
+// (OpenAI Chat Completions and Responses, Anthropic, Gemini, Bedrock, Ollama), each
+// result answering its call by the call's id — the output's native turn, which the
+// formatter adds when a response asks for it (docs/hosted-apis.md).
 package dialect
 
 import (

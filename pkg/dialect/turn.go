@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolcall"
 )
 
 // Further APIs whose next turn [Turn] writes (their declarations are OpenAI's or not
@@ -22,30 +23,28 @@ const (
 	Ollama Dialect = "ollama"
 )
 
-// OutputDialects lists the APIs [Turn] writes: openai, openai_responses, anthropic,
-// gemini, bedrock, ollama.
+// OutputDialects lists the APIs [Turn] writes: the hosted APIs whose responses toolbus
+// reads (toolcall.APIFormats), one list for both.
 func OutputDialects() []Dialect {
-	return []Dialect{OpenAI, OpenAIResponses, Anthropic, Gemini, Bedrock, Ollama}
+	fs := toolcall.APIFormats()
+	ds := make([]Dialect, len(fs))
+	for i, f := range fs {
+		ds[i] = Dialect(f)
+	}
+	return ds
 }
 
-// ParseOutput returns the output dialect named s, or an error listing them.
+// ParseOutput returns the output dialect named s (any case, spaces around), or an error
+// listing them.
 func ParseOutput(s string) (Dialect, error) {
-	name := strings.ToLower(strings.TrimSpace(s))
-	for _, d := range OutputDialects() {
-		if string(d) == name {
-			return d, nil
-		}
+	f, err := toolcall.ParseOutputFormat(strings.ToLower(strings.TrimSpace(s)))
+	if err == nil && f == "" {
+		_, err = toolcall.ParseOutputFormat("none")
 	}
-	return "", fmt.Errorf("unknown output format %q (want %s)", s, outputNames())
-}
-
-func outputNames() string {
-	ds := OutputDialects()
-	names := make([]string, len(ds))
-	for i, d := range ds {
-		names[i] = string(d)
+	if err != nil {
+		return "", err
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return Dialect(f), nil
 }
 
 // Turn writes the next turn of API d that answers results (in call order): a JSON array
@@ -88,7 +87,11 @@ func Turn(d Dialect, results []messages.ToolResult) (json.RawMessage, error) {
 	case Ollama:
 		out = ollamaTurn(answers)
 	default:
-		return nil, fmt.Errorf("no next turn for dialect %q (want %s)", d, outputNames())
+		_, err := toolcall.ParseOutputFormat(string(d))
+		if err == nil {
+			err = fmt.Errorf("unknown output format %q", d)
+		}
+		return nil, fmt.Errorf("no next turn: %w", err)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
