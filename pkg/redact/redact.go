@@ -9,8 +9,11 @@
 //     ordinary text (Secret: 6 bytes or more, not a plain word); a server's own secrets
 //     are masked in its messages (For), and in text of unknown source (String);
 //   - in any URL in the text, configured or not, the password of its userinfo and the
-//     values of its query are replaced by REDACTED; a text that looks like a URL but does
-//     not parse is replaced whole.
+//     query values that may be secrets (SecretQuery) are replaced by REDACTED, so that
+//     the scheme, host, port and path still say where a request went; a text that looks
+//     like a URL but does not parse is replaced whole. A configured URL's token-like
+//     path segments (a key in the path, TokenLike) are among the configuration's
+//     secrets (URLSecrets).
 package redact
 
 import (
@@ -135,8 +138,10 @@ func (r *Redactor) For(source string) Masker {
 	return &Redactor{secrets: r.shared}
 }
 
-// URLSecrets are the secrets of a URL: its userinfo password (and user name when there
-// is a password) and its query values.
+// URLSecrets are the secrets of a URL: its userinfo password, its query values that
+// may be secrets (SecretQuery) and its token-like path segments (TokenLike: a key some
+// services put in the path). Its scheme, host, port and the rest of its path are not:
+// an error may say where it failed to connect.
 func URLSecrets(raw string) []string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -148,10 +153,54 @@ func URLSecrets(raw string) []string {
 			out = append(out, p)
 		}
 	}
-	for _, vs := range u.Query() {
-		out = append(out, vs...)
+	for k, vs := range u.Query() {
+		for _, v := range vs {
+			if SecretQuery(k, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if TokenLike(seg) {
+			out = append(out, seg)
+		}
 	}
 	return out
+}
+
+// SecretQuery reports whether a URL's query value may be a secret: its key is named like
+// one (SecretName, or sig, code, state, jwt, pw), or the value could not be ordinary
+// text (Secret). "v=2" and "format=json" are not.
+func SecretQuery(key, value string) bool {
+	if SecretName(key) {
+		return true
+	}
+	switch strings.ToLower(key) {
+	case "sig", "code", "state", "jwt", "pw":
+		return true
+	}
+	return Secret(value)
+}
+
+// TokenLike reports whether a URL's path segment reads as a key rather than a name: 16
+// bytes or more of letters, digits, '-', '_', '.' and '~', with both letters and digits.
+func TokenLike(seg string) bool {
+	if len(seg) < 16 {
+		return false
+	}
+	letters, digits := false, false
+	for i := 0; i < len(seg); i++ {
+		switch c := seg[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+			letters = true
+		case c >= '0' && c <= '9':
+			digits = true
+		case c == '-' || c == '_' || c == '.' || c == '~':
+		default:
+			return false
+		}
+	}
+	return letters && digits
 }
 
 // urlLike matches what may be a URL in free text.
@@ -187,11 +236,17 @@ func redactURL(raw string) string {
 		}
 	}
 	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q[k] = []string{Mask}
+		q, masked := u.Query(), false
+		for k, vs := range q {
+			for i, v := range vs {
+				if SecretQuery(k, v) {
+					vs[i], masked = Mask, true
+				}
+			}
 		}
-		u.RawQuery = q.Encode()
+		if masked {
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.String() + trail
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,7 +16,7 @@ func TestString(t *testing.T) {
 		{"Bearer tok-123456 failed", "Bearer REDACTED failed"},
 		{"longer-tok-123456-plus", "REDACTED"},
 		{"x stays: too short to be a secret", "x stays: too short to be a secret"},
-		{`Get "http://h:1/mcp?api_key=abc&v=2": dial tcp: refused`, `Get "http://h:1/mcp?api_key=REDACTED&v=REDACTED": dial tcp: refused`},
+		{`Get "http://h:1/mcp?api_key=abc&v=2": dial tcp: refused`, `Get "http://h:1/mcp?api_key=REDACTED&v=2": dial tcp: refused`},
 		{"nats://svc:pa55word@nats:4222, then", "nats://svc:REDACTED@nats:4222, then"},
 		{"https://user@host/path (no password)", "https://user@host/path (no password)"},
 		{"bad http://h:99999999/x%zz url", "bad REDACTED url"},
@@ -38,10 +39,29 @@ func TestString(t *testing.T) {
 	}
 }
 
+// A URL's secrets are its password, the query values that may be secrets and the
+// path segments that read as keys; not its host, its port, nor the rest of its path.
 func TestURLSecrets(t *testing.T) {
-	got := URLSecrets("https://u:pw-1234@h/x?key=k-5678&a=b")
-	if strings.Join(got, ",") != "pw-1234,k-5678,b" && strings.Join(got, ",") != "pw-1234,b,k-5678" {
+	got := URLSecrets("https://u:pw-1234@h/x/zQ81kLm02pXv7Ab9/mcp?key=k-5678&a=b&v=2&page=10")
+	slices.Sort(got)
+	if strings.Join(got, ",") != "k-5678,pw-1234,zQ81kLm02pXv7Ab9" {
 		t.Errorf("URLSecrets = %v", got)
+	}
+}
+
+// A URL in a message keeps what says where the request went — scheme, host, port and
+// path — and loses its password and the query values that may be secrets (issue 52: a
+// URL was shown as Post "REDACTED").
+func TestURLKeepsHostAndPath(t *testing.T) {
+	for in, want := range map[string]string{
+		`Post "https://svc:pw-9f8e7d@tickets.example:8443/api/mcp?access_token=tok-123456&page=2": dial tcp: refused`: `Post "https://svc:REDACTED@tickets.example:8443/api/mcp?access_token=REDACTED&page=2": dial tcp: refused`,
+		`Get "https://api.example/v1/items?sig=abc&format=json" failed`:                                               `Get "https://api.example/v1/items?format=json&sig=REDACTED" failed`,
+		`Get "https://api.example/v1/items?q=a%20b%20c%20d" failed`:                                                   `Get "https://api.example/v1/items?q=REDACTED" failed`,
+		`Post "https://tickets.example/mcp": EOF`:                                                                     `Post "https://tickets.example/mcp": EOF`,
+	} {
+		if got := New("unrelated-s3cret").String(in); got != want {
+			t.Errorf("String(%s)\n = %s\nwant %s", in, got, want)
+		}
 	}
 }
 
