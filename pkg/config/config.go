@@ -1,13 +1,19 @@
 // Package config loads toolbus's configuration: one JSON file holding "mcpServers"
-// exactly as MCP clients write it, plus toolbus's own sections. Strings may use ${VAR}
-// and ${VAR:-default}, expanded from the environment. Flags and TOOLBUS_* variables are
-// applied on top by the commands.
+// exactly as MCP clients write it (VS Code's "servers" and "inputs", lollms's
+// server_url and auth_config too: see [Parse]), plus toolbus's own sections. Strings may
+// use ${VAR} and ${VAR:-default} (or ${env:VAR}), expanded from the environment, and
+// VS Code's ${input:ID} ([InputVar]). Flags and TOOLBUS_* variables are applied on top
+// by the commands.
 package config
 
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -30,7 +36,14 @@ import (
 // Config is the whole configuration. The zero value is valid: engineering and the clock
 // on, no remote servers.
 type Config struct {
+	// MCPServers are the MCP servers by name; VS Code's "servers" (mcp.json) is read
+	// into it too ([Config.JSONAliases]).
 	MCPServers map[string]mcpwire.ServerConfig `json:"mcpServers,omitempty"`
+	// Inputs are VS Code's input variables (mcp.json): the values ${input:ID} stands
+	// for, which VS Code prompts for. toolbus prompts nobody: each is taken from the
+	// environment variable [InputVar] names, and loading fails, naming the input, its
+	// description and the variable, when that is not set.
+	Inputs []Input `json:"inputs,omitempty"`
 	// Routes map a tool name to a server; null routes to the local tools.
 	Routes map[string]*string `json:"routes,omitempty"`
 	// AllowedTools, when not empty, allows only these tools, of every backend: the Go
@@ -66,8 +79,67 @@ type Config struct {
 	// other MCP clients that share the file. A near miss of a known key is an error
 	// instead.
 	Ignored []string `json:"-"`
+	// Warnings are what the file asks that toolbus does otherwise than the client it
+	// was written for (a key of another client that changes what that client does, a
+	// timeout in milliseconds), and the ${VAR}s that were not set: each is logged at
+	// start ([Config.LogWarnings]).
+	Warnings []Warning `json:"-"`
 	// expanded are the values ${VAR} references were replaced by: secrets, for [Config.Redactor].
 	expanded []expansion
+	// section says which key each server was listed under, when not "mcpServers"
+	// (VS Code's "servers"), for error messages.
+	section map[string]string
+}
+
+// Input is one of VS Code's input variables: "promptString" (a password when Password
+// is set) or "pickString" (one of Options).
+type Input struct {
+	Type        string `json:"type,omitempty"`
+	ID          string `json:"id"`
+	Description string `json:"description,omitempty"`
+	Password    bool   `json:"password,omitempty"`
+	// Default is taken when the variable is not set, unless Password is set.
+	Default string          `json:"default,omitempty"`
+	Options json.RawMessage `json:"options,omitempty"`
+}
+
+// InputVar is the environment variable that gives the value of VS Code's ${input:ID}:
+// TOOLBUS_INPUT_ and the ID upper-cased, each character other than a letter or a digit
+// as '_' (${input:github-token} is TOOLBUS_INPUT_GITHUB_TOKEN).
+func InputVar(id string) string {
+	b := []byte(strings.ToUpper(id))
+	for i, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return "TOOLBUS_INPUT_" + string(b)
+}
+
+// JSONAliases names the other top-level keys the configuration is read from: VS Code's
+// "servers" for mcpServers.
+func (*Config) JSONAliases() map[string]string { return map[string]string{"servers": "mcpServers"} }
+
+// Warning is one of [Config.Warnings].
+type Warning struct {
+	// Key is the path of the key ("mcpServers.files.autoApprove"); Server the server it
+	// belongs to, if any.
+	Key, Server string
+	Message     string
+}
+
+func (w Warning) String() string { return w.Key + ": " + w.Message }
+
+// LogWarnings logs each of the configuration's warnings at WARN, naming the server, the
+// key and the file.
+func (c *Config) LogWarnings(log *slog.Logger) {
+	for _, w := range c.Warnings {
+		args := []any{"key", w.Key, "file", c.Source}
+		if w.Server != "" {
+			args = append([]any{"server", w.Server}, args...)
+		}
+		log.Warn("config: "+w.Message, args...)
+	}
 }
 
 // Redactor hides the configuration's secrets (see package redact). Each server's own:
@@ -84,10 +156,14 @@ func (c *Config) Redactor() *redact.Redactor {
 	var shared []string
 	scoped := map[string][]string{}
 	for _, e := range c.expanded {
+		secrets := []string{e.value}
+		if u, ok := c.urlAt(e.path); ok {
+			secrets = urlPartSecrets(e.value, u)
+		}
 		if server, ok := c.serverOf(e.path); ok {
-			scoped[server] = append(scoped[server], e.value)
+			scoped[server] = append(scoped[server], secrets...)
 		} else {
-			shared = append(shared, e.value)
+			shared = append(shared, secrets...)
 		}
 	}
 	for name, s := range c.MCPServers {
@@ -126,6 +202,48 @@ func (c *Config) serverOf(path []string) (string, bool) {
 	}
 	_, ok := c.MCPServers[path[1]]
 	return path[1], ok
+}
+
+// urlAt returns the URL a key holds, when the key at path holds one: a server's url
+// (or another client's spelling of it) or nats.url.
+func (c *Config) urlAt(path []string) (string, bool) {
+	switch {
+	case len(path) == 2 && path[0] == "nats" && path[1] == "url":
+		return c.NATS.URL, true
+	case len(path) == 3 && path[0] == "mcpServers":
+		switch path[2] {
+		case "url", "server_url", "serverUrl", "httpUrl":
+			s, ok := c.MCPServers[path[1]]
+			return s.URL, ok
+		}
+	}
+	return "", false
+}
+
+// urlPartSecrets are the secrets of value, which a ${VAR} in the URL urls
+// (comma-separated) expanded to. A whole URL is shown but for its own secrets
+// (redact.URLSecrets: its password, token-like query values and path segments), so
+// that an error names the server it could not reach; a part of one is a secret unless
+// it is the scheme, host or port.
+func urlPartSecrets(value, urls string) []string {
+	whole := []string{}
+	for _, part := range strings.Split(value, ",") {
+		part = strings.TrimSpace(part)
+		if u, err := url.Parse(part); err != nil || u.Scheme == "" || u.Host == "" {
+			whole = nil
+			break
+		}
+		whole = append(whole, redact.URLSecrets(part)...)
+	}
+	if whole != nil {
+		return whole
+	}
+	for _, part := range strings.Split(urls, ",") {
+		if u, err := url.Parse(strings.TrimSpace(part)); err == nil && value != "" && (strings.Contains(u.Host, value) || u.Scheme == value) {
+			return nil
+		}
+	}
+	return []string{value}
 }
 
 // expansion is one value a ${VAR} reference expanded to, and where in the file.
@@ -317,35 +435,71 @@ func Load(path string) (*Config, error) {
 
 // Parse decodes a configuration, expanding ${VAR} with lookup, and validates it. Errors
 // name the source, the key and the reason.
+//
+// A file of VS Code's (mcp.json) reads the same: its "servers" are servers as
+// "mcpServers" are, ${env:VAR} is ${VAR}, ${input:ID} is the environment variable
+// [InputVar] names (an error when it is not set: nobody is prompted), and
+// ${workspaceFolder} and ${userHome} are what VS Code makes them (the folder holding
+// .vscode/, or else the file's folder; the home directory). A server's envFile is read
+// here, relative to the file's folder.
 func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Config, error) {
 	var raw any
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, syntaxError(source, data, err)
 	}
-	if _, ok := raw.(map[string]any); !ok {
+	top, ok := raw.(map[string]any)
+	if !ok {
 		return nil, fmt.Errorf("%s: the configuration must be a JSON object", source)
 	}
 	mistakes, ignored := unknownKeys("", raw, reflect.TypeFor[Config](), false)
 	if len(mistakes) > 0 {
 		return nil, fmt.Errorf("%s: %s", source, strings.Join(mistakes, "; "))
 	}
-	var expanded []expansion
-	raw = expand(raw, nil, func(path []string, name string) (string, bool) {
-		v, ok := lookup(name)
-		if ok {
-			expanded = append(expanded, expansion{path: slices.Clone(path), value: v})
+	// VS Code's servers join mcpServers; a name in both is an error.
+	section := map[string]string{}
+	if vs, ok := top["servers"].(map[string]any); ok {
+		servers, _ := top["mcpServers"].(map[string]any)
+		if servers == nil {
+			servers = map[string]any{}
 		}
-		return v, ok
-	})
+		for _, name := range sortedKeys(vs) {
+			if _, dup := servers[name]; dup {
+				return nil, fmt.Errorf("%s: servers.%s: also in mcpServers: give each server once", source, name)
+			}
+			servers[name], section[name] = vs[name], "servers"
+		}
+		top["mcpServers"] = servers
+		delete(top, "servers")
+	}
+	var inputs []Input
+	if in, ok := top["inputs"]; ok {
+		b, _ := json.Marshal(in)
+		if err := json.Unmarshal(b, &inputs); err != nil {
+			return nil, fmt.Errorf("%s: inputs: %w", source, err)
+		}
+	}
+	x := &expander{lookup: lookup, source: source, inputs: inputs, section: section}
+	warnings := otherClients(top, section)
+	raw = x.value(raw, nil)
+	if len(x.missing) > 0 {
+		return nil, fmt.Errorf("%s: %s", source, strings.Join(x.missing, "; "))
+	}
 	data, _ = json.Marshal(raw)
-	c := Config{expanded: expanded, Ignored: ignored}
+	c := Config{expanded: x.expanded, Ignored: ignored, Warnings: append(warnings, x.unset...), section: section}
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	c.Source = source
 	for _, name := range sortedKeys(c.MCPServers) {
-		if err := c.MCPServers[name].Validate(); err != nil {
-			return nil, fmt.Errorf("%s: mcpServers.%s.%w", source, name, err)
+		s := c.MCPServers[name]
+		if err := s.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %s.%s.%w", source, c.sectionOf(name), name, err)
+		}
+		if s.EnvFile != "" {
+			if err := readEnvFile(&s, filepath.Dir(source)); err != nil {
+				return nil, fmt.Errorf("%s: %s.%s.envFile: %w", source, c.sectionOf(name), name, err)
+			}
+			c.MCPServers[name] = s
 		}
 	}
 	for _, name := range sortedKeys(c.Tenants) {
@@ -404,29 +558,219 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 	return &c, nil
 }
 
-var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
+// sectionOf is the key a server was listed under: "mcpServers", or VS Code's "servers".
+func (c *Config) sectionOf(server string) string {
+	if s := c.section[server]; s != "" {
+		return s
+	}
+	return "mcpServers"
+}
 
-// expand replaces ${VAR} and ${VAR:-default} in every string of v; path is where v is.
-func expand(v any, path []string, lookup func(path []string, name string) (string, bool)) any {
+// ref matches what is expanded in a string: ${VAR} and ${VAR:-default}, also written
+// ${env:VAR} as VS Code writes it (1: the name, 2: the default); ${input:ID} (3: the
+// ID); and VS Code's ${config:…}, ${command:…} and ${workspaceFolder:…} (4), which
+// toolbus cannot expand.
+var ref = regexp.MustCompile(`\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{input:([^}]*)\}|\$\{((?:config|command|workspaceFolder):[^}]*)\}`)
+
+// expander expands the references of a decoded file ([ref]), keeping what they
+// expanded to (secrets, for the redactor), the inputs that have no value and the
+// variables that were not set.
+type expander struct {
+	lookup   func(string) (string, bool)
+	source   string
+	inputs   []Input
+	section  map[string]string
+	expanded []expansion
+	missing  []string
+	unset    []Warning
+}
+
+// value expands every string of v; path is where v is.
+func (x *expander) value(v any, path []string) any {
 	switch v := v.(type) {
 	case string:
-		return varRef.ReplaceAllStringFunc(v, func(ref string) string {
-			m := varRef.FindStringSubmatch(ref)
-			if val, ok := lookup(path, m[1]); ok && (val != "" || m[2] == "") {
-				return val
-			}
-			return m[2]
-		})
+		return ref.ReplaceAllStringFunc(v, func(s string) string { return x.ref(s, path) })
 	case []any:
 		for i := range v {
-			v[i] = expand(v[i], append(path, strconv.Itoa(i)), lookup)
+			v[i] = x.value(v[i], append(path, strconv.Itoa(i)))
 		}
 	case map[string]any:
-		for k := range v {
-			v[k] = expand(v[k], append(path, k), lookup)
+		for _, k := range sortedKeys(v) {
+			v[k] = x.value(v[k], append(path, k))
 		}
 	}
 	return v
+}
+
+// key is path as the file spells it: a server of VS Code's under "servers".
+func (x *expander) key(path []string) string {
+	p := slices.Clone(path)
+	if len(p) > 1 && p[0] == "mcpServers" && x.section[p[1]] != "" {
+		p[0] = x.section[p[1]]
+	}
+	return strings.Join(p, ".")
+}
+
+func (x *expander) ref(s string, path []string) string {
+	m := ref.FindStringSubmatch(s)
+	switch {
+	case m[4] != "":
+		x.missing = append(x.missing, fmt.Sprintf("%s: VS Code's ${%s} has no value outside VS Code: write the value", x.key(path), m[4]))
+		return ""
+	case strings.HasPrefix(s, "${input:"):
+		return x.input(m[3], path)
+	}
+	name, dflt, hasDefault := m[1], m[2], strings.Contains(s, ":-")
+	switch name {
+	case "workspaceFolder":
+		dir, _ := filepath.Abs(filepath.Dir(x.source))
+		if filepath.Base(dir) == ".vscode" {
+			dir = filepath.Dir(dir)
+		}
+		return dir
+	case "userHome":
+		if home, err := os.UserHomeDir(); err == nil {
+			return home
+		}
+	}
+	val, ok := x.lookup(name)
+	if ok {
+		x.expanded = append(x.expanded, expansion{path: slices.Clone(path), value: val})
+	}
+	if ok && (val != "" || !hasDefault) {
+		return val
+	}
+	if !hasDefault {
+		w := Warning{Key: x.key(path), Message: fmt.Sprintf("${%s} is not set: the value is empty", name)}
+		if len(path) > 1 && path[0] == "mcpServers" {
+			w.Server = path[1]
+		}
+		x.unset = append(x.unset, w)
+	}
+	return dflt
+}
+
+// input is the value of ${input:id}: the environment variable InputVar(id), else the
+// input's default unless it is a password; else an error for Parse to return.
+func (x *expander) input(id string, path []string) string {
+	env := InputVar(id)
+	var in *Input
+	for i := range x.inputs {
+		if x.inputs[i].ID == id {
+			in = &x.inputs[i]
+		}
+	}
+	if val, ok := x.lookup(env); ok && val != "" {
+		x.expanded = append(x.expanded, expansion{path: slices.Clone(path), value: val})
+		return val
+	}
+	if in != nil && in.Default != "" && !in.Password {
+		return in.Default
+	}
+	what := "no input of that id in inputs"
+	if in != nil {
+		what = fmt.Sprintf("%q, which VS Code prompts for", in.Description)
+		if in.Description == "" {
+			what = "an input VS Code prompts for"
+		}
+		if in.Password {
+			what += " (a password)"
+		}
+	}
+	x.missing = append(x.missing, fmt.Sprintf("%s: ${input:%s} (%s) has no value: set %s", x.key(path), id, what, env))
+	return ""
+}
+
+// otherClients are the warnings of keys of servers that other clients act on and
+// toolbus does not, read before expansion: what the user wrote.
+func otherClients(top map[string]any, section map[string]string) []Warning {
+	servers, _ := top["mcpServers"].(map[string]any)
+	var out []Warning
+	for _, name := range sortedKeys(servers) {
+		entry, _ := servers[name].(map[string]any)
+		sec := section[name]
+		if sec == "" {
+			sec = "mcpServers"
+		}
+		warn := func(key, msg string) {
+			out = append(out, Warning{Key: sec + "." + name + "." + key, Server: name, Message: msg})
+		}
+		for _, key := range sortedKeys(entry) {
+			v := entry[key]
+			switch key {
+			case "autoApprove", "alwaysAllow":
+				if l, ok := v.([]any); ok && len(l) > 0 {
+					warn(key, "Cline and Roo Code run only these tools without asking; toolbus asks nobody before a call, so every tool of the server runs unasked (blockedTools refuses tools; a policy rule with effect approve asks a person)")
+				}
+			case "trust":
+				if v == true {
+					warn(key, "Gemini CLI skips its confirmations for this server; toolbus asks nobody before any call (a policy rule with effect approve asks a person)")
+				}
+			case "sandbox", "sandboxEnabled":
+				if v != false && v != nil {
+					warn(key, "VS Code runs this server in a sandbox (file system and network restricted); toolbus does not: limits bound its resources only")
+				}
+			case "headersHelper":
+				warn(key, "Claude Code runs this command for the request headers; toolbus does not run it, so they are not sent: give them in headers (${VAR} for a secret)")
+			case "timeout":
+				if _, lollms := entry["server_url"]; lollms {
+					warn(key, "lollms waits this long for the connection's handshake; toolbus gives it to the connection and to each call (a duration, or seconds)")
+				}
+				if n, ok := v.(float64); ok && n >= 1000 {
+					warn(key, fmt.Sprintf("%v is read as seconds (%v), as Claude Desktop and Cline write it; Gemini CLI writes milliseconds: write \"%vms\" if that was meant", n, time.Duration(n*float64(time.Second)), n))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readEnvFile adds the KEY=VALUE lines of s.EnvFile (relative to dir) to s.Env, the
+// entries s.Env has winning: lines may start with "export ", values may be quoted, and
+// blank lines and lines starting with '#' are skipped.
+func readEnvFile(s *mcpwire.ServerConfig, dir string) error {
+	path := s.EnvFile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	env := maps.Clone(s.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return fmt.Errorf("%s:%d: not KEY=VALUE", path, i+1)
+		}
+		switch {
+		case len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"':
+			if u, err := strconv.Unquote(v); err == nil {
+				v = u
+			} else {
+				v = v[1 : len(v)-1]
+			}
+		case len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'':
+			v = v[1 : len(v)-1]
+		default:
+			if i := strings.Index(v, " #"); i >= 0 {
+				v = strings.TrimSpace(v[:i])
+			}
+		}
+		if _, set := env[k]; !set {
+			env[k] = v
+		}
+	}
+	s.Env = env
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 	"github.com/toolbus/toolbus/pkg/reaper"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -140,21 +141,140 @@ type ServerConfig struct {
 	// replica; the least recently used idle one is closed to make room. Default
 	// [DefaultMaxSessions].
 	MaxSessions int `json:"maxSessions,omitempty"`
+	// EnvFile names a file of KEY=VALUE lines added to Env (Env wins), as VS Code's
+	// mcp.json writes it; the configuration reads it when it loads (pkg/config), a
+	// relative path from the configuration file's folder.
+	EnvFile string `json:"envFile,omitempty"`
+	// AuthConfig is lollms's credential of a remote server ("auth_config" beside
+	// "server_url"), sent as lollms sends it: see [AuthConfig].
+	AuthConfig *AuthConfig `json:"auth_config,omitempty"`
+
+	// invalid is what decoding found wrong with the entry (two URLs that differ, an
+	// auth_config toolbus cannot send), for Validate to say, naming the key.
+	invalid error
+}
+
+// AuthConfig is the "auth_config" of a lollms remote MCP server (lollms_client's
+// remote_mcp binding), sent in the headers lollms sends it in: "bearer" as
+// "Authorization: Bearer <token>", "api_key" as "<header_name>: <key>" (header_name
+// X-API-Key unless given). An empty one ({}, lollms's default) sends nothing; any other
+// type, or a type without its credential, is an error rather than a server reached
+// without it.
+type AuthConfig struct {
+	Type       string `json:"type,omitempty"`
+	Token      string `json:"token,omitempty"`
+	Key        string `json:"key,omitempty"`
+	HeaderName string `json:"header_name,omitempty"`
+}
+
+// Header is the header the credential is sent in and its value; "" for an empty
+// auth_config.
+func (a *AuthConfig) Header() (name, value string, err error) {
+	switch {
+	case a == nil || *a == AuthConfig{}:
+		return "", "", nil
+	case a.Type == "bearer":
+		if a.Token == "" {
+			return "", "", fmt.Errorf("token: a bearer auth_config needs a token (empty: is its ${VAR} set?)")
+		}
+		return "Authorization", "Bearer " + a.Token, nil
+	case a.Type == "api_key":
+		if a.Key == "" {
+			return "", "", fmt.Errorf("key: an api_key auth_config needs a key (empty: is its ${VAR} set?)")
+		}
+		name := a.HeaderName
+		if name == "" {
+			name = "X-API-Key"
+		}
+		return name, a.Key, nil
+	case a.Type == "":
+		return "", "", fmt.Errorf("type: an auth_config with a credential needs a type (\"bearer\" or \"api_key\", as lollms sends them)")
+	}
+	return "", "", fmt.Errorf("type: %q is not an auth_config type toolbus can send (lollms sends \"bearer\" and \"api_key\"); give the credential as headers instead", a.Type)
+}
+
+// JSONAliases names the other keys an entry's fields are read from, as other MCP
+// clients spell them: lollms's "server_url", Windsurf's "serverUrl" and Gemini CLI's
+// "httpUrl" for url; "transport" (mcp-use, LangChain's adapters) and Cline's
+// "transportType" for type; Gemini CLI's "includeTools" and "excludeTools" and Roo
+// Code's "disabledTools" for the tool lists.
+func (*ServerConfig) JSONAliases() map[string]string {
+	return map[string]string{
+		"server_url": "url", "serverUrl": "url", "httpUrl": "url",
+		"transport": "type", "transportType": "type",
+		"includeTools": "allowedTools", "excludeTools": "blockedTools", "disabledTools": "blockedTools",
+	}
 }
 
 // UnmarshalJSON reads an entry as MCP clients write it, and also with "command" as a
 // list, program first, as some clients and design notes write it: ["node", "server.mjs"]
 // is command "node" with "server.mjs" before the args.
+//
+// The keys of other clients ([ServerConfig.JSONAliases]) are read into their fields: a
+// second spelling that differs from the first is an error (Validate). lollms's
+// server_url and Gemini CLI's httpUrl are streamable HTTP, as those clients reach them.
+// An auth_config is added to the headers.
 func (c *ServerConfig) UnmarshalJSON(b []byte) error {
 	type plain ServerConfig
 	var v struct {
 		plain
-		Command json.RawMessage `json:"command,omitempty"`
+		Command       json.RawMessage `json:"command,omitempty"`
+		ServerURL     string          `json:"server_url,omitempty"`
+		ServerURL2    string          `json:"serverUrl,omitempty"`
+		HTTPURL       string          `json:"httpUrl,omitempty"`
+		Transport     string          `json:"transport,omitempty"`
+		TransportType string          `json:"transportType,omitempty"`
+		IncludeTools  []string        `json:"includeTools,omitempty"`
+		ExcludeTools  []string        `json:"excludeTools,omitempty"`
+		DisabledTools []string        `json:"disabledTools,omitempty"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	*c = ServerConfig(v.plain)
+	streamable := false
+	for _, alt := range []struct{ key, url string }{{"server_url", v.ServerURL}, {"serverUrl", v.ServerURL2}, {"httpUrl", v.HTTPURL}} {
+		switch {
+		case alt.url == "":
+		case c.URL == "":
+			c.URL, streamable = alt.url, alt.key != "serverUrl"
+		case c.URL != alt.url && c.invalid == nil:
+			c.invalid = fmt.Errorf("%s: %q is not the url given (%q): give one", alt.key, alt.url, c.URL)
+		}
+	}
+	for _, alt := range []struct{ key, typ string }{{"transport", v.Transport}, {"transportType", v.TransportType}} {
+		switch {
+		case alt.typ == "":
+		case c.Type == "":
+			c.Type = alt.typ
+		case (ServerConfig{Type: c.Type}).Transport() != (ServerConfig{Type: alt.typ}).Transport() && c.invalid == nil:
+			c.invalid = fmt.Errorf("%s: %q is not the type given (%q): give one", alt.key, alt.typ, c.Type)
+		}
+	}
+	if streamable && c.Type == "" && len(v.Command) == 0 {
+		c.Type = string(TransportHTTP)
+	}
+	c.AllowedTools = append(c.AllowedTools, v.IncludeTools...)
+	c.BlockedTools = append(append(c.BlockedTools, v.ExcludeTools...), v.DisabledTools...)
+	if name, value, err := c.AuthConfig.Header(); err != nil {
+		if c.invalid == nil {
+			c.invalid = fmt.Errorf("auth_config.%w", err)
+		}
+	} else if name != "" {
+		for k, old := range c.Headers {
+			if strings.EqualFold(k, name) && old != value && c.invalid == nil {
+				c.invalid = fmt.Errorf("auth_config: headers already hold %s, which auth_config would send: give one", k)
+			}
+		}
+		headers := make(map[string]string, len(c.Headers)+1)
+		for k, v := range c.Headers {
+			if !strings.EqualFold(k, name) {
+				headers[k] = v
+			}
+		}
+		headers[name] = value
+		c.Headers = headers
+	}
 	if c.URL == "" && c.Host != "" {
 		host := c.Host
 		if c.Port != 0 {
@@ -305,7 +425,7 @@ func (c ServerConfig) Transport() Transport {
 			return TransportHTTP
 		}
 		return TransportStdio
-	case "streamable-http", "streamableHttp", "http":
+	case "streamable-http", "streamableHttp", "streamable_http", "http":
 		return TransportHTTP
 	default:
 		return Transport(c.Type)
@@ -323,6 +443,9 @@ func (c ServerConfig) FallsBackToSSE() bool { return c.Type == "" && c.Command =
 
 // Validate says what is wrong with the entry, naming the key.
 func (c ServerConfig) Validate() error {
+	if c.invalid != nil {
+		return c.invalid
+	}
 	switch t := c.Transport(); t {
 	case TransportStdio:
 		if c.Command == "" {
@@ -353,6 +476,12 @@ func (c ServerConfig) Validate() error {
 	}
 	if !catalog.ValidPrefix(c.Prefix) {
 		return fmt.Errorf("prefix: %q may only hold letters, digits, '_', '.' and '-'", c.Prefix)
+	}
+	if c.EnvFile != "" && c.Transport() != TransportStdio {
+		return fmt.Errorf("envFile: only a stdio server takes envFile")
+	}
+	if c.AuthConfig != nil && c.Transport() == TransportStdio {
+		return fmt.Errorf("auth_config: only a remote server (server_url) takes auth_config")
 	}
 	if c.OAuth != nil {
 		if c.Transport() != TransportHTTP {
@@ -416,9 +545,19 @@ func (c ServerConfig) declaredSchemas() map[string]*jsonschema.Resolved {
 }
 
 // HTTPClient returns base (nil: a default client) adding the server's configured
-// headers to every request, for the http, sse and jsonrpc transports.
+// headers to every request, for the http, sse and jsonrpc transports: its headers and
+// its auth_config's (which decoding has added to them already; an entry made in Go gets
+// them here).
 func (c ServerConfig) HTTPClient(base *http.Client) *http.Client {
-	return withHeaders(base, c.Headers)
+	headers := c.Headers
+	if name, value, err := c.AuthConfig.Header(); err == nil && name != "" && headers[name] != value {
+		headers = maps.Clone(headers)
+		if headers == nil {
+			headers = map[string]string{}
+		}
+		headers[name] = value
+	}
+	return withHeaders(base, headers)
 }
 
 // maxMessage is MaxMessageBytes as a bound: 0 for none.
