@@ -32,6 +32,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/policy"
 	"github.com/toolbus/toolbus/pkg/telemetry"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
@@ -490,7 +491,7 @@ func TestPermissionsSpellNamesLikeTheCode(t *testing.T) {
 		words[u] = true
 	}
 	for _, s := range []string{messages.AllResponses, messages.AllCalls, messages.AllResults, messages.AllOutputs, messages.AllHealth, messages.AllDead, messages.AllElicit, messages.AllStream, messages.AllProgress, messages.AllExec, messages.AllAnswers, messages.AllProbes,
-		messages.AllApprovals, messages.AllSample, messages.AllRejected, messages.TenantRejectedSubject(""),
+		messages.AllApprovals, messages.AllDecisions, messages.AllSample, messages.AllRejected, messages.TenantRejectedSubject(""),
 		messages.StatusSubject(toolbus.Parser), messages.StatusSubject(toolbus.Executor), messages.StatusSubject(toolbus.Formatter), messages.StatusSubject(toolbus.Healthd)} {
 		for _, w := range strings.Split(s, ".") {
 			words[w] = true
@@ -1094,18 +1095,72 @@ func approvalUnderTheUsers(t *testing.T, onc *nats.Conn, c *client.Client, urls 
 	if err != nil {
 		t.Fatal(err)
 	}
-	con := &console.Console{NC: nc, JS: js}
+	cc, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	con := &console.Console{NC: nc, JS: js, Client: cc}
 	list, err := con.Approvals(ctx, false)
 	if err != nil || len(list) != 1 || list[0].ID != req.ID {
 		t.Fatalf("console: approvals %+v, %v", list, err)
 	}
-	if _, err := con.Decide(ctx, req.ID, true, ""); err != nil {
+	// A decision for other arguments than those shown decides nothing.
+	if _, err := con.Decide(ctx, req.ID, true, "", strings.Repeat("0", 64)); err == nil || !strings.Contains(err.Error(), "other arguments") {
+		t.Fatalf("console: approving other arguments: %v", err)
+	}
+	d, err := con.Decide(ctx, req.ID, true, "", req.ArgumentsSHA256)
+	if err != nil {
 		t.Fatalf("console: approve: %v", err)
+	}
+	if d.DecidedBy != consoleU {
+		t.Errorf("decided by %q, want the NATS user %q", d.DecidedBy, consoleU)
 	}
 	if err := <-answered; err != nil {
 		t.Fatalf("the approved call: %v", err)
 	}
 	errs.none(t, consoleU)
+	forgedApprovals(t, nc, cc, c, onc)
+}
+
+// forgedApprovals: what the console's user (and an orchestrator) cannot make run. A
+// record written into the approvals bucket, approved, holding a call nobody asked for, is
+// refused by NATS (only the executors write it); a decision on a request that does not
+// exist decides nothing; and no call ran in the conversation the forged record names.
+func forgedApprovals(t *testing.T, consoleNC *nats.Conn, console, orchestrator *client.Client, onc *nats.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	outputs, err := onc.SubscribeSync(messages.OutputSubject("perm-forged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := messages.ToolCall{ID: messages.CallID("perm-forged", "r1", 0), ResponseID: "r1", Conversation: "perm-forged", Count: 1,
+		Tool: "clock", Arguments: json.RawMessage(`{}`)}
+	rec := messages.Approval{ApprovalRequest: messages.ApprovalRequest{ID: policy.ApprovalID(call.ID), CallID: call.ID,
+		Conversation: call.Conversation, ResponseID: call.ResponseID, Tool: "clock", ArgumentsSHA256: policy.ArgumentsHash(call.Arguments),
+		Rule: "ask", RequestedAt: time.Now()}, State: messages.ApprovalApproved, DecidedBy: "alice@ops (forged)", Call: call}
+	body, _ := json.Marshal(rec)
+	js, _ := jetstream.New(consoleNC)
+	kv, err := js.KeyValue(ctx, messages.BucketApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+	if _, err := kv.Put(wctx, rec.ID, body); err == nil {
+		t.Error("the console wrote a record into the approvals bucket")
+	}
+	wcancel()
+	for _, who := range []struct {
+		name string
+		c    *client.Client
+	}{{consoleU, console}, {orchestr, orchestrator}} {
+		if _, err := who.c.Decide(ctx, rec.ID, true, "", rec.ArgumentsSHA256); err == nil || !strings.Contains(err.Error(), "no call waits") {
+			t.Errorf("%s approved a call nobody asked about: %v", who.name, err)
+		}
+	}
+	if m, err := outputs.NextMsg(3 * time.Second); err == nil {
+		t.Errorf("a forged approval ran a call: %s", m.Data)
+	}
 }
 
 // consoleUnderItsUser runs what the console does as the console user: the flow (consumer

@@ -51,12 +51,7 @@ func PasswordVar(user string) string {
 
 // TenantUser is the NATS user of a tenant's orchestrator: orchestrator for the default
 // tenant (""), the tenant's name otherwise.
-func TenantUser(tenant string) string {
-	if tenant == "" {
-		return "orchestrator"
-	}
-	return tenant
-}
+func TenantUser(tenant string) string { return messages.TenantUser(tenant) }
 
 // NATSConf returns the NATS server configuration of a deployment serving tenants besides
 // the default one: deploy/nats.conf is NATSConf(nil), deploy/nats-tenants.conf

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/policy"
 )
@@ -93,21 +92,44 @@ func denyCmd(ctx context.Context, env Env, args []string) error {
 func decideCmd(ctx context.Context, env Env, verb string, args []string) error {
 	fs := newFlags(verb, env)
 	cf := addConnectFlags(fs, env)
-	by := fs.String("by", whoAmI(), "who decides, kept with the decision")
 	reason := fs.String("reason", "", "why, kept with the decision; a denial's reason is what the model reads")
+	sha := fs.String("sha256", "", "the digest of the arguments you decide on (ARGUMENTS SHA256 in `toolbus approvals ls`); read from the request when this user may read it")
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(positional) != 1 {
-		return usageError{fmt.Errorf("toolbus %s [--reason TEXT] ID   (ID from toolbus approvals ls)", verb)}
+		return usageError{fmt.Errorf("toolbus %s [--reason TEXT] [--sha256 DIGEST] ID   (ID from toolbus approvals ls)", verb)}
 	}
-	a, done, err := openApprovals(ctx, "toolbus "+verb, cf)
+	id := positional[0]
+	nc, err := cf.connect("toolbus "+verb, nil, nil)
 	if err != nil {
 		return err
 	}
-	defer done()
-	rec, err := a.Decide(ctx, positional[0], verb == "approve", *by, *reason)
+	defer nc.Close()
+	// The decision is bound to the arguments the person saw: the digest given, or the
+	// request's, shown here before it is decided.
+	if *sha == "" {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		kv, err := js.KeyValue(ctx, messages.BucketApprovals)
+		if err != nil {
+			return fmt.Errorf("cannot read the request %s (%v): give the digest of the arguments you decide on with --sha256", id, err)
+		}
+		rec, _, err := (&policy.Approvals{KV: kv}).Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		*sha = rec.ArgumentsSHA256
+		fmt.Fprintf(env.Stderr, "toolbus %s: %s %s of %s, arguments sha256 %s\n", verb, id, rec.Tool, rec.Conversation, rec.ArgumentsSHA256)
+	}
+	c, err := client.New(nc)
+	if err != nil {
+		return err
+	}
+	rec, err := c.Decide(ctx, id, verb == "approve", *reason, *sha)
 	if err != nil {
 		return err
 	}
@@ -115,18 +137,6 @@ func decideCmd(ctx context.Context, env Env, verb string, args []string) error {
 	if verb == "deny" {
 		what = "it is answered not_allowed"
 	}
-	_, err = fmt.Fprintf(env.Stdout, "%s: %s %s of %s (rule %q); %s\n", rec.ID, rec.State, rec.Tool, rec.Conversation, rec.Rule, what)
+	_, err = fmt.Fprintf(env.Stdout, "%s: %s %s of %s (rule %q) by %s; %s\n", rec.ID, rec.State, rec.Tool, rec.Conversation, rec.Rule, rec.DecidedBy, what)
 	return err
-}
-
-// whoAmI names the person deciding: the login name and host.
-func whoAmI() string {
-	name := "unknown"
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		name = u.Username
-	}
-	if host, err := os.Hostname(); err == nil && host != "" {
-		name += "@" + host
-	}
-	return name
 }

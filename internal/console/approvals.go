@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/policy"
 )
@@ -19,9 +20,6 @@ type Approval struct {
 	Reason    string `json:"reason,omitempty"`
 	DecidedAt string `json:"decided_at,omitempty"`
 }
-
-// ConsoleDecider is who the console says decided: a decision carries it.
-const ConsoleDecider = "console"
 
 func (c *Console) approvals(ctx context.Context) (*policy.Approvals, error) {
 	kv, err := c.JS.KeyValue(ctx, messages.BucketApprovals)
@@ -52,19 +50,34 @@ func (c *Console) Approvals(ctx context.Context, all bool) ([]Approval, error) {
 	return out, nil
 }
 
-// Decide approves or denies the call waiting under id, as the console, with reason: an
-// approved call runs once, a denied one is answered not_allowed with the reason. A call
-// decided before is policy.ErrDecided.
-func (c *Console) Decide(ctx context.Context, id string, approve bool, reason string) (Approval, error) {
-	a, err := c.approvals(ctx)
+// Decide approves or denies the call waiting under id with reason, for the arguments
+// whose digest is sha256 (those the page showed; the request's when empty), by asking
+// the executors as the console's NATS user (client.Decide): an approved call runs once,
+// a denied one is answered not_allowed with the reason.
+func (c *Console) Decide(ctx context.Context, id string, approve bool, reason, sha256 string) (Approval, error) {
+	if sha256 == "" {
+		a, err := c.approvals(ctx)
+		if err != nil {
+			return Approval{}, err
+		}
+		rec, _, err := a.Get(ctx, id)
+		if err != nil {
+			return Approval{}, err
+		}
+		sha256 = rec.ArgumentsSHA256
+	}
+	if c.Client == nil {
+		return Approval{}, fmt.Errorf("the console has no NATS client to decide with")
+	}
+	user := client.ConnUser(c.NC)
+	if user == "anonymous" && c.NC != nil {
+		user = "console" // a server without users: the console names itself
+	}
+	d, err := c.Client.DecideAs(ctx, user, id, approve, reason, sha256)
 	if err != nil {
 		return Approval{}, err
 	}
-	rec, err := a.Decide(ctx, id, approve, ConsoleDecider, reason)
-	if err != nil {
-		return Approval{}, err
-	}
-	return c.shown(rec), nil
+	return c.shown(messages.Approval{ApprovalRequest: d.ApprovalRequest, State: d.State, DecidedBy: d.DecidedBy, Reason: d.Reason, DecidedAt: d.DecidedAt}), nil
 }
 
 func (c *Console) shown(rec messages.Approval) Approval {

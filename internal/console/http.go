@@ -44,7 +44,7 @@ var web embed.FS
 //	                               and force is not true
 //	GET  /api/approvals?all=       the calls waiting for a person's approval, oldest
 //	                               first; with all, the decided ones kept too
-//	POST /api/approvals/decide     {"id", "decision": "approve"|"deny", "reason"}: decide
+//	POST /api/approvals/decide     {"id", "decision": "approve"|"deny", "reason", "arguments_sha256"}: decide
 //	                               one, as "console"; 409 when it was decided before
 //	POST /api/try                  {"conversation", "text"}: the output of that response
 //
@@ -156,11 +156,12 @@ func (c *Console) Handler(token string, hosts ...string) http.Handler {
 				ID       string `json:"id"`
 				Decision string `json:"decision"`
 				Reason   string `json:"reason"`
+				SHA256   string `json:"arguments_sha256"`
 			}
 			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&in); err != nil || in.ID == "" || (in.Decision != "approve" && in.Decision != "deny") {
-				return nil, badRequest{fmt.Errorf("want {\"id\": ID, \"decision\": \"approve\" or \"deny\", \"reason\": TEXT}")}
+				return nil, badRequest{fmt.Errorf("want {\"id\": ID, \"decision\": \"approve\" or \"deny\", \"reason\": TEXT, \"arguments_sha256\": the digest shown}")}
 			}
-			return c.Decide(r.Context(), in.ID, in.Decision == "approve", in.Reason)
+			return c.Decide(r.Context(), in.ID, in.Decision == "approve", in.Reason, in.SHA256)
 		})
 	})
 	mux.HandleFunc("POST /api/try", func(w http.ResponseWriter, r *http.Request) {

@@ -498,6 +498,33 @@ type ApprovalRequest struct {
 	Deadline time.Time `json:"deadline"`
 }
 
+// DecideRequest is a person's decision on a call waiting for approval, sent on
+// [DecideSubject]. It is bound to the arguments the person saw: ArgumentsSHA256 must be
+// the request's, or nothing is decided.
+type DecideRequest struct {
+	Approve bool `json:"approve"`
+	// Reason is why; a denial's reason is what the model reads.
+	Reason          string `json:"reason,omitempty"`
+	ArgumentsSHA256 string `json:"arguments_sha256"`
+}
+
+// DecideReply is an executor's answer to a [DecideRequest]: the decision as recorded
+// (its request's arguments masked), or Error saying why nothing was decided.
+type DecideReply struct {
+	Decision *Decision    `json:"decision,omitempty"`
+	Error    *ResultError `json:"error,omitempty"`
+}
+
+// Decision is an approval as shown to people: the request and its decision, never the
+// call itself, whose arguments are not masked.
+type Decision struct {
+	ApprovalRequest
+	State     string    `json:"state"`
+	DecidedBy string    `json:"decided_by,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+}
+
 // Approval is the record of one [ApprovalRequest] in [BucketApprovals]: the request,
 // the call itself (to run it once approved), and the decision.
 type Approval struct {

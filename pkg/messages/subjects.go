@@ -25,6 +25,7 @@ const (
 	probeRoot     = "toolbus.probe"
 	rejectedRoot  = "toolbus.rejected"
 	approvalsRoot = "toolbus.approvals"
+	decideRoot    = "toolbus.decide"
 )
 
 // Wildcards that match every subject of one kind; streams and consumers filter on them.
@@ -48,6 +49,9 @@ const (
 	AllProbes = probeRoot + ".>"
 	// AllApprovals: every conversation's approval requests (ApprovalSubject).
 	AllApprovals = approvalsRoot + ".>"
+	// AllDecisions: every user's decisions on calls waiting for approval
+	// (DecideSubject), which the executors answer.
+	AllDecisions = decideRoot + ".>"
 	// AllRejected: every tenant's rejections (RejectedSubject).
 	AllRejected = rejectedRoot + ".*"
 )
@@ -105,6 +109,50 @@ func ElicitSubject(conversation string) string { return elicitRoot + "." + conve
 // matched it). The request is kept in [BucketApprovals], where `toolbus approvals`
 // and the console read and decide it; this subject tells whoever watches at once.
 func ApprovalSubject(conversation string) string { return approvalsRoot + "." + conversation }
+
+// DecideSubject is where a person, connected as NATS user user, decides the call waiting
+// under approval id (a [DecideRequest], NATS request-reply, answered by an executor with
+// a [DecideReply]). The executors alone write the approvals bucket; the subject names
+// who decides, and NATS rights let each user publish under its own name only
+// (deploy/nats.conf), so the decision's DecidedBy is the authenticated user, and a
+// tenant's user decides only its tenant's calls ([UserTenant]).
+func DecideSubject(user, id string) string { return decideRoot + "." + user + "." + id }
+
+// DecideSubjectParts returns the user and approval id of a subject of [DecideSubject].
+func DecideSubjectParts(subject string) (user, id string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, decideRoot+".")
+	if !ok {
+		return "", "", false
+	}
+	user, id, ok = strings.Cut(rest, ".")
+	return user, id, ok && user != "" && id != "" && !strings.Contains(id, ".")
+}
+
+// UserTenant says whose calls NATS user may decide: a tenant's orchestrator user
+// (deploy's TenantUser: "orchestrator" for the default tenant, the tenant's name for
+// another) its tenant's only (tenant, true); toolbus's console and admin users, and any
+// user of a deployment without NATS users (the embedded server), every tenant's
+// (all true).
+func UserTenant(user string, tenants []string) (tenant string, all bool) {
+	if user == "orchestrator" {
+		return "", false
+	}
+	for _, t := range tenants {
+		if t != "" && t == user {
+			return t, false
+		}
+	}
+	return "", true
+}
+
+// TenantUser is the NATS user of a tenant's orchestrator: "orchestrator" for the default
+// tenant (""), the tenant's name otherwise.
+func TenantUser(tenant string) string {
+	if tenant == "" {
+		return "orchestrator"
+	}
+	return tenant
+}
 
 // SampleSubject is where the executor asks a conversation's orchestrator for a model's
 // completion (a [SampleRequest], NATS request-reply, answered on an [AnswerSubject]): a

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -32,10 +33,13 @@ type Approvals struct {
 	Logger *slog.Logger
 }
 
-// Errors of [Approvals.Decide].
+// Errors of [Approvals.Decide] and [Approvals.DecideAs].
 var (
 	ErrNoApproval = errors.New("no call waits for a decision under that id")
 	ErrDecided    = errors.New("the call was decided already")
+	// ErrOtherArguments: the decision names other arguments than the call's (the
+	// person saw others, or the call was asked again with new ones).
+	ErrOtherArguments = errors.New("the decision is for other arguments than those of the call waiting")
 )
 
 // ApprovalID is the id of the approval of a call: 16 hex digits of its id's hash, short
@@ -111,9 +115,59 @@ func (a *Approvals) Ask(ctx context.Context, rec messages.Approval, revision uin
 	return err
 }
 
+// DecideAs decides, for the NATS user user, the call waiting under id, as a
+// [messages.DecideRequest] on messages.DecideSubject asks: the executors answer those
+// requests (toolbus.Serve wires it), and only they write the bucket. The decision is
+// bound to the request an executor made — a record it wrote, whole (Wellformed) — to the
+// tenants user may decide for (messages.UserTenant: another tenant's call is, to it, no
+// call at all), and to the arguments the person saw (ErrOtherArguments); DecidedBy is
+// user, never a name the request gives.
+func (a *Approvals) DecideAs(ctx context.Context, user string, tenants []string, id string, req messages.DecideRequest) (messages.Approval, error) {
+	rec, _, err := a.Get(ctx, id)
+	if err != nil {
+		return messages.Approval{}, err
+	}
+	if tenant, all := messages.UserTenant(user, tenants); !all && messages.Tenant(rec.Conversation) != tenant {
+		return messages.Approval{}, fmt.Errorf("%w: %s", ErrNoApproval, id)
+	}
+	if why := Wellformed(rec); why != "" {
+		if a.Logger != nil {
+			a.Logger.Warn("a decision names an approval record no executor wrote; it is ignored", "approval", id, "user", user, "why", why)
+		}
+		return messages.Approval{}, fmt.Errorf("%w: %s", ErrNoApproval, id)
+	}
+	if req.ArgumentsSHA256 == "" {
+		return messages.Approval{}, fmt.Errorf("%w: the decision names no arguments digest (the request's arguments_sha256 %s)", ErrOtherArguments, rec.ArgumentsSHA256)
+	}
+	return a.decide(ctx, id, req.Approve, user, req.Reason, req.ArgumentsSHA256)
+}
+
+// Wellformed says what is wrong with a record no executor could have written as it is
+// ("" when nothing): its id, call id, conversation and arguments digest are all made of
+// the call it holds.
+func Wellformed(rec messages.Approval) string {
+	switch {
+	case rec.ID != ApprovalID(rec.Call.ID):
+		return "its id is not its call's"
+	case rec.CallID != rec.Call.ID || rec.Conversation != rec.Call.Conversation || rec.ResponseID != rec.Call.ResponseID:
+		return "it names another call than the one it holds"
+	case rec.ArgumentsSHA256 != ArgumentsHash(rec.Call.Arguments):
+		return "its arguments digest is not its call's"
+	case rec.Call.Error != nil:
+		return "its call was answered by the parser"
+	}
+	return ""
+}
+
 // Decide approves or denies the call waiting under id, saying who and why; a call
-// decided before (or expired) is ErrDecided, with the decision.
+// decided before (or expired) is ErrDecided, with the decision. It writes the bucket:
+// in a deployment only the executors may, deciding what people ask with [DecideAs].
 func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by, reason string) (messages.Approval, error) {
+	return a.decide(ctx, id, approve, by, reason, "")
+}
+
+// decide is Decide of the call whose arguments have the digest sha (any when "").
+func (a *Approvals) decide(ctx context.Context, id string, approve bool, by, reason, sha string) (messages.Approval, error) {
 	if !validID(id) {
 		return messages.Approval{}, fmt.Errorf("%w: %q is not an approval id (16 hex digits, `toolbus approvals ls`)", ErrNoApproval, id)
 	}
@@ -123,6 +177,10 @@ func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by, rea
 			return false, fmt.Errorf("%w: %s", ErrNoApproval, id)
 		case rec.State != messages.ApprovalPending:
 			return false, fmt.Errorf("%w: %s %s", ErrDecided, rec.State, decidedBy(*rec))
+		case sha != "" && rec.ArgumentsSHA256 != sha:
+			// Checked again on the record being changed: the call may have been asked
+			// again, with other arguments, since it was read.
+			return false, fmt.Errorf("%w: the call waits with arguments %s, the decision is for %s", ErrOtherArguments, rec.ArgumentsSHA256, sha)
 		}
 		rec.State = messages.ApprovalDenied
 		if approve {
@@ -165,6 +223,46 @@ func (a *Approvals) List(ctx context.Context) ([]messages.Approval, error) {
 		return cmp.Or(x.RequestedAt.Compare(y.RequestedAt), cmp.Compare(x.ID, y.ID))
 	})
 	return out, nil
+}
+
+// Shown is rec as people see it: the request and its decision, without the call.
+func Shown(rec messages.Approval) messages.Decision {
+	return messages.Decision{ApprovalRequest: rec.ApprovalRequest, State: rec.State, DecidedBy: rec.DecidedBy, Reason: rec.Reason, DecidedAt: rec.DecidedAt}
+}
+
+// Serve answers the decisions people send on messages.DecideSubject (queue group
+// "executor": one executor answers each) until the subscription ends; tenants are the
+// deployment's, for messages.UserTenant.
+func (a *Approvals) Serve(nc *nats.Conn, tenants []string) (*nats.Subscription, error) {
+	return nc.QueueSubscribe(messages.AllDecisions, "executor", func(m *nats.Msg) {
+		reply := func(r messages.DecideReply) {
+			b, _ := json.Marshal(r)
+			_ = m.Respond(b)
+		}
+		user, id, ok := messages.DecideSubjectParts(m.Subject)
+		var req messages.DecideRequest
+		if !ok || json.Unmarshal(m.Data, &req) != nil {
+			reply(messages.DecideReply{Error: &messages.ResultError{Code: messages.CodeInvalidArguments,
+				Message: "a decision is a JSON object {approve, reason, arguments_sha256} on toolbus.decide.<user>.<approval id>"}})
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rec, err := a.DecideAs(ctx, user, tenants, id, req)
+		if err != nil {
+			code := messages.CodeInternal
+			if errors.Is(err, ErrNoApproval) || errors.Is(err, ErrDecided) || errors.Is(err, ErrOtherArguments) {
+				code = messages.CodeNotAllowed
+			}
+			reply(messages.DecideReply{Error: &messages.ResultError{Code: code, Message: err.Error()}})
+			return
+		}
+		if a.Logger != nil {
+			a.Logger.Info("approval decided", "approval", rec.ID, "state", rec.State, "by", rec.DecidedBy, "call", rec.CallID)
+		}
+		d := Shown(rec)
+		reply(messages.DecideReply{Decision: &d})
+	})
 }
 
 // Requeue sends a decided call again to be answered, with a message id that is the same
@@ -265,6 +363,14 @@ func (a *Approvals) handle(ctx context.Context, rec messages.Approval, rev uint6
 		rec.Reason = fmt.Sprintf("nobody decided within %v", rec.Deadline.Sub(rec.RequestedAt).Round(time.Second))
 		return a.write(ctx, rec, rev)
 	case rec.Requeued:
+		return 0
+	}
+	if why := Wellformed(rec); why != "" {
+		// Not a record an executor wrote (only they may, in a deployment): its call is
+		// no call anyone asked about, and never runs.
+		if a.Logger != nil {
+			a.Logger.Warn("an approval record no executor wrote is ignored; its call is not run", "approval", rec.ID, "call", rec.Call.ID, "conversation", rec.Call.Conversation, "why", why)
+		}
 		return 0
 	}
 	msgID := fmt.Sprintf("%s/approval/%d", rec.CallID, rev)

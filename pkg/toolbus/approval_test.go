@@ -186,7 +186,7 @@ func TestApprovalFlow(t *testing.T) {
 	}
 	stopFirst()
 	startExecutor()
-	if _, err := toolbusCmd(t, url, "approve", "--by", "tester", req.ID); err != nil {
+	if _, err := toolbusCmd(t, url, "approve", req.ID); err != nil {
 		t.Fatal(err)
 	}
 	res := results(first, 3)
@@ -196,17 +196,17 @@ func TestApprovalFlow(t *testing.T) {
 	if got := l.ran(); fmt.Sprint(got) != "[10 500 20]" {
 		t.Errorf("ran %v, want [10 500 20]: the approved call once, in its place", got)
 	}
-	if _, err := toolbusCmd(t, url, "approve", req.ID); err == nil || !strings.Contains(err.Error(), "decided already: approved by tester") {
+	if _, err := toolbusCmd(t, url, "approve", req.ID); err == nil || !strings.Contains(err.Error(), "decided already: approved by anonymous") {
 		t.Errorf("approving twice: %v", err)
 	}
 
 	// Denied, with the reason the model reads.
 	second := ask("payments", 700)
 	req = nextRequest()
-	if _, err := toolbusCmd(t, url, "deny", "--by", "tester", "--reason", "over the weekly budget", req.ID); err != nil {
+	if _, err := toolbusCmd(t, url, "deny", "--reason", "over the weekly budget", req.ID); err != nil {
 		t.Fatal(err)
 	}
-	refused(t, "denied", results(second, 1)[0], `the call to "transfer" was denied by tester (the rule "big-transfers" asks a person to approve it): over the weekly budget`)
+	refused(t, "denied", results(second, 1)[0], `the call to "transfer" was denied by anonymous (the rule "big-transfers" asks a person to approve it): over the weekly budget`)
 
 	// Nobody decides: refused at the rule's timeout.
 	third := ask("payments", 5000)

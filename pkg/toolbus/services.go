@@ -201,6 +201,9 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		}
 		p := ParserStage(o.Config, catalog)
 		p.Serves, p.Tracer = o.Topology.Serves, tracer
+		// A reused response id's refusal waits out the duplicate window of the output it
+		// would otherwise be dropped as a copy of.
+		p.DuplicateWindow = cmp.Or(o.Topology.DuplicateWindow, 10*time.Minute)
 		p.Plans = order.Store{KV: gather}
 		p.Texts, p.Streams = parser.TextStore{KV: gather}, order.StreamStore{KV: gather}
 		for range o.Replicas {
@@ -289,6 +292,17 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			exec.Approvals = &policy.Approvals{KV: approvalsKV, Logger: log}
 			exec.Announce = announceApproval(nc, log)
 			runs = append(runs, func(ctx context.Context) error { return exec.Approvals.Follow(ctx, requeueApproved(js)) })
+			// People decide by asking the executors (messages.DecideSubject), which
+			// alone write the bucket: the subject names the deciding NATS user.
+			tenants := o.Topology.TenantNames()
+			runs = append(runs, func(ctx context.Context) error {
+				sub, err := exec.Approvals.Serve(nc, tenants)
+				if err != nil {
+					return fmt.Errorf("executor: answering decisions: %w", err)
+				}
+				<-ctx.Done()
+				return sub.Unsubscribe()
+			})
 		}
 		// Each executor's breaker is its own: the gauge is per process (take the max).
 		if err := metrics.Gauge("toolbus.breaker.open", "1 while this executor's circuit breaker refuses calls to the server, 0 while it lets them through, by server",

@@ -305,7 +305,7 @@ document.addEventListener("click", e => {
 function approvalRow(a) {
   const waiting = a.state === "pending";
   const state = waiting ? "waiting" : `${esc(a.state)}${a.decided_by ? " by " + esc(a.decided_by) : ""}${a.reason ? `: ${esc(a.reason)}` : ""}`;
-  const actions = waiting ? `<button class="approve" data-id="${esc(a.id)}">Approve</button> <button class="deny" data-id="${esc(a.id)}">Deny…</button>` : "";
+  const actions = waiting ? `<button class="approve" data-id="${esc(a.id)}" data-sha="${esc(a.arguments_sha256)}">Approve</button> <button class="deny" data-id="${esc(a.id)}" data-sha="${esc(a.arguments_sha256)}">Deny…</button>` : "";
   return `<tr data-id="${esc(a.id)}" data-conversation="${esc(a.conversation)}" class="${esc(a.state)}"><td><code>${esc(a.id)}</code></td><td>${when(a.requested_at)}</td>
     <td>${when(a.deadline)}</td><td>${esc(a.conversation)}</td><td>${esc(a.tool)}</td><td><code>${esc(JSON.stringify(a.arguments))}</code>${a.truncated ? " <span class=muted>(cut)</span>" : ""}</td>
     <td>${esc(a.rule)}${a.when ? `<div class="muted">${esc(a.when)}</div>` : ""}</td><td class="state">${state}</td><td>${actions}</td></tr>`;
@@ -321,13 +321,14 @@ $("#approval-filter").addEventListener("submit", e => { e.preventDefault(); load
 document.addEventListener("click", e => {
   const approve = e.target.matches("button.approve"), deny = e.target.matches("button.deny");
   if (!approve && !deny) return;
-  const id = e.target.dataset.id, out = $("#approval-output");
+  const id = e.target.dataset.id, sha256 = e.target.dataset.sha, out = $("#approval-output");
   let reason = "";
   if (deny) {
     reason = prompt(`Deny call ${id}? The model reads the reason:`, "");
     if (reason === null) { out.textContent = `${id}: not decided`; return; }
   }
-  api("api/approvals/decide", {id, decision: approve ? "approve" : "deny", reason})
+  // The decision is for the arguments shown: their digest goes with it.
+  api("api/approvals/decide", {id, decision: approve ? "approve" : "deny", reason, arguments_sha256: sha256})
     .then(a => { out.textContent = `${a.id}: ${a.state} — ${approve ? "the call runs now" : "the call is answered not_allowed"}`; loadApprovals(); })
     .catch(err => { out.textContent = `${id}: ${err.message}`; loadApprovals(); });
 });
