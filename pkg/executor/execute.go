@@ -220,7 +220,15 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 
 	var out json.RawMessage
 	var last *messages.ToolError
-	refused := false
+	refused, allowed := false, false
+	// report tells the breaker how the call it allowed ended, once: answered (a success,
+	// or a failure nothing retries), not handed back to a later delivery, whose answer
+	// is the call's outcome.
+	report := func(final error) {
+		if e.Gate != nil && allowed {
+			e.Gate.Report(r.Server, final)
+		}
+	}
 	tracer := e.Tracer
 	if tracer == nil {
 		tracer = telemetry.Tracer(nil)
@@ -253,7 +261,10 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 				span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(r.MCP.Remote)))
 			}
 		}
-		if e.Gate != nil {
+		// The breaker is asked once per call, before its first try: it counts calls,
+		// not attempts, so that a call's own retries never open it against the call,
+		// and a server back within the call's budget serves it.
+		if e.Gate != nil && !allowed {
 			if err = e.Gate.Allow(r.Server); err != nil {
 				// The server is known to be down: answer now, retry nothing. The try
 				// counts, as one that sent nothing does.
@@ -263,6 +274,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 				span.End()
 				return backoff.Permanent(err)
 			}
+			allowed = true
 		}
 		// Each request an MCP server was sent (a resend after a broken connection too)
 		// is an attempt; a try that sent nothing (a command not found) is one.
@@ -283,9 +295,6 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		}
 		res.Attempts += max(requests, 1)
 		reached += requests
-		if e.Gate != nil {
-			e.Gate.Report(r.Server, err)
-		}
 		if err == nil {
 			span.End()
 			return nil
@@ -340,8 +349,12 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		}
 		// Its attempts ran out (not its budget: a timeout is an answer like any other).
 		oc.Exhausted = !oc.Retryable && last.Retryable() && safe && !last.Unsent && reached >= maxAttempts
+		if !oc.Retryable {
+			report(last)
+		}
 		return res.Fail(last), oc
 	}
+	report(nil)
 	if len(out) == 0 || !messages.Valid(out) {
 		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", messages.EchoName(call.Tool))), Outcome{MaybeRan: true}
 	}

@@ -247,25 +247,82 @@ func (b remote) Resolve(_ context.Context, name string) (Route, bool, error) {
 		Run: func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return nil, b.err }}, true, nil
 }
 
-// When the breaker stops a call, the answer says how many of its attempts reached the
-// server: none, when each was refused on connecting.
-func TestRefusalCountsAttemptsThatReachedTheServer(t *testing.T) {
+// restarting is a server that fails its first failures requests with err, then answers.
+type restarting struct {
+	err      *messages.ToolError
+	failures int
+	calls    *atomic.Int32
+}
+
+func (restarting) Name() string                              { return "restarting" }
+func (restarting) Tools(context.Context) []messages.ToolInfo { return nil }
+
+func (b restarting) Resolve(_ context.Context, name string) (Route, bool, error) {
+	return Route{Server: "mcp:x", Info: messages.ToolInfo{Name: name, Idempotent: true},
+		Run: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+			if int(b.calls.Add(1)) <= b.failures {
+				return nil, b.err
+			}
+			return json.RawMessage(`{"ok":true}`), nil
+		}}, true, nil
+}
+
+// The breaker counts calls, not attempts: a call whose server fails more times in a row
+// than the breaker's threshold (it restarts) and then answers, within the call's
+// attempts, succeeds — its own retries never open the circuit against it — and counts
+// every attempt; calls that each fail, threshold of them, open it, and the next is
+// refused without an attempt.
+func TestBreakerCountsCalls(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		err  *messages.ToolError
-		want string
 	}{
-		{"refused on connecting", &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "connection refused", Unsent: true},
-			"2 earlier attempt(s) of this call could not reach the server"},
-		{"sent and failed", &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "502 from upstream"},
-			"2 earlier attempt(s) of this call were sent and failed"},
+		{"refused on connecting", &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "connection refused", Unsent: true}},
+		{"sent and failed", &messages.ToolError{Code: messages.CodeServerUnavailable, Message: "502 from upstream"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &Executor{Router: NewRouter(remote{tc.err}), Gate: NewBreaker(&BreakerOptions{FailureThreshold: 2}),
+			gate := NewBreaker(&BreakerOptions{FailureThreshold: 2, CoolDown: time.Hour})
+			var calls atomic.Int32
+			e := &Executor{Router: NewRouter(restarting{tc.err, 4, &calls}), Gate: gate,
 				Retry: RetryPolicy{MaxAttempts: 5, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}}
 			res, _ := e.Execute(context.Background(), messages.ToolCall{ID: "r/0", ResponseID: "r", Tool: "t", Count: 1})
-			if res.Success || res.Error == nil || !strings.Contains(res.Error.Message, tc.want) {
-				t.Fatalf("answer %+v, want it to say %q", res.Error, tc.want)
+			if !res.Success || res.Attempts != 5 || calls.Load() != 5 {
+				t.Fatalf("a server back at the 5th attempt: %+v (%d requests), want the call answered after 5 attempts", res, calls.Load())
+			}
+			if gate.Open()["x"] {
+				t.Fatal("one call's retries opened the circuit")
+			}
+			if tc.err.Unsent {
+				// A call whose tries never reached the server is handed back to a later
+				// delivery while its budget lasts: not an answer, and not counted.
+				down := &Executor{Router: NewRouter(restarting{tc.err, 1 << 30, &calls}), Gate: gate,
+					Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}}
+				for i := range 3 {
+					if _, oc := down.Execute(context.Background(), messages.ToolCall{ID: fmt.Sprintf("r/%d", i+1), ResponseID: "r", Tool: "t", Count: 4, Index: i + 1}); !oc.Retryable {
+						t.Fatalf("call %d: not handed back", i+1)
+					}
+				}
+				if gate.Open()["x"] {
+					t.Fatal("calls handed back, not answered, opened the circuit")
+				}
+				return
+			}
+			// Calls that fail, each after its attempts: two open the circuit.
+			down := &Executor{Router: NewRouter(restarting{tc.err, 1 << 30, &calls}), Gate: gate,
+				Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, MaxElapsed: time.Second}}
+			for i := range 2 {
+				if res, _ := down.Execute(context.Background(), messages.ToolCall{ID: fmt.Sprintf("r/%d", i+1), ResponseID: "r", Tool: "t", Count: 3, Index: i + 1,
+					Deadline: time.Now().Add(50 * time.Millisecond)}); res.Success {
+					t.Fatalf("call %d to a server that is down succeeded", i+1)
+				}
+				if open := gate.Open()["x"]; open != (i == 1) {
+					t.Fatalf("after %d failed calls the circuit is open=%v", i+1, open)
+				}
+			}
+			before := calls.Load()
+			res, _ = down.Execute(context.Background(), messages.ToolCall{ID: "r/3", ResponseID: "r", Tool: "t", Count: 4, Index: 3})
+			if res.Success || res.Error.Code != messages.CodeServerUnavailable || calls.Load() != before {
+				t.Errorf("a call after the circuit opened: %+v, %d requests", res.Error, calls.Load()-before)
 			}
 		})
 	}
