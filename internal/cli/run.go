@@ -210,13 +210,18 @@ func (f formatFlags) options(reasoning string) *client.SubmitOptions {
 
 func (f formatFlags) native() bool { return *f.output != "" }
 
-// connectFlags are the flags of commands that talk to a running bus.
-type connectFlags struct{ url *string }
+// connectFlags are the flags of commands that talk to a running bus, and where a
+// one-shot command says that NATS refused it.
+type connectFlags struct {
+	url    *string
+	stderr io.Writer
+}
 
 func addConnectFlags(fs interface {
 	String(string, string, string) *string
 }, env Env) connectFlags {
-	return connectFlags{url: fs.String("nats", envDefault(env, "nats-url", ""), "NATS server URLs, comma-separated (TOOLBUS_NATS_URL; default: the config's nats.url, else "+nats.DefaultURL+")")}
+	return connectFlags{url: fs.String("nats", envDefault(env, "nats-url", ""), "NATS server URLs, comma-separated (TOOLBUS_NATS_URL; default: the config's nats.url, else "+nats.DefaultURL+")"),
+		stderr: env.Stderr}
 }
 
 // URL is the flag's value, else the configuration's, else NATS's default.
@@ -232,25 +237,30 @@ func (f connectFlags) URL(cfg *config.Config) string {
 
 // connect connects for a one-shot command (log nil) or a long-running service, which
 // keeps trying for ever, with backoff, and logs every failed try, each connection lost
-// and each made: a service given a wrong URL says so at once.
+// and each made: a service given a wrong URL says so at once. Credentials NATS refuses
+// are said as such, naming the user (the error may quote the URL: its password is
+// masked).
 func (f connectFlags) connect(name string, cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
 	url := f.URL(cfg)
 	nc, err := nats.Connect(url, f.options(name, url, log)...)
 	if err != nil {
-		return nil, errors.New(redactURLs(fmt.Sprintf("connect to %s: %v", url, err))) // the error may quote the URL
+		return nil, newConnectError(url, err)
 	}
 	return nc, nil
 }
 
-// options are the connection's options: its name and, for a long-running service (log
-// set), reconnecting for ever with its logging.
+// options are the connection's options: its name, its user's inbox, the errors the
+// server reports on the side said (a permissions violation names the user, the
+// operation and the subject) and, for a long-running service (log set), reconnecting for
+// ever with its logging — also while NATS refuses its credentials, which an operator
+// may fix on the server: each refusal is logged as an error naming the user.
 func (f connectFlags) options(name, url string, log *slog.Logger) []nats.Option {
-	opts := []nats.Option{nats.Name(name), bus.UserInbox(url)}
+	opts := []nats.Option{nats.Name(name), bus.UserInbox(url), nats.ErrorHandler(f.asyncErrors(log))}
 	if log == nil {
 		return opts
 	}
 	shown := redactURLs(url)
-	return append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+	return append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.IgnoreAuthErrorAbort(),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration {
 			return min(250*time.Millisecond<<min(attempts, 5), 5*time.Second)
 		}),
@@ -261,9 +271,7 @@ func (f connectFlags) options(name, url string, log *slog.Logger) []nats.Option 
 				log.Warn("lost the NATS connection; reconnecting", "err", err)
 			}
 		}),
-		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("NATS not reachable; trying again", "url", shown, "err", err)
-		}))
+		nats.ReconnectErrHandler(reconnectError(log, shown)))
 }
 
 // redactURLs hides the passwords of comma-separated NATS URLs (and masks one that does

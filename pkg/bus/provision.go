@@ -261,7 +261,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology) error {
 			_, err := js.CreateOrUpdateStream(ctx, cfg)
 			return err
 		}); err != nil {
-			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+			return fmt.Errorf("provision stream %s: %w", cfg.Name, Explain(js.Conn(), err))
 		}
 	}
 	for stream, cfg := range t.Consumers() {
@@ -269,7 +269,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology) error {
 			_, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
 			return err
 		}); err != nil {
-			return fmt.Errorf("provision consumer %s on %s: %w", cfg.Durable, stream, err)
+			return fmt.Errorf("provision consumer %s on %s: %w", cfg.Durable, stream, Explain(js.Conn(), err))
 		}
 	}
 	for _, cfg := range t.Buckets() {
@@ -277,7 +277,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology) error {
 			_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
 			return err
 		}); err != nil {
-			return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
+			return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, Explain(js.Conn(), err))
 		}
 	}
 	for _, cfg := range t.ObjectStores() {
@@ -285,7 +285,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology) error {
 			_, err := js.CreateOrUpdateObjectStore(ctx, cfg)
 			return err
 		}); err != nil {
-			return fmt.Errorf("provision object store %s: %w", cfg.Bucket, err)
+			return fmt.Errorf("provision object store %s: %w", cfg.Bucket, Explain(js.Conn(), err))
 		}
 	}
 	return nil
@@ -318,13 +318,20 @@ func raced(err error) bool {
 // exists and that the settings the pipeline relies on match (subjects and retention of
 // streams, the stream of buckets, ack policy, deliveries and ack wait of consumers). Its
 // error names every one missing or different, so that a service started before
-// provisioning (`toolbus provision`) says exactly what it lacks.
+// provisioning (`toolbus provision`) says exactly what it lacks. When NATS refuses the
+// connection's credentials or a right to look, that is the error (an AccessError, see
+// Explain), not ErrNotProvisioned: nothing can be told about what exists.
 func Check(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	var problems []string
+	var refused error
 	missing := func(what string, err error) {
 		if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
 			errors.Is(err, jetstream.ErrBucketNotFound) {
 			problems = append(problems, what+" is missing")
+		} else if err = Explain(js.Conn(), err); errors.As(err, new(*AccessError)) {
+			if refused == nil {
+				refused = fmt.Errorf("check %s: %w", what, err)
+			}
 		} else {
 			problems = append(problems, fmt.Sprintf("%s: %v", what, err))
 		}
@@ -362,6 +369,9 @@ func Check(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		if _, err := js.ObjectStore(ctx, want.Bucket); err != nil {
 			missing("object store "+want.Bucket, err)
 		}
+	}
+	if refused != nil {
+		return refused
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrNotProvisioned, strings.Join(problems, "; "))
