@@ -22,6 +22,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/executor"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -158,7 +159,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	// calls that fail (it does not read healthd's opinion), so some are made.
 	ctl.HandleFunc("POST /server/stop", func(w http.ResponseWriter, r *http.Request) {
 		server.stop()
-		for i := range 3 {
+		// As many failed calls as open the breaker (executor.DefaultFailureThreshold):
+		// it counts calls, not their attempts.
+		for i := range executor.DefaultFailureThreshold {
 			out, err := c.Ask(r.Context(), "down-1", `<tool_call>{"name": "everything__echo", "arguments": {"message": "hello?"}}</tool_call>`, nil)
 			if err != nil || len(out.Results) != 1 || out.Results[0].Success {
 				http.Error(w, fmt.Sprintf("call %d to the stopped server: %v %+v", i, err, out), 500)

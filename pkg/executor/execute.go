@@ -122,6 +122,23 @@ type Outcome struct {
 	// Exhausted: the failure is transient and repeating the call would be safe, but
 	// its attempts (MaxAttempts of them reached the tool) ran out.
 	Exhausted bool
+	// Unreported: the breaker let the call through and has not heard how it ended,
+	// because it may be handed back (Retryable); whoever answers it instead tells the
+	// breaker ([Executor.Answered]), so that each call counts once, when answered.
+	Unreported bool
+}
+
+// Answered tells the breaker how a call ended that was answered although oc said it may
+// be retried (its last delivery): a call counts once, when it is answered.
+func (e *Executor) Answered(res messages.ToolResult, oc Outcome) {
+	if !oc.Unreported || e.Gate == nil {
+		return
+	}
+	var err error
+	if !res.Success && res.Error != nil {
+		err = &messages.ToolError{Code: res.Error.Code, Message: res.Error.Message}
+	}
+	e.Gate.Report(res.Backend, err)
 }
 
 // Execute routes one call and runs it, with in-process retries of safe transient
@@ -351,6 +368,8 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		oc.Exhausted = !oc.Retryable && last.Retryable() && safe && !last.Unsent && reached >= maxAttempts
 		if !oc.Retryable {
 			report(last)
+		} else {
+			oc.Unreported = allowed && e.Gate != nil
 		}
 		return res.Fail(last), oc
 	}

@@ -162,11 +162,24 @@ func (b *Breaker) refusal(server string, c *circuit, wait time.Duration) error {
 	}
 }
 
-// Open reports, for every server the breaker has seen, whether its circuit refuses
+// Open reports, for every server the breaker has seen, whether its circuit is open
+// (calls refused, trials aside).
+func (b *Breaker) Open() map[string]bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]bool, len(b.circuits))
+	for server, c := range b.circuits {
+		out[server] = b.isOpen(c)
+	}
+	return out
+}
+
+// Refusing reports, for every server the breaker has seen, whether its circuit refuses
 // calls now: open, and within the cool-down since it opened or since its last trial
 // failed. After that the next call goes through as a trial, so the gauge made of it
-// returns to 0 when calls stop, rather than staying 1 until a call comes.
-func (b *Breaker) Open() map[string]bool {
+// (toolbus_breaker_open) returns to 0 when calls stop, rather than staying 1 until a
+// call comes.
+func (b *Breaker) Refusing() map[string]bool {
 	now := b.opts.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -286,6 +286,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		s.Owners.Opened(ctx, lease)
 	}
 	s.Exec.RecordCall(ctx, call, route, routeErr, res, first) // once, answered
+	s.Exec.Answered(res, oc)
 	return s.finish(ctx, call, res, claimed, !res.Success && (oc.Retryable || oc.Exhausted))
 }
 

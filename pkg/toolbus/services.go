@@ -307,7 +307,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		// Each executor's breaker is its own: the gauge is per process (take the max).
 		if err := metrics.Gauge("toolbus.breaker.open", "1 while this executor's circuit breaker refuses calls to the server, 0 while it lets them through, by server",
 			func(_ context.Context, record func(int64, ...attribute.KeyValue)) {
-				for server, open := range gate.Open() {
+				for server, open := range gate.Refusing() {
 					v := int64(0)
 					if open {
 						v = 1
