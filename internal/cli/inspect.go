@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/toolbus/toolbus/pkg/dialect"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/catalog"
+	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/executor"
@@ -246,6 +248,10 @@ func storedHealth(ctx context.Context, cf connectFlags, cfg *config.Config) ([]m
 	defer cancel()
 	kv, err := js.KeyValue(ctx, messages.BucketHealth)
 	if err != nil {
+		var denied *bus.AccessError
+		if err = bus.Explain(nc, err); errors.As(err, &denied) {
+			return nil, fmt.Errorf("health bucket: %w", err) // a right, not a stopped toolbus
+		}
 		return nil, fmt.Errorf("health bucket: %w (is toolbus running?)", err)
 	}
 	keys, err := kv.ListKeys(ctx)

@@ -319,6 +319,9 @@ func (tb *Toolbus) start(ctx, runCtx context.Context, o Options) error {
 	for _, key := range o.Config.Ignored {
 		o.Logger.Info("config: a key toolbus does not use, left alone (another MCP client's setting?)", "key", key, "file", o.Config.Source)
 	}
+	// Another client's keys that change what it does, which toolbus does otherwise (or
+	// not at all): each a warning at start, never silence.
+	o.Config.LogWarnings(o.Logger)
 	js, err := jetstream.New(tb.nc)
 	if err != nil {
 		return err
