@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/engineering"
 	"github.com/toolbus/toolbus/pkg/executor"
