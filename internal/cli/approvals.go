@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -42,14 +43,27 @@ func approvalsCmd(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(positional) > 1 || len(positional) == 1 && positional[0] != "ls" {
-		return usageError{errors.New("toolbus approvals [ls] [--all] [--json]")}
+	show := len(positional) == 2 && positional[0] == "show"
+	if !show && (len(positional) > 1 || len(positional) == 1 && positional[0] != "ls") {
+		return usageError{errors.New("toolbus approvals [ls] [--all] [--json]  |  toolbus approvals show ID")}
 	}
 	a, done, err := openApprovals(ctx, "toolbus approvals", cf)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if show {
+		// One request whole: every argument that runs (masked), the digest a decision
+		// names, and a mark where anything is cut.
+		rec, _, err := a.Get(ctx, positional[1])
+		if err != nil {
+			return err
+		}
+		if rec.Truncated {
+			fmt.Fprintf(env.Stderr, "toolbus approvals: the arguments of %s are cut here; approving runs all of them (sha256 %s)\n", rec.ID, rec.ArgumentsSHA256)
+		}
+		return writeJSON(env.Stdout, policy.Shown(rec))
+	}
 	list, err := a.List(ctx)
 	if err != nil {
 		return err
@@ -65,18 +79,20 @@ func approvalsCmd(ctx context.Context, env Env, args []string) error {
 		return writeJSON(env.Stdout, shown)
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tASKED\tDEADLINE\tCONVERSATION\tTOOL\tRULE\tARGUMENTS")
+	fmt.Fprintln(tw, "ID\tSTATE\tASKED\tDEADLINE\tCONVERSATION\tTOOL\tRULE\tARGUMENTS SHA256\tARGUMENTS")
 	for _, rec := range shown {
 		args := string(rec.Arguments)
-		if len(args) > 120 {
-			args = args[:117] + "..."
+		if len(args) > 120 || rec.Truncated {
+			// A visible mark where anything is cut: the whole is one command away.
+			args = fmt.Sprintf("%s… [%d bytes shown of the arguments%s: toolbus approvals show %s]", strings.ToValidUTF8(args[:min(len(args), 100)], ""),
+				len(rec.Arguments), map[bool]string{true: ", CUT", false: ""}[rec.Truncated], rec.ID)
 		}
 		state := rec.State
 		if rec.DecidedBy != "" {
 			state += " by " + rec.DecidedBy
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rec.ID, state, rec.RequestedAt.Local().Format(time.DateTime),
-			rec.Deadline.Local().Format(time.DateTime), rec.Conversation, rec.Tool, rec.Rule, args)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rec.ID, state, rec.RequestedAt.Local().Format(time.DateTime),
+			rec.Deadline.Local().Format(time.DateTime), rec.Conversation, rec.Tool, rec.Rule, rec.ArgumentsSHA256[:min(len(rec.ArgumentsSHA256), 16)], args)
 	}
 	return tw.Flush()
 }

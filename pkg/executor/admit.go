@@ -115,8 +115,11 @@ func (s *Stage) admit(ctx context.Context, call messages.ToolCall, route Route, 
 	return out, true, false, nil, err
 }
 
-// maxApprovalArguments bounds the arguments an approval request shows.
-const maxApprovalArguments = 16 << 10
+// maxApprovalArguments bounds the arguments an approval request shows: a quarter of the
+// payload limit, the record holding them besides the call itself. Arguments beyond it
+// (rare: a response is at most 1 MiB) are shown cut, marked Truncated everywhere they are
+// shown, and a decision still names the digest of the whole.
+const maxApprovalArguments = 256 << 10
 
 // approval is the say of a person on a call the rule of dec asks them to approve, kept
 // in Exec.Approvals under the call's policy.ApprovalID: a call not asked about yet (or

@@ -483,7 +483,7 @@ type ApprovalRequest struct {
 	Tool   string `json:"tool"`
 	Server string `json:"server,omitempty"`
 	// Arguments are the call's arguments with every configured secret masked, cut to
-	// 16 KiB (Truncated); ArgumentsSHA256 is the hash of the arguments as the call
+	// 256 KiB (Truncated); ArgumentsSHA256 is the hash of the arguments as the call
 	// carries them, whole and unmasked, in hex.
 	Arguments       json.RawMessage `json:"arguments"`
 	Truncated       bool            `json:"truncated,omitempty"`

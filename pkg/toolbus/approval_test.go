@@ -383,3 +383,79 @@ func TestApprovalThroughExecutorKills(t *testing.T) {
 		t.Error("no executor was killed; the test proved nothing")
 	}
 }
+
+// An approver sees everything that runs: a call whose arguments hold a 17 KB memo and,
+// after it, the payee, is announced and shown whole — the payee included, nothing marked
+// cut — by the request, `toolbus approvals show` and `toolbus approvals ls` (which marks
+// where it shortens); a decision names the digest of exactly those arguments.
+func TestApprovalShowsWholeArguments(t *testing.T) {
+	url := bustest.Server(t)
+	nc, _ := bustest.Connect(t, url)
+	reg := localtools.New()
+	type args struct {
+		Memo string `json:"memo"`
+		To   string `json:"to"`
+	}
+	var paid sync.Map
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "pay"}, func(_ context.Context, a args) (string, error) {
+		paid.Store(a.To, true)
+		return "paid " + a.To, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mcpConfig(t, `{"policy": {"rules": [{"name": "payments", "tools": ["pay"], "effect": "approve", "timeout": "10m"}]}}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Tools: reg, Conn: nc, Provision: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := make(chan messages.ApprovalRequest, 1)
+	if _, err := c.OnApproval("memo", func(r messages.ApprovalRequest) { told <- r }); err != nil {
+		t.Fatal(err)
+	}
+	memo := strings.Repeat("quarterly invoice line; ", 17<<10/24)
+	body, _ := json.Marshal(map[string]any{"name": "pay", "arguments": args{Memo: memo, To: "mallory-hidden"}})
+	done := make(chan *messages.Output, 1)
+	go func() {
+		out, _ := c.Ask(ctx, "memo", "<tool_call>"+string(body)+"</tool_call>", nil)
+		done <- out
+	}()
+	var req messages.ApprovalRequest
+	select {
+	case req = <-told:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no approval request")
+	}
+	var shown args
+	if req.Truncated || json.Unmarshal(req.Arguments, &shown) != nil || shown.To != "mallory-hidden" || shown.Memo != memo {
+		t.Fatalf("the request shows %d bytes, truncated=%v; the payee is not among them", len(req.Arguments), req.Truncated)
+	}
+	out, err := toolbusCmd(t, url, "approvals", "show", req.ID)
+	if err != nil || !strings.Contains(out, "mallory-hidden") || !strings.Contains(out, req.ArgumentsSHA256) {
+		t.Fatalf("approvals show: %v\n%.300s", err, out)
+	}
+	listed, err := toolbusCmd(t, url, "approvals", "ls")
+	if err != nil || !strings.Contains(listed, "toolbus approvals show "+req.ID) {
+		t.Errorf("approvals ls does not mark the shortened arguments: %v\n%s", err, listed)
+	}
+	if _, err := toolbusCmd(t, url, "approve", req.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-done:
+		if o == nil || len(o.Results) != 1 || !o.Results[0].Success {
+			t.Fatalf("the approved call: %+v", o)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the approved call was not answered")
+	}
+	if _, ok := paid.Load("mallory-hidden"); !ok {
+		t.Error("the approved call did not run")
+	}
+}

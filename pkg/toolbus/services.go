@@ -294,12 +294,17 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			runs = append(runs, func(ctx context.Context) error { return exec.Approvals.Follow(ctx, requeueApproved(js)) })
 			// People decide by asking the executors (messages.DecideSubject), which
 			// alone write the bucket: the subject names the deciding NATS user.
-			tenants := o.Topology.TenantNames()
+			// Subscribed (and flushed) while the executor is set up: a decision made the
+			// moment a call is announced finds it answering.
+			sub, err := exec.Approvals.Serve(nc, o.Topology.TenantNames())
+			if err == nil {
+				err = nc.Flush()
+			}
+			if err != nil {
+				pool.Close()
+				return nil, fmt.Errorf("executor: answering decisions: %w", err)
+			}
 			runs = append(runs, func(ctx context.Context) error {
-				sub, err := exec.Approvals.Serve(nc, tenants)
-				if err != nil {
-					return fmt.Errorf("executor: answering decisions: %w", err)
-				}
 				<-ctx.Done()
 				return sub.Unsubscribe()
 			})
