@@ -632,6 +632,12 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 		attempt: make(chan struct{}),
 		exited:  make(chan struct{}),
 	}
+	// Tools the configuration declares are known from the start, whether or not the
+	// server is ever reached: a call of one while it is down is server_unavailable,
+	// naming it, never unknown_tool. (Its first listing replaces them, with the same.)
+	for _, d := range cfg.Tools {
+		s.tools = append(s.tools, d.tool())
+	}
 	s.ctx, s.cancel = context.WithCancel(p.ctx)
 	if cfg.Transport() == TransportHTTP {
 		s.oauth, s.oc, s.oauthErr = oauth.NewHandler(name, cfg.URL, cfg.OAuth, p.opts.Tokens, p.opts.Login, p.opts.HTTPClient)
