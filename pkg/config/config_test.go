@@ -203,3 +203,27 @@ func TestPolicyErrors(t *testing.T) {
 		})
 	}
 }
+
+// A header written in the file as a literal (X-Api-Key: k3y, not ${VAR}) is a secret of
+// its server: masked in what an error or a log line of it says, and "Bearer <token>"'s
+// token alone too.
+func TestLiteralHeaderRedacted(t *testing.T) {
+	c, err := Parse([]byte(`{"mcpServers":{"api":{"type":"http","url":"https://api.example/mcp",
+		"headers":{"X-Api-Key":"k3y-literal-9","Authorization":"Bearer tok-literal-7"}}}}`), "test.json", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Redactor()
+	for _, line := range []string{
+		`call failed: 401 for key k3y-literal-9`,
+		`level=WARN msg="server refused" server=api header="X-Api-Key: k3y-literal-9"`,
+		`the token tok-literal-7 was refused`,
+	} {
+		if got := r.String(line); strings.Contains(got, "k3y-literal-9") || strings.Contains(got, "tok-literal-7") {
+			t.Errorf("redacted %q still holds a header's value", got)
+		}
+	}
+	if got := r.For("api").String("key k3y-literal-9"); strings.Contains(got, "k3y-literal-9") {
+		t.Errorf("redacted for its server: %q", got)
+	}
+}

@@ -68,3 +68,54 @@ func TestStageAdmits(t *testing.T) {
 		t.Fatalf("the tool ran %d times, want once", n)
 	}
 }
+
+// An approval is bound to the arguments it was asked for: the same call id sent again
+// with other arguments (a forged or changed call) is asked about again — the decision on
+// the first arguments does not run it — and nothing runs until that is decided.
+func TestApprovalBoundToItsArguments(t *testing.T) {
+	_, js := bustest.JetStream(t)
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: messages.BucketApprovals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	reg := localtools.New()
+	reg.Add(counting("pay", messages.ToolInfo{}, &runs, nil))
+	approvals := &policy.Approvals{KV: kv}
+	var announced []messages.ApprovalRequest
+	exec := &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Approvals: approvals,
+		Announce: func(_ context.Context, r messages.ApprovalRequest) { announced = append(announced, r) }}
+	p, err := policy.Compile([]policy.Rule{{Name: "ask", Tools: []string{"pay"}, Effect: policy.Approve}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec.Policy.Store(p)
+	s := &Stage{Claims: &claimstest.Memory{}, Exec: exec}
+	run := func(args string) []bus.Outgoing {
+		t.Helper()
+		call := messages.ToolCall{ID: "c/r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: "pay", Arguments: json.RawMessage(args)}
+		out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := run(`{"to": "alice"}`); len(out) != 0 || len(announced) != 1 {
+		t.Fatalf("the first call: %d messages, %d requests; want it waiting", len(out), len(announced))
+	}
+	first := announced[0]
+	if _, err := approvals.DecideAs(context.Background(), "alice", nil, first.ID, messages.DecideRequest{Approve: true, ArgumentsSHA256: first.ArgumentsSHA256}); err != nil {
+		t.Fatal(err)
+	}
+	// The same call id with other arguments: asked again, not run on alice's approval.
+	if out := run(`{"to": "mallory"}`); len(out) != 0 || len(announced) != 2 || announced[1].ArgumentsSHA256 == first.ArgumentsSHA256 {
+		t.Fatalf("other arguments: %d messages, %d requests; want a new request", len(out), len(announced))
+	}
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("the tool ran %d times on an approval of other arguments", n)
+	}
+	rec, _, err := approvals.Get(context.Background(), first.ID)
+	if err != nil || rec.State != messages.ApprovalPending || rec.ArgumentsSHA256 != announced[1].ArgumentsSHA256 {
+		t.Fatalf("the record: %s for %s, %v; want pending for the new arguments", rec.State, rec.ArgumentsSHA256, err)
+	}
+}

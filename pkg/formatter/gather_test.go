@@ -141,3 +141,39 @@ func TestProgress(t *testing.T) {
 		})
 	}
 }
+
+// A second result for a call already answered (the executor answered twice: a
+// redelivery that ran again, a forwarded copy) never replaces the first: the output
+// holds the first, whichever replica gathers the second, and the second changes nothing
+// of what is answered.
+func TestGatherKeepsTheFirstResult(t *testing.T) {
+	_, _, js, _ := storedBus(t)
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, messages.BucketGather)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := NewKVGatherer(kv), NewKVGatherer(kv)
+	first := messages.ToolResult{CallID: messages.CallID("c", "twice", 0), ResponseID: "twice", Conversation: "c", Index: 0, Count: 2,
+		Tool: "pay", Success: true, Result: json.RawMessage(`{"paid":"alice"}`)}
+	second := first
+	second.Result = json.RawMessage(`{"paid":"mallory"}`)
+	if _, err := a.Add(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Add(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	other := messages.ToolResult{CallID: messages.CallID("c", "twice", 1), ResponseID: "twice", Conversation: "c", Index: 1, Count: 2,
+		Tool: "pay", Success: true, Result: json.RawMessage(`{"paid":"bob"}`)}
+	if _, err := a.Add(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	all, err := b.Results(ctx, "c", "twice", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || string(all[0].Result) != `{"paid":"alice"}` || string(all[1].Result) != `{"paid":"bob"}` {
+		t.Fatalf("gathered %+v", all)
+	}
+}
