@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -508,4 +509,56 @@ func startPipeline(t *testing.T) (string, *nats.Conn) {
 	}
 	t.Cleanup(func() { cancel(); n.Wait() })
 	return url, nc
+}
+
+// syncBuffer is a bytes.Buffer safe to write from one goroutine while another reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// toolbus serve --json-logs writes nothing but JSON lines, its own startup words (the
+// embedded server's URL, the console's, "serving") included.
+func TestServeJSONLogsOnly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"serve", "--json-logs", "--port", "-1", "--ops-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0"},
+			Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }})
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(errOut.String(), "serving") {
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving:\n%s", errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	lines := strings.Split(strings.TrimSpace(errOut.String()+out.String()), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("%d lines", len(lines))
+	}
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("not a JSON line: %q", l)
+		}
+	}
+	if !strings.Contains(errOut.String(), `"msg":"console"`) || !strings.Contains(errOut.String(), `"msg":"embedded NATS with JetStream"`) {
+		t.Errorf("the startup lines are not logged:\n%s", errOut.String())
+	}
 }

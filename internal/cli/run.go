@@ -325,8 +325,16 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 		return opsAddr.explain(err)
 	}
 	defer tb.Close()
+	// What a person starting it reads; under --json-logs, log lines like every other.
+	say := func(text, msg string, args ...any) {
+		if *jsonLogs {
+			log.Info(msg, args...)
+			return
+		}
+		fmt.Fprintln(env.Stderr, "toolbus: "+text)
+	}
 	if *url == "" {
-		fmt.Fprintf(env.Stderr, "toolbus: embedded NATS with JetStream on %s\n", tb.ServerURL())
+		say("embedded NATS with JetStream on "+tb.ServerURL(), "embedded NATS with JetStream", "url", tb.ServerURL())
 	}
 	stopReload := reloadOnHangup(tb)
 	defer stopReload()
@@ -337,9 +345,9 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	}
 	defer stopConsole()
 	if consoleURL != "" {
-		fmt.Fprintf(env.Stderr, "toolbus: console on %s\n", consoleURL)
+		say("console on "+consoleURL, "console", "url", consoleURL)
 	}
-	fmt.Fprintln(env.Stderr, "toolbus: serving; stop with Ctrl-C")
+	say("serving; stop with Ctrl-C", "serving; stop with Ctrl-C")
 	return tb.Wait()
 }
 
