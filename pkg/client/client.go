@@ -145,7 +145,7 @@ func (c *Client) Submit(ctx context.Context, conversation, text string, o *Submi
 	defer span.End()
 	if span.IsRecording() { // with tracing off, no attribute is built
 		span.SetAttributes(telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS), telemetry.MessagingOperation.String("send"),
-			telemetry.MessagingDestination.String(msg.Subject), telemetry.MessagingMessageID.String(id),
+			telemetry.MessagingOpName.String("send"), telemetry.MessagingDestination.String(msg.Subject), telemetry.MessagingMessageID.String(id),
 			telemetry.Conversation.String(conversation), telemetry.ResponseID.String(id))
 	}
 	bus.InjectTrace(ctx, msg.Header)

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // StreamOptions tunes one streamed response.
@@ -41,6 +43,7 @@ type Stream struct {
 	progress     *nats.Subscription
 	started      time.Time
 	closed       bool
+	span         trace.Span
 
 	mu       sync.Mutex // progress is called for one result at a time
 	reported map[int]bool
@@ -53,13 +56,21 @@ func (c *Client) Stream(ctx context.Context, conversation string, o *StreamOptio
 	if err := c.check(ctx, conversation); err != nil {
 		return nil, err
 	}
-	s := &Stream{c: c, ctx: ctx, conversation: conversation, started: time.Now()}
+	s := &Stream{c: c, conversation: conversation, started: time.Now()}
 	if o != nil {
 		s.opts = *o
 	}
 	s.id = s.opts.ResponseID
 	if s.id == "" {
 		s.id = nuid.Next()
+	}
+	// One trace per response, streamed or not: a span of the whole stream (a child of
+	// the caller's, or a new root) whose context every chunk carries, ended at Close.
+	s.ctx, s.span = telemetry.TracerFor(ctx).Start(ctx, "send toolbus.stream", producerSpan...)
+	if s.span.IsRecording() {
+		s.span.SetAttributes(telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS), telemetry.MessagingOperation.String("send"),
+			telemetry.MessagingOpName.String("send"), telemetry.MessagingDestination.String(messages.StreamSubject(conversation)),
+			telemetry.MessagingMessageID.String(s.id), telemetry.Conversation.String(conversation), telemetry.ResponseID.String(s.id))
 	}
 	if s.opts.Progress != nil {
 		s.reported = map[int]bool{}
@@ -196,6 +207,9 @@ func unanswered(err error) bool {
 }
 
 func (s *Stream) stop() {
+	if s.span != nil {
+		s.span.End()
+	}
 	if s.progress != nil {
 		_ = s.progress.Unsubscribe()
 	}

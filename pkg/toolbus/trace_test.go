@@ -22,6 +22,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/toolbus"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -415,5 +416,74 @@ func TestTraceNamesOneToolOnceAndStaysSmall(t *testing.T) {
 		if chunkEvents != 100 || rest != int64(len(chunks)+1-100) || s.StartTime().After(s.EndTime()) {
 			t.Errorf("the chunks' span has %d chunk events and %d chunks not listed, want 100 and %d", chunkEvents, rest, len(chunks)+1-100)
 		}
+	}
+}
+
+// One trace per response, streamed or not: an orchestrator that starts no span of its
+// own (tracing on, as `toolbus send` has it) streams a response of many chunks, and
+// every span of it — the stream's, the parser's, the calls' — is in one trace.
+func TestStreamedResponseIsOneTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp) // the orchestrator's tracing, configured as OTEL_* configures it
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	connect := startBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var tries atomic.Int32
+	startEach(t, connect, toolbus.Options{Tools: flakyOrders("", &tries), TracerProvider: tp}, toolbus.AllServices()...)
+	c, err := client.New(connect("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `Let me check. <tool_call>{"name": "clock", "arguments": {}}</tool_call> and <tool_call>{"name": "clock", "arguments": {}}</tool_call> done.`
+	s, err := c.Stream(ctx, "trace-stream", nil) // no span in ctx
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := 0
+	for _, tok := range client.SplitTokens(text) {
+		if _, err := s.WriteString(tok); err != nil {
+			t.Fatal(err)
+		}
+		chunks++
+	}
+	out, err := s.Close(ctx)
+	if err != nil || len(out.Results) != 2 {
+		t.Fatalf("output %+v, %v", out, err)
+	}
+	if chunks < 20 {
+		t.Fatalf("only %d chunks", chunks)
+	}
+	var streamSpan sdktrace.ReadOnlySpan
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ended := rec.Ended()
+		streamSpan = nil
+		for _, sp := range ended {
+			if sp.Name() == "send toolbus.stream" {
+				streamSpan = sp
+			}
+		}
+		if streamSpan != nil && countNamed(ended, "execute_tool clock") >= 2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if streamSpan == nil {
+		t.Fatal("no span of the stream")
+	}
+	if a := spanAttrs(streamSpan); a["messaging.operation.name"] != "send" || a["messaging.system"] != "nats" {
+		t.Errorf("the stream's span: %v", a)
+	}
+	traces := map[string]bool{}
+	for _, sp := range rec.Ended() {
+		if a := spanAttrs(sp); a["toolbus.conversation"] == "trace-stream" || sp.Name() == "execute_tool clock" {
+			traces[sp.SpanContext().TraceID().String()] = true
+		}
+	}
+	if len(traces) != 1 || !traces[streamSpan.SpanContext().TraceID().String()] {
+		t.Errorf("the streamed response made %d traces, want 1", len(traces))
 	}
 }
