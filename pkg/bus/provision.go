@@ -32,7 +32,10 @@ type Topology struct {
 	MaxDeliver int
 	// MaxAckPending bounds the messages in flight per consumer. Default 1024.
 	MaxAckPending int
-	// GatherTTL is how long the formatter keeps partial results. Default 1h.
+	// GatherTTL is how long the formatter keeps partial results, and a response's key
+	// (with the mark of the message that first used its id) is kept. Default the larger
+	// of 1h and six duplicate windows: the mark outlives the window, so a response id
+	// sent again after it is known as used (and refused), never run as new.
 	GatherTTL time.Duration
 	// Tenants besides the default one, each with a stream of its own for its outputs
 	// and progress (messages.OutputStream) and a bucket of its own for its stored
@@ -82,7 +85,7 @@ func (t Topology) withDefaults() Topology {
 		t.MaxAckPending = 1024
 	}
 	if t.GatherTTL <= 0 {
-		t.GatherTTL = time.Hour
+		t.GatherTTL = max(time.Hour, 6*t.DuplicateWindow)
 	}
 	return t
 }
