@@ -3,46 +3,18 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 )
-
-// natsWithUsers starts a nats-server with JetStream and two users: "admin", who may do
-// anything, and "reader", who may publish only to "allowed.>" and read its own inbox. It
-// returns a URL template taking "user:password".
-func natsWithUsers(t *testing.T) string {
-	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		Users: []*server.User{
-			{Username: "admin", Password: "admin-pw-1"},
-			{Username: "reader", Password: "reader-pw-2", Permissions: &server.Permissions{
-				Publish:   &server.SubjectPermission{Allow: []string{"allowed.>"}},
-				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.reader.>"}},
-			}},
-		}}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	return fmt.Sprintf("nats://%%s@127.0.0.1:%d", srv.Addr().(*net.TCPAddr).Port)
-}
 
 // One-shot commands (issue 52): a wrong password says authorization and the user, with
 // the password masked; a user without the right to read the health bucket is told so,
 // naming the subject, besides the command's own error.
 func TestCommandsSayWhatNATSRefused(t *testing.T) {
-	urls := natsWithUsers(t)
+	urls := bustest.ServerWithUsers(t)
 	_, stderr, code := runMain(t, "x", "send", "--nats", fmt.Sprintf(urls, "admin:wrong-pw-9"), "--timeout", "2s")
 	if code == 0 || !strings.Contains(stderr, `NATS authorization violation: the server refused user "admin"`) ||
 		!strings.Contains(stderr, "admin:REDACTED@127.0.0.1") || strings.Contains(stderr, "wrong-pw-9") {
@@ -60,7 +32,7 @@ func TestCommandsSayWhatNATSRefused(t *testing.T) {
 // try, and the authorization violation in what it waits for — never that the streams
 // are not provisioned (issue 52).
 func TestServiceSaysWrongPassword(t *testing.T) {
-	urls := natsWithUsers(t)
+	urls := bustest.ServerWithUsers(t)
 	var out bustest.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)

@@ -1,55 +1,31 @@
-package bus
+package bus_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// authServer starts a nats-server with JetStream and users: "admin" may do anything,
-// "reader" may publish only to "allowed.>" and subscribe only to its own inbox
-// (deploy/nats.conf's shape). It returns a URL template taking "user:password".
-func authServer(t *testing.T) string {
-	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		Users: []*server.User{
-			{Username: "admin", Password: "admin-pw-1"},
-			{Username: "reader", Password: "reader-pw-2", Permissions: &server.Permissions{
-				Publish:   &server.SubjectPermission{Allow: []string{"allowed.>"}},
-				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.reader.>"}},
-			}},
-		}}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	return fmt.Sprintf("nats://%%s@127.0.0.1:%d", srv.Addr().(*net.TCPAddr).Port)
-}
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
+)
 
 // A wrong password is an authorization violation naming the user: when connecting, and
 // for a service whose connection keeps retrying, from the JetStream requests that wait
-// on it — which Check reports as such, not as streams waiting to be provisioned (issue
+// on it — which bus.Check reports as such, not as streams waiting to be provisioned (issue
 // 52: the service looped on "not provisioned").
 func TestWrongPasswordSaysAuthorization(t *testing.T) {
-	urls := authServer(t)
+	urls := bustest.ServerWithUsers(t)
 	url := fmt.Sprintf(urls, "admin:wrong-pw")
 	_, err := nats.Connect(url)
-	a := Access(err, Credentials(url))
+	a := bus.Access(err, bus.Credentials(url))
 	if a == nil || !errors.Is(a, nats.ErrAuthorization) {
-		t.Fatalf("Access(%v) = %v, want an authorization violation", err, a)
+		t.Fatalf("bus.Access(%v) = %v, want an authorization violation", err, a)
 	}
 	want := `NATS authorization violation: the server refused user "admin"`
 	if !strings.HasPrefix(a.Error(), want) || strings.Contains(a.Error(), "wrong-pw") {
@@ -66,25 +42,25 @@ func TestWrongPasswordSaysAuthorization(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	err = Check(ctx, js, Topology{Memory: true})
-	if errors.Is(err, ErrNotProvisioned) || !errors.As(err, new(*AccessError)) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Check = %v, want an authorization violation (and the deadline it caused), not %v", err, ErrNotProvisioned)
+	err = bus.Check(ctx, js, bus.Topology{Memory: true})
+	if errors.Is(err, bus.ErrNotProvisioned) || !errors.As(err, new(*bus.AccessError)) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("bus.Check = %v, want an authorization violation (and the deadline it caused), not %v", err, bus.ErrNotProvisioned)
 	}
 	if !strings.Contains(err.Error(), want) {
-		t.Errorf("Check = %q, want it to say %q", err, want)
+		t.Errorf("bus.Check = %q, want it to say %q", err, want)
 	}
 }
 
 // A user without a right gets an error naming the permission and the subject: the
 // violation the server reports on the side (the connection's error handler notes it)
-// explains the request that timed out — a key-value lookup, a JetStream publish, Check —
+// explains the request that timed out — a key-value lookup, a JetStream publish, bus.Check —
 // and a subscription refused is said with its subject.
 func TestMissingRightSaysPermission(t *testing.T) {
-	urls := authServer(t)
+	urls := bustest.ServerWithUsers(t)
 	url := fmt.Sprintf(urls, "reader:reader-pw-2")
-	async := make(chan *AccessError, 16)
-	nc, err := nats.Connect(url, UserInbox(url), nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) {
-		if a := NoteAccess(nc, err); a != nil {
+	async := make(chan *bus.AccessError, 16)
+	nc, err := nats.Connect(url, bus.UserInbox(url), nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) {
+		if a := bus.NoteAccess(nc, err); a != nil {
 			async <- a
 		}
 	}))
@@ -97,7 +73,7 @@ func TestMissingRightSaysPermission(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	_, err = js.KeyValue(ctx, "toolbus_health")
 	cancel()
-	err = Explain(nc, err)
+	err = bus.Explain(nc, err)
 	want := `NATS permissions violation: user "reader" may not publish to "$JS.API.STREAM.INFO.KV_toolbus_health"`
 	if !strings.HasPrefix(err.Error(), want) || !errors.Is(err, nats.ErrPermissionViolation) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("key-value lookup: %q, want %q (a permissions violation and the deadline)", err, want)
@@ -106,17 +82,17 @@ func TestMissingRightSaysPermission(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), 500*time.Millisecond)
 	_, err = js.Publish(ctx, "toolbus.responses.cli", []byte("x"))
 	cancel()
-	if err := Explain(nc, err); !strings.HasPrefix(err.Error(), `NATS permissions violation: user "reader" may not publish to "toolbus.responses.cli"`) {
+	if err := bus.Explain(nc, err); !strings.HasPrefix(err.Error(), `NATS permissions violation: user "reader" may not publish to "toolbus.responses.cli"`) {
 		t.Errorf("publish: %q", err)
 	}
 
 	ctx, cancel = context.WithTimeout(context.Background(), 500*time.Millisecond)
-	err = Check(ctx, js, Topology{Memory: true})
+	err = bus.Check(ctx, js, bus.Topology{Memory: true})
 	cancel()
-	var a *AccessError
-	if errors.Is(err, ErrNotProvisioned) || !errors.As(err, &a) || !a.Violation || !errors.Is(err, nats.ErrPermissionViolation) ||
+	var a *bus.AccessError
+	if errors.Is(err, bus.ErrNotProvisioned) || !errors.As(err, &a) || !a.Violation || !errors.Is(err, nats.ErrPermissionViolation) ||
 		!strings.Contains(err.Error(), `user "reader" may not publish to "$JS.API.STREAM.INFO.`) {
-		t.Errorf("Check = %v, want the permissions violation", err)
+		t.Errorf("bus.Check = %v, want the permissions violation", err)
 	}
 
 	if _, err := nc.SubscribeSync("secret.stuff"); err != nil {
@@ -143,12 +119,12 @@ func TestMissingRightSaysPermission(t *testing.T) {
 // refusal of another connection; the user is named only when the URL has a password (a
 // lone user name is NATS's token).
 func TestExplainLeavesOthersAlone(t *testing.T) {
-	if err := Explain(nil, context.DeadlineExceeded); err != context.DeadlineExceeded {
-		t.Errorf("Explain(nil, deadline) = %v", err)
+	if err := bus.Explain(nil, context.DeadlineExceeded); err != context.DeadlineExceeded {
+		t.Errorf("bus.Explain(nil, deadline) = %v", err)
 	}
 	plain := errors.New("stream not found")
-	if err := Explain(nil, plain); err != plain {
-		t.Errorf("Explain(plain) = %v", err)
+	if err := bus.Explain(nil, plain); err != plain {
+		t.Errorf("bus.Explain(plain) = %v", err)
 	}
 	for urls, want := range map[string]string{
 		"nats://svc:pw@h:4222":         `user "svc"`,
@@ -156,11 +132,11 @@ func TestExplainLeavesOthersAlone(t *testing.T) {
 		"nats://s3cr3t-token@h:4222":   "the connection's token",
 		"nats://h:4222":                "the connection (no user in its URL)",
 	} {
-		if got := Credentials(urls); got != want {
-			t.Errorf("Credentials(%s) = %q, want %q", urls, got, want)
+		if got := bus.Credentials(urls); got != want {
+			t.Errorf("bus.Credentials(%s) = %q, want %q", urls, got, want)
 		}
 	}
-	a := Access(errors.New(`nats: permissions violation: Permissions Violation for Subscription to "x.y" using queue "q"`), `user "u"`)
+	a := bus.Access(errors.New(`nats: permissions violation: Permissions Violation for Subscription to "x.y" using queue "q"`), `user "u"`)
 	if a == nil || a.Op != "subscribe" || a.Subject != "x.y" || !errors.Is(a, nats.ErrPermissionViolation) {
 		t.Errorf("a queue subscription's violation: %+v", a)
 	}

@@ -7,10 +7,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
@@ -25,6 +28,32 @@ func Server(t testing.TB) string {
 	}
 	t.Cleanup(stop)
 	return srv.ClientURL()
+}
+
+// ServerWithUsers starts a nats-server with JetStream and two users, as deploy/nats.conf
+// shapes them: "admin" (password admin-pw-1) may do anything, "reader" (reader-pw-2) may
+// publish only to "allowed.>" and subscribe only to its own inbox. It returns a URL
+// template taking "user:password".
+func ServerWithUsers(t testing.TB) string {
+	t.Helper()
+	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{
+			{Username: "admin", Password: "admin-pw-1"},
+			{Username: "reader", Password: "reader-pw-2", Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: []string{"allowed.>"}},
+				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.reader.>"}},
+			}},
+		}}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return fmt.Sprintf("nats://%%s@127.0.0.1:%d", srv.Addr().(*net.TCPAddr).Port)
 }
 
 // Connect opens a connection to url for t, closed when the test ends.
