@@ -136,7 +136,7 @@ func copyRepo(t *testing.T, dir string) {
 func substitute(t *testing.T, dir, text string) (string, map[string]string) {
 	t.Helper()
 	ports := map[string]string{}
-	for _, p := range []string{"3001", "3002", "8080", "8088", "8222"} {
+	for _, p := range []string{"3001", "3002", "8080", "8081", "8088", "8090", "8222"} {
 		ports[p] = freePort(t)
 	}
 	replace := func(s string) string {
