@@ -136,7 +136,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Cleanup(func() { cancel(); n.Wait() })
 	js, _ := jetstream.New(nc)
 	c, _ := client.New(nc)
-	actx, acancel := context.WithTimeout(ctx, 3*time.Minute)
+	// A bound on a hang, not a speed: each step has its own wait, and the steps' worst
+	// cases add up to more than 3 minutes on a machine running two suites at once (the
+	// browser was killed there in the bench step, every step on its way).
+	actx, acancel := context.WithTimeout(ctx, 8*time.Minute)
 	defer acancel()
 	if _, err := c.Ask(actx, "broken-1", `<tool_call>{"name": "clock", "arguments": {}}</tool_call><tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>`, nil); err != nil {
 		t.Fatal(err)
