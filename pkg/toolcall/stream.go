@@ -59,7 +59,11 @@ func ExtractPartial(text string, opts *Options) (Extraction, int) {
 // closes an unclosed string elsewhere, and the block reads otherwise).
 func settled(text string, c Call) bool {
 	if c.Err != nil || c.Raw == "" || slices.Contains(c.Repairs, jsonrepair.TruncatedValue.String()) ||
-		slices.Contains(c.Repairs, jsonrepair.UnclosedString.String()) {
+		slices.Contains(c.Repairs, jsonrepair.UnclosedString.String()) ||
+		!closedByTag(c.Format) && slices.Contains(c.Repairs, jsonrepair.UnquotedString.String()) {
+		// An unquoted value may hold a quote that a quote written later pairs with, so
+		// that the block reads otherwise (FuzzStream: `{"args"{"k" A"0}}, "` then `""`):
+		// without a closing tag to end it, such a call waits for the response's end.
 		return false
 	}
 	if closedByTag(c.Format) {
