@@ -40,10 +40,6 @@ type progress struct {
 	Got []byte `json:"got,omitempty"`
 	// Failed is 1 + the index of the first call answered with a failure (0: none).
 	Failed int `json:"failed,omitempty"`
-	// Origin is the message that first used the response's id, as the parser recorded
-	// it (order.Claim), kept as it is by every write here: order.Finish keeps it in the
-	// mark, which tells a response that uses the id again from a redelivery.
-	Origin json.RawMessage `json:"origin,omitempty"`
 }
 
 // add marks call index answered (failed when !ok) and reports whether p changed.

@@ -143,11 +143,6 @@ func (s *Stage) format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 		}
 		response := messages.ScopedID(r.Conversation, r.ResponseID)
 		s.finish(d, response, finishKeys(response, results)...)
-	} else {
-		// A response of one call leaves no key to clear, but is marked answered too: a
-		// later response that uses its id again is refused by the parser, not taken
-		// for one still in flight (parser.Stage.Parse).
-		s.finish(d, messages.ScopedID(r.Conversation, r.ResponseID))
 	}
 	body, err := s.output(ctx, r.ResponseID, r.Conversation, results)
 	if err != nil {

@@ -35,11 +35,6 @@ type answeredMark struct {
 	// Keys are the response's other keys, which Finish deletes after writing the mark
 	// and Refinish deletes again when they are still there.
 	Keys []string `json:"keys,omitempty"`
-	// Origin is the message that first used the response's id ([Claim]): written by
-	// the parser before the response is answered, kept in the mark.
-	Origin *Origin `json:"origin,omitempty"`
-	// At is when the output was stored (the first mark's time).
-	At time.Time `json:"at,omitzero"`
 }
 
 // Answered reports whether the output of response (by its scoped id) is stored: its
@@ -55,25 +50,9 @@ func Answered(ctx context.Context, kv jetstream.KeyValue, response string) (bool
 // the response finds it answered, then deletes keys, the others the response left
 // there (its results, [ResultKeys]; [StreamKeys] of a streamed response, the segments
 // of an ordered one). The mark is written first: a delivery that finds the keys gone
-// finds the mark. It keeps the response's [Origin], read from the key, and the time
-// of the first mark: a response answered once, whose id a later message uses again,
-// is told from the redeliveries of its own message by them ([Claim]).
+// finds the mark.
 func Finish(ctx context.Context, kv jetstream.KeyValue, response string, keys ...string) error {
-	cur, _, err := bus.GetJSON[answeredMark](ctx, kv, bus.Key(response))
-	if err != nil {
-		return err
-	}
-	return finish(ctx, kv, response, cur, keys)
-}
-
-// finish writes the answered mark over cur, what the key held (its origin and, when
-// it was answered already, when), and deletes keys.
-func finish(ctx context.Context, kv jetstream.KeyValue, response string, cur answeredMark, keys []string) error {
-	m := answeredMark{Answered: true, Keys: keys, Origin: cur.Origin, At: time.Now().UTC()}
-	if cur.Answered && !cur.At.IsZero() {
-		m.At = cur.At
-	}
-	mark, _ := json.Marshal(m)
+	mark, _ := json.Marshal(answeredMark{Answered: true, Keys: keys})
 	if _, err := kv.Put(ctx, bus.Key(response), mark); err != nil {
 		return fmt.Errorf("%s/%s: %w", kv.Bucket(), bus.Key(response), err)
 	}

@@ -3,9 +3,7 @@
 // that cannot be understood, or arguments that do not fit the tool's schema, travel as a
 // call carrying its error, which the executor answers without running anything; a
 // response without a call gets its no_tool_call output here, so every response is
-// answered exactly once. A response id is its response's: the parser records the
-// message that first used it ([Responses]), and a later message that uses it again runs
-// nothing and is refused ([Stage.Parse]).
+// answered exactly once.
 //
 // [Stage.Parse] is the stage function, run by the bus's stage runner; [Plan] and
 // [CheckArguments] are its pure parts.

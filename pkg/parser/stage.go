@@ -34,16 +34,6 @@ type Stage struct {
 	// of a response runs at once.
 	Order order.Policy
 	Plans Planner
-	// Responses records which message first used each response id; nil: Plans, when
-	// it keeps them too (order.Store does). A message that uses the id of another
-	// response is refused, running nothing ([Stage.Parse]). Without either, ids are
-	// not recorded.
-	Responses Responses
-	// DuplicateWindow is JetStream's duplicate window on the response and output
-	// streams (bus.Topology.DuplicateWindow): the refusal of a response id used again
-	// is held until it has passed since the earlier output, whose message id the
-	// refusal carries. 0: not known, not held.
-	DuplicateWindow time.Duration
 	// Texts and Streams keep streamed responses (see [Stage.Chunk]): the text read so
 	// far and which calls were released.
 	Texts   Texts
@@ -122,11 +112,6 @@ func ResponseID(d *bus.Delivery) string { return d.Meta.ResponseIDAt(d.Sequence)
 // Parse takes one response and returns its calls, one message each to the executors
 // (de-duplicated by the call's id), or the no_tool_call output of a response without
 // a call.
-//
-// A response whose id another message of its conversation used first (sent again
-// after JetStream's duplicate window, or with another Nats-Msg-Id) runs nothing: it is
-// answered with an output refusing it once that response is answered, and rejected
-// while it is not ([Stage.claim]). A redelivery of the first message is that response.
 func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
 	meta := d.Meta
 	if err := s.check(meta.Conversation); err != nil {
@@ -134,23 +119,13 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		return nil, fmt.Errorf("response on %s: %w", d.Subject, err)
 	}
 	meta.ResponseID = ResponseID(d)
-	response := messages.ScopedID(meta.Conversation, meta.ResponseID)
-	use, out, done, err := s.claim(ctx, d, meta, response, order.Origin{Seq: d.Sequence, At: time.Now().UTC()})
-	switch {
-	case done:
-		return out, err
-	case use.Answered:
-		// A redelivery of a response answered since: nothing left to do.
-		return nil, nil
-	}
 	if meta.Spoofed != "" {
 		// The subject is the authority: answer there, and run nothing.
-		meta.MsgID = response
-		refusal := messages.RefusedOutput(meta.ResponseID, meta.Conversation, messages.Errorf(messages.CodeNotAllowed,
+		meta.MsgID = messages.ScopedID(meta.Conversation, meta.ResponseID)
+		out := messages.RefusedOutput(meta.ResponseID, meta.Conversation, messages.Errorf(messages.CodeNotAllowed,
 			"the response was published on conversation %q's subject, but its %s header names %q; its tool calls were not run",
 			meta.Conversation, messages.HeaderConversation, meta.Spoofed))
-		s.answered(d, response, use.Origin)
-		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, &refusal)}}, nil
+		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, &out)}}, nil
 	}
 	var deadline time.Time
 	if v := d.Header.Get(messages.HeaderDeadline); v != "" {
@@ -165,15 +140,14 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	}
 
 	if w.Output != nil {
-		meta.MsgID = response
-		s.answered(d, response, use.Origin)
+		meta.MsgID = messages.ScopedID(meta.Conversation, meta.ResponseID)
 		return []bus.Outgoing{{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, w.Output)}}, nil
 	}
 	calls := w.Calls
 	if s.Plans != nil && !s.Order.Unordered() {
 		snap := s.snapshot()
 		if starts := order.Split(calls, func(c *messages.ToolCall) bool { return s.together(snap, c) }); len(starts) > 1 {
-			first, err := s.Plans.Save(ctx, response, order.Segments(calls, starts, s.Order.OnError))
+			first, err := s.Plans.Save(ctx, messages.ScopedID(meta.Conversation, meta.ResponseID), order.Segments(calls, starts, s.Order.OnError))
 			switch {
 			case errors.Is(err, order.ErrAnswered):
 				// A redelivery of a response answered since: nothing left to do.
@@ -185,7 +159,7 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 			trace.SpanFromContext(ctx).SetAttributes(attribute.Int("toolbus.segments", len(starts)))
 		}
 	}
-	out = make([]bus.Outgoing, 0, len(calls))
+	out := make([]bus.Outgoing, 0, len(calls))
 	subject := messages.CallSubject(meta.Conversation)
 	for i := range calls {
 		c := &calls[i]

@@ -153,15 +153,6 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		return s.watch(ctx, d, gen)
 	}
 	h, why := ReadChunkHeaders(d.Header, s.maxChunks())
-	if h.N == 1 {
-		// Chunk 1 claims the response's id, as a whole response does: a stream that
-		// uses the id of another response runs nothing ([Stage.claim]). Its other
-		// chunks cannot be told from late chunks of that response, and change nothing
-		// once it ended.
-		if _, out, done, err := s.claim(ctx, d, meta, response, order.Origin{Seq: d.Sequence, Chunk: true, At: time.Now().UTC()}); done {
-			return out, err
-		}
-	}
 	if why == nil && meta.Spoofed != "" {
 		why = messages.Errorf(messages.CodeNotAllowed,
 			"chunk %d was streamed on conversation %q's subject, but its %s header names %q; the response was ended there and its calls not released before were not run",

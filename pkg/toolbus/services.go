@@ -201,9 +201,6 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		}
 		p := ParserStage(o.Config, catalog)
 		p.Serves, p.Tracer = o.Topology.Serves, tracer
-		// A reused response id's refusal waits out the duplicate window of the output it
-		// would otherwise be dropped as a copy of.
-		p.DuplicateWindow = cmp.Or(o.Topology.DuplicateWindow, 10*time.Minute)
 		p.Plans = order.Store{KV: gather}
 		p.Texts, p.Streams = parser.TextStore{KV: gather}, order.StreamStore{KV: gather}
 		for range o.Replicas {
