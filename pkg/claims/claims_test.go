@@ -75,24 +75,24 @@ func TestBegin(t *testing.T) {
 		{name: "a new call is claimed to run", id: "c/r/0"},
 		{name: "a finished call is answered from its stored result", id: "c/r/1",
 			before: func(ctx context.Context, t *testing.T, other claims.KV, id string) {
-				if _, err := other.Begin(ctx, id); err != nil {
+				if _, err := other.Begin(ctx, id, ""); err != nil {
 					t.Fatal(err)
 				}
-				if err := other.Finish(ctx, id, result(id, `{"ticket":42}`)); err != nil {
+				if err := other.Finish(ctx, id, "", result(id, `{"ticket":42}`)); err != nil {
 					t.Fatal(err)
 				}
 			},
 			wantResult: `{"ticket":42}`},
 		{name: "a claim never finished is abandoned", id: "c/r/2",
 			before: func(ctx context.Context, t *testing.T, other claims.KV, id string) {
-				if _, err := other.Begin(ctx, id); err != nil {
+				if _, err := other.Begin(ctx, id, ""); err != nil {
 					t.Fatal(err)
 				}
 			},
 			wantAbandoned: "executor-a"},
 		{name: "a released claim runs again, counting earlier attempts", id: "c/r/3",
 			before: func(ctx context.Context, t *testing.T, other claims.KV, id string) {
-				if _, err := other.Begin(ctx, id); err != nil {
+				if _, err := other.Begin(ctx, id, ""); err != nil {
 					t.Fatal(err)
 				}
 				if err := other.Release(ctx, id, claims.Progress{Attempts: 3, Sent: 3, First: first}); err != nil {
@@ -102,26 +102,26 @@ func TestBegin(t *testing.T) {
 			wantPrior: 3, wantFirst: first},
 		{name: "an abandoned claim the dead-letter stage answered is answered from it", id: "c/r/4",
 			before: func(ctx context.Context, t *testing.T, other claims.KV, id string) {
-				if _, err := other.Begin(ctx, id); err != nil {
+				if _, err := other.Begin(ctx, id, ""); err != nil {
 					t.Fatal(err)
 				}
 				dl := claims.KV{KV: other.KV, Owner: "deadletter"}
-				cl, err := dl.Begin(ctx, id)
+				cl, err := dl.Begin(ctx, id, "")
 				if err != nil || cl.Abandoned == nil {
 					t.Fatalf("dead-letter stage: %+v, %v; want the abandoned claim", cl, err)
 				}
 				r := result(id, "").Fail(messages.Errorf(messages.CodeOutcomeUnknown, "started, never finished"))
-				if err := dl.Finish(ctx, id, r); err != nil {
+				if err := dl.Finish(ctx, id, "", r); err != nil {
 					t.Fatal(err)
 				}
 			},
 			wantResult: "outcome_unknown"},
 		{name: "an id that is not a valid key is claimed under its hash", id: long,
 			before: func(ctx context.Context, t *testing.T, other claims.KV, id string) {
-				if _, err := other.Begin(ctx, id); err != nil {
+				if _, err := other.Begin(ctx, id, ""); err != nil {
 					t.Fatal(err)
 				}
-				if err := other.Finish(ctx, id, result(id, `"long"`)); err != nil {
+				if err := other.Finish(ctx, id, "", result(id, `"long"`)); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -141,7 +141,7 @@ func TestBegin(t *testing.T) {
 			if tt.wantErr {
 				cancel()
 			}
-			cl, err := b.Begin(ctx, tt.id)
+			cl, err := b.Begin(ctx, tt.id, "")
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Begin: %v, want error %v", err, tt.wantErr)
 			}
@@ -195,16 +195,16 @@ func TestFinishedIsAnsweredFromTheStore(t *testing.T) {
 	open := calls(t)
 	a := open("executor-a")
 	const id = "c/r/0"
-	if cl, err := a.Begin(ctx, id); err != nil || cl.Result != nil || cl.Abandoned != nil {
+	if cl, err := a.Begin(ctx, id, ""); err != nil || cl.Result != nil || cl.Abandoned != nil {
 		t.Fatalf("first claim: %+v, %v", cl, err)
 	}
 	want := result(id, `{"ticket":42}`)
 	want.Stored = &messages.StoredResult{Bucket: messages.BucketResults, Name: id, Size: 12, SHA256: "ab"}
-	if err := a.Finish(ctx, id, want); err != nil {
+	if err := a.Finish(ctx, id, "", want); err != nil {
 		t.Fatal(err)
 	}
 	for _, owner := range []string{"executor-a", "executor-b", "executor-c"} {
-		cl, err := open(owner).Begin(ctx, id)
+		cl, err := open(owner).Begin(ctx, id, "")
 		if err != nil || cl.Result == nil || cl.Abandoned != nil {
 			t.Fatalf("%s: %+v, %v; want the stored result", owner, cl, err)
 		}
@@ -229,7 +229,7 @@ func TestBeginRace(t *testing.T) {
 	}
 	for round := range 10 {
 		id := fmt.Sprintf("c/r/%d", round)
-		claimsOf := race(t, executors, func(ctx context.Context, i int) (claims.Claim, error) { return kvs[i].Begin(ctx, id) })
+		claimsOf := race(t, executors, func(ctx context.Context, i int) (claims.Claim, error) { return kvs[i].Begin(ctx, id, "") })
 		won := 0
 		for i, c := range claimsOf {
 			switch {
@@ -255,13 +255,13 @@ func TestTakeOverRace(t *testing.T) {
 	defer cancel()
 	for round := range 10 {
 		id := fmt.Sprintf("c/r/%d", round)
-		if _, err := dead.Begin(ctx, id); err != nil {
+		if _, err := dead.Begin(ctx, id, ""); err != nil {
 			t.Fatal(err)
 		}
 		takers := []claims.KV{a, b}
 		found := make([]claims.Claim, len(takers))
 		for i, c := range takers {
-			cl, err := c.Begin(ctx, id)
+			cl, err := c.Begin(ctx, id, "")
 			if err != nil || cl.Abandoned == nil || cl.Abandoned.Owner != "executor-dead" {
 				t.Fatalf("round %d, %s: %+v, %v; want the dead executor's claim", round, c.Owner, cl, err)
 			}
@@ -291,7 +291,7 @@ func TestTakeOverRace(t *testing.T) {
 		if winners[0] == a.Owner {
 			loser = b
 		}
-		if cl, err := loser.Begin(ctx, id); err != nil || cl.Abandoned == nil || cl.Abandoned.Owner != winners[0] {
+		if cl, err := loser.Begin(ctx, id, ""); err != nil || cl.Abandoned == nil || cl.Abandoned.Owner != winners[0] {
 			t.Errorf("round %d: %s begins again: %+v, %v; want %s's claim", round, loser.Owner, cl, err, winners[0])
 		}
 	}
@@ -305,20 +305,20 @@ func TestTakeOverAfterFinishIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const id = "c/late/0"
-	if _, err := slow.Begin(ctx, id); err != nil {
+	if _, err := slow.Begin(ctx, id, ""); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := a.Begin(ctx, id)
+	cl, err := a.Begin(ctx, id, "")
 	if err != nil || cl.Abandoned == nil {
 		t.Fatalf("%+v, %v; want the claim abandoned", cl, err)
 	}
-	if err := slow.Finish(ctx, id, result(id, `{"ticket":7}`)); err != nil {
+	if err := slow.Finish(ctx, id, "", result(id, `{"ticket":7}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.TakeOver(ctx, id, &cl); err == nil {
 		t.Fatal("took over a call finished since its claim was read")
 	}
-	if got, err := b.Begin(ctx, id); err != nil || got.Result == nil || string(got.Result.Result) != `{"ticket":7}` {
+	if got, err := b.Begin(ctx, id, ""); err != nil || got.Result == nil || string(got.Result.Result) != `{"ticket":7}` {
 		t.Errorf("after the refused takeover: %+v, %v; want the stored result", got, err)
 	}
 }
@@ -331,13 +331,13 @@ func TestReleasedRace(t *testing.T) {
 	defer cancel()
 	for round := range 10 {
 		id := fmt.Sprintf("c/r/%d", round)
-		if _, err := kvs[0].Begin(ctx, id); err != nil {
+		if _, err := kvs[0].Begin(ctx, id, ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := kvs[0].Release(ctx, id, claims.Progress{Attempts: 2, Sent: 2, First: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		outcomes := race(t, len(kvs), func(ctx context.Context, i int) (claims.Claim, error) { return kvs[i].Begin(ctx, id) })
+		outcomes := race(t, len(kvs), func(ctx context.Context, i int) (claims.Claim, error) { return kvs[i].Begin(ctx, id, "") })
 		runs := 0
 		for _, o := range outcomes {
 			if o.err == nil && o.claim.Abandoned == nil && o.claim.Result == nil {
@@ -412,23 +412,23 @@ func TestBeginWhoseAnswerWasLost(t *testing.T) {
 	a := open("executor-a")
 	lost := claims.KV{KV: lostAnswer{a.KV}, Owner: "executor-a"}
 	ctx := context.Background()
-	cl, err := lost.Begin(ctx, "c/r/0")
+	cl, err := lost.Begin(ctx, "c/r/0", "")
 	if err != nil || cl.Abandoned != nil || cl.Result != nil {
 		t.Fatalf("a claim stored but not answered: %+v, %v; want it held", cl, err)
 	}
 	res := messages.ToolResult{CallID: "c/r/0", Success: true, Result: json.RawMessage(`"done"`)}
-	if err := lost.Finish(ctx, "c/r/0", res); err != nil {
+	if err := lost.Finish(ctx, "c/r/0", "", res); err != nil {
 		t.Fatal(err)
 	}
 	// Another executor's running claim stays theirs: an error, not a claim.
 	b := open("executor-b")
-	if _, err := b.Begin(ctx, "c/r/1"); err != nil {
+	if _, err := b.Begin(ctx, "c/r/1", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lost.Begin(ctx, "c/r/1"); err != nil {
+	if _, err := lost.Begin(ctx, "c/r/1", ""); err != nil {
 		t.Fatal(err) // an ordinary conflict: ErrKeyExists, answered with the claim found
 	}
-	if cl, err := (claims.KV{KV: failing{a.KV}, Owner: "executor-a"}).Begin(ctx, "c/r/1"); err == nil {
+	if cl, err := (claims.KV{KV: failing{a.KV}, Owner: "executor-a"}).Begin(ctx, "c/r/1", ""); err == nil {
 		t.Errorf("a create that failed over another's claim: %+v, want an error", cl)
 	}
 }
@@ -440,4 +440,46 @@ type failing struct {
 
 func (f failing) Create(context.Context, string, []byte, ...jetstream.KVCreateOpt) (uint64, error) {
 	return 0, nats.ErrTimeout
+}
+
+// The record of a call names the call by its digest, from its claim through a release
+// and a take-over to its result: a later call under the same id is told the same call
+// (its digest) or another (its response's id used again), and Stored reads the result
+// and digest without claiming.
+func TestTheRecordNamesItsCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := calls(t)
+	a, b := open("executor-a"), open("executor-b")
+	const id = "c/r/1"
+	mine := claims.Digest("pay", []byte(`{"amount":1}`))
+	if other := claims.Digest("pay", []byte(`{"amount":2}`)); other == mine || claims.Same(mine, other) || !claims.Same("", other) {
+		t.Fatalf("digests %s and %s", mine, other)
+	}
+	if res, _, err := a.Stored(ctx, id); err != nil || res != nil {
+		t.Fatalf("stored before any claim: %+v, %v", res, err)
+	}
+	if _, err := a.Begin(ctx, id, mine); err != nil {
+		t.Fatal(err)
+	}
+	if res, _, err := a.Stored(ctx, id); err != nil || res != nil {
+		t.Fatalf("stored while running: %+v, %v", res, err)
+	}
+	if err := a.Release(ctx, id, claims.Progress{Attempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Begin(ctx, id, mine); err != nil { // takes the released call over
+		t.Fatal(err)
+	}
+	if err := b.Finish(ctx, id, mine, result(id, `"paid"`)); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := a.Begin(ctx, id, claims.Digest("pay", []byte(`{"amount":2}`)))
+	if err != nil || cl.Result == nil || cl.Digest != mine {
+		t.Fatalf("a later call under the id: %+v, %v; want the result and the digest of the call it answered", cl, err)
+	}
+	res, digest, err := b.Stored(ctx, id)
+	if err != nil || res == nil || string(res.Result) != `"paid"` || digest != mine {
+		t.Fatalf("stored: %+v %q, %v", res, digest, err)
+	}
 }

@@ -110,14 +110,20 @@ func (s *Stage) lostCall(ctx context.Context, raw *jetstream.RawStreamMsg, reaso
 	if err := messages.DecodeCall(raw.Data, &call); err != nil || call.ID == "" {
 		return nil, nil, nil // nothing to address a result to
 	}
-	claim, err := s.Claims.Begin(ctx, call.ID)
+	digest := claims.Digest(call.Tool, call.Arguments)
+	claim, err := s.Claims.Begin(ctx, call.ID, digest)
 	if err != nil {
 		return nil, nil, err
 	}
 	var res messages.ToolResult
 	switch {
-	case claim.Result != nil:
+	case claim.Result != nil && claims.Same(claim.Digest, digest):
 		res = *claim.Result
+	case claim.Result != nil:
+		// Its id answered another call (its response's id was used before): that
+		// call's result stays stored, and this one was not run.
+		res = messages.ResultFor(call).Fail(messages.Errorf(messages.CodeNotAllowed,
+			"the call to %q was not run: its id %q already answered another call (its response's id was used before)", call.Tool, call.ID))
 	case claim.Abandoned != nil:
 		res = messages.ResultFor(call).Fail(messages.Errorf(messages.CodeOutcomeUnknown,
 			"the call to %q was started but never finished (%s); it may or may not have taken effect, and it was not run again", call.Tool, reason))
@@ -125,8 +131,10 @@ func (s *Stage) lostCall(ctx context.Context, raw *jetstream.RawStreamMsg, reaso
 		res = messages.ResultFor(call).Fail(messages.Errorf(messages.CodeInternal,
 			"the call to %q could not be run (%s); it was not run", call.Tool, reason))
 	}
-	if err := s.Claims.Finish(ctx, call.ID, res); err != nil {
-		return nil, nil, err
+	if claims.Same(claim.Digest, digest) {
+		if err := s.Claims.Finish(ctx, call.ID, digest, res); err != nil {
+			return nil, nil, err
+		}
 	}
 	out, err := bus.JSON(messages.ResultSubject(call.Conversation), bus.Meta{ResponseID: call.ResponseID,
 		Conversation: call.Conversation, MsgID: call.ID, Index: call.Index, Count: call.Count, Next: call.Next}, res)

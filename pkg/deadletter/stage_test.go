@@ -39,7 +39,7 @@ func TestDeadLetters(t *testing.T) {
 	call := messages.ToolCall{ID: "r1/0", ResponseID: "r1", Conversation: "c", Count: 1, Tool: "create_ticket", Arguments: json.RawMessage(`{}`)}
 	body, _ := json.Marshal(call)
 	bustest.Publish(t, js, messages.CallSubject("c"), bus.Meta{ResponseID: "r1", Conversation: "c", Count: 1, MsgID: call.ID}, body)
-	if _, err := calls.Begin(ctx, call.ID); err != nil {
+	if _, err := calls.Begin(ctx, call.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	bustest.Publish(t, js, messages.ResponseSubject("c"), bus.Meta{ResponseID: "r2", Conversation: "c", MsgID: "r2"}, []byte(`<tool_call>{"name": "x"}</tool_call>`))

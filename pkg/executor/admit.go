@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/claims"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/policy"
 	"github.com/toolbus/toolbus/pkg/telemetry"
@@ -108,7 +109,7 @@ func (s *Stage) admit(ctx context.Context, call messages.ToolCall, route Route, 
 		out, err = s.answer(call, res, false)
 		return out, true, false, nil, err
 	}
-	if _, err := s.Claims.Begin(ctx, call.ID); err != nil {
+	if _, err := s.Claims.Begin(ctx, call.ID, claims.Digest(call.Tool, call.Arguments)); err != nil {
 		return nil, true, false, nil, bus.Retry(err, s.redeliveryDelay())
 	}
 	out, err = s.finish(ctx, call, res, true, false)
@@ -164,6 +165,18 @@ func (s *Stage) approval(ctx context.Context, call messages.ToolCall, route Rout
 			return messages.Errorf(messages.CodeNotAllowed, "the call to %q was denied%s (the rule %q asks a person to approve it)%s", name, by, rec.Rule, why), false, nil
 		default:
 			return messages.Errorf(messages.CodeNotAllowed, "the call to %q was not run: the rule %q asks a person to approve it, and %s", name, rec.Rule, rec.Reason), false, nil
+		}
+		// A call whose id was answered before (its response sent again) is not asked
+		// about: the claim answers it with its result, or refuses it if the id answered
+		// another call; nothing runs either way.
+		res, was, err := s.Claims.Stored(ctx, call.ID)
+		switch {
+		case err != nil:
+			return nil, false, err
+		case res != nil && !claims.Same(was, claims.Digest(call.Tool, call.Arguments)):
+			return reusedID(call), false, nil
+		case res != nil:
+			return nil, false, nil
 		}
 		now := time.Now()
 		ref := route.ref()

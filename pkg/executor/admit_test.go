@@ -119,3 +119,68 @@ func TestApprovalBoundToItsArguments(t *testing.T) {
 		t.Fatalf("the record: %s for %s, %v; want pending for the new arguments", rec.State, rec.ArgumentsSHA256, err)
 	}
 }
+
+// A call under an id that was approved, run and answered — its response sent again —
+// is not asked about again: the same call is answered with its stored result, another
+// call under the id is refused; neither runs.
+func TestAnsweredCallIsNotAskedAgain(t *testing.T) {
+	_, js := bustest.JetStream(t)
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: messages.BucketApprovals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	reg := localtools.New()
+	reg.Add(counting("pay", messages.ToolInfo{}, &runs, nil))
+	approvals := &policy.Approvals{KV: kv}
+	var announced []messages.ApprovalRequest
+	exec := &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Approvals: approvals,
+		Announce: func(_ context.Context, r messages.ApprovalRequest) { announced = append(announced, r) }}
+	p, err := policy.Compile([]policy.Rule{{Name: "ask", Tools: []string{"pay"}, Effect: policy.Approve}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec.Policy.Store(p)
+	s := &Stage{Claims: &claimstest.Memory{}, Exec: exec}
+	run := func(args string) []bus.Outgoing {
+		t.Helper()
+		call := messages.ToolCall{ID: "c/r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: "pay", Arguments: json.RawMessage(args)}
+		out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	result := func(out []bus.Outgoing) messages.ToolResult {
+		t.Helper()
+		var res messages.ToolResult
+		if len(out) != 1 || json.Unmarshal(out[0].Body, &res) != nil {
+			t.Fatalf("%d messages, want one result", len(out))
+		}
+		return res
+	}
+	if out := run(`{"to": "alice"}`); len(out) != 0 || len(announced) != 1 {
+		t.Fatalf("the first call: %d messages, %d requests; want it waiting", len(out), len(announced))
+	}
+	if _, err := approvals.DecideAs(context.Background(), "bob", nil, announced[0].ID, messages.DecideRequest{Approve: true, ArgumentsSHA256: announced[0].ArgumentsSHA256}); err != nil {
+		t.Fatal(err)
+	}
+	paid := result(run(`{"to": "alice"}`))
+	if !paid.Success || runs.Load() != 1 {
+		t.Fatalf("the approved call: %+v, %d runs", paid.Error, runs.Load())
+	}
+	// Its approval gone (expired from the bucket), the response is sent again.
+	if err := kv.Purge(context.Background(), bus.Key(announced[0].ID)); err != nil {
+		t.Fatal(err)
+	}
+	if again := result(run(`{"to": "alice"}`)); !again.Success || string(again.Result) != string(paid.Result) {
+		t.Fatalf("the same call again: %+v %s; want the stored result", again.Error, again.Result)
+	}
+	other := result(run(`{"to": "mallory"}`))
+	if other.Error == nil || other.Error.Code != messages.CodeNotAllowed || !strings.Contains(other.Error.Message, "already answered another call") {
+		t.Fatalf("another call under the id: %+v", other)
+	}
+	if len(announced) != 1 || runs.Load() != 1 {
+		t.Fatalf("%d requests, %d runs; want nothing asked or run again", len(announced), runs.Load())
+	}
+}

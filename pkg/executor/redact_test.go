@@ -116,7 +116,7 @@ func TestModelFacingErrorsAreRedacted(t *testing.T) {
 				clean("the dead-letter copy", string(out[1].Body))
 			}
 			// A redelivery answers what was stored: the masked text.
-			if again, err := cl.Begin(ctx, call.ID); err != nil || again.Result == nil {
+			if again, err := cl.Begin(ctx, call.ID, ""); err != nil || again.Result == nil {
 				t.Errorf("no stored result: %+v, %v", again, err)
 			} else {
 				clean("the stored result", again.Result.Error.Message)

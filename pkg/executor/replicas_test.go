@@ -52,7 +52,7 @@ func TestReleasedCallRunsOnceAcrossReplicas(t *testing.T) {
 
 	for round := range 20 {
 		id := fmt.Sprintf("c/r%d/0", round)
-		if _, err := first.Begin(ctx, id); err != nil {
+		if _, err := first.Begin(ctx, id, ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := first.Release(ctx, id, claims.Progress{Attempts: 1, Sent: 1, First: time.Now()}); err != nil {

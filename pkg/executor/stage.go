@@ -172,9 +172,11 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 	safe := route.Info.ReadOnly || route.Info.Idempotent
 	claimed := d.Delivered > 1 || !safe || approved // an approved call runs once, whatever it is
 	var claim claims.Claim
+	var digest string
 	if claimed {
 		var err error
-		if claim, err = s.Claims.Begin(ctx, call.ID); err != nil {
+		digest = claims.Digest(call.Tool, call.Arguments)
+		if claim, err = s.Claims.Begin(ctx, call.ID, digest); err != nil {
 			return nil, bus.Retry(err, s.redeliveryDelay())
 		}
 	}
@@ -193,8 +195,15 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		}
 	}
 	switch {
+	case claim.Result != nil && !claims.Same(claim.Digest, digest):
+		// Its id answered another call: the response's id was used before.
+		res := messages.ResultFor(call).Fail(reusedID(call))
+		s.Exec.RecordCall(ctx, call, route, routeErr, res, time.Now())
+		s.logCall(ctx, slog.LevelWarn, call, tool, route.Label(), res)
+		return s.answer(call, res, false)
 	case claim.Result != nil:
-		// Done before (the ack or the publish was lost): answer again, de-duplicated.
+		// Done before (the ack or the publish was lost, or the response was sent
+		// again): answer again, de-duplicated.
 		return s.answer(call, *claim.Result, false)
 	case claim.Abandoned != nil:
 		if !safe {
@@ -357,13 +366,25 @@ func (s *Stage) finish(ctx context.Context, call messages.ToolCall, res messages
 		// so that a redelivery answers with it rather than with outcome_unknown.
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, s.storeWait()
-		err := backoff.Retry(func() error { return s.Claims.Finish(ctx, call.ID, res) }, backoff.WithContext(b, ctx))
+		digest := claims.Digest(call.Tool, call.Arguments)
+		err := backoff.Retry(func() error { return s.Claims.Finish(ctx, call.ID, digest, res) }, backoff.WithContext(b, ctx))
 		if err != nil {
 			s.logger().Warn("the result could not be stored", "call", call.ID, "err", err)
 			return nil, bus.Retry(err, s.redeliveryDelay())
 		}
 	}
 	return s.answer(call, res, exhausted)
+}
+
+// reusedID is the refusal of a call whose id answered another call before: its
+// response's id was used by an earlier response (sent again after the duplicate window,
+// or under another message id) whose call at this index had another tool or arguments.
+// Answering with the stored result would tell the model that its call ran; running it
+// would make one id name two calls.
+func reusedID(call messages.ToolCall) *messages.ToolError {
+	return messages.Errorf(messages.CodeNotAllowed,
+		"the call to %q was not run: its id %q (response %q, call %d) already answered another call, with other arguments or another tool — "+
+			"a response id names one response; send the response again under a new id", messages.EchoName(call.Tool), call.ID, call.ResponseID, call.Index)
 }
 
 // storeWait bounds the retries of storing a result, and so how long a claim may stay

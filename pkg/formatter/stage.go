@@ -101,6 +101,12 @@ func Decode(d *bus.Delivery) (messages.ToolResult, error) {
 func (s *Stage) Format(ctx context.Context, r messages.ToolResult, d *bus.Delivery) ([]bus.Outgoing, error) {
 	out, err := s.format(ctx, r, d)
 	if errors.Is(err, order.ErrAnswered) {
+		if d != nil && d.Delivered == 1 && !r.End {
+			// A result's first delivery after its response's output: a response that
+			// used the id of an answered one (the executor published the result once; a
+			// second publish within the duplicate window is dropped). It is refused.
+			return []bus.Outgoing{reusedID(r.ResponseID, r.Conversation)}, nil
+		}
 		// An earlier delivery that stored the output may have died between the mark
 		// and the deletes: what is left is deleted now.
 		if f, ok := s.Gather.(Finisher); ok && d != nil && d.Delivered > 1 {
@@ -151,6 +157,15 @@ func (s *Stage) format(ctx context.Context, r messages.ToolResult, d *bus.Delive
 	return []bus.Outgoing{{Subject: messages.OutputSubject(r.Conversation), Meta: bus.Meta{
 		ResponseID: r.ResponseID, Conversation: r.Conversation, MsgID: messages.ScopedID(r.Conversation, r.ResponseID),
 	}, Body: body}}, nil
+}
+
+// reusedID is the output refusing a response that used the id of an answered one
+// (messages.ReusedOutput), under the id's output message id.
+func reusedID(responseID, conversation string) bus.Outgoing {
+	out := messages.ReusedOutput(responseID, conversation)
+	return bus.Outgoing{Subject: messages.OutputSubject(conversation), Meta: bus.Meta{
+		ResponseID: responseID, Conversation: conversation, MsgID: messages.ScopedID(conversation, responseID),
+	}, Body: messages.AppendOutput(nil, &out)}
 }
 
 // streamShare is the share of the output limit a result of a streamed response is fitted

@@ -102,6 +102,19 @@ func RefusedOutput(responseID, conversation string, err error) Output {
 	return RenderOutput(responseID, conversation, []ToolResult{failed})
 }
 
+// ReusedOutput is the output of a response whose id an earlier response of the
+// conversation used, and whose output is stored already: the id was published again
+// after the duplicate window forgot it, or under another message id. A response id
+// names one response, so this output refuses the second: within the output's
+// duplicate window it shares the first output's message id and is dropped, the first
+// standing; later it follows the first on the output subject.
+func ReusedOutput(responseID, conversation string) Output {
+	return RefusedOutput(responseID, conversation, Errorf(CodeNotAllowed,
+		"the response id %q was used by an earlier response of this conversation, which is answered already (its output is the earlier one on %s with message id %q): "+
+			"a response id names one response, so this one has no output of its own and none of its calls ran again except read-only or idempotent ones — send it under a new id",
+		responseID, OutputSubject(conversation), ScopedID(conversation, responseID)))
+}
+
 // NoToolCall is the output of a response without a call.
 func NoToolCall(responseID, conversation string) Output {
 	return Output{

@@ -149,6 +149,9 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		if starts := order.Split(calls, func(c *messages.ToolCall) bool { return s.together(snap, c) }); len(starts) > 1 {
 			first, err := s.Plans.Save(ctx, messages.ScopedID(meta.Conversation, meta.ResponseID), order.Segments(calls, starts, s.Order.OnError))
 			switch {
+			case errors.Is(err, order.ErrAnswered) && d.Delivered == 1:
+				// A response that uses the id of one answered before: refused, run not.
+				return []bus.Outgoing{reused(meta)}, nil
 			case errors.Is(err, order.ErrAnswered):
 				// A redelivery of a response answered since: nothing left to do.
 				return nil, nil
@@ -168,6 +171,14 @@ func (s *Stage) Parse(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		out = append(out, bus.Outgoing{Subject: subject, Meta: m, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
 	}
 	return out, nil
+}
+
+// reused is the output refusing a response that uses the id of a response answered
+// before (messages.ReusedOutput), under the id's output message id.
+func reused(meta bus.Meta) bus.Outgoing {
+	meta.MsgID = messages.ScopedID(meta.Conversation, meta.ResponseID)
+	out := messages.ReusedOutput(meta.ResponseID, meta.Conversation)
+	return bus.Outgoing{Subject: messages.OutputSubject(meta.Conversation), Meta: meta, Body: messages.AppendOutput(nil, &out)}
 }
 
 // together reports whether c may run alongside its neighbours: a call answered with the

@@ -176,6 +176,11 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 		read, err = s.Texts.End(ctx, response, by, &messages.ResultError{Code: why.Code, Message: why.Message})
 	}
 	switch {
+	case errors.Is(err, order.ErrAnswered) && d.Delivered == 1 && h.N == 1:
+		// The first chunk of a response that uses the id of one answered before:
+		// refused, run not (its other chunks find the answered mark too, and the
+		// refusal's message id makes their publishes no-ops).
+		return []bus.Outgoing{reused(meta)}, nil
 	case errors.Is(err, order.ErrAnswered):
 		// A chunk after the output: nothing left to do, unless this is a redelivery of
 		// the chunk that stored the output and died before it deleted the rest.

@@ -43,19 +43,19 @@ func (c *Memory) put(id string, rec claims.Record) {
 }
 
 // Begin implements claims.Store.
-func (c *Memory) Begin(_ context.Context, id string) (claims.Claim, error) {
+func (c *Memory) Begin(_ context.Context, id, digest string) (claims.Claim, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.log = append(c.log, "begin "+id)
 	prev, ok := c.m[id]
 	switch {
 	case !ok:
-		c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
+		c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now(), Digest: digest})
 		return claims.Claim{}, nil
 	case prev.State == "done":
-		return claims.Claim{Result: prev.Result}, nil
+		return claims.Claim{Result: prev.Result, Digest: prev.Digest}, nil
 	case prev.State == "released":
-		c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now()})
+		c.put(id, claims.Record{State: "running", Owner: "me", Started: time.Now(), Digest: digest})
 		return claims.Claim{PriorAttempts: prev.Attempts, PriorSent: prev.Sent, FirstAttempt: prev.FirstAttempt}, nil
 	}
 	first := prev.FirstAttempt
@@ -82,12 +82,22 @@ func (c *Memory) TakeOver(_ context.Context, id string, cl *claims.Claim) error 
 }
 
 // Finish implements claims.Store.
-func (c *Memory) Finish(_ context.Context, id string, r messages.ToolResult) error {
+func (c *Memory) Finish(_ context.Context, id, digest string, r messages.ToolResult) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.log = append(c.log, "finish "+id)
-	c.put(id, claims.Record{State: "done", Result: &r})
+	c.put(id, claims.Record{State: "done", Result: &r, Digest: digest})
 	return nil
+}
+
+// Stored implements claims.Store.
+func (c *Memory) Stored(_ context.Context, id string) (*messages.ToolResult, string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rec := c.m[id]; rec.State == "done" {
+		return rec.Result, rec.Digest, nil
+	}
+	return nil, "", nil
 }
 
 // Release implements claims.Store.
