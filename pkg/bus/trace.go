@@ -84,6 +84,18 @@ func startConsumeSpan(ctx context.Context, tr trace.Tracer, untraced bool, consu
 	return ctx, span
 }
 
+// StartForwardedSpan starts the span of handling d, a message another process pulled
+// and forwarded here (a call sent to the executor that holds its conversation's
+// session): the consumer span Run starts for a message it pulls, with the same
+// messaging attributes, marked toolbus.forwarded and named "process <template>".
+func StartForwardedSpan(ctx context.Context, tr trace.Tracer, consumer string, d *Delivery) (context.Context, trace.Span) {
+	ctx, span := startConsumeSpan(ctx, tr, false, consumer, d)
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.Forwarded.Bool(true))
+	}
+	return ctx, span
+}
+
 // DestinationTemplate is subject with its conversation replaced by "{conversation}"
 // ("toolbus.calls.acme.c1" → "toolbus.calls.{conversation}"): the destination a span
 // name may carry, one per subject family rather than one per conversation. A subject

@@ -48,6 +48,7 @@ const (
 	Server               = attribute.Key("toolbus.server")
 	Attempt              = attribute.Key("toolbus.attempt")
 	Delivery             = attribute.Key("toolbus.delivery")
+	Forwarded            = attribute.Key("toolbus.forwarded")
 	ErrorCode            = attribute.Key("toolbus.error_code")
 	ErrorMessage         = attribute.Key("toolbus.error_message")
 	RetryReason          = attribute.Key("toolbus.retry_reason")

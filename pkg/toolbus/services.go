@@ -42,7 +42,6 @@ import (
 	"github.com/toolbus/toolbus/pkg/tokens"
 	"github.com/toolbus/toolbus/pkg/toolcall"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // provision creates or updates the streams and buckets (checkOnly: checks that they
@@ -398,7 +397,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 				handle := bus.Decoded(executor.Decode, st.Execute)
 				runs = append(runs, during(func(ctx context.Context) error {
 					return owners.Serve(ctx, func(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, error) {
-						ctx, span := tracer.Start(ctx, "execute forwarded", trace.WithSpanKind(trace.SpanKindConsumer))
+						ctx, span := bus.StartForwardedSpan(ctx, tracer, messages.ConsumerExecutor, d)
 						defer span.End()
 						return handle(ctx, d)
 					})
