@@ -31,6 +31,24 @@ func toolFromMCP(server, prefix string, t *mcp.Tool) Tool {
 	return out
 }
 
+// remembered is the MCP tool catalog tool t was made of (toolFromMCP): its remote name,
+// texts, schemas and annotations.
+func remembered(t Tool) *mcp.Tool {
+	destructive := t.Destructive
+	out := &mcp.Tool{Name: t.Remote, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.ReadOnly, IdempotentHint: t.Idempotent, DestructiveHint: &destructive}}
+	if len(t.OutputSchema) > 0 {
+		out.OutputSchema = t.OutputSchema
+	}
+	if len(t.InputSchema) == 0 {
+		out.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	if out.Name == "" {
+		out.Name = t.Name
+	}
+	return out
+}
+
 func marshalSchema(s any) json.RawMessage {
 	if s == nil {
 		return json.RawMessage(`{"type":"object"}`)

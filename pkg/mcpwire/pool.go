@@ -548,6 +548,37 @@ func (p *Pool) sorted() []*server {
 	return out
 }
 
+// Remember gives servers that have not listed their tools yet the tools they listed
+// last (lastListed, by server: what OnCatalog was given, kept by the deployment — the
+// catalog bucket; nil for none), so that after a restart a server that is down is known by its tools:
+// a call of one is server_unavailable naming it, never unknown_tool. A server whose
+// configuration declares its tools keeps those; its first listing replaces what is
+// remembered.
+func (p *Pool) Remember(lastListed func(server string) []Tool) {
+	changed := false
+	for _, s := range p.sorted() {
+		if len(s.cfg.Tools) > 0 {
+			continue
+		}
+		tools := lastListed(s.name)
+		if len(tools) == 0 {
+			continue
+		}
+		s.mu.Lock()
+		if !s.listed {
+			s.tools = make([]*mcp.Tool, 0, len(tools))
+			for _, t := range tools {
+				s.tools = append(s.tools, remembered(t))
+			}
+			changed = true
+		}
+		s.mu.Unlock()
+	}
+	if changed {
+		p.rebuild()
+	}
+}
+
 // rebuild swaps in a catalog made of every server's last tools.
 func (p *Pool) rebuild() *catalog.Catalog {
 	p.rebuildMu.Lock()
@@ -827,18 +858,7 @@ func (s *server) list(ctx context.Context, sess session) error {
 	s.mu.Lock()
 	s.tools, s.listed = tools, true
 	s.mu.Unlock()
-	c := s.pool.rebuild()
-	if f := s.pool.opts.OnCatalog; f != nil {
-		// Empty, not nil, when the lists leave none of its tools: the server has
-		// listed them, and whoever waits for its tools (WaitForTools) waits no more.
-		mine := []Tool{}
-		for _, t := range c.Tools() {
-			if t.Server == s.name {
-				mine = append(mine, t)
-			}
-		}
-		f(s.name, mine)
-	}
+	s.publish(s.pool.rebuild())
 	s.log.Debug("listed tools", "count", len(tools))
 	if ms, ok := sess.(*mcpSession); ok {
 		if names := ms.taskOnlyTools(); names != "" && names != s.taskOnlyLogged {
@@ -861,9 +881,27 @@ func (s *server) unlisted() {
 	s.mu.Lock()
 	listed := s.listed
 	s.mu.Unlock()
-	if f := s.pool.opts.OnCatalog; f != nil && !listed {
-		f(s.name, []Tool{})
+	if !listed {
+		// Its declared or remembered tools, if any: still its tools while it is down.
+		s.publish(s.pool.catalog.Load())
 	}
+}
+
+// publish gives OnCatalog the server's tools in catalog c: empty, not nil, when it has
+// none (or the lists leave none) — whoever waits for its tools (WaitForTools) waits no
+// more.
+func (s *server) publish(c *catalog.Catalog) {
+	f := s.pool.opts.OnCatalog
+	if f == nil {
+		return
+	}
+	mine := []Tool{}
+	for _, t := range c.Tools() {
+		if t.Server == s.name {
+			mine = append(mine, t)
+		}
+	}
+	f(s.name, mine)
 }
 
 // finish records the outcome of an attempt and wakes the calls waiting for it.

@@ -227,7 +227,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		if err != nil {
 			return nil, fmt.Errorf("executor: sessions bucket: %w", err)
 		}
-		catalog, err := js.KeyValue(ctx, messages.BucketCatalog)
+		catalogKV, err := js.KeyValue(ctx, messages.BucketCatalog)
 		if err != nil {
 			return nil, fmt.Errorf("executor: catalog bucket: %w", err)
 		}
@@ -246,10 +246,13 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		}
 		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login, Ask: askOrchestrator(nc),
 			Progress: publishProgress(nc, log), Sample: askModel(nc), Log: publishLog(nc, w.secrets, log),
-			OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalog, server, tools, log) }})
+			OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalogKV, server, tools, log) }})
 		if err != nil {
 			return nil, err
 		}
+		// The tools each server listed last, from before this executor started: a server
+		// down now is still known by them.
+		pool.Remember(func(server string) []catalog.Tool { return lastListed(ctx, catalogKV, server, log) })
 		sessions := &engbackend.CachedSessions{KVSessions: engbackend.KVSessions{KV: kv}, Logger: log}
 		exec, err := NewExecutor(o.Config, o.Tools, sessions, pool, o.Backends...)
 		if err != nil {
@@ -320,7 +323,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		}
 		// The in-process tools join the catalog too, for the parser and `toolbus tools`,
 		// and the executor follows its configuration file.
-		mirrorInProcess(catalog, exec.Router, pool, log)
+		mirrorInProcess(catalogKV, exec.Router, pool, log)
 		if o.Config.Source != "" {
 			runs = append(runs, watchPool(o.Config, pool, w.reload.wait, func(next *config.Config) {
 				w.secrets.Set(next.Redactor())
@@ -338,7 +341,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 				} else if len(next.Limits) > 0 {
 					log.Warn("limits are configured but the bucket is missing: provision the streams again and restart", "bucket", messages.BucketLimits)
 				}
-				mirrorInProcess(catalog, exec.Router, pool, log)
+				mirrorInProcess(catalogKV, exec.Router, pool, log)
 			}, log))
 		}
 		// The pool's servers (child processes among them) start with the service, not at
@@ -602,6 +605,24 @@ func mirrorCatalog(kv jetstream.KeyValue, server string, tools []catalog.Tool, l
 	if err != nil {
 		log.Warn("catalog: store", "server", server, "err", err)
 	}
+}
+
+// lastListed reads the tools the catalog bucket holds for server (mirrorCatalog wrote
+// them when it last listed its tools): none without a record, or with one unreadable.
+func lastListed(ctx context.Context, kv jetstream.KeyValue, server string, log *slog.Logger) []catalog.Tool {
+	e, err := kv.Get(ctx, bus.Key(server))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			log.Warn("catalog: the tools a server listed last could not be read", "server", server, "err", err)
+		}
+		return nil
+	}
+	var tools []catalog.Tool
+	if err := json.Unmarshal(e.Value(), &tools); err != nil {
+		log.Warn("catalog: the tools a server listed last could not be read", "server", server, "err", err)
+		return nil
+	}
+	return tools
 }
 
 // NewExecutor builds the executor of a configuration. Routing order: explicit routes to
