@@ -3,9 +3,12 @@ package mcpwire
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -134,6 +137,65 @@ func (s *server) ask(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitRe
 		return decline, nil
 	}
 	return res, nil
+}
+
+// checkedElicitation is handler with the checks the go-sdk's client makes around its
+// elicitation handler: a form's requested schema must be an object schema and the
+// content accepted must match it (its defaults then applied); a URL request has a URL
+// and no schema. The SDK's sessions check so themselves; toolbus's own tools/call on a
+// streamable HTTP session ([directCalls]) answers the server's requests with this, so
+// that an answer the schema refuses is refused on every transport alike.
+func checkedElicitation(handler func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	if handler == nil {
+		return nil
+	}
+	invalid := func(format string, a ...any) error {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, a...)}
+	}
+	return func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		p := req.Params
+		switch p.Mode {
+		case "url":
+			if p.RequestedSchema != nil || p.URL == "" {
+				return nil, invalid("a URL elicitation needs a URL and no requested schema")
+			}
+			return handler(ctx, req)
+		case "", "form":
+		default:
+			return nil, invalid("unsupported elicitation mode: %q", p.Mode)
+		}
+		if p.URL != "" {
+			return nil, invalid("URL must not be set for form elicitation")
+		}
+		var resolved *jsonschema.Resolved
+		if p.RequestedSchema != nil {
+			b, err := json.Marshal(p.RequestedSchema)
+			var schema jsonschema.Schema
+			if err == nil {
+				err = json.Unmarshal(b, &schema)
+			}
+			if err == nil && schema.Type != "object" {
+				err = fmt.Errorf("its type is %q, not object", schema.Type)
+			}
+			if err == nil {
+				resolved, err = schema.Resolve(nil)
+			}
+			if err != nil {
+				return nil, invalid("invalid requested schema: %v", err)
+			}
+		}
+		res, err := handler(ctx, req)
+		if err != nil || res == nil || res.Action != "accept" || resolved == nil || res.Content == nil {
+			return res, err
+		}
+		if err := resolved.Validate(res.Content); err != nil {
+			return nil, invalid("elicitation result content does not match requested schema: %v", err)
+		}
+		if err := resolved.ApplyDefaults(&res.Content); err != nil {
+			return nil, invalid("failed to apply schema defaults to elicitation result: %v", err)
+		}
+		return res, nil
+	}
 }
 
 // elicitationPolicy is the client's elicitation handler under policy: none for

@@ -3,7 +3,9 @@ package mcpwire_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/mcpwire/oauth"
 )
 
 // elicitingServer has one tool, "book", that asks the client for a seat and a meal
@@ -169,4 +172,66 @@ func TestElicitationAsksTheSessionsConversation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// An answer the requested schema refuses is refused on every transport alike: the
+// go-sdk's client checks it on its sessions (in memory, SSE), and toolbus's own
+// tools/call on a streamable HTTP session checks it the same way — before, it passed
+// the answer on unchecked. A matching answer goes through on each.
+func TestElicitationAnswerCheckedOnEveryTransport(t *testing.T) {
+	schema := map[string]any{"type": "object", "properties": map[string]any{"seat": map[string]any{"type": "string"}}}
+	for _, answer := range []struct {
+		content map[string]any
+		ok      bool
+	}{{map[string]any{"seat": 42}, false}, {map[string]any{"seat": "12A"}, true}} {
+		for _, transport := range []string{"in memory", "streamable http", "sse"} {
+			t.Run(fmt.Sprintf("%v, %s", answer.content["seat"], transport), func(t *testing.T) {
+				// In memory, the session speaks 2026-07-28, whose servers ask by a result
+				// that requests input; the others, a session protocol, whose servers ask
+				// in the middle of the call.
+				cfg, opts := placeholder, &mcpwire.Options{Dial: inMemory(elicitingServer(schema))}
+				var w *wire
+				switch transport {
+				case "streamable http":
+					cfg.Type, opts = "http", &mcpwire.Options{}
+					cfg.URL, w = serveHTTP(t, askingServer(schema))
+				case "sse":
+					srv := askingServer(schema)
+					ts := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+					t.Cleanup(ts.Close)
+					cfg.Type, cfg.URL, opts = "sse", ts.URL, &mcpwire.Options{}
+				}
+				cfg.Elicitation = mcpwire.ElicitAsk
+				opts.Ask = func(context.Context, string, string, *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: "accept", Content: answer.content}, nil
+				}
+				p := newPool(t, map[string]mcpwire.ServerConfig{"air": cfg}, opts)
+				out, err := p.Call(mcpwire.WithConversation(ctxT(t), "c"), "air__book", json.RawMessage(`{}`))
+				passed := err == nil && strings.Contains(string(out), fmt.Sprint(answer.content["seat"]))
+				if passed != answer.ok {
+					t.Errorf("answer %v: the server got %s (%v); want it passed: %t", answer.content, out, err, answer.ok)
+				}
+				t.Logf("%s, %v", out, err)
+				if w != nil {
+					w.allDirect(t) // toolbus's own tools/call met the question
+				}
+			})
+		}
+	}
+}
+
+// askingServer has one tool, "book", that asks the client for a seat (schema) in the
+// middle of the call, on the session — the way servers of the session protocols ask —
+// and returns the answer, or the error it met.
+func askingServer(schema map[string]any) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asking"}, nil)
+	s.AddTool(&mcp.Tool{Name: "book", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Which seat?", RequestedSchema: schema})
+		if err != nil {
+			return nil, err
+		}
+		b, _ := json.Marshal(res)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+	})
+	return s
 }

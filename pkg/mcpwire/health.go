@@ -25,7 +25,9 @@ const (
 
 // Check probes a server over the pool's live session — the one that serves its calls —
 // never over a session or process of its own: tools/list on that session (every
-// protocol version has it; 2026-07-28 has no ping), within ctx. A server whose session
+// protocol version has it; 2026-07-28 has no ping), within ctx — except for a server
+// whose configuration declares its tools, which is never asked for them: ping, or
+// where its protocol has none, its live session ([declaredAlive]). A server whose session
 // is down fails with why it is (the last connection attempt's error); one whose first
 // connection attempt is under way is [Starting]. A server that answered a call at or
 // after since is up whatever the probe met (a single-threaded server busy with a long
@@ -64,6 +66,11 @@ func (p *Pool) Check(ctx context.Context, name string, since time.Time) (ProbeRe
 	if _, version := sess.describe(); version != "" {
 		r.Protocol = version
 	}
+	if len(s.cfg.Tools) > 0 {
+		r.Tools, r.Note, r.Err = declaredAlive(ctx, sess, tools, answered())
+		r.Latency = time.Since(start)
+		return r, Checked
+	}
 	listed, err := sess.listTools(ctx)
 	r.Latency = time.Since(start)
 	switch {
@@ -79,6 +86,27 @@ func (p *Pool) Check(ctx context.Context, name string, since time.Time) (ProbeRe
 		r.Err = describe(ctx, "tools/list", err)
 	}
 	return r, Checked
+}
+
+// declaredAlive checks a live session of a server whose configuration declares its
+// tools (n of them), which is never asked for its tools: by ping, or — where its
+// protocol has none — by the session itself, live, and answered: whether a call was
+// answered since the last check.
+func declaredAlive(ctx context.Context, sess session, n int, answered bool) (tools int, note string, err error) {
+	switch err := sess.ping(ctx); {
+	case err == nil:
+		return n, "", nil
+	case errors.Is(err, errNoPing) || isMethodNotFound(err):
+		note := "its tools are declared and its protocol has no ping: judged by its session"
+		if answered {
+			note += " and the calls it answered"
+		}
+		return n, note, nil
+	case answered:
+		return n, fmt.Sprintf("ping failed (%v), but calls were answered meanwhile", describe(ctx, "ping", err)), nil
+	default:
+		return 0, "", describe(ctx, "ping", err)
+	}
 }
 
 // isMethodNotFound reports whether err is the server's "method not found".

@@ -192,6 +192,8 @@ func looksLikeCallToolResult(raw json.RawMessage) bool {
 }
 
 // done never closes: without a connection, nothing ends a session but close.
+func (s *rpcSession) ping(context.Context) error { return errNoPing }
+
 func (s *rpcSession) done() <-chan struct{} { return nil }
 
 func (s *rpcSession) describe() (string, string) { return "", "" }

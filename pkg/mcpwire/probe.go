@@ -59,7 +59,9 @@ func fellBack(cfg ServerConfig, sess session) string {
 // Probe opens a session to the server the way a [Pool] does — the same transports,
 // headers, child process and environment — lists its tools and closes the session, all
 // within ctx. tools/list is the probe for every protocol version: servers of 2026-07-28
-// and later have no ping.
+// and later have no ping. A server whose configuration declares its tools is not asked
+// for them: it is pinged, or where its protocol has no ping, judged by its session
+// having opened.
 func Probe(ctx context.Context, name string, cfg ServerConfig, opts *ProbeOptions) ProbeResult {
 	var o ProbeOptions
 	if opts != nil {
@@ -100,6 +102,12 @@ func Probe(ctx context.Context, name string, cfg ServerConfig, opts *ProbeOption
 	r := ProbeResult{Transport: fellBack(cfg, sess)}
 	if ms, ok := sess.(*mcpSession); ok {
 		r.Protocol = ms.cs.InitializeResult().ProtocolVersion
+	}
+	if len(cfg.Tools) > 0 {
+		// Declared: the server is not asked for its tools.
+		r.Tools, r.Note, r.Err = declaredAlive(ctx, sess, len(cfg.Tools), false)
+		r.Latency = time.Since(start)
+		return r
 	}
 	tools, err := sess.listTools(ctx)
 	r.Latency = time.Since(start)

@@ -44,6 +44,10 @@ type session interface {
 	callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error)
 	// describe gives the session's id and protocol version, when it has them.
 	describe() (id, protocolVersion string)
+	// ping checks the session without listing its tools (a server whose tools the
+	// configuration declares is never asked for them): errNoPing when its protocol has
+	// no ping (2026-07-28 and later, plain JSON-RPC).
+	ping(ctx context.Context) error
 	// done is closed when the connection ended, by either side.
 	done() <-chan struct{}
 	close() error
@@ -146,6 +150,22 @@ func boundTo(ctx, life context.Context) (context.Context, func()) {
 	unhook := context.AfterFunc(life, cancel)
 	return ctx, func() { unhook(); cancel() }
 }
+
+func (s *mcpSession) ping(ctx context.Context) error {
+	if _, version := s.describe(); !sessionProtocol(version) {
+		return errNoPing
+	}
+	ctx, done := boundTo(ctx, s.life)
+	defer done()
+	return s.cs.Ping(ctx, nil)
+}
+
+// errNoPing: the session's protocol has no ping.
+var errNoPing = errors.New("the protocol has no ping")
+
+// sessionProtocol reports whether version is one of the session protocols (2024-11-05
+// through 2025-11-25), which have ping; later ones have neither sessions nor ping.
+func sessionProtocol(version string) bool { return directProtocol(version) }
 
 func (s *mcpSession) done() <-chan struct{} { return s.dead }
 
@@ -677,7 +697,7 @@ func newClient(info *mcp.Implementation, cfg ServerConfig, opts *mcp.ClientOptio
 	if cfg.Elicitation != ElicitAsk || o.ElicitationHandler == nil {
 		o.ElicitationHandler = elicitationPolicy(cfg.Elicitation)
 	}
-	p.elicit = o.ElicitationHandler
+	p.elicit = checkedElicitation(o.ElicitationHandler)
 	p.sample, p.log = o.CreateMessageHandler, o.LoggingMessageHandler
 	c := mcp.NewClient(info, &o)
 	for _, r := range cfg.Roots {
