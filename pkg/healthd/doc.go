@@ -29,7 +29,10 @@
 //
 // A server is up after one successful probe and down after Threshold (default 3)
 // consecutive failures; fewer failures leave its state as it was, so one lost probe
-// does not flap it ([Next]). Every probe's status is written to the bucket and
+// does not flap it, and a server that is down is up again after two consecutive
+// successes, so one that answers every other probe does not flap either ([Next]).
+// While its state is in question — failing but not down yet, answering but not up yet
+// ([Deciding]) — it is probed every third of the interval. Every probe's status is written to the bucket and
 // published on toolbus.health.<server>: a change as soon as its probe ends, and
 // otherwise as a heartbeat every interval. A status whose ChangedAt equals its
 // CheckedAt announces a change.

@@ -267,27 +267,43 @@ func (s *Service) lead(ctx context.Context) {
 	}
 }
 
-// watch probes one target now and then every interval. A target whose last probe
-// still runs (it ignored its timeout) is not probed again meanwhile.
+// watch probes one target now and then every interval — every third of it while its
+// state is in question (failing but not yet down, or answering again but not yet up),
+// so that a verdict takes seconds, not intervals: a server never reached is down within
+// two thirds of an interval and the threshold's probe timeouts. Probes start on that
+// beat, however long each took. A target whose last probe still runs (it ignored its
+// timeout) is not probed again meanwhile.
 func (s *Service) watch(ctx context.Context, t Target) {
-	tick := time.NewTicker(s.opts.Interval)
-	defer tick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
-		s.probe(ctx, t)
+		start := time.Now()
+		st, ok := s.probe(ctx, t)
+		wait := s.opts.Interval
+		if ok && Deciding(st) {
+			wait /= 3
+		}
+		timer.Reset(max(wait-time.Since(start), 0))
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
 	}
 }
 
-func (s *Service) probe(ctx context.Context, t Target) {
+// Deciding reports whether status st is in question: failing without being down yet,
+// or down and answering again without being up yet.
+func Deciding(st messages.HealthStatus) bool {
+	return st.Failures > 0 && st.State != messages.HealthDown && st.State != messages.HealthNeedsLogin ||
+		st.State == messages.HealthDown && st.Successes > 0
+}
+
+func (s *Service) probe(ctx context.Context, t Target) (messages.HealthStatus, bool) {
 	s.mu.Lock()
 	if s.busy[t.Name] {
 		s.mu.Unlock()
-		s.record(ctx, t, Result{Err: errors.New("the previous probe has not returned yet")})
-		return
+		return s.record(ctx, t, Result{Err: errors.New("the previous probe has not returned yet")})
 	}
 	s.busy[t.Name] = true
 	s.mu.Unlock()
@@ -308,15 +324,15 @@ func (s *Service) probe(ctx context.Context, t Target) {
 		span.SetAttributes(attribute.Int("toolbus.tools", r.Tools), attribute.String("mcp.protocol.version", r.Protocol))
 	}
 	span.End()
-	s.record(ctx, t, r)
+	return s.record(ctx, t, r)
 }
 
 // record stores the status after probe result r with compare-and-set, so that it
 // builds on the stored status (the failure count survives a change of leader) and a
 // concurrent writer's update is never lost, then publishes it.
-func (s *Service) record(ctx context.Context, t Target, r Result) {
+func (s *Service) record(ctx context.Context, t Target, r Result) (messages.HealthStatus, bool) {
 	if ctx.Err() != nil || !s.lease.held() {
-		return // the lease was lost or the service stops: this result is not ours to write
+		return messages.HealthStatus{}, false // the lease was lost or the service stops: this result is not ours to write
 	}
 	if s.opts.Observe != nil {
 		s.opts.Observe(r.Latency, r.Err)
@@ -340,7 +356,7 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 		if ctx.Err() == nil { // stopping is no failure to store
 			s.log.Warn("health: store status", "server", t.Name, "err", err)
 		}
-		return
+		return messages.HealthStatus{}, false
 	}
 	s.mu.Lock()
 	s.states[t.Name] = st.State
@@ -359,11 +375,17 @@ func (s *Service) record(ctx context.Context, t Target, r Result) {
 	if err := s.nc.Publish(messages.HealthSubject(t.Name), body); err != nil {
 		s.log.Warn("health: publish status", "server", t.Name, "err", err)
 	}
+	return st, true
 }
 
+// riseThreshold is the consecutive successes that make a server that is down up again.
+const riseThreshold = 2
+
 // Next returns the status after a probe with result r, given the previous status prev:
-// one success makes the server up, threshold consecutive failures make it down, and
-// fewer leave its state as it was. ChangedAt moves when the state changes.
+// one success makes a server up, threshold consecutive failures make it down, and
+// fewer leave its state as it was; a server that is down is up again after two
+// consecutive successes (one, with a threshold of one), so that one answering every
+// other probe stays down rather than flapping. ChangedAt moves when the state changes.
 func Next(prev messages.HealthStatus, r Result, threshold int, now time.Time) messages.HealthStatus {
 	if prev.State == "" {
 		prev.State = messages.HealthUnknown
@@ -383,10 +405,14 @@ func Next(prev messages.HealthStatus, r Result, threshold int, now time.Time) me
 			st.Error = r.Note
 		}
 	case r.Err == nil:
-		st.State, st.Failures, st.Error = messages.HealthUp, 0, r.Note
+		// A server still down keeps the reason it is down until it is up again.
+		st.Failures, st.Successes = 0, st.Successes+1
 		st.Tools, st.Protocol = r.Tools, r.Protocol
+		if st.State != messages.HealthDown || st.Successes >= min(threshold, riseThreshold) {
+			st.State, st.Successes, st.Error = messages.HealthUp, 0, r.Note
+		}
 	default:
-		st.Failures++
+		st.Failures, st.Successes = st.Failures+1, 0
 		st.Error = r.Err.Error()
 		switch {
 		case errors.Is(r.Err, oauth.ErrNeedsLogin):

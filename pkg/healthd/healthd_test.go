@@ -2,6 +2,7 @@ package healthd_test
 
 import (
 	"context"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -338,4 +339,40 @@ func TestLeaderLosesNATS(t *testing.T) {
 	lost := waitFor(t, 3*ttl, "a steps down", func() bool { return !a.Leading() })
 	took := waitFor(t, 5*ttl, "b takes over", b.Leading)
 	t.Logf("a stepped down %v after losing NATS; b led %v later (TTL %v)", lost, took, ttl)
+}
+
+// A server never reached is down within the threshold's probes at a third of the
+// interval each — two thirds of an interval after the first (10 s at the default 15 s),
+// where it took the threshold's whole intervals (30 s) — and one that answers again is
+// probed as often until it is up. The probes' own start times are compared, not a
+// clock around the test.
+func TestNeverReachedIsDownSoon(t *testing.T) {
+	nc, js := natsJS(t)
+	kv := healthKV(t, js)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String() + "/mcp"
+	l.Close() // nothing listens there
+	const interval, threshold = 3 * time.Second, 3
+	rec := tracetest.NewSpanRecorder()
+	startHealthd(t, nc, js, serversConfig(map[string]string{"gone": dead}), healthd.Options{
+		Interval: interval, Threshold: threshold, Timeout: time.Second, LeaseTTL: time.Second,
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
+	})
+	took := waitFor(t, 4*interval, "down", func() bool { st, _ := status(t, kv, "gone"); return st.State == messages.HealthDown })
+	var starts []time.Time
+	for _, sp := range rec.Ended() {
+		if sp.Name() == "probe gone" && sp.Status().Code == codes.Error {
+			starts = append(starts, sp.StartTime())
+		}
+	}
+	if len(starts) < threshold {
+		t.Fatalf("%d failed probes, want %d", len(starts), threshold)
+	}
+	if span := starts[threshold-1].Sub(starts[0]); span >= interval {
+		t.Errorf("the %d failed probes took %v from first to last, want them a third of the interval (%v) apart", threshold, span, interval/3)
+	}
+	t.Logf("down %v after the start", took)
 }

@@ -42,7 +42,9 @@ func TestNext(t *testing.T) {
 		{name: "up, one failure: still up", prev: up, r: fail, wantState: messages.HealthUp, wantFailures: 1, wantErr: "refused"},
 		{name: "up, third failure: down", prev: with(up, 2), r: fail, wantState: messages.HealthDown, wantFailures: 3, wantChanged: true, wantErr: "refused"},
 		{name: "down, more failures: still down", prev: down(up, 7), r: fail, wantState: messages.HealthDown, wantFailures: 8, wantErr: "refused"},
-		{name: "down, one success: up", prev: down(up, 7), r: ok, wantState: messages.HealthUp, wantChanged: true},
+		{name: "down, one success: still down, its reason kept", prev: withError(down(up, 7), "refused"), r: ok, wantState: messages.HealthDown, wantErr: "refused"},
+		{name: "down, a second success in a row: up", prev: rising(down(up, 7)), r: ok, wantState: messages.HealthUp, wantChanged: true},
+		{name: "down, a success then a failure: still down", prev: rising(down(up, 7)), r: fail, wantState: messages.HealthDown, wantFailures: 1, wantErr: "refused"},
 		{name: "success with a note", prev: up, r: healthd.Result{Note: "tools skipped: x"}, wantState: messages.HealthUp, wantErr: "tools skipped"},
 		// The executor is still starting the server: no verdict, nothing counted.
 		{name: "starting: stays unknown", r: healthd.Result{Pending: true, Note: "the executor is starting the server"}, wantState: messages.HealthUnknown, wantErr: "starting"},
@@ -284,4 +286,10 @@ func closedPort(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return "http://" + addr
+}
+
+// rising is st, down, after one good probe: its failures reset, one success counted.
+func rising(st messages.HealthStatus) messages.HealthStatus {
+	st.Failures, st.Successes = 0, 1
+	return st
 }

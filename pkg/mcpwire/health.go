@@ -9,6 +9,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
+// callFailure is a call whose connection failed before the server answered it: when,
+// and why.
+type callFailure struct {
+	at  int64 // unix nanoseconds
+	err error
+}
+
 // Liveness says what [Pool.Check] could tell of a server.
 type Liveness int
 
@@ -31,7 +38,8 @@ const (
 // is down fails with why it is (the last connection attempt's error); one whose first
 // connection attempt is under way is [Starting]. A server that answered a call at or
 // after since is up whatever the probe met (a single-threaded server busy with a long
-// call answers tools/list late): its calls work.
+// call answers tools/list late): its calls work. One whose calls since then met a broken
+// connection, none answered, fails whatever the probe would meet: its calls do not work.
 func (p *Pool) Check(ctx context.Context, name string, since time.Time) (ProbeResult, Liveness) {
 	s, ok := p.server(name)
 	if !ok || p.closed.Load() {
@@ -65,6 +73,12 @@ func (p *Pool) Check(ctx context.Context, name string, since time.Time) (ProbeRe
 	r := ProbeResult{Transport: fellBack(s.cfg, sess)}
 	if _, version := sess.describe(); version != "" {
 		r.Protocol = version
+	}
+	if f := s.unanswered.Load(); f != nil && f.at >= since.UnixNano() && !answered() {
+		// Health follows the calls: what they met since the last check, none answered,
+		// is what the server is, whatever one probe on the session meets now.
+		r.Latency, r.Err = time.Since(start), fmt.Errorf("its calls since the last check were not answered: %w", f.err)
+		return r, Checked
 	}
 	if len(s.cfg.Tools) > 0 {
 		r.Tools, r.Note, r.Err = declaredAlive(ctx, sess, tools, answered())

@@ -113,6 +113,10 @@ func (s *server) callTool(ctx context.Context, sess session, tool string, args j
 		// The server answered (a tool's own error too): the session that serves calls
 		// works, whatever a probe says ([Pool.Check]).
 		s.answered.Store(time.Now().UnixNano())
+	} else if brokeConnection(err) && ctx.Err() == nil {
+		// Not answered, its connection failed: health counts it against the server
+		// unless another call was answered since ([Pool.Check]).
+		s.unanswered.Store(&callFailure{at: time.Now().UnixNano(), err: err})
 	}
 	if traced {
 		if errType != "" {

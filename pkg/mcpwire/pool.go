@@ -645,6 +645,9 @@ type server struct {
 	// answered is when (Unix nanoseconds) the server last answered a call, with a
 	// result or a tool's own error ([Pool.Check]).
 	answered atomic.Int64
+	// unanswered is the last call whose connection failed before the server answered
+	// it ([Pool.Check]).
+	unanswered atomic.Pointer[callFailure]
 	// convs are the conversations' own sessions, when the server is scoped so.
 	convs conversations
 	// knownStateless: a session of this http server had no session id, so under the

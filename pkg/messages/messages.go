@@ -296,8 +296,11 @@ type HealthStatus struct {
 	// Error is why the last probe failed; empty when it succeeded.
 	Error string `json:"error,omitempty"`
 	// Failures counts the consecutive failed probes; the server is down from the
-	// threshold on (healthd's, default 3) and up again after one success.
+	// threshold on (healthd's, default 3). Successes counts the consecutive good
+	// probes of a server that is down: it is up again from two on (one with a threshold
+	// of one), so that a server that answers one probe in two does not flap.
 	Failures  int       `json:"failures,omitempty"`
+	Successes int       `json:"successes,omitempty"`
 	CheckedAt time.Time `json:"checked_at"`
 	// ChangedAt is when State last changed.
 	ChangedAt time.Time `json:"changed_at,omitzero"`
