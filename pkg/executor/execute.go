@@ -188,6 +188,9 @@ type Earlier struct {
 	// Sent counts those of them that reached the tool (or may have): only what remains
 	// of the route's MaxAttempts is tried.
 	Sent int
+	// Last says this delivery is the call's last: a failure is its answer, never handed
+	// back to a later one.
+	Last bool
 }
 
 // ExecuteRoute is [Executor.Execute] for a call the caller has resolved already with
@@ -299,7 +302,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		if r.MCP.Server != "" {
 			var n atomic.Int32
 			var kept mcpwire.KeptContent // the result's images, audio, embedded blobs
-			out, err = e.attempt(mcpwire.WithKeptContent(mcpwire.WithSentCount(actx, &n), &kept), r, call, failed)
+			out, err = e.attempt(mcpwire.WithOneRequest(mcpwire.WithKeptContent(mcpwire.WithSentCount(actx, &n), &kept)), r, call, failed)
 			requests = int(n.Load())
 			if err == nil {
 				res.Content, res.Notice = kept.Content, kept.Notice
@@ -310,7 +313,11 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 				requests = 0
 			}
 		}
-		res.Attempts += max(requests, 1)
+		// One try is one attempt, in the result as in its span and the retries metric:
+		// a try sends its request once (mcpwire.WithOneRequest), and a try whose session
+		// broke is the next try's to send again, after the backoff. Tries that reached
+		// the server count towards MaxAttempts.
+		res.Attempts++
 		reached += requests
 		if err == nil {
 			span.End()
@@ -342,8 +349,17 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			return op()
 		}, e.Retry.backoff(ctx, maxAttempts-1))
 	}
+	// Handed back: a later delivery tries the call again, and this delivery's last
+	// failed attempt is a retry like one within it — its reason on its span, counted in
+	// the retries metric — so that retries are attempts less one, across deliveries.
+	again := err != nil && !refused && retryable()
+	handBack := again && !earlier.Last
 	if pending != nil {
-		pending.End() // the last attempt: nothing followed it
+		if handBack {
+			pending.SetAttributes(telemetry.RetryReason.String(e.Redact.String(messages.EchoError(pendingReason))))
+			e.Metrics.Retry(ctx, tool, r.Label(), pendingCode)
+		}
+		pending.End()
 	}
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
@@ -360,12 +376,13 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 			return res.Fail(last), Outcome{Sent: reached}
 		}
 		oc := Outcome{
-			Retryable: retryable(),
+			Retryable: handBack,
 			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
 			Sent:      reached,
 		}
 		// Its attempts ran out (not its budget: a timeout is an answer like any other).
-		oc.Exhausted = !oc.Retryable && last.Retryable() && safe && !last.Unsent && reached >= maxAttempts
+		// Or its deliveries did: this, the last, would have handed it back.
+		oc.Exhausted = again && earlier.Last || !oc.Retryable && last.Retryable() && safe && !last.Unsent && reached >= maxAttempts
 		if !oc.Retryable {
 			report(last)
 		} else {

@@ -238,7 +238,7 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 		first = time.Now()
 	}
 	var session mcpwire.SessionReport
-	res, oc := s.Exec.ExecuteRoute(mcpwire.WithReport(ctx, &session), call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts, Sent: claim.PriorSent})
+	res, oc := s.Exec.ExecuteRoute(mcpwire.WithReport(ctx, &session), call, route, routeErr, Earlier{First: first, Attempts: claim.PriorAttempts, Sent: claim.PriorSent, Last: d.Last})
 	if safe && claimed && d.Delivered > 1 && claim.PriorAttempts == 0 && routeErr == nil {
 		// A read-only or idempotent call is not claimed on its first delivery, so a
 		// delivery that ran it and was handed back after (its answer not published, its
@@ -283,13 +283,16 @@ func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Deli
 				telemetry.ErrorMessage.String(res.Error.Message)))
 		}
 	}
-	s.logCall(ctx, level, call, tool, label(res.Backend), res)
 	if !res.Success && oc.Retryable && !d.Last {
+		// Handed back to a later delivery, whose answer is the call's outcome: that one
+		// is logged (one line per call answered), this one only at debug level.
+		s.logCall(ctx, slog.LevelDebug, call, tool, label(res.Backend), res)
 		if err := s.Claims.Release(ctx, call.ID, claims.Progress{Attempts: res.Attempts, Sent: oc.Sent, First: first}); err != nil {
 			s.logger().Warn("release claim", "call", call.ID, "err", err)
 		}
 		return nil, bus.Retry(fmt.Errorf("call %s: %s", call.ID, res.Error.Message), s.redeliveryDelay())
 	}
+	s.logCall(ctx, level, call, tool, label(res.Backend), res)
 	if s.Owners != nil && route.Session != "" && (session.Opened || lease.Ended != "") {
 		// Said in this answer: later calls of the conversation run in the session as usual.
 		s.Owners.Opened(ctx, lease)

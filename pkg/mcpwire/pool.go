@@ -449,10 +449,11 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 		} else {
 			s.broken(sess, err)
 		}
+		once := oneRequest(ctx)
 		switch {
-		case attempt > 0 && neverSent(err):
+		case (attempt > 0 || once) && neverSent(err):
 			return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, s.name, err)
-		case attempt > 0 || !(neverSent(err) || t.Retryable()):
+		case attempt > 0 || once || !(neverSent(err) || t.Retryable()):
 			return nil, fmt.Errorf("%w: %s: %s: %v", ErrConnectionLost, s.name, t.Remote, err)
 		}
 		// The request never reached the tool (an expired session, a restarted server),
@@ -461,6 +462,22 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 }
 
 type sentKey struct{}
+
+type oneRequestKey struct{}
+
+// WithOneRequest returns ctx whose tool calls send their request once: a call whose
+// session broke is answered with the error (ErrUnavailable when the request provably
+// never left, ErrConnectionLost otherwise), the broken session dropped, rather than sent
+// again on a new session. The executor, which retries with backoff and counts each try
+// as an attempt — in the result, its span and the retries metric —, calls so.
+func WithOneRequest(ctx context.Context) context.Context {
+	return context.WithValue(ctx, oneRequestKey{}, true)
+}
+
+func oneRequest(ctx context.Context) bool {
+	once, _ := ctx.Value(oneRequestKey{}).(bool)
+	return once
+}
 
 // WithSentCount returns ctx whose tool calls add to n each tools/call request that
 // reached the server: one per call, and one more for each resend after a broken

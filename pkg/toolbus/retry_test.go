@@ -81,9 +81,7 @@ func TestMCPServerFailingThenRecovering(t *testing.T) {
 	if ran.Load() != 1 {
 		t.Errorf("the tool ran %d times, want 1", ran.Load())
 	}
-	// Two executor attempts: the first is refused, reconnects and is resent once inside
-	// mcpwire (the tool is read-only), refused again; the second succeeds. The result
-	// counts what reached the server: three requests.
+	// Three attempts, one request each: two turned away, the third answered.
 	if calls.Load() != 3 || r.Attempts != 3 {
 		t.Errorf("%d tools/call requests, result says %d attempts; want 3 and 3", calls.Load(), r.Attempts)
 	}
