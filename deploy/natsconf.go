@@ -67,7 +67,7 @@ func NATSAccounts(tenants []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte(accountsHeader), b...), nil
+	return append(append([]byte(accountsHeader), b...), '\n'), nil
 }
 
 // accountsHeader heads NATSAccounts.
