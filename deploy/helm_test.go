@@ -2,11 +2,13 @@ package deploy_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/toolbus/toolbus/deploy"
 	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
 )
 
 // helmBin finds helm (PATH, then the repository's .cache/bin, where
@@ -504,5 +507,47 @@ func TestChartRunsForReal(t *testing.T) {
 		case <-time.After(time.Duration(p.grace) * time.Second):
 			t.Errorf("%s did not stop within its terminationGracePeriodSeconds, %ds", p.name, p.grace)
 		}
+	}
+}
+
+// The executors' terminationGracePeriodSeconds covers the longest budget a call of the
+// rendered configuration may have, as the executor reads it (pkg/executor: the tool's
+// budget, else its server's, else the executor's, else 60s), with the drain margin.
+func TestChartGraceCoversLongestCall(t *testing.T) {
+	for _, tc := range []struct{ name, config, extra string }{
+		{"defaults", `{}`, ""},
+		{"executor timeout", `{"executor": {"timeout": "1m30.5s"}}`, ""},
+		{"a tool's, in hours and minutes", `{"executor": {"timeout": 20, "tool_timeouts": {"report": "1h30m", "ping": "1500ms"}}}`, ""},
+		{"a server's, in seconds", `{"mcpServers": {"slow": {"type": "http", "url": "http://slow:8080/mcp", "timeout": 300}}}`, ""},
+		{"longestCallSeconds longer", `{"executor": {"timeout": "10s"}}`, "900"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--set-json", "config=" + tc.config}
+			if tc.extra != "" {
+				args = append(args, "--set", "longestCallSeconds="+tc.extra)
+			}
+			c := renderChart(t, args...)
+			file := filepath.Join(t.TempDir(), "toolbus.json")
+			os.WriteFile(file, []byte(c.get(t, "ConfigMap", "toolbus-config").Data["toolbus.json"]), 0o644)
+			cfg, err := config.Load(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			longest := cmp.Or(time.Duration(cfg.Executor.Timeout), 60*time.Second)
+			for _, d := range cfg.Executor.ToolTimeouts {
+				longest = max(longest, time.Duration(d))
+			}
+			for _, s := range cfg.MCPServers {
+				longest = max(longest, s.CallTimeout())
+			}
+			if tc.extra != "" {
+				floor, _ := strconv.Atoi(tc.extra)
+				longest = max(longest, time.Duration(floor)*time.Second)
+			}
+			want := int(math.Ceil(longest.Seconds())) + 30 // drainMarginSeconds
+			if got := *c.get(t, "Deployment", "toolbus-executor").Spec.Template.Spec.TerminationGracePeriodSeconds; got != want {
+				t.Errorf("terminationGracePeriodSeconds %d, want %d: the longest call (%v) and the drain margin", got, want, longest)
+			}
+		})
 	}
 }

@@ -167,3 +167,34 @@ stage → list of {stream, consumer}. */}}
 - name: tmp
   mountPath: /tmp
 {{- end -}}
+
+{{/* A duration of the configuration in whole seconds, rounded up: a number is seconds,
+a string Go's duration ("90s", "1h30m", "1500ms"), as messages.Duration reads them. */}}
+{{- define "toolbus.seconds" -}}
+{{- if kindIs "string" . -}}
+{{- $ns := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(h|ms|m|s|us|µs|ns)" . -1 -}}
+{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" . | float64 -}}
+{{- $unit := regexReplaceAll "^[0-9]+(\\.[0-9]+)?" . "" -}}
+{{- $ns = addf $ns (mulf $n (get (dict "h" 3600e9 "m" 60e9 "s" 1e9 "ms" 1e6 "us" 1e3 "µs" 1e3 "ns" 1.0) $unit)) -}}
+{{- end -}}
+{{- divf $ns 1e9 | ceil | int -}}
+{{- else -}}
+{{- . | float64 | ceil | int -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The longest budget a call of the configuration may have, in seconds: the longest of
+longestCallSeconds, executor.timeout (default 60s), each executor.tool_timeouts entry and
+each mcpServers entry's timeout (pkg/executor: a call's budget is the first of its tool's,
+its server's, the executor's and 60s). */}}
+{{- define "toolbus.longestCall" -}}
+{{- $cfg := .Values.config -}}
+{{- $exec := default dict $cfg.executor -}}
+{{- $longest := int .Values.longestCallSeconds -}}
+{{- $budgets := list (ternary $exec.timeout "60s" (hasKey $exec "timeout")) -}}
+{{- range $_, $d := (default dict $exec.tool_timeouts) }}{{ $budgets = append $budgets $d }}{{ end -}}
+{{- range $_, $s := (default dict $cfg.mcpServers) }}{{ if and (kindIs "map" $s) (hasKey $s "timeout") }}{{ $budgets = append $budgets $s.timeout }}{{ end }}{{ end -}}
+{{- range $budgets }}{{ $longest = max $longest (include "toolbus.seconds" . | int) }}{{ end -}}
+{{- $longest -}}
+{{- end -}}
