@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -193,6 +194,19 @@ func TestKEDATriggersReadToolbusQueues(t *testing.T) {
 		}
 		waitLag(who.stream, uint64(who.n))
 	}
+	// docs/deployment.md's load: the nats CLI publishing responses as the orchestrator,
+	// no client library, no headers.
+	published := 0
+	if nats := natsCLI(t); nats != "" {
+		before := lagOf("TOOLBUS_RESPONSES")
+		out, err := exec.Command(nats, "--server", urls[0], "--user", "orchestrator", "--password", pw["orchestrator"],
+			"pub", "toolbus.responses.load", call, "--count", "5").CombinedOutput()
+		if err != nil {
+			t.Fatalf("nats pub: %v\n%s", err, out)
+		}
+		published = 5
+		waitLag("TOOLBUS_RESPONSES", before+5)
+	}
 	if l := lagOf("TOOLBUS_CALLS"); l != 0 {
 		t.Fatalf("calls lag %d before any parser ran", l)
 	}
@@ -211,7 +225,7 @@ func TestKEDATriggersReadToolbusQueues(t *testing.T) {
 	start(toolbus.Parser)
 	waitLag("TOOLBUS_RESPONSES", 0)
 	waitLag("TOOLBUS_RESPONSES_acme", 0)
-	waitLag("TOOLBUS_CALLS", uint64(len(responses)))
+	waitLag("TOOLBUS_CALLS", uint64(len(responses)+published))
 	// Executors and formatters answer them all: the lag falls to nothing.
 	start(toolbus.Executor)
 	start(toolbus.Formatter)
@@ -223,4 +237,22 @@ func TestKEDATriggersReadToolbusQueues(t *testing.T) {
 	}
 	waitLag("TOOLBUS_CALLS", 0)
 	waitLag("TOOLBUS_RESULTS", 0)
+}
+
+// natsCLI finds the nats CLI (PATH, then the repository's .cache/bin, where
+// scripts/install-test-tools builds it); "" when it is not there, unless
+// TOOLBUS_REQUIRE_TOOLS is set.
+func natsCLI(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("nats"); err == nil {
+		return p
+	}
+	if p, err := filepath.Abs("../.cache/bin/nats"); err == nil && fileExists(p) {
+		return p
+	}
+	if os.Getenv("TOOLBUS_REQUIRE_TOOLS") != "" {
+		t.Fatal("the nats CLI not found (TOOLBUS_REQUIRE_TOOLS is set)")
+	}
+	t.Log("the nats CLI not found: the load of docs/deployment.md is not published")
+	return ""
 }
