@@ -170,6 +170,26 @@ nats:
 			t.Errorf("the formatter's triggers: %+v", tr)
 		}
 	}},
+	{name: "fixed replicas and no policies", values: `
+parser: {replicas: 3, autoscaling: {enabled: false, minReplicas: 1, maxReplicas: 1, lagThreshold: 1}}
+executor: {replicas: 5, autoscaling: {enabled: false, minReplicas: 1, maxReplicas: 1, lagThreshold: 1}}
+formatter: {replicas: 1, autoscaling: {enabled: false, minReplicas: 1, maxReplicas: 1, lagThreshold: 1}}
+networkPolicy: {enabled: false}
+podDisruptionBudget: {enabled: false}
+metrics: {dashboard: {enabled: false}}
+`, check: func(t *testing.T, r *rendered) {
+		if len(r.HPAs)+len(r.ScaledObjects)+len(r.NetworkPolicies)+len(r.PDBs) != 0 {
+			t.Errorf("%d HPAs, %d ScaledObjects, %d NetworkPolicies, %d PDBs: want none", len(r.HPAs), len(r.ScaledObjects), len(r.NetworkPolicies), len(r.PDBs))
+		}
+		for name, want := range map[string]int32{"toolbus-parser": 3, "toolbus-executor": 5, "toolbus-formatter": 1, "toolbus-healthd": 2} {
+			if got := r.Deployments[name].Spec.Replicas; got == nil || *got != want {
+				t.Errorf("%s: replicas %v, want %d", name, got, want)
+			}
+		}
+		if _, ok := r.ConfigMaps["toolbus-dashboard"]; ok {
+			t.Error("a dashboard with metrics.dashboard.enabled false")
+		}
+	}},
 	{name: "monitoring and secrets", values: `
 metrics:
   serviceMonitor: {enabled: true, labels: {release: prom}}

@@ -73,19 +73,23 @@ func checkAll(t *testing.T, r *rendered) {
 			if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
 				t.Errorf("%s: probes on %s and %s, want /healthz and /readyz", name, c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
 			}
-			pdb := r.PDBs[name]
-			if pdb == nil {
+			switch pdb := r.PDBs[name]; {
+			case pdb == nil && len(r.PDBs) > 0:
 				t.Errorf("no PodDisruptionBudget of %s", name)
-			} else if sel, _ := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
-				t.Errorf("the PodDisruptionBudget of %s does not select its pods", name)
+			case pdb != nil:
+				if sel, _ := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+					t.Errorf("the PodDisruptionBudget of %s does not select its pods", name)
+				}
 			}
 		}
 		checkNATSUser(t, name, c, user)
-		np := r.NetworkPolicies[name]
-		if np == nil {
+		switch np := r.NetworkPolicies[name]; {
+		case np == nil && len(r.NetworkPolicies) > 0: // none at all with networkPolicy.enabled false
 			t.Errorf("no NetworkPolicy of %s", name)
-		} else if sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); !sel.Matches(labels.Set(d.Spec.Template.Labels)) || len(np.Spec.PolicyTypes) != 2 {
-			t.Errorf("the NetworkPolicy of %s does not hold its pods in and out", name)
+		case np != nil:
+			if sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); !sel.Matches(labels.Set(d.Spec.Template.Labels)) || len(np.Spec.PolicyTypes) != 2 {
+				t.Errorf("the NetworkPolicy of %s does not hold its pods in and out", name)
+			}
 		}
 	}
 	for name, svc := range r.Services {

@@ -68,10 +68,16 @@ type helmError struct {
 
 func (e *helmError) Error() string { return e.err.Error() + ": " + e.stderr }
 
-// valuesFile writes values (YAML) to a file for -f.
+// valuesFile writes values (YAML) to a file for -f. Not under t.TempDir: helm splits
+// -f at commas, which a test's name may hold.
 func valuesFile(t *testing.T, values string) string {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "values.yaml")
+	dir, err := os.MkdirTemp("", "toolbus-values")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	f := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
 	}
