@@ -53,6 +53,13 @@ var cases = []struct {
 		if len(r.HPAs) != 3 || len(r.ScaledObjects) != 0 {
 			t.Errorf("%d HPAs and %d ScaledObjects without KEDA, want 3 and 0", len(r.HPAs), len(r.ScaledObjects))
 		}
+		for name, np := range r.NetworkPolicies {
+			to := np.Spec.Egress[0].To
+			if len(to) != 1 || to[0].PodSelector == nil || to[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "nats" || to[0].NamespaceSelector != nil ||
+				np.Spec.Egress[0].Ports[0].Port.IntValue() != 4222 {
+				t.Errorf("%s: egress to NATS %+v, want the NATS chart's pods in this namespace on 4222", name, np.Spec.Egress[0])
+			}
+		}
 		hpa := r.HPAs["toolbus-executor"]
 		if m := hpa.Spec.Metrics[0].External; m == nil || m.Metric.Name != "toolbus_consumer_pending" || m.Metric.Selector.MatchLabels["consumer"] != "executor" ||
 			m.Target.AverageValue.String() != "10" {
@@ -81,8 +88,7 @@ nats:
   urls: ["nats://nats-a.example.com:4222", "tls://nats-b.example.com:4222"]
   monitoringEndpoint: nats-a.example.com:8222
   streamReplicas: 1
-  podSelector: {app: nats}
-  namespaceSelector: {kubernetes.io/metadata.name: messaging}
+  egressTo: [{ipBlock: {cidr: 10.20.0.0/16}}]
 credentials:
   existingSecret: my-nats-users
 console:
@@ -108,10 +114,10 @@ console:
 				t.Errorf("%s: %v, want --stream-replicas=1", d.Name, d.Spec.Template.Spec.Containers[0].Command)
 			}
 		}
-		np := r.NetworkPolicies["toolbus-executor"]
-		to := np.Spec.Egress[0].To[0]
-		if to.NamespaceSelector == nil || to.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "messaging" || to.PodSelector.MatchLabels["app"] != "nats" {
-			t.Errorf("the executor's egress to NATS is %+v", to)
+		for name, np := range r.NetworkPolicies {
+			if to := np.Spec.Egress[0].To; len(to) != 1 || to[0].IPBlock == nil || to[0].IPBlock.CIDR != "10.20.0.0/16" || to[0].PodSelector != nil {
+				t.Errorf("%s: egress to NATS %+v, want the ipBlock of nats.egressTo", name, to)
+			}
 		}
 	}},
 	{name: "two tenants", values: `
