@@ -405,6 +405,7 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 	if conv != "" && !s.scoped() {
 		conv = ""
 	}
+	var unsent error // under WithOneRequest: the request that never left
 	for attempt := 0; ; attempt++ {
 		var sess session
 		var err error
@@ -415,7 +416,12 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 			sess, err = s.session(ctx)
 		}
 		if err != nil {
-			return nil, err
+			return nil, err // a new session refused for good (a login needed) is the answer
+		}
+		if unsent != nil {
+			// A new session stands: the caller sends the request again, as its next try.
+			release()
+			return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, s.name, unsent)
 		}
 		res, err := s.callTool(ctx, sess, t.Remote, args)
 		release()
@@ -451,10 +457,14 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 		}
 		once := oneRequest(ctx)
 		switch {
-		case (attempt > 0 || once) && neverSent(err):
+		case attempt > 0 && neverSent(err):
 			return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, s.name, err)
-		case attempt > 0 || once || !(neverSent(err) || t.Retryable()):
+		case attempt > 0 || once && !neverSent(err) || !(neverSent(err) || t.Retryable()):
 			return nil, fmt.Errorf("%w: %s: %s: %v", ErrConnectionLost, s.name, t.Remote, err)
+		case once:
+			// Sent once: a new session is opened (what it meets — a login needed — is
+			// the answer), and the request is the caller's next try.
+			unsent = err
 		}
 		// The request never reached the tool (an expired session, a restarted server),
 		// or the tool does no harm when run twice: reconnect and send it once more.
@@ -468,7 +478,8 @@ type oneRequestKey struct{}
 // WithOneRequest returns ctx whose tool calls send their request once: a call whose
 // session broke is answered with the error (ErrUnavailable when the request provably
 // never left, ErrConnectionLost otherwise), the broken session dropped, rather than sent
-// again on a new session. The executor, which retries with backoff and counts each try
+// again on a new session. When it never left, a new session is opened first, and what
+// that meets (a login needed) is the answer. The executor, which retries with backoff and counts each try
 // as an attempt — in the result, its span and the retries metric —, calls so.
 func WithOneRequest(ctx context.Context) context.Context {
 	return context.WithValue(ctx, oneRequestKey{}, true)
