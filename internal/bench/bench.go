@@ -358,7 +358,9 @@ func startServer(inProcess bool) (*nats.Conn, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var opts []nats.Option
+	// The server is this process's: a connect that takes long is a busy machine, not a
+	// server away (nats.go's 2 s default timed out beside a test suite).
+	opts := []nats.Option{nats.Timeout(10 * time.Second)}
 	if inProcess {
 		opts = append(opts, nats.InProcessServer(srv))
 	}
