@@ -47,3 +47,47 @@ func FuzzGemmaStrings(f *testing.F) {
 		}
 	})
 }
+
+// FuzzInlineXMLValue: a string parameter of Step-3 or MiniMax-M2, which write values
+// inline, comes back as written — its spaces and line breaks too; and null is null
+// where the schema allows it, the text "null" where it allows a string only.
+func FuzzInlineXMLValue(f *testing.F) {
+	f.Add("return 1\n", false, false)
+	f.Add("    if x:\n        return 1\n", true, false)
+	f.Add("null", true, true)
+	f.Add(" null\n", true, false)
+	f.Add("hello\u00a0", false, true)
+	f.Fuzz(func(t *testing.T, v string, minimax, nullable bool) {
+		if !utf8.ValidString(v) || strings.ContainsAny(v, "<\x00") {
+			t.Skip() // a tag inside a value is another test's
+		}
+		typ := `"string"`
+		if nullable {
+			typ = `["string", "null"]`
+		}
+		schemas := map[string]json.RawMessage{"edit": json.RawMessage(`{"type": "object", "properties": {"text": {"type": ` + typ + `}}}`)}
+		text := "<｜tool_calls_begin｜><｜tool_call_begin｜>" + `<steptml:invoke name="edit"><steptml:parameter name="text">` + v +
+			"</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"
+		format := FormatStep3
+		if minimax {
+			text = `<minimax:tool_call><invoke name="edit"><parameter name="text">` + v + "</parameter></invoke></minimax:tool_call>"
+			format = FormatMiniMax
+		}
+		ex := Extract(text, &Options{Format: format, Schemas: schemas})
+		if len(ex.Calls) != 1 || ex.Calls[0].Err != nil {
+			t.Fatalf("Extract(%q) = %+v, want one call", text, ex.Calls)
+		}
+		var got map[string]*string
+		if err := json.Unmarshal(ex.Calls[0].Arguments, &got); err != nil {
+			t.Fatalf("Extract(%q): arguments %s: %v", text, ex.Calls[0].Arguments, err)
+		}
+		t2 := strings.TrimSpace(v)
+		wantNull := minimax && nullable && (t2 == "null" || t2 == "None")
+		switch p := got["text"]; {
+		case wantNull && p != nil:
+			t.Fatalf("Extract(%q): text %q, want null", text, *p)
+		case !wantNull && (p == nil || *p != v):
+			t.Fatalf("Extract(%q): arguments %s, want text %q", text, ex.Calls[0].Arguments, v)
+		}
+	})
+}
