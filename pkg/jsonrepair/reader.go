@@ -19,6 +19,11 @@ type Reader struct {
 	// Args reads values as the arguments of a call, f(a=1, b=[2]): a ')' ends a value
 	// and closes the objects and arrays open in it.
 	Args bool
+	// Python reads strings as Python's literals: \xHH, octal (\0, \101), \a, \v and
+	// \UXXXXXXXX escapes mean the characters they mean there, a backslash before a line
+	// break continues the line, and control characters are text (a NUL too); \N{NAME}
+	// is an error, naming a character this package cannot look up.
+	Python bool
 
 	r repairer // the last read
 }
@@ -61,7 +66,7 @@ func (rd *Reader) AppendValue(dst []byte, s string, from int) (out []byte, end i
 	} else {
 		*r = repairer{src: s, pos: from, maxDepth: maxDepth, out: dst}
 	}
-	r.inCall = rd.Args
+	r.inCall, r.python = rd.Args, rd.Python
 	r.space()
 	if r.pos >= len(s) {
 		r.fail(r.pos, "expected a JSON value, found "+Describe(s, r.pos))

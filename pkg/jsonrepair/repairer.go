@@ -25,6 +25,8 @@ type repairer struct {
 	// inCall is set while reading the arguments of a call (Reader.Args, a tuple, a
 	// wrapper call): ')' then ends values and closes whatever is open.
 	inCall bool
+	// python reads strings as Python's literals (Reader.Python).
+	python bool
 	// The first failure: where, why, and the limit that caused it, if any.
 	failed   bool
 	errAt    int
