@@ -65,7 +65,8 @@ func FuzzReader(f *testing.F) {
 		}
 		at := int(from) % len(s)
 		// An odd from reads a call's arguments as Python literals, as pythonic calls do.
-		rd := Reader{MaxDepth: 20, Args: args, Python: args && from%2 == 1}
+		// from%3 == 2 reads it as a call's arguments, refusing what reads two ways.
+		rd := Reader{MaxDepth: 20, Args: args, Python: args && from%2 == 1, Arguments: from%3 == 2}
 		v, end, repairs, ok := rd.Value(s, at)
 		checkRead(t, &rd, s, at, []byte(v), end, repairs, ok)
 		prefix := []byte("[0,")

@@ -146,7 +146,7 @@ func (r *repairer) str(open, key bool) {
 		if pos >= len(s) {
 			if key && colon >= 0 {
 				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				return
 			}
 			end := len(s)
@@ -163,7 +163,7 @@ func (r *repairer) str(open, key bool) {
 				end = p // "hello + : a concatenation the text ends in
 			}
 			if end < len(s) {
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				r.pos, r.out = end, append(trimSpaces(out[:len(out)-escapedWidth(s[end:pos])], outBody), '"')
 				return
 			}
@@ -194,7 +194,7 @@ func (r *repairer) str(open, key bool) {
 			case quoteAfterComma:
 				// "b,"c": the quote opens the next string; this one ended before
 				// the comma.
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				end := lastNonSpace(s, body, pos)
 				if at := r.closersBefore(body, end); at >= 0 {
 					end = at // {"a": "b}, "c": 1}: the brackets close containers
@@ -204,13 +204,13 @@ func (r *repairer) str(open, key bool) {
 				return
 			case quoteAfterPlus:
 				// "hello +\n " world": the string ended before the '+'.
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				end := lastNonSpace(s, body, pos)
 				out = out[:len(out)-escapedWidth(s[end:pos])]
 				r.pos, r.out = end, append(trimSpaces(out, outBody), '"')
 				return
 			case quoteAfterKeyColon:
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
 				return
 			}
@@ -243,7 +243,7 @@ func (r *repairer) str(open, key bool) {
 		case c < ' ':
 			if key && colon >= 0 && (c == '\n' || c == '\r') {
 				// {"key:value\n: a key whose closing quote is missing ends at its colon.
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
 				return
 			}

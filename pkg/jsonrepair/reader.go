@@ -24,6 +24,15 @@ type Reader struct {
 	// break continues the line, and control characters are text (a NUL too); \N{NAME}
 	// is an error, naming a character this package cannot look up.
 	Python bool
+	// Arguments reads a call's arguments (or the call object holding them): where a
+	// lost closer leaves two readings that both parse, the read fails with
+	// ErrAmbiguous instead of guessing, as RepairArguments does. A value the text ends
+	// inside of is left to the caller, which knows whether the response was cut there.
+	Arguments bool
+	// Complete says, with Arguments, that the model wrote on after the text read (a
+	// closing tag follows it): the value was not cut off at the text's end, so brackets
+	// it lacks there were lost inside it.
+	Complete bool
 
 	r repairer // the last read
 }
@@ -83,7 +92,13 @@ func (rd *Reader) AppendValue(dst []byte, s string, from int) (out []byte, end i
 		r.fail(from, msgRepairBug)
 		return dst, 0, 0, false
 	}
-	return r.out, r.pos, r.fixes, true
+	if rd.Arguments && r.fixes&TruncatedValue == 0 {
+		if at, ambiguous := ambiguousArguments(s[:r.pos], r.out[len(dst):], r.fixes, rd.Complete); ambiguous {
+			r.failed, r.errAt, r.errMsg, r.errLimit = true, at, ambiguousMessage, ErrAmbiguous
+			return dst, 0, 0, false
+		}
+	}
+	return r.out, r.pos, r.fixes &^ internalRepairs, true
 }
 
 // Err locates the failure of the last read in the lines and columns of its text; nil
