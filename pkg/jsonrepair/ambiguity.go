@@ -1,6 +1,10 @@
 package jsonrepair
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/toolbus/toolbus/pkg/jsonscan"
+)
 
 // Precision first for a call's arguments: a repair that had to place a lost closer —
 // an end quote, a bracket, the final brace — and made another repair besides leaves
@@ -72,6 +76,11 @@ func ambiguousArguments(text string, args []byte, fixes Repairs, complete bool) 
 	case fixes&(UnclosedString|TruncatedValue) == UnclosedString|TruncatedValue && lastStringHoldsCloser(args):
 		// A string the text ends in that holds a bracket or brace: it may have ended
 		// there, the rest prose ({"a": "x} Let me know).
+		return end, true
+	case fixes&endQuoteLost != 0 && stringEndsWithElement(args):
+		// ["x,\n 515]: a string ended where the text goes on that holds a comma and
+		// then what reads as the next element: its end quote may be lost before the
+		// comma.
 		return end, true
 	case fixes&(boundaryRepairs|closerLost|ControlCharacter) != 0 && stringEndsInComma(args):
 		// "a": "x,""b": 1 — a string that ends in a comma, where the text needed
@@ -176,6 +185,36 @@ func stringEndsInComma(args []byte) bool {
 			body = t
 		}
 		if strings.HasSuffix(body, ",") {
+			return true
+		}
+	}
+	return false
+}
+
+// stringEndsWithElement reports whether a string of the JSON args ends, after its last
+// comma, with a number or a literal alone (spaces and \n, \t escapes around it).
+func stringEndsWithElement(args []byte) bool {
+	for i := 0; i < len(args); i++ {
+		if args[i] != '"' {
+			continue
+		}
+		start := i + 1
+		for i++; i < len(args) && args[i] != '"'; i++ {
+			if args[i] == '\\' {
+				i++
+			}
+		}
+		body := string(args[start:min(i, len(args))])
+		c := strings.LastIndexByte(body, ',')
+		if c < 0 {
+			continue
+		}
+		tail := strings.NewReplacer(`\n`, " ", `\t`, " ", `\r`, " ").Replace(body[c+1:])
+		tail = strings.TrimSpace(tail)
+		switch {
+		case tail == "true" || tail == "false" || tail == "null":
+			return true
+		case tail != "" && jsonscan.Number(tail, 0) == len(tail):
 			return true
 		}
 	}

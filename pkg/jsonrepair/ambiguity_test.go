@@ -72,6 +72,9 @@ func TestReaderArgumentsAmbiguous(t *testing.T) {
 		{"the text may be cut there", `{"a": {"b": 1, "c": 2, "d": 3}`, Reader{Arguments: true}, false},
 		{"a lost closer and a slip", `{"a": "x, "b": 2 "c": 3}`, Reader{Arguments: true}, true},
 		{"not arguments", `{"a": "x, "b": 2 "c": 3}`, Reader{}, false},
+		{"a string holding a brace, run to a closing tag", `{"a": "x} Let me know`, Reader{Arguments: true, Complete: true}, true},
+		{"a string cut where the text ends", `{"a": "x} Let me know`, Reader{Arguments: true}, false},
+		{"a string ended by a closing tag", `{"a": "Par`, Reader{Arguments: true, Complete: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

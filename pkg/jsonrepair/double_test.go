@@ -147,9 +147,32 @@ func doubleCases(n int) []doubleCase {
 // TestDoubleCorruption breaks 300 argument objects twice (doubleCases) and counts, per
 // class, the arguments recovered, refused (an error: a parse_error the model can act
 // on) and silently wrong (other valid arguments: a call that would run with what the
-// model did not write). Silently wrong must stay under 0.5% in all (docs/models.md
+// model did not write), as RepairArguments reads them (arguments that may have been cut
+// at their end), and in all for a Reader reading them in a call closed by its tag, as
+// pkg/toolcall does. Silently wrong must stay under 0.5% either way (docs/models.md
 // quotes the figures; -v lists them).
 func TestDoubleCorruption(t *testing.T) {
+	t.Run("RepairArguments", func(t *testing.T) {
+		checkDoubleCorruption(t, func(in string) repairAnswer {
+			if out, _, err := RepairArguments(in); err == nil {
+				return decodeAnswer(string(out))
+			}
+			return repairAnswer{}
+		})
+	})
+	t.Run("tagged call", func(t *testing.T) {
+		checkDoubleCorruption(t, func(in string) repairAnswer {
+			text := in + "</tool_call>"
+			rd := Reader{Arguments: true, Complete: true}
+			if v, _, _, ok := rd.Value(text[:len(in)], 0); ok && v[0] == '{' {
+				return decodeAnswer(v)
+			}
+			return repairAnswer{}
+		})
+	})
+}
+
+func checkDoubleCorruption(t *testing.T, read func(string) repairAnswer) {
 	type tally struct{ n, ok, wrong int }
 	kinds := map[string]*tally{}
 	var all tally
@@ -162,10 +185,7 @@ func TestDoubleCorruption(t *testing.T) {
 		}
 		k.n++
 		all.n++
-		got := repairAnswer{}
-		if out, _, err := RepairArguments(c.in); err == nil {
-			got = decodeAnswer(string(out))
-		}
+		got := read(c.in)
 		switch {
 		case sameAnswer(got, wantAnswer(t, c.want)):
 			k.ok++

@@ -27,7 +27,8 @@ type Reader struct {
 	// Arguments reads a call's arguments (or the call object holding them): where a
 	// lost closer leaves two readings that both parse, the read fails with
 	// ErrAmbiguous instead of guessing, as RepairArguments does. A value the text ends
-	// inside of is left to the caller, which knows whether the response was cut there.
+	// inside of is left to the caller, which knows whether the response was cut there,
+	// unless Complete says it was not.
 	Arguments bool
 	// Complete says, with Arguments, that the model wrote on after the text read (a
 	// closing tag follows it): the value was not cut off at the text's end, so brackets
@@ -92,7 +93,7 @@ func (rd *Reader) AppendValue(dst []byte, s string, from int) (out []byte, end i
 		r.fail(from, msgRepairBug)
 		return dst, 0, 0, false
 	}
-	if rd.Arguments && r.fixes&TruncatedValue == 0 {
+	if rd.Arguments && (r.fixes&TruncatedValue == 0 || rd.Complete) {
 		if at, ambiguous := ambiguousArguments(s[:r.pos], r.out[len(dst):], r.fixes, rd.Complete); ambiguous {
 			r.failed, r.errAt, r.errMsg, r.errLimit = true, at, ambiguousMessage, ErrAmbiguous
 			return dst, 0, 0, false
