@@ -157,6 +157,9 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, Repairs, erro
 			if r.failed {
 				return nil, 0, r.syntaxError()
 			}
+			if r.space(); r.pos < len(r.src) {
+				r.fixes |= TrailingText // 1, 2: 3 — the list ends where no value follows
+			}
 		} else if !r.concatenation() {
 			if r.failed {
 				return nil, 0, r.syntaxError()
