@@ -42,7 +42,10 @@ func ambiguousArguments(text string, args []byte, fixes Repairs, complete bool) 
 		end--
 	}
 	bracketsAtEnd := fixes&(UnclosedObject|UnclosedArray) != 0
-	bracketLost := bracketsAtEnd && end > 0 && (text[end-1] == '}' || text[end-1] == ']')
+	// A bracket lost inside the text, not only at its end: the text ends with brackets
+	// yet lacks some, and one it wrote could close another container than it does.
+	bracketLost := bracketsAtEnd && end > 0 && (text[end-1] == '}' || text[end-1] == ']') &&
+		closersCouldMove(text[:end], args, false)
 	const otherSlip = boundaryRepairs | openQuoteLost
 	switch {
 	case fixes&UnescapedQuote != 0 && fixes&(boundaryRepairs&^UnescapedQuote) != 0:
@@ -62,7 +65,7 @@ func ambiguousArguments(text string, args []byte, fixes Repairs, complete bool) 
 		// The final brace lost and text after the last value read into the arguments:
 		// {"a": 1 Let me know → a bare word taken for a key, or a value.
 		return end, true
-	case complete && bracketLost && lastCloserReadsTwoWays(text[:end], args):
+	case complete && bracketLost && closersCouldMove(text[:end], args, true):
 		// {"a": {"b": 1}, "c": 2} without its inner brace, in a call the model went on
 		// after (so not one cut off there): the last brace the model wrote closes
 		// {"b": 1, "c": 2} or the whole object. In a text that may have been cut right
@@ -91,14 +94,14 @@ func ambiguousArguments(text string, args []byte, fixes Repairs, complete bool) 
 	return 0, false
 }
 
-// lastCloserReadsTwoWays reports whether the brackets text ends with could close
-// containers other than the ones args says they close: args, compact, ends with the
-// brackets the repair added; a container closed by one of the text's last brackets
-// that has two members or more, of the kind of the first bracket added, could have
-// lost its own closer after any member but its last, the text's bracket closing the
-// container around it. The outermost container's closer lost alone is left to the
-// call's shape.
-func lastCloserReadsTwoWays(text string, args []byte) bool {
+// closersCouldMove reports whether the brackets text ends with could close containers
+// other than the ones args says they close: args, compact, ends with the brackets the
+// repair added; a container closed by one of the text's last brackets that has two
+// members or more, of the kind of the first bracket added, could have lost its own
+// closer after any member but its last, the text's bracket closing the container around
+// it. When notOutermost, the outermost container's closer lost alone does not count: in
+// a call, {"name": "f", "arguments": {"a": 1, "b": 2} cannot hold "b" beside "name".
+func closersCouldMove(text string, args []byte, notOutermost bool) bool {
 	closersAtEnd := func(b string) int {
 		n := 0
 		for i := len(b) - 1; i >= 0; i-- {
@@ -114,10 +117,22 @@ func lastCloserReadsTwoWays(text string, args []byte) bool {
 	}
 	written, all := closersAtEnd(text), closersAtEnd(string(args))
 	added := all - written
-	if written == 0 || added < 2 {
-		// The outermost brace alone lost reads one way in a call: {"name": "f",
-		// "arguments": {"a": 1, "b": 2} cannot hold "b" beside "name".
+	if written == 0 || added <= 0 || notOutermost && added < 2 {
 		return false
+	}
+	// The text's last brackets, in order: when args does not end with them and then
+	// the ones added, the repair put a bracket among them ({"a": [1, 2}: the ']'
+	// before the '}'), lost inside the text.
+	var wrote []byte
+	for i := len(text) - 1; i >= 0 && len(wrote) < written; i-- {
+		if text[i] == '}' || text[i] == ']' {
+			wrote = append(wrote, text[i])
+		}
+	}
+	for i, c := range wrote { // wrote is reversed
+		if args[len(args)-added-1-i] != c {
+			return !notOutermost
+		}
 	}
 	lost := args[len(args)-added] // the kind of the innermost container left open
 	for p := len(args) - added - written; p < len(args)-added; p++ {
