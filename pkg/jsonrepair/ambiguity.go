@@ -24,8 +24,9 @@ const boundaryRepairs = MissingComma | MissingColon | UnescapedQuote | UnquotedS
 	ExtraComma | MismatchedBracket | ConcatenatedValues | Comments | TrailingText | LeadingText | Ellipsis
 
 // proseRepairs are the repairs that take text in as a value or drop it: after a lost
-// final brace, the prose a model writes after its JSON.
-const proseRepairs = UnquotedString | Comments | TrailingText | MissingValue | UnescapedQuote | ConcatenatedValues
+// final brace, the prose a model writes after its JSON. An unquoted value alone is not
+// one ({unit: mm, x: 1, cut there); after a value without a comma, it is.
+const proseRepairs = Comments | TrailingText | MissingValue | UnescapedQuote | ConcatenatedValues
 
 // ambiguousArguments reports whether args, the arguments repaired from text with the
 // repairs fixes, are one of two readings, and the offset in text to name. complete
@@ -61,7 +62,8 @@ func ambiguousArguments(text string, args []byte, fixes Repairs, complete bool) 
 		// Two quotes lost, or a string ended where the text goes on and brackets
 		// closed at the end: each placed by the other.
 		return end, true
-	case bracketsAtEnd && (fixes&proseRepairs != 0 || fixes&(UnquotedKeys|MissingColon) == UnquotedKeys|MissingColon):
+	case bracketsAtEnd && (fixes&proseRepairs != 0 || fixes&(UnquotedKeys|MissingColon) == UnquotedKeys|MissingColon ||
+		fixes&(UnquotedString|MissingComma) == UnquotedString|MissingComma):
 		// The final brace lost and text after the last value read into the arguments:
 		// {"a": 1 Let me know → a bare word taken for a key, or a value.
 		return end, true
@@ -71,6 +73,10 @@ func ambiguousArguments(text string, args []byte, fixes Repairs, complete bool) 
 		// {"b": 1, "c": 2} or the whole object. In a text that may have been cut right
 		// after it, the cut is the reading (DESIGN: closers missing after complete
 		// values are repaired).
+		return end, true
+	case fixes&quoteInUnquoted != 0 && fixes&(closerLost|boundaryRepairs&^UnquotedString) != 0:
+		// {"a": He said \"stop\" twice", and a closer lost or another slip: a string
+		// whose opening quote was lost, its escapes read as text, or prose.
 		return end, true
 	case fixes&objectInArray != 0 && fixes&UnclosedArray != 0:
 		// "key": value read as an object in an array that never closes: the array's

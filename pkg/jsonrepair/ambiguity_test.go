@@ -34,6 +34,9 @@ func TestRepairArgumentsAmbiguous(t *testing.T) {
 		{name: "an end quote lost before a comma", in: `{"a": "x, "b": 2}`, want: `{"a":"x","b":2}`},
 		{name: "an opening key quote lost", in: `{a": 1, "b": 2}`, want: `{"a":1,"b":2}`},
 		{name: "a doubled quote", in: `{"a": ""x", "b": 2}`, want: `{"a":"x","b":2}`},
+		{name: "an unquoted value, cut after the next", in: `{"unit": mm, "x": 1`, want: `{"unit":"mm","x":1}`},
+		{name: "prose after a value, the final brace lost", in: `{"unit": "mm" see above`, wantErr: true},
+		{name: "a value holding escaped quotes without its opening quote, cut", in: `{"a": He said "stop" twice", "b": 1`, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1138,6 +1138,9 @@ func (r *repairer) unquoted(start int) bool {
 	}
 	r.pos = start + len(tok)
 	r.fixes |= UnquotedString
+	if strings.IndexByte(tok, '"') >= 0 {
+		r.fixes |= quoteInUnquoted
+	}
 	r.appendQuoted(tok)
 	return true
 }

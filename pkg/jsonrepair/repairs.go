@@ -54,13 +54,16 @@ const (
 // returned: objectInArray marks an object whose braces were missing, read in an array
 // (["key": "value"]); endQuoteLost a string the repairer ended where the text goes on
 // (its closing quote missing), openQuoteLost one whose opening quote is missing
-// ({key": 1}, [abc", 1]) — both are UnclosedString.
+// ({key": 1}, [abc", 1]) — both are UnclosedString; quoteInUnquoted an unquoted value
+// that holds a double quote ({"a": He said \"hi\""}: its opening quote lost, its
+// escapes read as text).
 const (
 	objectInArray Repairs = 1 << (48 + iota)
 	endQuoteLost
 	openQuoteLost
+	quoteInUnquoted
 
-	internalRepairs = objectInArray | endQuoteLost | openQuoteLost
+	internalRepairs = objectInArray | endQuoteLost | openQuoteLost | quoteInUnquoted
 )
 
 var repairNames = [numRepairs]string{
