@@ -27,6 +27,9 @@ type jsonWriter struct {
 	lits   [][2]int // true, false, null
 	// ends[i] is the offset after the value of the i-th top-level member.
 	ends []int
+	// valueEnds are the closing quotes of string values (not keys); innerClosers the
+	// ] and } of every array and object but the outermost.
+	valueEnds, innerClosers []int
 }
 
 func (w *jsonWriter) str(s string) int {
@@ -57,6 +60,7 @@ func (w *jsonWriter) value(v any, depth int) {
 		w.b.WriteString(strconv.FormatFloat(x, 'f', -1, 64))
 	case string:
 		w.str(x)
+		w.valueEnds = append(w.valueEnds, w.b.Len()-1)
 	case []any:
 		w.b.WriteByte('[')
 		for i, e := range x {
@@ -72,6 +76,9 @@ func (w *jsonWriter) value(v any, depth int) {
 		}
 		if len(x) > 0 {
 			w.newline(depth)
+		}
+		if depth > 0 {
+			w.innerClosers = append(w.innerClosers, w.b.Len())
 		}
 		w.b.WriteByte(']')
 	case obj:
@@ -99,6 +106,9 @@ func (w *jsonWriter) value(v any, depth int) {
 		}
 		if len(x) > 0 {
 			w.newline(depth)
+		}
+		if depth > 0 {
+			w.innerClosers = append(w.innerClosers, w.b.Len())
 		}
 		w.b.WriteByte('}')
 	}

@@ -8,7 +8,11 @@
 // single-pass parser that records what it fixed. What even that parser cannot read gives
 // a *[SyntaxError] with the line, the column and what was expected, worded for the model
 // that wrote the text. [RepairArguments] does the same for the arguments of a tool call,
-// which must be an object, also when they arrive as a JSON string.
+// which must be an object, also when they arrive as a JSON string, and puts precision
+// first: where a closer was lost (an end quote, a bracket, the final brace) and the text
+// then reads two ways that both parse — the key or the prose after it taken into a
+// value, or left out — it answers a *[SyntaxError] wrapping [ErrAmbiguous] at the place,
+// never the guess; a [Reader] with Arguments set does the same.
 //
 // # What it repairs
 //

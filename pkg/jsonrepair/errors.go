@@ -13,7 +13,14 @@ var (
 	ErrTooDeep = errors.New("JSON nested too deep")
 	// ErrTooLarge: the input is longer than the limit.
 	ErrTooLarge = errors.New("input too large")
+	// ErrAmbiguous: a call's arguments lost a closer (an end quote, a bracket, the
+	// final brace) and the text reads two ways (see RepairArguments).
+	ErrAmbiguous = errors.New("arguments read two ways")
 )
+
+// ambiguousMessage is the message of ErrAmbiguous, for the model that wrote the text.
+const ambiguousMessage = "a closing quote, bracket or brace is missing before here, and the text reads two ways " +
+	"(what follows may be part of a value or not); write the arguments again with every string, array and object closed"
 
 // SyntaxError says where and why text could not be read as JSON, even after repair. Its
 // message is written for the model that produced the text.
@@ -25,7 +32,8 @@ type SyntaxError struct {
 	Line, Column int
 	// Msg says what was expected and what was found.
 	Msg string
-	// Err is ErrTooDeep or ErrTooLarge when a limit was hit, else nil.
+	// Err is ErrTooDeep or ErrTooLarge when a limit was hit, ErrAmbiguous when the
+	// arguments read two ways, else nil.
 	Err error
 }
 

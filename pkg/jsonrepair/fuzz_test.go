@@ -58,12 +58,15 @@ func FuzzReader(f *testing.F) {
 		f.Add(s, uint16(0), false)
 	}
 	f.Add(`f(a=1, b=[2, 'x'), c=True)`, uint16(4), true)
+	f.Add(`f(a='\x41\0\101\N{X}', b='C:\new')`, uint16(3), true)
 	f.Fuzz(func(t *testing.T, s string, from uint16, args bool) {
 		if len(s) == 0 {
 			return
 		}
 		at := int(from) % len(s)
-		rd := Reader{MaxDepth: 20, Args: args}
+		// An odd from reads a call's arguments as Python literals, as pythonic calls do.
+		// from%3 == 2 reads it as a call's arguments, refusing what reads two ways.
+		rd := Reader{MaxDepth: 20, Args: args, Python: args && from%2 == 1, Arguments: from%3 == 2}
 		v, end, repairs, ok := rd.Value(s, at)
 		checkRead(t, &rd, s, at, []byte(v), end, repairs, ok)
 		prefix := []byte("[0,")

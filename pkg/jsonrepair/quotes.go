@@ -146,7 +146,7 @@ func (r *repairer) str(open, key bool) {
 		if pos >= len(s) {
 			if key && colon >= 0 {
 				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				return
 			}
 			end := len(s)
@@ -163,7 +163,7 @@ func (r *repairer) str(open, key bool) {
 				end = p // "hello + : a concatenation the text ends in
 			}
 			if end < len(s) {
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				r.pos, r.out = end, append(trimSpaces(out[:len(out)-escapedWidth(s[end:pos])], outBody), '"')
 				return
 			}
@@ -194,7 +194,7 @@ func (r *repairer) str(open, key bool) {
 			case quoteAfterComma:
 				// "b,"c": the quote opens the next string; this one ended before
 				// the comma.
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				end := lastNonSpace(s, body, pos)
 				if at := r.closersBefore(body, end); at >= 0 {
 					end = at // {"a": "b}, "c": 1}: the brackets close containers
@@ -204,13 +204,13 @@ func (r *repairer) str(open, key bool) {
 				return
 			case quoteAfterPlus:
 				// "hello +\n " world": the string ended before the '+'.
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				end := lastNonSpace(s, body, pos)
 				out = out[:len(out)-escapedWidth(s[end:pos])]
 				r.pos, r.out = end, append(trimSpaces(out, outBody), '"')
 				return
 			case quoteAfterKeyColon:
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
 				return
 			}
@@ -243,11 +243,11 @@ func (r *repairer) str(open, key bool) {
 		case c < ' ':
 			if key && colon >= 0 && (c == '\n' || c == '\r') {
 				// {"key:value\n: a key whose closing quote is missing ends at its colon.
-				r.fixes |= UnclosedString
+				r.fixes |= UnclosedString | endQuoteLost
 				r.pos, r.out = colon, append(trimSpaces(out[:outColon], outBody), '"')
 				return
 			}
-			if c != '\n' && c != '\r' && c != '\t' && c != '\b' && c != '\f' {
+			if c != '\n' && c != '\r' && c != '\t' && c != '\b' && c != '\f' && !r.python {
 				// NUL and the like are no text a model writes: binary, or a broken stream.
 				r.fail(pos, fmt.Sprintf("invalid character %q in a string", c))
 				r.pos, r.out = len(s), out
@@ -293,9 +293,9 @@ const (
 // bracketCount counts the brackets in a string's text up to a point, so that each
 // byte is counted once however many quotes ask.
 type bracketCount struct {
-	upto          int
-	square, curly [2]int // opened [ and {, closed ] and }
-	quotes        int
+	upto                 int
+	square, curly, round [2]int // opened [, { and (, closed ], } and )
+	quotes               int
 }
 
 // quoted reports whether s[body:i] holds a double quote.
@@ -319,12 +319,19 @@ func (b *bracketCount) open(s string, body, i int, c byte) bool {
 			b.curly[0]++
 		case '}':
 			b.curly[1]++
+		case '(':
+			b.round[0]++
+		case ')':
+			b.round[1]++
 		case '"':
 			b.quotes++
 		}
 	}
-	if c == ']' {
+	switch c {
+	case ']':
 		return b.square[0] > b.square[1]
+	case ')':
+		return b.round[0] > b.round[1]
 	}
 	return b.curly[0] > b.curly[1]
 }
@@ -376,6 +383,12 @@ func (r *repairer) closeAt(i, body int, key, hasColon bool, brackets *bracketCou
 	if r.endsString(i + 1) {
 		if j := jsonscan.SkipSpace(s, i+1); j < len(s) && (s[j] == ']' || s[j] == '}') && brackets.open(s, body, i, s[j]) {
 			return quoteInside // "the list [1, 2"] more": the bracket is the text's
+		} else if j < len(s) && s[j] == ')' && r.inCall && s[i] == '\'' && brackets.open(s, body, i, ')') &&
+			brackets.quotes%2 == 1 && closesQuotedPart(s, j) {
+			// cmd='python3 -c "print(f(x, sep='\,'))"': inside a double-quoted
+			// part of the text still open, and closed right after, a ')' the text
+			// opened is the text's.
+			return quoteInside
 		}
 		return quoteCloses
 	}
@@ -390,6 +403,19 @@ func (r *repairer) closeAt(i, body int, key, hasColon bool, brackets *bracketCou
 		return quoteAfterPlus
 	}
 	return quoteInside
+}
+
+// closesQuotedPart reports whether s[j:] is ')'s, then '"' and the single quote that
+// closes the string: '))"'.
+func closesQuotedPart(s string, j int) bool {
+	for j < len(s) && (s[j] == ')' || s[j] == ' ') {
+		j++
+	}
+	if j >= len(s) || s[j] != '"' {
+		return false
+	}
+	j = skipSpaceAndTabs(s, j+1)
+	return j < len(s) && s[j] == '\''
 }
 
 // doubledQuoteEnds marks what can follow an empty string "": a space, a delimiter.
@@ -662,9 +688,18 @@ func (r *repairer) escape(q quoteKind, pos int, out []byte, inPath bool) (int, [
 	}
 	e := s[pos+1]
 	switch {
+	case r.python: // Python's escapes mean what they mean, in a path too
 	case (e == 'b' || e == 'f') && (pos+2 < len(s) && isLetter(s[pos+2]) || pos > 0 && isLetter(s[pos-1])),
 		(e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') && inPath:
 		e = 'x'
+	}
+	if r.python {
+		if end, o, ok := r.pythonEscape(pos, out); ok {
+			return end, o
+		}
+		if r.failed {
+			return len(s), out
+		}
 	}
 	switch e {
 	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -704,6 +739,58 @@ func (r *repairer) escape(q quoteKind, pos int, out []byte, inPath bool) (int, [
 	// Keep the backslash as a character: "C:\dir" means a backslash.
 	r.fixes |= InvalidEscape
 	return pos + 1, append(out, '\\', '\\')
+}
+
+// pythonEscape writes the escape at s[pos] of a Python string that JSON does not share
+// with Python, and returns where the string goes on; ok is false for the escapes both
+// read alike, and the backslashes Python keeps ("\,", "C:\dir"), which escape reads.
+func (r *repairer) pythonEscape(pos int, out []byte) (end int, _ []byte, ok bool) {
+	s := r.src
+	e := s[pos+1]
+	var ru rune
+	switch {
+	case e == 'x' || e == 'U':
+		n := 2
+		if e == 'U' {
+			n = 8
+		}
+		if pos+2+n > len(s) {
+			return 0, out, false
+		}
+		v, err := strconv.ParseUint(s[pos+2:pos+2+n], 16, 32)
+		if err != nil || v > utf8.MaxRune {
+			return 0, out, false
+		}
+		ru, end = rune(v), pos+2+n
+	case e >= '0' && e <= '7':
+		end = pos + 1
+		for end < len(s) && end < pos+4 && s[end] >= '0' && s[end] <= '7' {
+			ru = ru*8 + rune(s[end]-'0')
+			end++
+		}
+	case e == 'a':
+		ru, end = 7, pos+2
+	case e == 'v':
+		ru, end = 11, pos+2
+	case e == '\n':
+		r.fixes |= InvalidEscape
+		return pos + 2, out, true // a line continued: Python drops both
+	case e == 'N' && pos+2 < len(s) && s[pos+2] == '{':
+		r.fail(pos, "a \\N{…} escape names a character that toolbus cannot look up: write the character itself")
+		return 0, out, false
+	default:
+		return 0, out, false
+	}
+	switch {
+	case ru < ' ':
+		return end, appendControl(out, byte(ru)), true
+	case ru == '"' || ru == '\\':
+		return end, append(out, '\\', byte(ru)), true
+	case ru >= 0xd800 && ru <= 0xdfff:
+		const hex = "0123456789abcdef"
+		return end, append(out, '\\', 'u', hex[ru>>12], hex[ru>>8&15], hex[ru>>4&15], hex[ru&15]), true
+	}
+	return end, utf8.AppendRune(out, ru), true
 }
 
 // literalAt reports whether a JSON or Python literal is written at s[i], followed by

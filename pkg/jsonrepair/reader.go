@@ -19,6 +19,21 @@ type Reader struct {
 	// Args reads values as the arguments of a call, f(a=1, b=[2]): a ')' ends a value
 	// and closes the objects and arrays open in it.
 	Args bool
+	// Python reads strings as Python's literals: \xHH, octal (\0, \101), \a, \v and
+	// \UXXXXXXXX escapes mean the characters they mean there, a backslash before a line
+	// break continues the line, and control characters are text (a NUL too); \N{NAME}
+	// is an error, naming a character this package cannot look up.
+	Python bool
+	// Arguments reads a call's arguments (or the call object holding them): where a
+	// lost closer leaves two readings that both parse, the read fails with
+	// ErrAmbiguous instead of guessing, as RepairArguments does. A value the text ends
+	// inside of is left to the caller, which knows whether the response was cut there,
+	// unless Complete says it was not.
+	Arguments bool
+	// Complete says, with Arguments, that the model wrote on after the text read (a
+	// closing tag follows it): the value was not cut off at the text's end, so brackets
+	// it lacks there were lost inside it.
+	Complete bool
 
 	r repairer // the last read
 }
@@ -61,7 +76,7 @@ func (rd *Reader) AppendValue(dst []byte, s string, from int) (out []byte, end i
 	} else {
 		*r = repairer{src: s, pos: from, maxDepth: maxDepth, out: dst}
 	}
-	r.inCall = rd.Args
+	r.inCall, r.python = rd.Args, rd.Python
 	r.space()
 	if r.pos >= len(s) {
 		r.fail(r.pos, "expected a JSON value, found "+Describe(s, r.pos))
@@ -78,7 +93,13 @@ func (rd *Reader) AppendValue(dst []byte, s string, from int) (out []byte, end i
 		r.fail(from, msgRepairBug)
 		return dst, 0, 0, false
 	}
-	return r.out, r.pos, r.fixes, true
+	if rd.Arguments && (r.fixes&TruncatedValue == 0 || rd.Complete) {
+		if at, ambiguous := ambiguousArguments(s[:r.pos], r.out[len(dst):], r.fixes, rd.Complete); ambiguous {
+			r.failed, r.errAt, r.errMsg, r.errLimit = true, at, ambiguousMessage, ErrAmbiguous
+			return dst, 0, 0, false
+		}
+	}
+	return r.out, r.pos, r.fixes &^ internalRepairs, true
 }
 
 // Err locates the failure of the last read in the lines and columns of its text; nil

@@ -60,7 +60,8 @@ func (l Limits) size() int { return cmp.Or(l.MaxInputSize, DefaultMaxInputSize) 
 
 // Repair is the package's Repair under l.
 func (l Limits) Repair(s string) (json.RawMessage, Repairs, error) {
-	return repairJSON(s, l.depth(), l.size())
+	out, fixes, err := repairJSON(s, l.depth(), l.size())
+	return out, fixes &^ internalRepairs, err
 }
 
 // RepairArguments is the package's RepairArguments under l.
@@ -77,6 +78,10 @@ func repairArguments(s string, maxDepth, maxSize int) (json.RawMessage, Repairs,
 		return nil, 0, err
 	}
 	v = bytes.TrimSpace(v)
+	if at, ok := ambiguousArguments(s, v, fixes, false); ok {
+		return nil, 0, newSyntaxError(s, at, ErrAmbiguous, ambiguousMessage)
+	}
+	fixes &^= internalRepairs
 	switch v[0] {
 	case '{':
 		return v, fixes, nil
@@ -151,6 +156,9 @@ func repairJSON(s string, maxDepth, maxSize int) (json.RawMessage, Repairs, erro
 		if r.out[0] != '{' && r.out[0] != '[' && r.scalarList(valueEnd) {
 			if r.failed {
 				return nil, 0, r.syntaxError()
+			}
+			if r.space(); r.pos < len(r.src) {
+				r.fixes |= TrailingText // 1, 2: 3 — the list ends where no value follows
 			}
 		} else if !r.concatenation() {
 			if r.failed {

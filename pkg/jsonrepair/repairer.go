@@ -25,6 +25,8 @@ type repairer struct {
 	// inCall is set while reading the arguments of a call (Reader.Args, a tuple, a
 	// wrapper call): ')' then ends values and closes whatever is open.
 	inCall bool
+	// python reads strings as Python's literals (Reader.Python).
+	python bool
 	// The first failure: where, why, and the limit that caused it, if any.
 	failed   bool
 	errAt    int
@@ -550,7 +552,7 @@ func (r *repairer) key() bool {
 	if r.pos < len(s) && s[r.pos] == '"' {
 		if j := skipSpaceAndTabs(s, r.pos+1); j < len(s) && s[j] == ':' {
 			r.pos++ // {key": 1}: the opening quote is missing
-			r.fixes |= UnclosedString
+			r.fixes |= UnclosedString | openQuoteLost
 		}
 	}
 	return true
@@ -684,7 +686,7 @@ func (r *repairer) membersInArray(elem int) bool {
 	r.out = append(r.out, 0)
 	copy(r.out[elem+1:], r.out[elem:])
 	r.out[elem] = '{'
-	r.fixes |= UnclosedObject
+	r.fixes |= UnclosedObject | objectInArray
 	for {
 		r.pos++ // the ':'
 		r.out = append(r.out, ':')
@@ -721,7 +723,7 @@ func (r *repairer) membersInArray(elem int) bool {
 // closing quote of a string whose opening one is missing ({"a": 12", [true", 1]).
 func (r *repairer) strayQuote() {
 	if r.quoteEnds(r.pos) {
-		r.fixes |= UnclosedString
+		r.fixes |= UnclosedString | openQuoteLost
 		r.pos++
 	}
 }
@@ -1122,7 +1124,7 @@ func (r *repairer) unquoted(start int) bool {
 	}
 	if len(tok) > 1 && tok[len(tok)-1] == '"' && strings.IndexByte(tok[:len(tok)-1], '"') < 0 {
 		// [abc", 1] or {"a": foo"}: a string whose opening quote is missing.
-		r.fixes |= UnclosedString
+		r.fixes |= UnclosedString | openQuoteLost
 		r.pos = start + len(tok)
 		r.out = append(r.out, '"')
 		r.out = r.stringText(tok[:len(tok)-1], start)
@@ -1136,6 +1138,9 @@ func (r *repairer) unquoted(start int) bool {
 	}
 	r.pos = start + len(tok)
 	r.fixes |= UnquotedString
+	if strings.IndexByte(tok, '"') >= 0 {
+		r.fixes |= quoteInUnquoted
+	}
 	r.appendQuoted(tok)
 	return true
 }

@@ -50,6 +50,22 @@ const (
 	numRepairs = iota // how many there are
 )
 
+// Repairs the repairer records for its own checks (ambiguousArguments), never
+// returned: objectInArray marks an object whose braces were missing, read in an array
+// (["key": "value"]); endQuoteLost a string the repairer ended where the text goes on
+// (its closing quote missing), openQuoteLost one whose opening quote is missing
+// ({key": 1}, [abc", 1]) — both are UnclosedString; quoteInUnquoted an unquoted value
+// that holds a double quote ({"a": He said \"hi\""}: its opening quote lost, its
+// escapes read as text).
+const (
+	objectInArray Repairs = 1 << (48 + iota)
+	endQuoteLost
+	openQuoteLost
+	quoteInUnquoted
+
+	internalRepairs = objectInArray | endQuoteLost | openQuoteLost | quoteInUnquoted
+)
+
 var repairNames = [numRepairs]string{
 	"code_fence", "leading_text", "trailing_text", "comments", "nonstandard_whitespace",
 	"single_quotes", "smart_quotes", "unquoted_keys", "unquoted_string",

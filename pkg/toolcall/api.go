@@ -676,7 +676,11 @@ func (x *extractor) apiCalls(r *apiReader) {
 			if p.name == "" && p.err == "" && b.err == "" {
 				p.err = "the call has no name"
 			}
-			x.add(blk{format: r.format, start: b.start, end: b.end}, p)
+			// A block of a stream resumed from an earlier text spans that text's bytes:
+			// an SSE stream's block is the whole text, which may now be shorter (the
+			// same events, written with fewer spaces or blank lines).
+			end := min(b.end, len(x.text))
+			x.add(blk{format: r.format, start: min(b.start, end), end: end}, p)
 			if !done {
 				x.unsettled++
 			}

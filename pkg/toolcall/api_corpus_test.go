@@ -109,3 +109,22 @@ func checkAPIWant(t *testing.T, how string, ex Extraction, want apiWant) {
 		t.Errorf("%s: content %q, want %q", how, ex.Content, want.Content)
 	}
 }
+
+// TestAPIStreamResumedShorter: a streamed API response read again as a shorter text —
+// the same events, written with fewer spaces — resumes from the earlier read without
+// its byte positions (it panicked, answered as an internal error; found by FuzzExtract).
+func TestAPIStreamResumedShorter(t *testing.T) {
+	chunk1 := `{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"clock","arguments":"{}"}}]},"finish_reason":null}]}`
+	chunk2 := `{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`
+	long := "data:    " + chunk1 + "\n\n\n\ndata:    " + chunk2 + "\n\n\n\n"
+	short := "data:" + chunk1 + "\ndata:" + chunk2
+	for _, in := range []string{long, short} {
+		ex := Extract(in, nil)
+		if len(ex.Calls) != 1 || ex.Calls[0].Err != nil || ex.Calls[0].Name != "clock" {
+			t.Fatalf("Extract(%q) = %+v, want the call to clock", in, ex.Calls)
+		}
+		if c := ex.Calls[0]; c.End > len(in) || in[c.Start:c.End] != c.Raw {
+			t.Fatalf("Extract(%q): call at %d:%d outside the text", in, c.Start, c.End)
+		}
+	}
+}

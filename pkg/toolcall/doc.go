@@ -52,11 +52,11 @@
 //     say string="false" when their value is JSON ([FormatDeepSeekV32]).
 //   - <tool_calls>[…]</tool_calls> (Jamba, [FormatToolCallsTag]) and <function_calls>
 //     holding pythonic calls (OLMo 3) or <invoke name="…"> XML ([FormatFunctionCalls]).
-//   - gpt-oss's Harmony messages ([FormatHarmony]): a commentary message addressed
+//   - gpt-oss's Harmony messages ([FormatHarmony]): a message addressed
 //     to=functions.NAME (in the channel header or the role header, with <|constrain|>json,
-//     a bare json or no content type; its <|call|> may be missing at the end) is a call;
-//     the analysis channel is reasoning (a call addressed there is answered with a
-//     parse error, not run), the final channel content.
+//     a bare json or no content type; its <|call|> may be missing at the end) is a call,
+//     on commentary or on analysis, as Harmony's own parser reads the header; the rest
+//     of the analysis channel is reasoning, the final channel content.
 //   - Gemma 4's <|tool_call>call:NAME{key:<|"|>text<|"|>}<tool_call|> and FunctionGemma's
 //     <start_function_call>call:NAME{key:<escape>text<escape>}<end_function_call>
 //     ([FormatGemma4], [FormatFunctionGemma]); Gemma 3's ```tool_code fence ([FormatToolCode]).

@@ -92,6 +92,13 @@ func (x *extractor) run() {
 	if x.wholeResponse(pos) {
 		return
 	}
+	if x.o.Format == FormatFunctionaryV32 {
+		start, _ := trimSpan(x.text, pos, len(x.text))
+		if end := x.functionaryStart(start); end > start {
+			x.addContent(pos, start)
+			pos = end
+		}
+	}
 	x.scan(pos, len(x.text))
 }
 

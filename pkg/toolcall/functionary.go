@@ -8,9 +8,38 @@ package toolcall
 // functionaryV32 reads the part that >>> opens at text[at]. Text that does not look like
 // one (">>> print(x)", a Python prompt) is content.
 func (x *extractor) functionaryV32(at, limit int) (int, bool) {
+	return x.functionaryPart(at, at+len(litText[litFunctionary]), limit)
+}
+
+// functionaryStart reads the part a response begins with at text[at]: the template
+// ends the prompt with >>>, so the model's first recipient comes without it —
+// get_weather\n{…} or all\n (llama.cpp's functionary v3.2 parser reads a name followed
+// by a line break and '{', or all, at the start). It returns where the part ends, or
+// at when the text does not begin so.
+func (x *extractor) functionaryStart(at int) int {
+	s := x.text
+	i := at
+	for i < len(s) && (isWordByte(s[i]) || s[i] == '-' || s[i] == '.') {
+		i++
+	}
+	if i == at || i >= len(s) || s[i] != '\n' {
+		return at
+	}
+	if s[at:i] != "all" && (i+1 >= len(s) || s[i+1] != '{') {
+		return at
+	}
+	end, ok := x.functionaryPart(at, at, len(s))
+	if !ok {
+		return at
+	}
+	return end
+}
+
+// functionaryPart reads the part whose recipient's name starts at text[ns] (after >>>
+// at text[at], or at the start).
+func (x *extractor) functionaryPart(at, ns, limit int) (int, bool) {
 	s := x.text[:limit]
-	i := at + len(litText[litFunctionary])
-	ns := i
+	i := ns
 	for i < limit && (isWordByte(s[i]) || s[i] == '-' || s[i] == '.') {
 		i++
 	}

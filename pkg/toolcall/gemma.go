@@ -61,8 +61,19 @@ func (x *extractor) gemmaCall(m lit, at, from, limit int) (int, bool) {
 	case s[i] != '{':
 		x.fail(b, name, nil, "expected the arguments {key:value, …} after the tool name, found %s", jsonrepair.Describe(s, i))
 	default:
-		args := unquoteGemma(s[i:bodyEnd], gemmaQuote(m))
+		quoted := strings.Contains(s[i:bodyEnd], gemmaQuote(m))
+		args, missingComma := unquoteGemma(s[i:bodyEnd], gemmaQuote(m))
 		v, _, fixes, err := x.repairValue(args, 0)
+		if missingComma {
+			fixes |= fixSet(jsonrepair.MissingComma)
+		}
+		if err == nil && fixes&fixSet(jsonrepair.UnescapedQuote) != 0 && quoted {
+			// Every quote the repairer saw is a token's: it took one for a quote inside a
+			// string, joining two strings of the model's into one it never wrote.
+			q := gemmaQuote(m)
+			x.fail(b, name, nil, "a %s inside a value: each string is written key:%stext%s and cannot hold the token", q, q, q)
+			break
+		}
 		if err != nil {
 			x.fail(b, name, err, "%s", syntaxMessage(err))
 			break
@@ -73,28 +84,71 @@ func (x *extractor) gemmaCall(m lit, at, from, limit int) (int, bool) {
 	return end, true
 }
 
-// unquoteGemma rewrites text whose strings are quoted by the token q as JSON-like text:
-// each quoted string becomes a JSON string (a string the text ends in stays open, for
-// the repairer to see the cut).
-func unquoteGemma(text, q string) string {
+// unquoteGemma rewrites text whose strings are quoted by the token q as JSON: each
+// quoted string becomes a JSON string (a string the text ends in stays open, for the
+// repairer to see the cut) and each bare key a quoted one, so that a call written as
+// the format says is strict JSON and no repair heuristic reads its strings. The token
+// is the only quote of the format, so a string ends there whatever follows: where the
+// model wrote no comma before the next member (k:<escape>a<escape>n:<escape>b<escape>),
+// one is written, and missingComma says so — else the repairer, seeing "a"n:"b", could
+// take the quotes for ones inside a string and run the call with one string made of
+// two (vLLM reads each key:value pair by itself; so does this).
+func unquoteGemma(text, q string) (out string, missingComma bool) {
 	if !strings.Contains(text, q) {
-		return text
+		return text, false
 	}
-	var b []byte
+	b := make([]byte, 0, len(text)+16)
+	atKey := false // the last token written was { or ,
 	for {
 		i := strings.Index(text, q)
 		if i < 0 {
 			break
 		}
-		b = append(b, text[:i]...)
+		b, atKey = appendGemmaKeys(b, text[:i], atKey)
 		text = text[i+len(q):]
 		j := strings.Index(text, q)
 		if j < 0 {
 			str := appendString(nil, text)
-			return string(append(b, str[:len(str)-1]...))
+			return string(append(b, str[:len(str)-1]...)), missingComma
 		}
 		b = appendString(b, text[:j])
+		atKey = false
 		text = text[j+len(q):]
+		if k, _ := jsonrepair.SkipSpace(text, 0); k < len(text) && !strings.ContainsRune(",:}]", rune(text[k])) {
+			b = append(b, ',')
+			missingComma, atKey = true, true
+		}
 	}
-	return string(append(b, text...))
+	b, _ = appendGemmaKeys(b, text, atKey)
+	return string(b), missingComma
+}
+
+// appendGemmaKeys appends seg, text between Gemma's strings, quoting each bare key (a
+// word followed by ':' where a key may start); atKey says whether one may at seg[0].
+func appendGemmaKeys(b []byte, seg string, atKey bool) ([]byte, bool) {
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		switch {
+		case c == '{' || c == ',':
+			atKey = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case atKey && (isWordByte(c) || c == '-' || c == '.'):
+			j := i
+			for j < len(seg) && (isWordByte(seg[j]) || seg[j] == '-' || seg[j] == '.') {
+				j++
+			}
+			k, _ := jsonrepair.SkipSpace(seg, j)
+			if k < len(seg) && seg[k] == ':' {
+				b = appendString(b, seg[i:j])
+				i = j - 1
+				atKey = false
+				continue
+			}
+			atKey = false
+		default:
+			atKey = false
+		}
+		b = append(b, c)
+	}
+	return b, atKey
 }

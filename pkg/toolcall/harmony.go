@@ -9,12 +9,13 @@ import "strings"
 //	<|start|>assistant<|channel|>final<|message|>…<|return|>
 //
 // The prompt ends with <|start|>assistant, so a response opens with <|channel|> (or
-// with " to=functions.NAME" when the recipient is in the role header). A message on the
-// commentary channel addressed to=functions.NAME is a call; the analysis channel is
-// reasoning, and calls quoted there never run: an analysis message addressed
-// to=functions.NAME is answered parse_error, asking for it on commentary (llama.cpp runs
-// it; issue 34 says analysis is reasoning); the final channel and commentary without a
-// recipient (a preamble) are content. A message to one of gpt-oss's built-in tools
+// with " to=functions.NAME" when the recipient is in the role header). A message whose
+// header addresses it to=functions.NAME is a call, on whichever channel: the recipient
+// is the header's, written in special tokens, and Harmony's own parser, vLLM's and
+// llama.cpp's all read it so (the format's guide: the model calls tools as part of its
+// chain-of-thought; docs/models.md says why). Otherwise the analysis channel is
+// reasoning, and calls quoted in its text never run; the final channel and commentary
+// without a recipient (a preamble) are content. A message to one of gpt-oss's built-in tools
 // (to=browser.search, to=python), which toolbus does not serve, is kept as reasoning.
 // The content type after the recipient (<|constrain|>json, or a bare json) is ignored.
 // The last message may lack its <|call|>: it ends with the response.
@@ -55,15 +56,7 @@ func (x *extractor) harmony(at, limit int) (int, bool) {
 	channel, recipient := harmonyHeader(header)
 	name, isFunction := strings.CutPrefix(recipient, "functions.")
 	switch {
-	case channel == "analysis" && isFunction:
-		// A call written as reasoning: not run, but answered, so that the model sends
-		// it again where calls go (llama.cpp runs it; the analysis channel is never
-		// acted on, in Harmony's own words).
-		x.addReason(body, bodyEnd)
-		b := blk{format: FormatHarmony, start: start, end: end}
-		x.add(b, parsed{name: name, err: "the call was written on the analysis channel, which is reasoning, so it was not run; " +
-			"send it again on the commentary channel (<|channel|>commentary to=functions." + name + ")"})
-	case channel == "analysis" || recipient != "" && !isFunction:
+	case channel == "analysis" && !isFunction || recipient != "" && !isFunction:
 		x.addReason(body, bodyEnd)
 	case isFunction:
 		b := blk{format: FormatHarmony, start: start, end: end}

@@ -36,7 +36,7 @@ func (x *extractor) pyCall(s string, i int) (p parsed, end int, ok bool) {
 	}
 	// The keyword arguments are read here, their values by the repairer, as the
 	// arguments of a call: a ')' ends them.
-	rd := jsonrepair.Reader{MaxDepth: x.o.MaxDepth, Args: true}
+	rd := jsonrepair.Reader{MaxDepth: x.o.MaxDepth, Args: true, Python: true}
 	out := make([]byte, 0, min(len(s)-j-1, 1<<10)+16)
 	out = append(out, '{')
 	var fixes fixSet

@@ -18,6 +18,7 @@ import (
 // it cannot read (a boolean schema, a $ref) types nothing, and the rest still counts.
 type schema struct {
 	typ   string             // the one type the schema allows besides null, or ""
+	null  bool               // the schema allows null too (["string", "null"], anyOf with {"type": "null"})
 	props map[string]*schema // the properties of an object
 	items *schema            // the schema of each element of an array
 }
@@ -43,7 +44,7 @@ func parseSchema(raw json.RawMessage) *schema {
 			return one
 		}
 	}
-	s := &schema{typ: typeName(in.Type)}
+	s := &schema{typ: typeName(in.Type), null: admitsNull(in.Type)}
 	for name, p := range in.Properties {
 		if ps := parseSchema(p); ps != nil {
 			if s.props == nil {
@@ -61,19 +62,29 @@ func parseSchema(raw json.RawMessage) *schema {
 // parseOnlyAlternative returns the one alternative of anyOf or oneOf that is not null.
 func parseOnlyAlternative(alts []json.RawMessage) *schema {
 	var one *schema
+	null := false
 	for _, a := range alts {
 		s := parseSchema(a)
 		switch {
 		case s == nil:
 			return nil
 		case s.typ == "null" && s.props == nil && s.items == nil:
+			null = true
 		case one != nil:
 			return nil
 		default:
 			one = s
 		}
 	}
+	if one != nil && null {
+		one.null = true
+	}
 	return one
+}
+
+// admitsNull says whether a schema's "type" names null ("null" or a list holding it).
+func admitsNull(raw json.RawMessage) bool {
+	return len(raw) > 0 && strings.Contains(string(raw), `"null"`)
 }
 
 // typeName returns the one type of a schema's "type" besides null, or "".

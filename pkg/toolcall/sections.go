@@ -6,8 +6,13 @@ import "strings"
 // of a shape read elsewhere: XML-style invokes and functions (MiniMax-M2, Seed-OSS,
 // Step-3) and JSON (Apertus, Cohere, LongCat, Nemotron, Granite 3, Phi-4-mini, GigaChat).
 
-var stepInvoke = invokeTags{"<steptml:invoke", "</steptml:invoke>",
-	xmlStyle{"<steptml:parameter name=", ">", "", "</steptml:parameter>", false}}
+// Step-3 writes a value inline, so its whitespace is the model's (vLLM's tests:
+// TestStep3ParameterWhitespace).
+var (
+	stepInvoke = invokeTags{"<steptml:invoke", "</steptml:invoke>",
+		xmlStyle{keyOpen: "<steptml:parameter name=", keyClose: ">", valClose: "</steptml:parameter>", exact: true}}
+	minimaxInvoke = invokeTags{"<invoke", "</invoke>", minimaxStyle}
+)
 
 // xmlSection reads the XML-style calls of the section that marker m opens at text[at].
 func (x *extractor) xmlSection(m lit, at, limit int) (int, bool) {
@@ -36,7 +41,7 @@ func (x *extractor) xmlSection(m lit, at, limit int) (int, bool) {
 	case FormatStep3:
 		x.invokes(b, from, bodyEnd, stepInvoke)
 	default:
-		x.invokes(b, from, bodyEnd, plainInvoke)
+		x.invokes(b, from, bodyEnd, minimaxInvoke)
 	}
 	for i := n; i < len(x.calls); i++ {
 		x.calls[i].Format = format // qwenFunctions may say functionary_v31 for a JSON body

@@ -20,7 +20,9 @@ import (
 // [ReasoningAuto], a call before any <think> or </think> is never settled, since a
 // </think> written later would make it reasoning (see [Options].Reasoning). A call
 // the text ends inside of is not settled: at the end of the response it is cut off
-// (a parse_error) or repaired, as Extract decides.
+// (a parse_error) or repaired, as Extract decides. Nor is a call after a Harmony header
+// the text ends in (<|channel|> without its <|message|> yet), which may turn out to
+// hold it.
 //
 // A response over MaxInputSize settles nothing.
 func ExtractPartial(text string, opts *Options) (Extraction, int) {
@@ -43,13 +45,32 @@ func ExtractPartial(text string, opts *Options) (Extraction, int) {
 		return ex, 0
 	}
 	n := 0
+	header := openHarmonyHeader(text)
 	for _, c := range ex.Calls {
-		if c.End > len(text) || !settled(text, c) {
+		if c.End > len(text) || !settled(text, c) || header >= 0 && c.End > header {
 			break
 		}
 		n++
 	}
 	return ex, n
+}
+
+// openHarmonyHeader returns where a Harmony header starts that the text ends in (a
+// <|channel|> or <|start|> within maxHarmonyHeader bytes of the end, no <|message|>
+// after it yet), or -1: a <|message|> written next makes what follows it header, no
+// call (FuzzStream: <|channel|><tool_call>…</tool_call> then <|message|>).
+func openHarmonyHeader(text string) int {
+	from := max(0, len(text)-maxHarmonyHeader)
+	if strings.Contains(text[from:], litText[litHarmonyMessage]) {
+		from += strings.LastIndex(text[from:], litText[litHarmonyMessage])
+	}
+	at := -1
+	for _, m := range []lit{litHarmonyChannel, litHarmonyStart} {
+		if i := strings.Index(text[from:], litText[m]); i >= 0 && (at < 0 || from+i < at) {
+			at = from + i
+		}
+	}
+	return at
 }
 
 // settled reports whether call c, read from text, has a complete block. A call that

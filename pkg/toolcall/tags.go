@@ -160,16 +160,26 @@ func (x *extractor) namedCall(b blk, from, to int) {
 // An xmlStyle says how an XML-style call writes its parameters: each key follows
 // keyOpen and ends at keyClose; its value follows valOpen, if any, and ends at
 // valClose (or where the next key starts).
-// When stringAttr, a key may say string="false": its value is JSON.
+// When stringAttr, a key may say string="false": its value is JSON. When exact, a
+// string value is the text between the tags as written, its line breaks and spaces
+// included (the format writes a value inline, so they are the model's); else one line
+// break after the opening tag and one before the closing tag are the layout (Qwen3-Coder
+// writes <parameter=k>\nvalue\n</parameter>). When nullText, a value written null is
+// JSON null unless the parameter's schema allows a string only (nullValue).
 type xmlStyle struct {
 	keyOpen, keyClose, valOpen, valClose string
 	stringAttr                           bool
+	exact, nullText                      bool
 }
 
 var (
-	qwenStyle   = xmlStyle{"<parameter=", ">", "", "</parameter>", false}
-	glmStyle    = xmlStyle{"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", false}
-	invokeStyle = xmlStyle{"<parameter name=", ">", "", "</parameter>", true}
+	qwenStyle   = xmlStyle{keyOpen: "<parameter=", keyClose: ">", valClose: "</parameter>"}
+	glmStyle    = xmlStyle{keyOpen: "<arg_key>", keyClose: "</arg_key>", valOpen: "<arg_value>", valClose: "</arg_value>"}
+	invokeStyle = xmlStyle{keyOpen: "<parameter name=", keyClose: ">", valClose: "</parameter>", stringAttr: true}
+	// MiniMax-M2: vLLM's minimax_m2 parser reads null as None (its tests: a nullable
+	// parameter's null is None) and keeps a value's whitespace.
+	minimaxStyle = xmlStyle{keyOpen: "<parameter name=", keyClose: ">", valClose: "</parameter>", stringAttr: true,
+		exact: true, nullText: true}
 )
 
 // xmlArgs reads the parameters in text[from:to] into a JSON object, typing each value
@@ -214,8 +224,10 @@ func (x *extractor) xmlArgs(tool string, from, to int, st xmlStyle) (args []byte
 			}
 		}
 		val := s[vs:ve]
-		val = strings.TrimPrefix(val, "\n")
-		val = strings.TrimSuffix(val, "\n")
+		if !st.exact {
+			val = strings.TrimPrefix(val, "\n")
+			val = strings.TrimSuffix(val, "\n")
+		}
 		if n > 0 {
 			out = append(out, ',')
 		}
@@ -223,10 +235,27 @@ func (x *extractor) xmlArgs(tool string, from, to int, st xmlStyle) (args []byte
 		out = append(out, ':')
 		// DeepSeek writes string="false" on a parameter whose value is JSON.
 		isJSON := st.stringAttr && xmlAttr(rawKey, "string") == "false"
-		out = x.typedValue(out, sc.prop(key), val, isJSON)
+		if st.nullText && nullValue(sc, key, val) {
+			out = append(out, "null"...)
+		} else {
+			out = x.typedValue(out, sc.prop(key), val, isJSON)
+		}
 		pos = after
 	}
 	return append(out, '}'), fixes, ""
+}
+
+// nullValue says whether val, the value of parameter key of a tool whose schema is sc
+// (nil: none known), is JSON null: written null (or Python's None), where the schema
+// lets it be — any parameter but one whose schema allows a string and not null, which
+// keeps the text "null" as the only reading its schema admits. (vLLM reads null as
+// None even there, where the schema then refuses it.)
+func nullValue(sc *schema, key, val string) bool {
+	if t := strings.TrimSpace(val); t != "null" && t != "None" {
+		return false
+	}
+	p := sc.prop(key)
+	return p == nil || p.null || p.typ != "string"
 }
 
 // xmlKey reads a parameter name: city, "city", or "city" string="true".
@@ -359,7 +388,7 @@ type invokeTags struct {
 var (
 	plainInvoke = invokeTags{"<invoke", "</invoke>", invokeStyle}
 	dsmlInvoke  = invokeTags{"<｜DSML｜invoke", "</｜DSML｜invoke>",
-		xmlStyle{"<｜DSML｜parameter name=", ">", "", "</｜DSML｜parameter>", true}}
+		xmlStyle{keyOpen: "<｜DSML｜parameter name=", keyClose: ">", valClose: "</｜DSML｜parameter>", stringAttr: true}}
 )
 
 // invokes reads <invoke name="NAME"><parameter name="KEY">value</parameter></invoke>

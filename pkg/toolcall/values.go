@@ -27,7 +27,7 @@ func (x *extractor) repairValue(s string, from int) (string, int, fixSet, error)
 // how far it read (Stopped) without the cost of locating the error in lines and
 // columns.
 func (x *extractor) readValue(s string, from int) (v string, end int, fixes fixSet, ok bool) {
-	x.rd.MaxDepth, x.rd.Args = x.o.MaxDepth, false
+	x.rd.MaxDepth, x.rd.Args, x.rd.Arguments, x.rd.Complete = x.o.MaxDepth, false, true, false
 	end, res := scanStrictMembers(s, from, x.o.MaxDepth, &x.rec)
 	switch res {
 	case jsonscan.OK:
@@ -36,6 +36,9 @@ func (x *extractor) readValue(s string, from int) (v string, end int, fixes fixS
 		_, _, _, ok := x.rd.Value(s, from) // the same scan, failing at the same place
 		return "", 0, 0, ok
 	}
+	// The model wrote on after s (a closing tag, the next call): arguments that lack
+	// brackets at its end lost them inside, they were not cut off.
+	x.rd.Complete = len(s) < len(x.text) && unsafe.StringData(s) == unsafe.StringData(x.text) && !isBlank(x.text[len(s):])
 	out, end, repairs, ok := x.rd.AppendValue(nil, s, from)
 	if !ok {
 		return "", 0, 0, false
