@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
@@ -423,5 +424,36 @@ func TestOriginAndBodyBound(t *testing.T) {
 	huge := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"transfer","arguments":{"pad":"` + strings.Repeat("x", 5<<20) + `"}}}`
 	if code := post("", huge); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("a 5 MiB body: %d", code)
+	}
+}
+
+// A change of the catalog bucket reaches connected clients as tools/list_changed, and
+// the list follows it.
+func TestListChanged(t *testing.T) {
+	d := startDoor(t)
+	changed := make(chan struct{}, 10)
+	cs := d.session(t, defaultToken, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}}, "transfer")
+	js, err := jetstream.New(d.conn("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "extra", []byte(`[{"name": "extra__lookup", "server": "extra", "remote": "lookup", "description": "a new tool"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no tools/list_changed")
+	}
+	if names := toolNames(t, cs); !slices.Contains(names, "extra__lookup") {
+		t.Errorf("the new tool is not listed: %v", names)
 	}
 }
