@@ -57,7 +57,8 @@ type door struct {
 	conn   func(string) *nats.Conn
 }
 
-func startDoor(t *testing.T) *door {
+// startDoor starts it; servers are further mcpServers entries ("name": {…}, JSON).
+func startDoor(t *testing.T, servers ...string) *door {
 	t.Helper()
 	weather := mcp.NewServer(&mcp.Implementation{Name: "weather"}, nil)
 	mcp.AddTool(weather, &mcp.Tool{Name: "get_weather", Description: "the weather of a city"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
@@ -69,13 +70,13 @@ func startDoor(t *testing.T) *door {
 	t.Cleanup(ws.Close)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{
 		"tenants": {"acme": {}},
-		"mcpServers": {"weather": {"type": "http", "url": %q}},
+		"mcpServers": {"weather": {"type": "http", "url": %q}%s},
 		"policy": {"rules": [
 			{"name": "weather-not-for-acme", "tools": ["weather__*"], "when": "tenant == 'acme'", "effect": "deny"},
 			{"name": "no-secrets", "tools": ["secret_tool"], "effect": "deny"},
 			{"name": "no-huge-transfers", "tools": ["transfer"], "when": "args.amount > 1000", "effect": "deny"},
 			{"name": "big-transfers", "tools": ["transfer"], "when": "args.amount > 100", "effect": "approve", "timeout": "10m"}
-		]}}`, ws.URL)), "test.json", func(string) (string, bool) { return "", false })
+		]}}`, ws.URL, extra(servers))), "test.json", func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +123,13 @@ func startDoor(t *testing.T) *door {
 		t.Fatal(err)
 	}
 	return &door{url: hs.URL, ledger: l, orch: orch, conn: conn}
+}
+
+func extra(servers []string) string {
+	if len(servers) == 0 {
+		return ""
+	}
+	return ", " + strings.Join(servers, ", ")
 }
 
 // bearer adds a token to every request.
