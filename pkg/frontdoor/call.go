@@ -110,10 +110,8 @@ func (d *Door) call(ctx context.Context, tenant string, req *mcp.CallToolRequest
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.o.CallTimeout)
 	defer cancel()
-	if token := req.Params.GetProgressToken(); token != nil {
-		stop := d.watch(ctx, req.Session, token, conv, id)
-		defer stop()
-	}
+	stop := d.watch(ctx, req.Session, req.Params.GetProgressToken(), conv, id)
+	defer stop()
 	out, err := d.ask(ctx, conv, id, text)
 	if err != nil {
 		return nil, fmt.Errorf("toolbus: %w", err)
@@ -168,9 +166,10 @@ func requestID(meta mcp.Meta) json.RawMessage {
 	return b
 }
 
-// watch tells the client, in progress notifications for token, that its call waits for
-// a person's approval, and passes on what the call's server reports of it, until the
-// returned func is called.
+// watch tells the client, in progress notifications for token (when it gave one), that
+// its call waits for a person's approval and what the call's server reports of its
+// progress, and passes on what the server logs while the call runs (notifications/message,
+// at the level the client set), until the returned func is called.
 func (d *Door) watch(ctx context.Context, session *mcp.ServerSession, token any, conv, responseID string) (stop func()) {
 	callID := messages.CallID(conv, responseID, 0)
 	var mu sync.Mutex
@@ -182,6 +181,21 @@ func (d *Door) watch(ctx context.Context, session *mcp.ServerSession, token any,
 		_ = session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: progress, Total: total, Message: msg})
 	}
 	var subs []interface{ Unsubscribe() error }
+	if sub, err := d.client.OnCallLog(conv, func(l messages.CallLog) {
+		if l.CallID == callID {
+			_ = session.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(l.Level), Logger: l.Logger, Data: l.Data})
+		}
+	}); err == nil {
+		subs = append(subs, sub)
+	}
+	stop = func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}
+	if token == nil {
+		return stop
+	}
 	if sub, err := d.client.OnApproval(conv, func(r messages.ApprovalRequest) {
 		if r.ResponseID == responseID {
 			notify(fmt.Sprintf("waiting for approval: rule %q asks a person to decide (toolbus approve %s), until %s", r.Rule, r.ID, r.Deadline.UTC().Format("15:04:05 MST")), 0)
@@ -196,9 +210,5 @@ func (d *Door) watch(ctx context.Context, session *mcp.ServerSession, token any,
 	}); err == nil {
 		subs = append(subs, sub)
 	}
-	return func() {
-		for _, s := range subs {
-			_ = s.Unsubscribe()
-		}
-	}
+	return stop
 }

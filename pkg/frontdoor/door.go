@@ -130,7 +130,8 @@ func (d *Door) Server(tenant string) *mcp.Server {
 	ts := d.servers[tenant]
 	if ts == nil {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "toolbus", Version: version.Short()},
-			&mcp.ServerOptions{Logger: d.o.Logger, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
+			&mcp.ServerOptions{Logger: d.o.Logger, Capabilities: &mcp.ServerCapabilities{
+				Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}}})
 		ts = &tenantServer{srv: srv, tools: map[string]catalog.Tool{}}
 		d.servers[tenant] = ts
 		d.syncTenant(tenant, ts, d.catalog.Tools())
