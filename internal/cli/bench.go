@@ -39,6 +39,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	allocProfile := fs.String("allocprofile", "", "write the allocation profile after the toolbus run to this file (go tool pprof -sample_index=alloc_space)")
 	stream := fs.Bool("stream", false, "measure streamed responses against whole ones: responses of three calls of a 300 ms tool written at 50 tokens/s (--responses, default 20 here; --concurrency, default 4; --tool-latency; --tokens-per-sec)")
 	tokensPerSec := fs.Float64("tokens-per-sec", 50, "with --stream: how fast the model writes")
+	frontDoor := fs.Bool("front-door", false, "measure MCP clients' tools/call of one MCP server's tool through toolbus's front door against the same calls straight to the server (go-sdk clients; --responses calls of each, default 500 here; --concurrency sessions, default 8; --rounds)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -47,6 +48,30 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 		return usageError{err}
 	}
 	o.CallsPerResponse, o.Concurrency, o.Catalog = points[0].CallsPerResponse, points[0].Concurrency, points[0].Catalog
+	if *frontDoor {
+		fo := bench.FrontDoorOptions{Rounds: o.Rounds}
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "responses":
+				fo.Calls = o.Responses
+			case "concurrency":
+				fo.Concurrency = o.Concurrency
+			}
+		})
+		r, err := bench.RunFrontDoor(ctx, fo)
+		if err != nil {
+			return err
+		}
+		w := env.Stdout
+		fmt.Fprintf(w, "run: %d tools/call of an MCP server's tool (go-sdk, streamable HTTP, in process) each way, %d MCP sessions at once, %d round(s), medians; %d CPUs\n",
+			r.Calls, r.Concurrency, r.Rounds, r.NumCPU)
+		fmt.Fprintf(w, "through toolbus's front door (every stage, embedded NATS): %.0f calls/s, p50 %.2f ms, p99 %.2f ms\n", r.DoorCallsPerSec, r.DoorP50ms, r.DoorP99ms)
+		fmt.Fprintf(w, "straight to the server:                                     %.0f calls/s, p50 %.2f ms, p99 %.2f ms\n", r.DirectCallsPerSec, r.DirectP50ms, r.DirectP99ms)
+		if *asJSON {
+			return printJSONLine(w, r)
+		}
+		return nil
+	}
 	if *stream {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {

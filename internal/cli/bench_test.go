@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolbus/toolbus/internal/bench"
 )
 
 // `toolbus bench --json` ends with one JSON object of the figures: a short run here (the
@@ -163,5 +165,25 @@ func TestBenchSweep(t *testing.T) {
 	// Lists of different lengths do not pair.
 	if _, _, code := runMain(t, "", "bench", "--calls-per-response", "1,2,3", "--concurrency", "4,1"); code == 0 {
 		t.Error("lists of 3 and 2 points were taken")
+	}
+}
+
+// `toolbus bench --front-door` calls one MCP server's tool through the front door and
+// directly, and reports both: every call answered, each figure there.
+func TestBenchFrontDoor(t *testing.T) {
+	stdout, stderr, code := runMain(t, "", "bench", "--front-door", "--responses", "20", "--concurrency", "2", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var r bench.FrontDoorReport
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if r.Calls != 20 || r.Concurrency != 2 || r.DoorCallsPerSec <= 0 || r.DoorP50ms <= 0 || r.DirectCallsPerSec <= 0 || r.DirectP50ms <= 0 {
+		t.Errorf("report %+v", r)
+	}
+	if !strings.Contains(stdout, "through toolbus's front door") || !strings.Contains(stdout, "straight to the server") {
+		t.Errorf("output:\n%s", stdout)
 	}
 }

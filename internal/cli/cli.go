@@ -51,6 +51,7 @@ func commands() []command {
 		{"auth", "log toolbus in to http servers that require OAuth: auth login|status|logout", authCmd},
 		{"provision", "create or update toolbus's streams, consumers and buckets on a NATS server (administrator credentials)", provisionCmd},
 		{"nats-conf", "print the NATS server configuration of a deployment: users, their rights, one per tenant (--tenant or --config)", natsConfCmd},
+		{"mcp", "serve toolbus as an MCP server to an MCP client: on stdio (launched by a desktop client), or --http ADDR", mcpCmd},
 		{"console", "serve the web console of a running toolbus: flow, servers, tools, calls, dead letters, try it", consoleCmd},
 		{"dead", "list the dead letters, or send one again: dead ls | dead redrive SEQ", deadCmd},
 		{"approvals", "list the calls that wait for a person's approval (policy rules with effect approve)", approvalsCmd},

@@ -291,6 +291,7 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	jsonLogs := fs.Bool("json-logs", false, "log JSON lines")
 	opsAddr := addOpsFlag(fs, env, ":8081")
 	con := addConsoleFlags(fs, env)
+	mcpAddr := fs.String("mcp-addr", envDefault(env, "mcp-addr", ""), mcpAddrUsage+" (TOOLBUS_MCP_ADDR)")
 	key := tokenKey(env) // TOOLBUS_TOKEN_KEY: the OAuth grants of `toolbus auth login`
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -346,6 +347,14 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	defer stopConsole()
 	if consoleURL != "" {
 		say("console on "+consoleURL, "console", "url", consoleURL)
+	}
+	mcpURL, stopMCP, err := startFrontDoor(ctx, nc, cfg, *mcpAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopMCP()
+	if mcpURL != "" {
+		say("MCP on "+mcpURL, "mcp front door", "url", mcpURL)
 	}
 	say("serving; stop with Ctrl-C", "serving; stop with Ctrl-C")
 	return tb.Wait()

@@ -127,8 +127,15 @@ func (o *SubmitOptions) header(conversation, id string) nats.Header {
 // Submit publishes text as a response of conversation and returns its id once JetStream
 // has stored it. Submitting the same id again within the de-duplication window is a no-op.
 func (c *Client) Submit(ctx context.Context, conversation, text string, o *SubmitOptions) (string, error) {
+	id, _, err := c.submit(ctx, conversation, text, o)
+	return id, err
+}
+
+// submit is Submit, saying too whether JetStream had the response already (a retried
+// publish of the same id within the de-duplication window).
+func (c *Client) submit(ctx context.Context, conversation, text string, o *SubmitOptions) (string, bool, error) {
 	if err := c.check(ctx, conversation); err != nil {
-		return "", err
+		return "", false, err
 	}
 	var opts SubmitOptions
 	if o != nil {
@@ -149,17 +156,20 @@ func (c *Client) Submit(ctx context.Context, conversation, text string, o *Submi
 			telemetry.Conversation.String(conversation), telemetry.ResponseID.String(id))
 	}
 	bus.InjectTrace(ctx, msg.Header)
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+	ack, err := c.js.PublishMsg(ctx, msg)
+	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
-		return "", fmt.Errorf("client: submit: %w", err)
+		return "", false, fmt.Errorf("client: submit: %w", err)
 	}
-	return id, nil
+	return id, ack.Duplicate, nil
 }
 
 // producerSpan is the option of a response's span, built once.
 var producerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
 
-// Ask submits text and waits for its output until ctx is done.
+// Ask submits text and waits for its output until ctx is done. Asking again with the
+// ResponseID of a response submitted earlier (a retry, within the de-duplication window)
+// runs nothing again and returns that response's output, also one published before.
 func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOptions) (*messages.Output, error) {
 	if err := c.check(ctx, conversation); err != nil {
 		return nil, err
@@ -178,8 +188,15 @@ func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOp
 	}
 	defer c.unlisten(conversation, opts.ResponseID)
 	submitted := time.Now()
-	if _, err := c.Submit(ctx, conversation, text, &opts); err != nil {
+	_, dup, err := c.submit(ctx, conversation, text, &opts)
+	if err != nil {
 		return nil, err
+	}
+	if dup {
+		// Submitted before: its output may be in the stream already, from any time.
+		if out, err := c.find(ctx, conversation, opts.ResponseID, time.Time{}); err == nil && out != nil {
+			return out, nil
+		}
 	}
 	return c.await(ctx, conversation, opts.ResponseID, ch, submitted)
 }
@@ -208,12 +225,14 @@ func (c *Client) await(ctx context.Context, conversation, id string, ch chan []b
 	}
 }
 
-// find looks for the output of response id in the output stream, from since on.
+// find looks for the output of response id in the output stream, from since on (from
+// the start when since is zero).
 func (c *Client) find(ctx context.Context, conversation, id string, since time.Time) (*messages.Output, error) {
-	cons, err := c.js.OrderedConsumer(ctx, messages.OutputStream(messages.Tenant(conversation)), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{messages.OutputSubject(conversation)},
-		DeliverPolicy:  jetstream.DeliverByStartTimePolicy, OptStartTime: &since,
-	})
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{messages.OutputSubject(conversation)}}
+	if !since.IsZero() {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	cons, err := c.js.OrderedConsumer(ctx, messages.OutputStream(messages.Tenant(conversation)), cfg)
 	if err != nil {
 		return nil, err
 	}

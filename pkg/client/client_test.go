@@ -2,7 +2,12 @@ package client_test
 
 import (
 	"context"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,5 +34,39 @@ func TestTenantNotServed(t *testing.T) {
 	}
 	if _, err := c.Submit(ctx, "c1", "hello", nil); err != nil {
 		t.Errorf("the default tenant: %v", err)
+	}
+}
+
+// Asking again under the id of a response answered earlier (a caller's retry) runs
+// nothing again and returns the first output, though it was published before the
+// second Ask subscribed.
+func TestAskAgainReturnsTheFirstOutput(t *testing.T) {
+	var runs atomic.Int32
+	reg := localtools.New()
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "count"}, func(context.Context, struct{}) (int32, error) {
+		return runs.Add(1), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tb, err := toolbus.Start(ctx, toolbus.Options{Tools: reg, Embedded: &bus.EmbeddedOptions{StoreDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	c := tb.Client()
+	text := `<tool_call>{"name": "count", "arguments": {}}</tool_call>`
+	first, err := c.Ask(ctx, "c1", text, &client.SubmitOptions{ResponseID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // older than the second Ask's look-back
+	again, err := c.Ask(ctx, "c1", text, &client.SubmitOptions{ResponseID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Text != first.Text || runs.Load() != 1 {
+		t.Errorf("the retry got %q (first %q); the tool ran %d times", again.Text, first.Text, runs.Load())
 	}
 }

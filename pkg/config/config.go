@@ -66,6 +66,9 @@ type Config struct {
 	// outputs in a stream and its stored results in a bucket of their own
 	// (docs/tenants.md). None: one tenant, conversations of one token.
 	Tenants map[string]Tenant `json:"tenants,omitempty"`
+	// FrontDoor configures toolbus as an MCP server over HTTP (`toolbus serve
+	// --mcp-addr`, `toolbus mcp --http`): the default tenant's tokens, origins, bounds.
+	FrontDoor FrontDoor `json:"frontDoor,omitzero"`
 	// Policy holds the rules on calls, checked by the executor before a call is claimed
 	// (pkg/policy, docs/policy.md).
 	Policy Policy `json:"policy,omitzero"`
@@ -357,6 +360,48 @@ type Tenant struct {
 	MaxConsumers int `json:"maxConsumers,omitempty"`
 	// OutputFormat is parser.output_format for the tenant's conversations.
 	OutputFormat string `json:"outputFormat,omitempty"`
+	// MCPTokens are the SHA-256 (hex) of the bearer tokens of the tenant's MCP clients
+	// at the front door (frontdoor.HashToken; `toolbus mcp --new-token` makes one).
+	MCPTokens []string `json:"mcpTokens,omitempty"`
+}
+
+// FrontDoor configures the MCP front door's HTTP (pkg/frontdoor).
+type FrontDoor struct {
+	// Tokens are the SHA-256 (hex) of the bearer tokens of the default tenant's MCP
+	// clients. With no token here nor in any tenant, no token is asked for (loopback).
+	Tokens []string `json:"tokens,omitempty"`
+	// Origins are further origins whose pages may call ("https://app.example").
+	Origins []string `json:"origins,omitempty"`
+	// MaxBodyBytes bounds a request's body; 0: 4 MiB.
+	MaxBodyBytes int64 `json:"maxBodyBytes,omitempty"`
+}
+
+// MCPTokens maps the SHA-256 of each front-door token of the configuration to its
+// tenant ("" the default one); empty when none is configured.
+func (c *Config) MCPTokens() map[string]string {
+	m := map[string]string{}
+	for _, h := range c.FrontDoor.Tokens {
+		m[strings.ToLower(h)] = ""
+	}
+	for _, name := range sortedKeys(c.Tenants) {
+		for _, h := range c.Tenants[name].MCPTokens {
+			m[strings.ToLower(h)] = name
+		}
+	}
+	return m
+}
+
+// validTokenHash says why h is not the SHA-256 of a token in hex.
+func validTokenHash(h string) error {
+	if len(h) != 64 {
+		return fmt.Errorf("a token's SHA-256 in hex is 64 characters, not %d (`toolbus mcp --new-token` makes a token and its hash)", len(h))
+	}
+	for _, r := range h {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+			return fmt.Errorf("a token's SHA-256 in hex holds only hex digits (`toolbus mcp --new-token` makes a token and its hash)")
+		}
+	}
+	return nil
 }
 
 // Topology is the stream shape the configuration asks for.
@@ -509,6 +554,30 @@ func Parse(data []byte, source string, lookup func(string) (string, bool)) (*Con
 		if c.Tenants[name].MaxBytes < 0 || c.Tenants[name].MaxConsumers < 0 {
 			return nil, fmt.Errorf("%s: tenants.%s: maxBytes and maxConsumers may not be negative", source, name)
 		}
+	}
+	seen := map[string]string{}
+	checkHashes := func(key string, hashes []string) error {
+		for i, h := range hashes {
+			if err := validTokenHash(h); err != nil {
+				return fmt.Errorf("%s: %s[%d]: %w", source, key, i, err)
+			}
+			if other, dup := seen[strings.ToLower(h)]; dup {
+				return fmt.Errorf("%s: %s[%d]: the same token as %s's: a token names one tenant", source, key, i, other)
+			}
+			seen[strings.ToLower(h)] = key
+		}
+		return nil
+	}
+	if err := checkHashes("frontDoor.tokens", c.FrontDoor.Tokens); err != nil {
+		return nil, err
+	}
+	for _, name := range sortedKeys(c.Tenants) {
+		if err := checkHashes("tenants."+name+".mcpTokens", c.Tenants[name].MCPTokens); err != nil {
+			return nil, err
+		}
+	}
+	if c.FrontDoor.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("%s: frontDoor.maxBodyBytes may not be negative", source)
 	}
 	if err := (catalog.Lists{Allowed: c.AllowedTools, Blocked: c.BlockedTools}).Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"github.com/toolbus/toolbus/pkg/redact"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +226,44 @@ func TestLiteralHeaderRedacted(t *testing.T) {
 	}
 	if got := r.For("api").String("key k3y-literal-9"); strings.Contains(got, "k3y-literal-9") {
 		t.Errorf("redacted for its server: %q", got)
+	}
+}
+
+// The front door's tokens are kept as their SHA-256 in hex, each naming one tenant.
+func TestFrontDoorTokens(t *testing.T) {
+	h1, h2 := strings.Repeat("a1", 32), strings.Repeat("B2", 32)
+	tests := []struct {
+		name    string
+		js      string
+		want    map[string]string
+		wantErr string
+	}{
+		{name: "none", js: `{}`, want: map[string]string{}},
+		{name: "the default tenant's and acme's", js: `{"frontDoor": {"tokens": ["` + h1 + `"]}, "tenants": {"acme": {"mcpTokens": ["` + h2 + `"]}}}`,
+			want: map[string]string{h1: "", strings.ToLower(h2): "acme"}},
+		{name: "a token, not its hash", js: `{"frontDoor": {"tokens": ["my-secret-token"]}}`, wantErr: "64 characters"},
+		{name: "not hex", js: `{"frontDoor": {"tokens": ["` + strings.Repeat("zz", 32) + `"]}}`, wantErr: "hex digits"},
+		{name: "one token, two tenants", js: `{"frontDoor": {"tokens": ["` + h1 + `"]}, "tenants": {"acme": {"mcpTokens": ["` + strings.ToUpper(h1) + `"]}}}`, wantErr: "a token names one tenant"},
+		{name: "a negative bound", js: `{"frontDoor": {"maxBodyBytes": -1}}`, wantErr: "maxBodyBytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.js), "test.json", func(string) (string, bool) { return "", false })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "my-secret-token") {
+					t.Errorf("the error echoes the token: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.MCPTokens(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("MCPTokens %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

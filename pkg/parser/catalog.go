@@ -164,6 +164,25 @@ func (c *Catalog) Set(key string, tools []catalog.Tool) {
 
 func (c *Catalog) current() *snapshot { return c.snap.Load() }
 
+// Tools returns the tools as models are offered them, each name once: a name several
+// backends offer (the local and the engineering clock) is listed as the first of them,
+// since the executor's route decides which runs.
+func (c *Catalog) Tools() []catalog.Tool {
+	s := c.current()
+	if s.tools == nil {
+		return nil
+	}
+	var out []catalog.Tool
+	seen := map[string]bool{}
+	for _, t := range s.tools.Tools() {
+		if !seen[t.Name] {
+			seen[t.Name] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // Has reports whether the catalog holds the tools of the server listed under key.
 func (c *Catalog) Has(key string) bool {
 	c.mu.Lock()

@@ -559,10 +559,18 @@ func ParserStage(cfg *config.Config, catalog *parser.Catalog) *parser.Stage {
 			p.TenantOutputFormats[name] = t.OutputFormat
 		}
 	}
-	if rules, err := policy.Compile(cfg.Policy.Rules); err == nil && rules != nil { // compiled when loaded
-		p.Offers = offers(cfg, rules)
-	}
+	p.Offers = ToolOffers(cfg)
 	return p
+}
+
+// ToolOffers reports whether the configuration's policy leaves a tool of the catalog
+// offered to a tenant's models — the parser's view, which the MCP front door lists
+// (pkg/frontdoor); nil when there are no rules (every tool is).
+func ToolOffers(cfg *config.Config) func(catalog.Tool, string) bool {
+	if rules, err := policy.Compile(cfg.Policy.Rules); err == nil && rules != nil { // compiled when loaded
+		return offers(cfg, rules)
+	}
+	return nil
 }
 
 // offers reports whether the rules leave a tool of the catalog offered to a tenant's

@@ -1,0 +1,74 @@
+package mcptest
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A 1x1 PNG and a minimal WAV: the content the conformance suite's tools return.
+var (
+	tinyPNG, _ = base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+	tinyWAV, _ = base64.StdEncoding.DecodeString("UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=")
+)
+
+// ConformanceTools is an MCP server with the tools the server scenarios of the MCP
+// conformance suite (@modelcontextprotocol/conformance) call, as its descriptions ask:
+// text, image, audio, embedded resource, mixed content, an error, progress and logging.
+// Behind toolbus's front door (routed by their bare names) they let the suite's tool
+// scenarios run through the whole pipeline (internal/cli TestMCPConformanceServer).
+func ConformanceTools() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "conformance-tools", Version: "1"}, nil)
+	none := func(name, desc string, h func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error)) {
+		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: desc}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			res, err := h(ctx, req)
+			return res, nil, err
+		})
+	}
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	none("test_simple_text", "returns a text", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text("This is a simple text response for testing."), nil
+	})
+	none("test_image_content", "returns an image", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{Data: tinyPNG, MIMEType: "image/png"}}}, nil
+	})
+	none("test_audio_content", "returns audio", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{Data: tinyWAV, MIMEType: "audio/wav"}}}, nil
+	})
+	none("test_embedded_resource", "returns an embedded resource", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{
+			URI: "test://embedded-resource", MIMEType: "text/plain", Text: "This is an embedded resource content."}}}}, nil
+	})
+	none("test_multiple_content_types", "returns text, an image and a resource", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{
+			&mcp.TextContent{Text: "Multiple content types test:"},
+			&mcp.ImageContent{Data: tinyPNG, MIMEType: "image/png"},
+			&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "test://mixed-content-resource", MIMEType: "application/json", Text: `{"test":"data","value":123}`}},
+		}}, nil
+	})
+	none("test_error_handling", "always fails", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, errors.New("This tool intentionally returns an error for testing")
+	})
+	none("test_tool_with_progress", "reports progress 0, 50, 100 of 100", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		for _, p := range []float64{0, 50, 100} {
+			if token := req.Params.GetProgressToken(); token != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p, Total: 100})
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return text("Progress test completed"), nil
+	})
+	none("test_tool_with_logging", "logs three messages", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		for _, msg := range []string{"Tool execution started", "Tool processing data", "Tool execution completed"} {
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: msg})
+			time.Sleep(50 * time.Millisecond)
+		}
+		return text("Logging test completed"), nil
+	})
+	return srv
+}

@@ -1,0 +1,467 @@
+package frontdoor_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/frontdoor"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
+)
+
+// Tokens of the tests' two callers: the default tenant's and acme's.
+const (
+	defaultToken = "d3fau1t-t0ken-0f-the-test-callers"
+	acmeToken    = "acme-t0ken-0f-the-test-callers-xyz"
+)
+
+// ledger is a Go tool "transfer" with a side effect: each run is recorded.
+type ledger struct {
+	mu   sync.Mutex
+	runs []int
+}
+
+func (l *ledger) ran() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.runs)
+}
+
+// door is toolbus with its front door on streamable HTTP, an MCP server "weather" (a
+// go-sdk server over HTTP), the engineering calculators and a local tool "transfer",
+// under a policy: transfers above 1000 denied, above 100 held for approval; "weather"
+// hidden from tenant acme; "secret_tool" denied everywhere.
+type door struct {
+	url    string
+	ledger *ledger
+	orch   *client.Client // an orchestrator's client, which decides approvals
+	conn   func(string) *nats.Conn
+}
+
+// startDoor starts it; servers are further mcpServers entries ("name": {…}, JSON).
+func startDoor(t *testing.T, servers ...string) *door {
+	t.Helper()
+	weather := mcp.NewServer(&mcp.Implementation{Name: "weather"}, nil)
+	mcp.AddTool(weather, &mcp.Tool{Name: "get_weather", Description: "the weather of a city"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		City string `json:"city"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sunny in " + in.City}}}, nil, nil
+	})
+	ws := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return weather }, nil))
+	t.Cleanup(ws.Close)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{
+		"tenants": {"acme": {}},
+		"mcpServers": {"weather": {"type": "http", "url": %q}%s},
+		"policy": {"rules": [
+			{"name": "weather-not-for-acme", "tools": ["weather__*"], "when": "tenant == 'acme'", "effect": "deny"},
+			{"name": "no-secrets", "tools": ["secret_tool"], "effect": "deny"},
+			{"name": "no-huge-transfers", "tools": ["transfer"], "when": "args.amount > 1000", "effect": "deny"},
+			{"name": "big-transfers", "tools": ["transfer"], "when": "args.amount > 100", "effect": "approve", "timeout": "10m"}
+		]}}`, ws.URL, extra(servers))), "test.json", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &ledger{}
+	reg := localtools.New()
+	type amount struct {
+		Amount int `json:"amount"`
+	}
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "transfer", Description: "send money"}, func(_ context.Context, a amount) (string, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.runs = append(l.runs, a.Amount)
+		return fmt.Sprintf("sent %d", a.Amount), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "secret_tool"}, func(context.Context, struct{}) (string, error) { return "secret", nil }); err != nil {
+		t.Fatal(err)
+	}
+	url := bustest.Server(t)
+	conn := func(name string) *nats.Conn { nc, _ := bustest.Connect(t, url, nats.Name(name)); return nc }
+	ctx, cancel := context.WithCancel(context.Background())
+	tb, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Tools: reg, Conn: conn("toolbus"), Provision: true})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	d, err := frontdoor.New(conn("frontdoor"), &frontdoor.Options{Offers: toolbus.ToolOffers(cfg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	hs := httptest.NewServer(d.Handler(&frontdoor.HTTPOptions{Tokens: map[string]string{
+		frontdoor.HashToken(defaultToken): "", frontdoor.HashToken(acmeToken): "acme"}}))
+	t.Cleanup(func() { hs.Close(); cancel(); <-done; tb.Close() })
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if err := tb.WaitForTools(wctx); err != nil {
+		t.Fatal(err)
+	}
+	orch, err := client.New(conn("orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &door{url: hs.URL, ledger: l, orch: orch, conn: conn}
+}
+
+func extra(servers []string) string {
+	if len(servers) == 0 {
+		return ""
+	}
+	return ", " + strings.Join(servers, ", ")
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// session connects the go-sdk's client with token, waiting until tools/list holds want.
+func (d *door) session(t *testing.T, token string, o *mcp.ClientOptions, want ...string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, o)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	for {
+		names := toolNames(t, cs)
+		missing := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return slices.Contains(names, n) })
+		if len(missing) == 0 {
+			return cs
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("tools/list lacks %v: %v", missing, names)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// The go-sdk's client lists the tools its tenant may see and calls a local tool, an
+// engineering calculator and an MCP server's tool through the pipeline; a call the
+// policy denies is an isError result with toolbus's error code, and the tool never ran.
+func TestCallsThroughTheFrontDoor(t *testing.T) {
+	d := startDoor(t)
+	cs := d.session(t, defaultToken, nil, "transfer", "dispatch_engineering", "weather__get_weather")
+	if names := toolNames(t, cs); slices.Contains(names, "secret_tool") {
+		t.Errorf("a tool the policy denies everywhere is listed: %v", names)
+	}
+
+	if res := call(t, cs, "transfer", map[string]any{"amount": 5}); res.IsError || text(res) != "sent 5" {
+		t.Errorf("transfer: %v %q", res.IsError, text(res))
+	}
+	res := call(t, cs, "dispatch_engineering", map[string]any{"domain": "geometry", "action": "activate"})
+	if res.IsError || !strings.Contains(text(res), "geometry") {
+		t.Errorf("engineering: %v %q", res.IsError, text(res))
+	}
+	if res := call(t, cs, "weather__get_weather", map[string]any{"city": "Oslo"}); res.IsError || text(res) != "sunny in Oslo" {
+		t.Errorf("weather: %v %q", res.IsError, text(res))
+	}
+
+	res = call(t, cs, "transfer", map[string]any{"amount": 5000})
+	if !res.IsError || res.Meta[frontdoor.MetaErrorCode] != string(messages.CodeNotAllowed) || !strings.Contains(text(res), "no-huge-transfers") {
+		t.Errorf("a denied call: isError %v, meta %v, %q", res.IsError, res.Meta, text(res))
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{5}) {
+		t.Errorf("transfers run: %v, want [5]", got)
+	}
+}
+
+// A tenant's token sees its tenant's tools only (the policy hides weather from acme),
+// and its calls run in the tenant's conversations; a wrong token, or none, gets 401.
+func TestTenantTokens(t *testing.T) {
+	d := startDoor(t)
+	acme := d.session(t, acmeToken, nil, "transfer")
+	if names := toolNames(t, acme); slices.Contains(names, "weather__get_weather") {
+		t.Errorf("acme sees a tool the policy denies it: %v", names)
+	}
+	watch := d.conn("watcher")
+	outputs, err := watch.SubscribeSync("toolbus.output.acme.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, acme, "transfer", map[string]any{"amount": 7}); res.IsError || text(res) != "sent 7" {
+		t.Errorf("acme's transfer: %v %q", res.IsError, text(res))
+	}
+	if _, err := outputs.NextMsg(10 * time.Second); err != nil {
+		t.Errorf("acme's call was not answered in an acme conversation: %v", err)
+	}
+
+	for _, token := range []string{"not-a-token-of-this-door-at-all", ""} {
+		req, _ := http.NewRequest(http.MethodPost, d.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), token) && token != "" {
+			t.Errorf("token %q: %d %s", token, resp.StatusCode, body)
+		}
+	}
+}
+
+// An approval rule holds the call: the client that gave a progress token is told it
+// waits for approval, and the call runs once a person approves it (pkg/client's Decide,
+// as `toolbus approve` does).
+func TestApprovalHoldsTheCall(t *testing.T) {
+	d := startDoor(t)
+	progress := make(chan string, 10)
+	cs := d.session(t, defaultToken, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		progress <- r.Params.Message
+	}}, "transfer")
+	requests, err := d.conn("watcher").SubscribeSync(messages.AllApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "transfer", Arguments: map[string]any{"amount": 500}}
+		params.SetProgressToken("p1")
+		res, err := cs.CallTool(context.Background(), params)
+		if err != nil {
+			t.Error(err)
+		}
+		answer <- res
+	}()
+	m, err := requests.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no approval asked for: %v", err)
+	}
+	var req messages.ApprovalRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case msg := <-progress:
+		if !strings.Contains(msg, "waiting for approval") || !strings.Contains(msg, req.ID) {
+			t.Errorf("progress: %q", msg)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("no progress notification said the call waits for approval")
+	}
+	select {
+	case res := <-answer:
+		t.Fatalf("answered before anyone decided: %v %q", res.IsError, text(res))
+	default:
+	}
+	if got := d.ledger.ran(); len(got) != 0 {
+		t.Fatalf("ran before approval: %v", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := d.orch.Decide(ctx, req.ID, true, "fine", req.ArgumentsSHA256); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-answer:
+		if res == nil || res.IsError || text(res) != "sent 500" {
+			t.Errorf("after approval: %+v", res)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no answer after approval")
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{500}) {
+		t.Errorf("transfers run: %v", got)
+	}
+}
+
+// rpc posts one JSON-RPC message in session (none: "") and returns the answer to id
+// (from JSON or an event stream) and the response's session id.
+func rpc(t *testing.T, url, session, token string, body string) (json.RawMessage, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: %d %s", body, resp.StatusCode, b)
+	}
+	var answer json.RawMessage
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.Contains(data, `"result"`) || ok && strings.Contains(data, `"error"`) {
+				answer = json.RawMessage(strings.TrimSpace(data))
+				break
+			}
+		}
+	} else {
+		answer, _ = io.ReadAll(resp.Body)
+	}
+	return answer, resp.Header.Get("Mcp-Session-Id")
+}
+
+// A client's retry of a tools/call (the same session, the same request id: its
+// connection broke before the answer) is answered with the first call's result and
+// runs nothing again; another request id is another call.
+func TestRetriedRequestRunsOnce(t *testing.T) {
+	d := startDoor(t)
+	d.session(t, defaultToken, nil, "transfer") // the catalog is in
+	_, session := rpc(t, d.url, "", defaultToken, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if session == "" {
+		t.Fatal("no session id")
+	}
+	rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	callBody := func(id int, amount int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"transfer","arguments":{"amount":%d}}}`, id, amount)
+	}
+	first, _ := rpc(t, d.url, session, defaultToken, callBody(7, 9))
+	again, _ := rpc(t, d.url, session, defaultToken, callBody(7, 9))
+	if !bytes.Contains(first, []byte("sent 9")) || !bytes.Equal(first, again) {
+		t.Errorf("first %s, retry %s", first, again)
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{9}) {
+		t.Errorf("transfers run: %v, want one", got)
+	}
+	if other, _ := rpc(t, d.url, session, defaultToken, callBody(8, 9)); !bytes.Contains(other, []byte("sent 9")) {
+		t.Errorf("another request: %s", other)
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{9, 9}) {
+		t.Errorf("transfers run: %v, want two", got)
+	}
+}
+
+// A page of another origin is refused, and so is a body beyond the bound.
+func TestOriginAndBodyBound(t *testing.T) {
+	d := startDoor(t)
+	post := func(origin string, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, d.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+defaultToken)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	if code := post("http://evil.example", init); code != http.StatusForbidden {
+		t.Errorf("another origin: %d", code)
+	}
+	if code := post(d.url, init); code != http.StatusOK {
+		t.Errorf("its own origin: %d", code)
+	}
+	huge := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"transfer","arguments":{"pad":"` + strings.Repeat("x", 5<<20) + `"}}}`
+	if code := post("", huge); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 5 MiB body: %d", code)
+	}
+}
+
+// A change of the catalog bucket reaches connected clients as tools/list_changed, and
+// the list follows it.
+func TestListChanged(t *testing.T) {
+	d := startDoor(t)
+	changed := make(chan struct{}, 10)
+	cs := d.session(t, defaultToken, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}}, "transfer")
+	js, err := jetstream.New(d.conn("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "extra", []byte(`[{"name": "extra__lookup", "server": "extra", "remote": "lookup", "description": "a new tool"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no tools/list_changed")
+	}
+	if names := toolNames(t, cs); !slices.Contains(names, "extra__lookup") {
+		t.Errorf("the new tool is not listed: %v", names)
+	}
+}
