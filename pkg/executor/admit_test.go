@@ -73,49 +73,24 @@ func TestStageAdmits(t *testing.T) {
 // with other arguments (a forged or changed call) is asked about again — the decision on
 // the first arguments does not run it — and nothing runs until that is decided.
 func TestApprovalBoundToItsArguments(t *testing.T) {
-	_, js := bustest.JetStream(t)
-	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: messages.BucketApprovals})
-	if err != nil {
-		t.Fatal(err)
+	a := newApprovalStage(t)
+	approvals, run := a.approvals, a.run
+	if out := run(`{"to": "alice"}`); len(out) != 0 || len(a.announced) != 1 {
+		t.Fatalf("the first call: %d messages, %d requests; want it waiting", len(out), len(a.announced))
 	}
-	var runs atomic.Int32
-	reg := localtools.New()
-	reg.Add(counting("pay", messages.ToolInfo{}, &runs, nil))
-	approvals := &policy.Approvals{KV: kv}
-	var announced []messages.ApprovalRequest
-	exec := &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Approvals: approvals,
-		Announce: func(_ context.Context, r messages.ApprovalRequest) { announced = append(announced, r) }}
-	p, err := policy.Compile([]policy.Rule{{Name: "ask", Tools: []string{"pay"}, Effect: policy.Approve}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec.Policy.Store(p)
-	s := &Stage{Claims: &claimstest.Memory{}, Exec: exec}
-	run := func(args string) []bus.Outgoing {
-		t.Helper()
-		call := messages.ToolCall{ID: "c/r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: "pay", Arguments: json.RawMessage(args)}
-		out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	if out := run(`{"to": "alice"}`); len(out) != 0 || len(announced) != 1 {
-		t.Fatalf("the first call: %d messages, %d requests; want it waiting", len(out), len(announced))
-	}
-	first := announced[0]
+	first := a.announced[0]
 	if _, err := approvals.DecideAs(context.Background(), "alice", nil, first.ID, messages.DecideRequest{Approve: true, ArgumentsSHA256: first.ArgumentsSHA256}); err != nil {
 		t.Fatal(err)
 	}
 	// The same call id with other arguments: asked again, not run on alice's approval.
-	if out := run(`{"to": "mallory"}`); len(out) != 0 || len(announced) != 2 || announced[1].ArgumentsSHA256 == first.ArgumentsSHA256 {
-		t.Fatalf("other arguments: %d messages, %d requests; want a new request", len(out), len(announced))
+	if out := run(`{"to": "mallory"}`); len(out) != 0 || len(a.announced) != 2 || a.announced[1].ArgumentsSHA256 == first.ArgumentsSHA256 {
+		t.Fatalf("other arguments: %d messages, %d requests; want a new request", len(out), len(a.announced))
 	}
-	if n := runs.Load(); n != 0 {
+	if n := a.runs.Load(); n != 0 {
 		t.Fatalf("the tool ran %d times on an approval of other arguments", n)
 	}
 	rec, _, err := approvals.Get(context.Background(), first.ID)
-	if err != nil || rec.State != messages.ApprovalPending || rec.ArgumentsSHA256 != announced[1].ArgumentsSHA256 {
+	if err != nil || rec.State != messages.ApprovalPending || rec.ArgumentsSHA256 != a.announced[1].ArgumentsSHA256 {
 		t.Fatalf("the record: %s for %s, %v; want pending for the new arguments", rec.State, rec.ArgumentsSHA256, err)
 	}
 }
@@ -124,33 +99,8 @@ func TestApprovalBoundToItsArguments(t *testing.T) {
 // is not asked about again: the same call is answered with its stored result, another
 // call under the id is refused; neither runs.
 func TestAnsweredCallIsNotAskedAgain(t *testing.T) {
-	_, js := bustest.JetStream(t)
-	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: messages.BucketApprovals})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var runs atomic.Int32
-	reg := localtools.New()
-	reg.Add(counting("pay", messages.ToolInfo{}, &runs, nil))
-	approvals := &policy.Approvals{KV: kv}
-	var announced []messages.ApprovalRequest
-	exec := &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Approvals: approvals,
-		Announce: func(_ context.Context, r messages.ApprovalRequest) { announced = append(announced, r) }}
-	p, err := policy.Compile([]policy.Rule{{Name: "ask", Tools: []string{"pay"}, Effect: policy.Approve}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec.Policy.Store(p)
-	s := &Stage{Claims: &claimstest.Memory{}, Exec: exec}
-	run := func(args string) []bus.Outgoing {
-		t.Helper()
-		call := messages.ToolCall{ID: "c/r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: "pay", Arguments: json.RawMessage(args)}
-		out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	a := newApprovalStage(t)
+	approvals, kv, run := a.approvals, a.approvals.KV, a.run
 	result := func(out []bus.Outgoing) messages.ToolResult {
 		t.Helper()
 		var res messages.ToolResult
@@ -159,18 +109,18 @@ func TestAnsweredCallIsNotAskedAgain(t *testing.T) {
 		}
 		return res
 	}
-	if out := run(`{"to": "alice"}`); len(out) != 0 || len(announced) != 1 {
-		t.Fatalf("the first call: %d messages, %d requests; want it waiting", len(out), len(announced))
+	if out := run(`{"to": "alice"}`); len(out) != 0 || len(a.announced) != 1 {
+		t.Fatalf("the first call: %d messages, %d requests; want it waiting", len(out), len(a.announced))
 	}
-	if _, err := approvals.DecideAs(context.Background(), "bob", nil, announced[0].ID, messages.DecideRequest{Approve: true, ArgumentsSHA256: announced[0].ArgumentsSHA256}); err != nil {
+	if _, err := approvals.DecideAs(context.Background(), "bob", nil, a.announced[0].ID, messages.DecideRequest{Approve: true, ArgumentsSHA256: a.announced[0].ArgumentsSHA256}); err != nil {
 		t.Fatal(err)
 	}
 	paid := result(run(`{"to": "alice"}`))
-	if !paid.Success || runs.Load() != 1 {
-		t.Fatalf("the approved call: %+v, %d runs", paid.Error, runs.Load())
+	if !paid.Success || a.runs.Load() != 1 {
+		t.Fatalf("the approved call: %+v, %d runs", paid.Error, a.runs.Load())
 	}
 	// Its approval gone (expired from the bucket), the response is sent again.
-	if err := kv.Purge(context.Background(), bus.Key(announced[0].ID)); err != nil {
+	if err := kv.Purge(context.Background(), bus.Key(a.announced[0].ID)); err != nil {
 		t.Fatal(err)
 	}
 	if again := result(run(`{"to": "alice"}`)); !again.Success || string(again.Result) != string(paid.Result) {
@@ -180,7 +130,48 @@ func TestAnsweredCallIsNotAskedAgain(t *testing.T) {
 	if other.Error == nil || other.Error.Code != messages.CodeNotAllowed || !strings.Contains(other.Error.Message, "already answered another call") {
 		t.Fatalf("another call under the id: %+v", other)
 	}
-	if len(announced) != 1 || runs.Load() != 1 {
-		t.Fatalf("%d requests, %d runs; want nothing asked or run again", len(announced), runs.Load())
+	if len(a.announced) != 1 || a.runs.Load() != 1 {
+		t.Fatalf("%d requests, %d runs; want nothing asked or run again", len(a.announced), a.runs.Load())
 	}
+}
+
+// approvalStage is an executor stage whose tool "pay" (runs counts its runs) a rule asks
+// a person to approve, in a real approvals bucket; announced holds what it asked.
+type approvalStage struct {
+	approvals *policy.Approvals
+	runs      atomic.Int32
+	announced []messages.ApprovalRequest
+	stage     *Stage
+	t         *testing.T
+}
+
+func newApprovalStage(t *testing.T) *approvalStage {
+	_, js := bustest.JetStream(t)
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: messages.BucketApprovals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &approvalStage{approvals: &policy.Approvals{KV: kv}, t: t}
+	reg := localtools.New()
+	reg.Add(counting("pay", messages.ToolInfo{}, &a.runs, nil))
+	exec := &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Approvals: a.approvals,
+		Announce: func(_ context.Context, r messages.ApprovalRequest) { a.announced = append(a.announced, r) }}
+	p, err := policy.Compile([]policy.Rule{{Name: "ask", Tools: []string{"pay"}, Effect: policy.Approve}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec.Policy.Store(p)
+	a.stage = &Stage{Claims: &claimstest.Memory{}, Exec: exec}
+	return a
+}
+
+// run executes call c/r/0 to pay with args, its first delivery.
+func (a *approvalStage) run(args string) []bus.Outgoing {
+	a.t.Helper()
+	call := messages.ToolCall{ID: "c/r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: "pay", Arguments: json.RawMessage(args)}
+	out, err := a.stage.Execute(context.Background(), call, &bus.Delivery{Delivered: 1})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return out
 }

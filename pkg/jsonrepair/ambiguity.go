@@ -183,9 +183,9 @@ func backslashes(args []byte, i int) int {
 	return n
 }
 
-// stringEndsInComma reports whether a string of the JSON args ends in a comma and
-// whitespace (spaces, \n, \t).
-func stringEndsInComma(args []byte) bool {
+// anyString reports whether f holds for the body (escapes as written) of a string of
+// the JSON args.
+func anyString(args []byte, f func(body string) bool) bool {
 	for i := 0; i < len(args); i++ {
 		if args[i] != '"' {
 			continue
@@ -196,7 +196,17 @@ func stringEndsInComma(args []byte) bool {
 				i++
 			}
 		}
-		body := string(args[start:min(i, len(args))])
+		if f(string(args[start:min(i, len(args))])) {
+			return true
+		}
+	}
+	return false
+}
+
+// stringEndsInComma reports whether a string of the JSON args ends in a comma and
+// whitespace (spaces, \n, \t).
+func stringEndsInComma(args []byte) bool {
+	return anyString(args, func(body string) bool {
 		for {
 			t := strings.TrimRight(body, " ")
 			t = strings.TrimSuffix(strings.TrimSuffix(t, `\n`), `\t`)
@@ -205,41 +215,22 @@ func stringEndsInComma(args []byte) bool {
 			}
 			body = t
 		}
-		if strings.HasSuffix(body, ",") {
-			return true
-		}
-	}
-	return false
+		return strings.HasSuffix(body, ",")
+	})
 }
 
 // stringEndsWithElement reports whether a string of the JSON args ends, after its last
 // comma, with a number or a literal alone (spaces and \n, \t escapes around it).
 func stringEndsWithElement(args []byte) bool {
-	for i := 0; i < len(args); i++ {
-		if args[i] != '"' {
-			continue
-		}
-		start := i + 1
-		for i++; i < len(args) && args[i] != '"'; i++ {
-			if args[i] == '\\' {
-				i++
-			}
-		}
-		body := string(args[start:min(i, len(args))])
+	return anyString(args, func(body string) bool {
 		c := strings.LastIndexByte(body, ',')
 		if c < 0 {
-			continue
+			return false
 		}
 		tail := strings.NewReplacer(`\n`, " ", `\t`, " ", `\r`, " ").Replace(body[c+1:])
 		tail = strings.TrimSpace(tail)
-		switch {
-		case tail == "true" || tail == "false" || tail == "null":
-			return true
-		case tail != "" && jsonscan.Number(tail, 0) == len(tail):
-			return true
-		}
-	}
-	return false
+		return tail == "true" || tail == "false" || tail == "null" || tail != "" && jsonscan.Number(tail, 0) == len(tail)
+	})
 }
 
 // lastStringHoldsCloser reports whether the last string of the JSON args holds a '}'
