@@ -3,6 +3,7 @@ package frontdoor
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,13 @@ const HeaderConversation = "Toolbus-Conversation"
 func ResponseID(session string, requestID json.RawMessage) string {
 	sum := sha256.Sum256([]byte(session + "\x00" + string(requestID)))
 	return "mcp-" + hex.EncodeToString(sum[:12])
+}
+
+// boundSession is a session id bound to the caller (its token's user): 26 letters and
+// digits.
+func boundSession(user, session string) string {
+	sum := sha256.Sum256([]byte(user + "\x00" + session))
+	return strings.ToUpper(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:26])
 }
 
 // Conversation is the conversation of an MCP session's calls for tenant: "mcp-<session>"
@@ -86,6 +94,12 @@ func (d *Door) handler(tenant string) mcp.ToolHandler {
 
 func (d *Door) call(ctx context.Context, tenant string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	session := req.Session.ID()
+	if req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" && session != "" {
+		// A session id another replica issued is taken as given (Handler adopts it), so
+		// what it names is bound to the caller's token: the same id under another
+		// token is another conversation, and another response id.
+		session = boundSession(req.Extra.TokenInfo.UserID, session)
+	}
 	var named string
 	if req.Extra != nil && req.Extra.Header != nil {
 		named = req.Extra.Header.Get(HeaderConversation)

@@ -55,6 +55,10 @@ type door struct {
 	ledger *ledger
 	orch   *client.Client // an orchestrator's client, which decides approvals
 	conn   func(string) *nats.Conn
+	// replica starts another front door on the same NATS and returns its URL and what
+	// kills it (its HTTP server and connections closed at once, as a process dying).
+	replica func() (url string, kill func())
+	started chan int // the amounts slow_transfer starts on
 }
 
 // startDoor starts it; servers are further mcpServers entries ("name": {…}, JSON).
@@ -93,26 +97,46 @@ func startDoor(t *testing.T, servers ...string) *door {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	started := make(chan int, 100)
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "slow_transfer", Description: "send money, slowly"}, func(_ context.Context, a amount) (string, error) {
+		started <- a.Amount
+		time.Sleep(time.Second)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.runs = append(l.runs, a.Amount)
+		return fmt.Sprintf("sent %d slowly", a.Amount), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "secret_tool"}, func(context.Context, struct{}) (string, error) { return "secret", nil }); err != nil {
 		t.Fatal(err)
 	}
-	url := bustest.Server(t)
-	conn := func(name string) *nats.Conn { nc, _ := bustest.Connect(t, url, nats.Name(name)); return nc }
+	natsURL := bustest.Server(t)
+	conn := func(name string) *nats.Conn { nc, _ := bustest.Connect(t, natsURL, nats.Name(name)); return nc }
 	ctx, cancel := context.WithCancel(context.Background())
 	tb, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Tools: reg, Conn: conn("toolbus"), Provision: true})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	d, err := frontdoor.New(conn("frontdoor"), &frontdoor.Options{Offers: toolbus.ToolOffers(cfg)})
-	if err != nil {
-		t.Fatal(err)
+	var replicas sync.WaitGroup
+	replica := func() (string, func()) {
+		d, err := frontdoor.New(conn("frontdoor"), &frontdoor.Options{Offers: toolbus.ToolOffers(cfg)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, stop := context.WithCancel(ctx)
+		replicas.Add(1)
+		go func() { defer replicas.Done(); d.Run(rctx) }()
+		hs := httptest.NewServer(d.Handler(&frontdoor.HTTPOptions{Tokens: map[string]string{
+			frontdoor.HashToken(defaultToken): "", frontdoor.HashToken(acmeToken): "acme"}}))
+		var once sync.Once
+		kill := func() { once.Do(func() { hs.CloseClientConnections(); hs.Close(); stop() }) }
+		t.Cleanup(kill)
+		return hs.URL, kill
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx) }()
-	hs := httptest.NewServer(d.Handler(&frontdoor.HTTPOptions{Tokens: map[string]string{
-		frontdoor.HashToken(defaultToken): "", frontdoor.HashToken(acmeToken): "acme"}}))
-	t.Cleanup(func() { hs.Close(); cancel(); <-done; tb.Close() })
+	url0, _ := replica()
+	t.Cleanup(func() { cancel(); replicas.Wait(); tb.Close() })
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	if err := tb.WaitForTools(wctx); err != nil {
@@ -122,7 +146,7 @@ func startDoor(t *testing.T, servers ...string) *door {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &door{url: hs.URL, ledger: l, orch: orch, conn: conn}
+	return &door{url: url0, ledger: l, orch: orch, conn: conn, replica: replica, started: started}
 }
 
 func extra(servers []string) string {
@@ -147,10 +171,16 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // session connects the go-sdk's client with token, waiting until tools/list holds want.
 func (d *door) session(t *testing.T, token string, o *mcp.ClientOptions, want ...string) *mcp.ClientSession {
 	t.Helper()
+	return sessionAt(t, d.url, token, o, want...)
+}
+
+// sessionAt is session with the front door at url.
+func sessionAt(t *testing.T, url, token string, o *mcp.ClientOptions, want ...string) *mcp.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, o)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,12 +486,79 @@ func TestListChanged(t *testing.T) {
 	if _, err := kv.Put(ctx, "extra", []byte(`[{"name": "extra__lookup", "server": "extra", "remote": "lookup", "description": "a new tool"}]`)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-changed:
-	case <-ctx.Done():
-		t.Fatal("no tools/list_changed")
+	// Each notification says the list changed (the executors write their own keys too);
+	// one of them is this change's.
+	for {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("no tools/list_changed lists the new tool: %v", toolNames(t, cs))
+		}
+		if slices.Contains(toolNames(t, cs), "extra__lookup") {
+			return
+		}
 	}
-	if names := toolNames(t, cs); !slices.Contains(names, "extra__lookup") {
-		t.Errorf("the new tool is not listed: %v", names)
+}
+
+
+// A front-door replica dies while a non-idempotent call of its client runs; the client
+// retries the request (same session id, same request id) at another replica, which
+// takes the session on and answers with the one result: the tool ran once. The session
+// stays its token's there (403 for another).
+func TestRetryAtAnotherReplicaRunsOnce(t *testing.T) {
+	d := startDoor(t)
+	first, kill := d.replica()
+	second, _ := d.replica()
+	sessionAt(t, first, defaultToken, nil, "slow_transfer") // each replica has the catalog
+	sessionAt(t, second, defaultToken, nil, "slow_transfer")
+	_, session := rpc(t, first, "", defaultToken, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rpc(t, first, session, defaultToken, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow_transfer","arguments":{"amount":42}}}`
+	lost := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, first, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+defaultToken)
+		req.Header.Set("Mcp-Session-Id", session)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		lost <- err
+	}()
+	select {
+	case <-d.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not start")
+	}
+	kill()
+	if err := <-lost; err == nil {
+		t.Log("the first replica answered before it died") // the retry must still not run it again
+	}
+	answer, _ := rpc(t, second, session, defaultToken, body)
+	if !bytes.Contains(answer, []byte("sent 42 slowly")) {
+		t.Errorf("the retry at the second replica: %s", answer)
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{42}) {
+		t.Errorf("runs: %v, want one", got)
+	}
+	// The session, taken on, stays its token's: another token cannot use it.
+	req, _ := http.NewRequest(http.MethodPost, second, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+acmeToken)
+	req.Header.Set("Mcp-Session-Id", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another token in the session: %d", resp.StatusCode)
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{42}) {
+		t.Errorf("runs: %v, want one", got)
 	}
 }
