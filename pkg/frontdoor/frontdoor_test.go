@@ -500,7 +500,6 @@ func TestListChanged(t *testing.T) {
 	}
 }
 
-
 // A front-door replica dies while a non-idempotent call of its client runs; the client
 // retries the request (same session id, same request id) at another replica, which
 // takes the session on and answers with the one result: the tool ran once. The session
