@@ -3,7 +3,9 @@ package mcptest
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,7 +19,8 @@ var (
 
 // ConformanceTools is an MCP server with the tools the server scenarios of the MCP
 // conformance suite (@modelcontextprotocol/conformance) call, as its descriptions ask:
-// text, image, audio, embedded resource, mixed content, an error, progress and logging.
+// text, image, audio, embedded resource, mixed content, an error, progress, logging,
+// sampling and elicitation.
 // Behind toolbus's front door (routed by their bare names) they let the suite's tool
 // scenarios run through the whole pipeline (internal/cli TestMCPConformanceServer).
 func ConformanceTools() *mcp.Server {
@@ -69,6 +72,32 @@ func ConformanceTools() *mcp.Server {
 			time.Sleep(50 * time.Millisecond)
 		}
 		return text("Logging test completed"), nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "test_sampling", Description: "asks the client's model"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+		Prompt string `json:"prompt"`
+	}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 100,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		text, _ := res.Content.(*mcp.TextContent)
+		if text == nil {
+			return nil, nil, errors.New("the completion is not text")
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "LLM response: " + text.Text}}}, nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "test_elicitation", Description: "asks the client's user"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+		Message string `json:"message"`
+	}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Message, RequestedSchema: json.RawMessage(`{"type": "object",
+			"properties": {"username": {"type": "string", "description": "User's response"}, "email": {"type": "string", "description": "User's email address"}},
+			"required": ["username", "email"]}`)})
+		if err != nil {
+			return nil, nil, err
+		}
+		content, _ := json.Marshal(res.Content)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("User response: action %s, content %s", res.Action, content)}}}, nil, nil
 	})
 	return srv
 }

@@ -124,6 +124,8 @@ func (d *Door) call(ctx context.Context, tenant string, req *mcp.CallToolRequest
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.o.CallTimeout)
 	defer cancel()
+	release := d.relayTo(conv, req.Session)
+	defer release()
 	stop := d.watch(ctx, req.Session, req.Params.GetProgressToken(), conv, id)
 	defer stop()
 	out, err := d.ask(ctx, conv, id, text)

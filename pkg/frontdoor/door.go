@@ -52,6 +52,7 @@ type Door struct {
 
 	issued  sync.Map                   // session ids the go-sdk's HTTP handler issued here
 	adopted map[string]*adoptedSession // session ids another replica issued, served here
+	relays  map[string]*relay          // conversation → its questions relayed to its client
 }
 
 // tenantServer is the MCP server of one tenant's clients, and the tools it lists.
@@ -82,7 +83,7 @@ func New(nc *nats.Conn, o *Options) (*Door, error) {
 	}
 	return &Door{client: c, js: js, o: opts, catalog: parser.NewCatalog(),
 		servers: map[string]*tenantServer{}, flights: map[string]*flight{}, ready: make(chan struct{}),
-		adopted: map[string]*adoptedSession{}}, nil
+		adopted: map[string]*adoptedSession{}, relays: map[string]*relay{}}, nil
 }
 
 // Run follows the catalog bucket until ctx is done, keeping every tenant's tool list in

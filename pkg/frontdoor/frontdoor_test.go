@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
@@ -559,5 +560,29 @@ func TestRetryAtAnotherReplicaRunsOnce(t *testing.T) {
 	}
 	if got := d.ledger.ran(); !slices.Equal(got, []int{42}) {
 		t.Errorf("runs: %v, want one", got)
+	}
+}
+
+// A backend's sampling request and elicitation question in the middle of a call (its
+// configuration says "ask") reach the MCP client that called, which declared it can
+// answer them, and its answers reach the backend: all through the pipeline.
+func TestSamplingAndElicitationReachTheClient(t *testing.T) {
+	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceTools() }, nil))
+	t.Cleanup(backend.Close)
+	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`", "sampling": "ask", "elicitation": "ask"}`)
+	cs := d.session(t, defaultToken, &mcp.ClientOptions{
+		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			prompt := r.Params.Messages[0].Content.(*mcp.TextContent).Text
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "the model read " + prompt}}, nil
+		},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "ada", "email": "ada@example.com"}}, nil
+		},
+	}, "conf__test_sampling", "conf__test_elicitation")
+	if res := call(t, cs, "conf__test_sampling", map[string]any{"prompt": "a question"}); res.IsError || text(res) != "LLM response: the model read a question" {
+		t.Errorf("sampling: %v %q", res.IsError, text(res))
+	}
+	if res := call(t, cs, "conf__test_elicitation", map[string]any{"message": "who?"}); res.IsError || !strings.Contains(text(res), "action accept") || !strings.Contains(text(res), "ada@example.com") {
+		t.Errorf("elicitation: %v %q", res.IsError, text(res))
 	}
 }
