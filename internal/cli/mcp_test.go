@@ -149,7 +149,8 @@ func TestMCPConformanceServer(t *testing.T) {
 	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceTools() }, nil))
 	defer backend.Close()
 	tools := []string{"test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
-		"test_multiple_content_types", "test_error_handling", "test_tool_with_progress", "test_tool_with_logging", "test_sampling", "test_elicitation"}
+		"test_multiple_content_types", "test_error_handling", "test_tool_with_progress", "test_tool_with_logging", "test_sampling", "test_elicitation",
+		"test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums", "json_schema_2020_12_tool"}
 	routes := map[string]string{}
 	for _, name := range tools {
 		routes[name] = "conformance"

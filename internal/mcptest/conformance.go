@@ -99,5 +99,32 @@ func ConformanceTools() *mcp.Server {
 		content, _ := json.Marshal(res.Content)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("User response: action %s, content %s", res.Action, content)}}}, nil, nil
 	})
+	elicitWith := func(name, schema string) {
+		srv.AddTool(&mcp.Tool{Name: name, Description: "asks the client's user with a schema of " + name, InputSchema: json.RawMessage(`{"type": "object"}`)},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Please answer", RequestedSchema: json.RawMessage(schema)})
+				if err != nil {
+					return nil, err
+				}
+				content, _ := json.Marshal(res.Content)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Elicitation completed: action=%s, content=%s", res.Action, content)}}}, nil
+			})
+	}
+	elicitWith("test_elicitation_sep1034_defaults", `{"type": "object", "properties": {
+		"name": {"type": "string", "default": "John Doe"}, "age": {"type": "integer", "default": 30},
+		"score": {"type": "number", "default": 95.5}, "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+		"verified": {"type": "boolean", "default": true}}}`)
+	elicitWith("test_elicitation_sep1330_enums", `{"type": "object", "properties": {
+		"untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+		"titledSingle": {"type": "string", "oneOf": [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
+		"legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+		"untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+		"titledMulti": {"type": "array", "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}}}`)
+	srv.AddTool(&mcp.Tool{Name: "json_schema_2020_12_tool", Description: "Tool with JSON Schema 2020-12 features", InputSchema: json.RawMessage(`{
+		"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+		"$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+		"properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+		"additionalProperties": false}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("ok"), nil })
 	return srv
 }
