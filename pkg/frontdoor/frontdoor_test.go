@@ -586,3 +586,52 @@ func TestSamplingAndElicitationReachTheClient(t *testing.T) {
 		t.Errorf("elicitation: %v %q", res.IsError, text(res))
 	}
 }
+
+// Bad input is answered with a structured error and the door goes on: arguments that
+// are not an object, a tool it does not list, a conversation header that names none, a
+// body that is not JSON.
+func TestBadInputIsAnswered(t *testing.T) {
+	d := startDoor(t)
+	d.session(t, defaultToken, nil, "transfer")
+	_, session := rpc(t, d.url, "", defaultToken, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	answer, _ := rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"transfer","arguments":[1,2]}}`)
+	if !bytes.Contains(answer, []byte(`"isError":true`)) && !bytes.Contains(answer, []byte(`"error"`)) {
+		t.Errorf("arguments that are not an object: %s", answer)
+	}
+	answer, _ = rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`)
+	if !bytes.Contains(answer, []byte(`"error"`)) && !bytes.Contains(answer, []byte(`"isError":true`)) {
+		t.Errorf("an unknown tool: %s", answer)
+	}
+	post := func(body string, header ...string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, d.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+defaultToken)
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"transfer","arguments":{"amount":1}}}`, frontdoor.HeaderConversation, "not a conversation")
+	if code != http.StatusOK || !strings.Contains(body, `"isError":true`) || !strings.Contains(body, "invalid_arguments") {
+		t.Errorf("a bad conversation header: %d %s", code, body)
+	}
+	if code, body := post(`{"jsonrpc":`); code/100 != 4 {
+		t.Errorf("a body that is not JSON: %d %s", code, body)
+	}
+	if got := d.ledger.ran(); len(got) != 0 {
+		t.Errorf("ran: %v", got)
+	}
+	if answer, _ := rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"transfer","arguments":{"amount":2}}}`); !bytes.Contains(answer, []byte("sent 2")) {
+		t.Errorf("after the bad input: %s", answer)
+	}
+}
