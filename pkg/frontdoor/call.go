@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
@@ -130,12 +131,21 @@ func (d *Door) call(ctx context.Context, tenant string, req *mcp.CallToolRequest
 	defer stop()
 	out, err := d.ask(ctx, conv, id, text)
 	if err != nil {
+		d.o.Logger.Info("mcp call unanswered", "conversation", conv, "response_id", id, "err", err)
 		return nil, fmt.Errorf("toolbus: %w", err)
 	}
 	if len(out.Results) != 1 {
 		return failed(messages.CodeInternal, fmt.Sprintf("the pipeline answered with %d results for one call (%s)", len(out.Results), out.Kind)), nil
 	}
-	return Result(ctx, d.client, out.Results[0])
+	r := out.Results[0]
+	if d.o.Logger.Enabled(ctx, slog.LevelDebug) {
+		code := ""
+		if r.Error != nil {
+			code = string(r.Error.Code)
+		}
+		d.o.Logger.Debug("mcp call", "conversation", conv, "response_id", id, "tool", r.Tool, "success", r.Success, "error_code", code)
+	}
+	return Result(ctx, d.client, r)
 }
 
 // ask submits the response and waits for its output; a retry arriving while the first
