@@ -115,7 +115,7 @@ func startDoor(t *testing.T, servers ...string) *door {
 	natsURL := bustest.Server(t)
 	conn := func(name string) *nats.Conn { nc, _ := bustest.Connect(t, natsURL, nats.Name(name)); return nc }
 	ctx, cancel := context.WithCancel(context.Background())
-	tb, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Tools: reg, Conn: conn("toolbus"), Provision: true})
+	tb, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Tools: reg, Conn: conn("toolbus"), Provision: true, Replicas: 2}) // two of each stage: two executors
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -633,5 +633,108 @@ func TestBadInputIsAnswered(t *testing.T) {
 	}
 	if answer, _ := rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"transfer","arguments":{"amount":2}}}`); !bytes.Contains(answer, []byte("sent 2")) {
 		t.Errorf("after the bad input: %s", answer)
+	}
+}
+
+// post sends one JSON-RPC message in session and returns the answer to its id, or an
+// error when the front door could not answer (it died, or does not know the session).
+func post(url, session, token, body string) (json.RawMessage, error) {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data:"); ok && (strings.Contains(data, `"result"`) || strings.Contains(data, `"error"`)) {
+			return json.RawMessage(strings.TrimSpace(data)), nil
+		}
+	}
+	return nil, fmt.Errorf("no answer: %v", sc.Err())
+}
+
+// Two front-door replicas, two executors, 10 MCP sessions (half begun at each replica)
+// making 50 non-idempotent calls, five each in turn; one replica is killed while calls
+// run, and its clients retry each unanswered request at the other: every call is
+// answered, and none ran twice.
+func TestReplicaKilledDuringManyCalls(t *testing.T) {
+	d := startDoor(t)
+	a, killA := d.replica()
+	b, _ := d.replica()
+	sessionAt(t, a, defaultToken, nil, "slow_transfer")
+	sessionAt(t, b, defaultToken, nil, "slow_transfer")
+	const sessions, calls = 10, 5
+	type answer struct {
+		amount int
+		text   string
+		err    error
+	}
+	answers := make(chan answer, sessions*calls)
+	var wg sync.WaitGroup
+	for s := range sessions {
+		home, other := a, b
+		if s%2 == 1 {
+			home, other = b, a
+		}
+		_, session := rpc(t, home, "", defaultToken, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		rpc(t, home, session, defaultToken, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := home
+			for k := 1; k <= calls; k++ {
+				amount := 1000 + s*10 + k
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow_transfer","arguments":{"amount":%d}}}`, k, amount)
+				var got json.RawMessage
+				var err error
+				for try := 0; try < 2; try++ { // a retry at the other replica when this one fails
+					if got, err = post(url, session, defaultToken, body); err == nil {
+						break
+					}
+					url = other
+				}
+				answers <- answer{amount, string(got), err}
+			}
+		}()
+	}
+	// Kill a once a few calls ran and more are under way.
+	for range 6 {
+		select {
+		case <-d.started:
+		case <-time.After(time.Minute):
+			t.Fatal("the calls did not start")
+		}
+	}
+	killA()
+	wg.Wait()
+	close(answers)
+	n := 0
+	for ans := range answers {
+		n++
+		if ans.err != nil || !strings.Contains(ans.text, fmt.Sprintf("sent %d slowly", ans.amount)) {
+			t.Errorf("call %d: %v %s", ans.amount, ans.err, ans.text)
+		}
+	}
+	runs := map[int]int{}
+	for _, amount := range d.ledger.ran() {
+		runs[amount]++
+	}
+	for amount, times := range runs {
+		if times != 1 {
+			t.Errorf("call %d ran %d times", amount, times)
+		}
+	}
+	if n != sessions*calls || len(runs) != sessions*calls {
+		t.Errorf("%d answers, %d calls run; want %d of each", n, len(runs), sessions*calls)
 	}
 }
