@@ -738,3 +738,61 @@ func TestReplicaKilledDuringManyCalls(t *testing.T) {
 		t.Errorf("%d answers, %d calls run; want %d of each", n, len(runs), sessions*calls)
 	}
 }
+
+// A stateful server's state stays the MCP session's: toolbus keeps a server session
+// per conversation, and the conversation is the MCP session's, also after its front
+// door died and another took the session on. Each MCP session's counter counts 1, 2,
+// 3, 4 across the kill — never another session's calls, never a call twice.
+func TestStatePerSessionAcrossReplicas(t *testing.T) {
+	var mu sync.Mutex
+	counts := map[*mcp.ServerSession]int{}
+	counter := mcp.NewServer(&mcp.Implementation{Name: "counter"}, nil)
+	mcp.AddTool(counter, &mcp.Tool{Name: "bump", Description: "counts this session's calls"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mu.Lock()
+		counts[req.Session]++
+		n := counts[req.Session]
+		mu.Unlock()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("count %d", n)}}}, nil, nil
+	})
+	cs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return counter }, nil))
+	t.Cleanup(cs.Close)
+	d := startDoor(t, `"counter": {"type": "http", "url": "`+cs.URL+`"}`)
+	a, killA := d.replica()
+	b, _ := d.replica()
+	sessionAt(t, a, defaultToken, nil, "counter__bump")
+	sessionAt(t, b, defaultToken, nil, "counter__bump")
+	var ids []string
+	for range 4 {
+		_, session := rpc(t, a, "", defaultToken, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		rpc(t, a, session, defaultToken, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		ids = append(ids, session)
+	}
+	bump := func(url, session string, k int) string {
+		t.Helper()
+		got, err := post(url, session, defaultToken, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"counter__bump","arguments":{}}}`, k))
+		if err != nil {
+			t.Fatalf("bump %d: %v", k, err)
+		}
+		return string(got)
+	}
+	for k := 1; k <= 4; k++ {
+		url := a
+		if k > 2 {
+			url = b
+		}
+		if k == 3 {
+			killA()
+			// The retry of the second call at b, the same request: its answer again.
+			for _, s := range ids {
+				if got := bump(b, s, 2); !strings.Contains(got, "count 2") {
+					t.Errorf("session %s, call 2 retried at b: %s", s, got)
+				}
+			}
+		}
+		for _, s := range ids {
+			if got := bump(url, s, k); !strings.Contains(got, fmt.Sprintf("count %d", k)) {
+				t.Errorf("session %s, call %d: %s", s, k, got)
+			}
+		}
+	}
+}
