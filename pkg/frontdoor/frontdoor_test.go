@@ -796,3 +796,37 @@ func TestStatePerSessionAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// The backends' prompts are the front door's, named <server>__<prompt>: prompts/list
+// and prompts/get run the server's prompts tools through the pipeline.
+func TestPromptsThroughTheFrontDoor(t *testing.T) {
+	greeter := mcp.NewServer(&mcp.Implementation{Name: "greeter"}, nil)
+	greeter.AddPrompt(&mcp.Prompt{Name: "greet", Description: "a greeting", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Description: "a greeting", Messages: []*mcp.PromptMessage{
+				{Role: "user", Content: &mcp.TextContent{Text: "Hello " + req.Params.Arguments["name"]}}}}, nil
+		})
+	gs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return greeter }, nil))
+	t.Cleanup(gs.Close)
+	d := startDoor(t, `"greeter": {"type": "http", "url": "`+gs.URL+`"}`)
+	cs := d.session(t, defaultToken, nil, "greeter__prompts_get")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := cs.ListPrompts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Prompts) != 1 || list.Prompts[0].Name != "greeter__greet" || len(list.Prompts[0].Arguments) != 1 {
+		t.Fatalf("prompts: %+v", list.Prompts)
+	}
+	got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greeter__greet", Arguments: map[string]string{"name": "Ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 1 || got.Messages[0].Content.(*mcp.TextContent).Text != "Hello Ada" {
+		t.Errorf("the prompt: %+v", got)
+	}
+	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "nobody__greet"}); err == nil {
+		t.Error("a prompt of no server was got")
+	}
+}
