@@ -830,3 +830,44 @@ func TestPromptsThroughTheFrontDoor(t *testing.T) {
 		t.Error("a prompt of no server was got")
 	}
 }
+
+// The backends' resources are the front door's: resources/list names them
+// <server>__<name> with their URIs, resources/read finds the server that has one —
+// through the servers' resources tools in the pipeline.
+func TestResourcesThroughTheFrontDoor(t *testing.T) {
+	serve := func(name, uri, text string) string {
+		srv := mcp.NewServer(&mcp.Implementation{Name: name}, nil)
+		srv.AddResource(&mcp.Resource{Name: "readme", URI: uri, MIMEType: "text/plain"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text}}}, nil
+		})
+		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	alpha, beta := serve("alpha", "test://alpha/readme", "alpha's text"), serve("beta", "test://beta/readme", "beta's text")
+	d := startDoor(t, `"alpha": {"type": "http", "url": "`+alpha+`"}`, `"beta": {"type": "http", "url": "`+beta+`"}`)
+	cs := d.session(t, defaultToken, nil, "alpha__resources_read", "beta__resources_read")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range list.Resources {
+		names = append(names, r.Name+" "+r.URI)
+	}
+	if !slices.Equal(names, []string{"alpha__readme test://alpha/readme", "beta__readme test://beta/readme"}) {
+		t.Errorf("resources: %v", names)
+	}
+	got, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://beta/readme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Contents) != 1 || got.Contents[0].Text != "beta's text" || got.Contents[0].URI != "test://beta/readme" {
+		t.Errorf("read: %+v", got.Contents)
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://nobody/x"}); err == nil {
+		t.Error("a resource nobody has was read")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolbus/toolbus/pkg/catalog"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // The remote names of the tools toolbus makes of a server's prompts (docs/mcp.md).
@@ -22,7 +23,8 @@ const (
 // prompts answers prompts/list and prompts/get for tenant's clients with the backends'
 // prompts, each named "<server>__<prompt>", through the pipeline: the servers'
 // <server>__prompts_list and __prompts_get tools the tenant is offered run as any call
-// does (policy, sessions of the conversation). Every other method goes on to next.
+// does (policy, sessions of the conversation). resources/list and resources/read are
+// answered the same way (resources.go). Every other method goes on to next.
 func (d *Door) prompts(tenant string) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -31,6 +33,10 @@ func (d *Door) prompts(tenant string) mcp.Middleware {
 				return d.listPrompts(ctx, tenant, r)
 			case *mcp.GetPromptRequest:
 				return d.getPrompt(ctx, tenant, r)
+			case *mcp.ListResourcesRequest:
+				return d.listResources(ctx, tenant, r)
+			case *mcp.ReadResourceRequest:
+				return d.readResource(ctx, tenant, r)
 			}
 			return next(ctx, method, req)
 		}
@@ -55,6 +61,15 @@ func (d *Door) promptTools(tenant, remote string) map[string]catalog.Tool {
 // runFeature runs a feature tool for a request of session and returns its result's
 // value, or an error saying why there is none.
 func (d *Door) runFeature(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra, tool string, args any) (json.RawMessage, error) {
+	r, err := d.runFeatureResult(ctx, tenant, ss, extra, tool, args)
+	if err != nil {
+		return nil, err
+	}
+	return r.Result, nil
+}
+
+// runFeatureResult is runFeature's whole result, its value read whole when it was stored.
+func (d *Door) runFeatureResult(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra, tool string, args any) (*messages.OutputResult, error) {
 	conv, _, err := d.conversation(tenant, ss, extra)
 	if err != nil {
 		return nil, err
@@ -74,13 +89,26 @@ func (d *Door) runFeature(ctx context.Context, tenant string, ss *mcp.ServerSess
 		return nil, fmt.Errorf("%s: no result", tool)
 	}
 	if !r.Success {
-		return nil, fmt.Errorf("%s: %s: %s", tool, r.Error.Code, r.Error.Message)
+		return nil, &featureError{tool: tool, code: r.Error.Code, msg: r.Error.Message}
 	}
 	if r.Stored != nil {
-		return d.client.FetchResult(ctx, r.Stored)
+		whole, err := d.client.FetchResult(ctx, r.Stored)
+		if err != nil {
+			return nil, err
+		}
+		r.Result, r.Stored = whole, nil
 	}
-	return r.Result, nil
+	return r, nil
 }
+
+// featureError is a feature tool's failure, as the pipeline answered it.
+type featureError struct {
+	tool string
+	code messages.ErrorCode
+	msg  string
+}
+
+func (e *featureError) Error() string { return fmt.Sprintf("%s: %s: %s", e.tool, e.code, e.msg) }
 
 func (d *Door) listPrompts(ctx context.Context, tenant string, req *mcp.ListPromptsRequest) (*mcp.ListPromptsResult, error) {
 	tools := d.promptTools(tenant, promptsList)
