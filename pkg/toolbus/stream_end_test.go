@@ -242,7 +242,7 @@ func TestStreamsAlwaysEnd(t *testing.T) {
 // TOOLBUS_LONG=1 sends 100,000 chunks against the default limit.
 func TestStreamManyChunks(t *testing.T) {
 	t.Parallel()
-	limit, over, settings := 1000, 3000, `, "stream_max_chunks": 1000`
+	limit, over, settings := 500, 700, `, "stream_max_chunks": 500`
 	if os.Getenv("TOOLBUS_LONG") != "" {
 		limit, over, settings = parser.DefaultMaxChunks, 100_000, ""
 	}
