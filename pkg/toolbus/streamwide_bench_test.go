@@ -1,0 +1,134 @@
+package toolbus_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolbus/toolbus/pkg/bus/bustest"
+	"github.com/toolbus/toolbus/pkg/client"
+	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/localtools"
+	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/toolbus"
+)
+
+// streamWideCalls is the width of BenchmarkStreamWide's responses.
+const streamWideCalls = 64
+
+// BenchmarkStreamWide: the cost per call of a response of 64 read-only calls of an
+// in-process tool, through the parser, executor and formatter on one embedded NATS,
+// sent whole (one message) and streamed (one chunk per call, then the last chunk), four
+// responses in flight. ns/call is the elapsed time over the calls answered; the issue's
+// bound is streamed within 1.5× of whole.
+//
+//	go test -run '^$' -bench StreamWide -benchtime 20x -count 3 ./pkg/toolbus/
+func BenchmarkStreamWide(b *testing.B) {
+	cfg, err := config.Parse([]byte(`{"engineering": {"enabled": false}, "parser": {"reasoning": "tagged"}}`),
+		"bench.json", func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := localtools.New()
+	type in struct {
+		Text string `json:"text"`
+	}
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "wide_read", Description: "reads", ReadOnly: true},
+		func(_ context.Context, a in) (map[string]string, error) {
+			return map[string]string{"read": a.Text}, nil
+		}); err != nil {
+		b.Fatal(err)
+	}
+	url := bustest.Server(b)
+	nc, _ := bustest.Connect(b, url, nats.Name("node"))
+	ctx, cancel := context.WithCancel(context.Background())
+	tb, err := toolbus.Start(ctx, toolbus.Options{Provision: true, Conn: nc, Config: cfg, Tools: reg,
+		Services: []string{toolbus.Parser, toolbus.Executor, toolbus.Formatter}})
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	defer func() { cancel(); _ = tb.Wait() }()
+	oc, _ := bustest.Connect(b, url, nats.Name("orchestrator"))
+	c, err := client.New(oc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	calls := make([]string, streamWideCalls)
+	for i := range calls {
+		calls[i] = fmt.Sprintf(`<tool_call>{"name": "wide_read", "arguments": {"text": "%d"}}</tool_call>`+"\n", i)
+	}
+	whole := strings.Join(calls, "")
+	check := func(out *messages.Output, err error) error {
+		if err != nil {
+			return err
+		}
+		if len(out.Results) != streamWideCalls {
+			return fmt.Errorf("%d results, want %d", len(out.Results), streamWideCalls)
+		}
+		for i, r := range out.Results {
+			if !r.Success {
+				return fmt.Errorf("result %d: %+v", i, r.Error)
+			}
+		}
+		return nil
+	}
+	send := map[string]func(ctx context.Context, conv string) error{
+		"whole": func(ctx context.Context, conv string) error {
+			return check(c.Ask(ctx, conv, whole, nil))
+		},
+		"streamed": func(ctx context.Context, conv string) error {
+			s, err := c.Stream(ctx, conv, nil)
+			if err != nil {
+				return err
+			}
+			for _, call := range calls {
+				if _, err := s.WriteString(call); err != nil {
+					return err
+				}
+			}
+			return check(s.Close(ctx))
+		},
+	}
+	for _, name := range []string{"whole", "streamed"} {
+		b.Run(name, func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			defer cancel()
+			if err := send[name](ctx, "warm-"+name); err != nil {
+				b.Fatalf("warm-up: %v", err)
+			}
+			const inFlight = 4
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, inFlight)
+			b.ResetTimer()
+			start := time.Now()
+			for w := range inFlight {
+				wg.Go(func() {
+					conv := fmt.Sprintf("%s-%d", name, w)
+					for next.Add(1) <= int64(b.N) {
+						if err := send[name](ctx, conv); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N*streamWideCalls), "ns/call")
+			b.ReportMetric(float64(b.N*streamWideCalls)/elapsed.Seconds(), "calls/s")
+		})
+	}
+}
