@@ -395,6 +395,13 @@ func runPipeline(ctx context.Context, o Options, text string, r *Report) (lat, p
 		}
 		defer tb.Close()
 		nc, c = tb.Conn(), tb.Client()
+		// An MCP server's tools are called by name from the first response.
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err = tb.WaitForTools(wctx)
+		cancel()
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
 	}
 	if o.Console {
 		js, err := jetstream.New(nc)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/pkg/bus"
-	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/frontdoor"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
@@ -57,19 +55,11 @@ func RunFrontDoor(ctx context.Context, o FrontDoorOptions) (*FrontDoorReport, er
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	echo := mcp.NewServer(&mcp.Implementation{Name: "echo"}, nil)
-	mcp.AddTool(echo, &mcp.Tool{Name: "echo", Description: "says its text back"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
-		Text string `json:"text"`
-	}) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
-	})
-	server := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echo }, nil))
-	defer server.Close()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"engineering": {"enabled": false}, "mcpServers": {"echo": {"type": "http", "url": %q}}}`, server.URL)),
-		"bench.json", func(string) (string, bool) { return "", false })
+	server, cfg, err := echoServer()
 	if err != nil {
 		return nil, err
 	}
+	defer server.Close()
 	tb, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Logger: o.Logger, Embedded: &bus.EmbeddedOptions{}})
 	if err != nil {
 		return nil, err

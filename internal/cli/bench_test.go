@@ -187,3 +187,35 @@ func TestBenchFrontDoor(t *testing.T) {
 		t.Errorf("output:\n%s", stdout)
 	}
 }
+
+// `toolbus bench --remote` calls a remote MCP server's tool directly and through toolbus,
+// beside the plain relay, at one in flight and at 256, and reports the added latency
+// against the relay's and the rates' ratio: every figure there and consistent.
+func TestBenchRemote(t *testing.T) {
+	stdout, stderr, code := runMain(t, "", "bench", "--remote", "--responses", "30", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var r bench.RemoteReport
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if len(r.Points) != 2 || r.Points[0].Concurrency != 1 || r.Points[1].Concurrency != 256 {
+		t.Fatalf("points %+v", r.Points)
+	}
+	for _, p := range r.Points {
+		if p.Calls != 30 || p.DirectP50ms <= 0 || p.ToolbusP50ms <= 0 || p.RelayP50ms <= 0 || p.DirectCallsPerSec <= 0 || p.ToolbusCallsPerSec <= 0 || p.RelayCallsPerSec <= 0 {
+			t.Errorf("point %+v", p)
+		}
+		if d := p.AddedP50ms - (p.ToolbusP50ms - p.DirectP50ms); d > 1e-9 || d < -1e-9 {
+			t.Errorf("added %v, toolbus %v − direct %v", p.AddedP50ms, p.ToolbusP50ms, p.DirectP50ms)
+		}
+		if d := p.ToolbusVsRelay - p.ToolbusCallsPerSec/p.RelayCallsPerSec; d > 1e-9 || d < -1e-9 {
+			t.Errorf("toolbus / relay %v of %v and %v", p.ToolbusVsRelay, p.ToolbusCallsPerSec, p.RelayCallsPerSec)
+		}
+	}
+	if !strings.Contains(stdout, "added / relay") || !strings.Contains(stdout, "toolbus / relay") {
+		t.Errorf("output:\n%s", stdout)
+	}
+}

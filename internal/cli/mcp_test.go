@@ -149,14 +149,15 @@ func TestMCPConformanceServer(t *testing.T) {
 	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceTools() }, nil))
 	defer backend.Close()
 	tools := []string{"test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
-		"test_multiple_content_types", "test_error_handling", "test_tool_with_progress", "test_tool_with_logging"}
+		"test_multiple_content_types", "test_error_handling", "test_tool_with_progress", "test_tool_with_logging", "test_sampling", "test_elicitation",
+		"test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums", "json_schema_2020_12_tool"}
 	routes := map[string]string{}
 	for _, name := range tools {
 		routes[name] = "conformance"
 	}
 	rb, _ := json.Marshal(routes)
 	cfgPath := filepath.Join(t.TempDir(), "toolbus.json")
-	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"conformance": {"type": "http", "url": "`+backend.URL+`"}}, "routes": `+string(rb)+`}`), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"conformance": {"type": "http", "url": "`+backend.URL+`", "sampling": "ask", "elicitation": "ask"}}, "routes": `+string(rb)+`}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -205,7 +206,7 @@ func TestMCPConformanceServer(t *testing.T) {
 	}
 	// The scenarios the front door must pass, whatever the baseline says.
 	for _, s := range []string{"server-initialize", "ping", "tools-list", "tools-call-simple-text", "tools-call-image", "tools-call-audio",
-		"tools-call-error", "tools-call-with-progress", "tools-call-with-logging", "dns-rebinding-protection"} {
+		"tools-call-error", "tools-call-with-progress", "tools-call-with-logging", "tools-call-sampling", "tools-call-elicitation", "dns-rebinding-protection"} {
 		if !strings.Contains(string(got), "✓ "+s+":") {
 			t.Errorf("scenario %s did not pass", s)
 		}

@@ -3,7 +3,9 @@ package mcptest
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,7 +19,8 @@ var (
 
 // ConformanceTools is an MCP server with the tools the server scenarios of the MCP
 // conformance suite (@modelcontextprotocol/conformance) call, as its descriptions ask:
-// text, image, audio, embedded resource, mixed content, an error, progress and logging.
+// text, image, audio, embedded resource, mixed content, an error, progress, logging,
+// sampling and elicitation.
 // Behind toolbus's front door (routed by their bare names) they let the suite's tool
 // scenarios run through the whole pipeline (internal/cli TestMCPConformanceServer).
 func ConformanceTools() *mcp.Server {
@@ -70,5 +73,58 @@ func ConformanceTools() *mcp.Server {
 		}
 		return text("Logging test completed"), nil
 	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "test_sampling", Description: "asks the client's model"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+		Prompt string `json:"prompt"`
+	}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 100,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		text, _ := res.Content.(*mcp.TextContent)
+		if text == nil {
+			return nil, nil, errors.New("the completion is not text")
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "LLM response: " + text.Text}}}, nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "test_elicitation", Description: "asks the client's user"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+		Message string `json:"message"`
+	}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Message, RequestedSchema: json.RawMessage(`{"type": "object",
+			"properties": {"username": {"type": "string", "description": "User's response"}, "email": {"type": "string", "description": "User's email address"}},
+			"required": ["username", "email"]}`)})
+		if err != nil {
+			return nil, nil, err
+		}
+		content, _ := json.Marshal(res.Content)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("User response: action %s, content %s", res.Action, content)}}}, nil, nil
+	})
+	elicitWith := func(name, schema string) {
+		srv.AddTool(&mcp.Tool{Name: name, Description: "asks the client's user with a schema of " + name, InputSchema: json.RawMessage(`{"type": "object"}`)},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Please answer", RequestedSchema: json.RawMessage(schema)})
+				if err != nil {
+					return nil, err
+				}
+				content, _ := json.Marshal(res.Content)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Elicitation completed: action=%s, content=%s", res.Action, content)}}}, nil
+			})
+	}
+	elicitWith("test_elicitation_sep1034_defaults", `{"type": "object", "properties": {
+		"name": {"type": "string", "default": "John Doe"}, "age": {"type": "integer", "default": 30},
+		"score": {"type": "number", "default": 95.5}, "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+		"verified": {"type": "boolean", "default": true}}}`)
+	elicitWith("test_elicitation_sep1330_enums", `{"type": "object", "properties": {
+		"untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+		"titledSingle": {"type": "string", "oneOf": [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
+		"legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+		"untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+		"titledMulti": {"type": "array", "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}}}`)
+	srv.AddTool(&mcp.Tool{Name: "json_schema_2020_12_tool", Description: "Tool with JSON Schema 2020-12 features", InputSchema: json.RawMessage(`{
+		"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+		"$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+		"properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+		"additionalProperties": false}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("ok"), nil })
 	return srv
 }

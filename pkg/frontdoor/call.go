@@ -3,9 +3,11 @@ package frontdoor
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
@@ -30,6 +32,13 @@ const HeaderConversation = "Toolbus-Conversation"
 func ResponseID(session string, requestID json.RawMessage) string {
 	sum := sha256.Sum256([]byte(session + "\x00" + string(requestID)))
 	return "mcp-" + hex.EncodeToString(sum[:12])
+}
+
+// boundSession is a session id bound to the caller (its token's user): 26 letters and
+// digits.
+func boundSession(user, session string) string {
+	sum := sha256.Sum256([]byte(user + "\x00" + session))
+	return strings.ToUpper(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:26])
 }
 
 // Conversation is the conversation of an MCP session's calls for tenant: "mcp-<session>"
@@ -85,12 +94,7 @@ func (d *Door) handler(tenant string) mcp.ToolHandler {
 }
 
 func (d *Door) call(ctx context.Context, tenant string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	session := req.Session.ID()
-	var named string
-	if req.Extra != nil && req.Extra.Header != nil {
-		named = req.Extra.Header.Get(HeaderConversation)
-	}
-	conv, err := Conversation(tenant, session, named)
+	conv, session, err := d.conversation(tenant, req.Session, req.Extra)
 	if err != nil {
 		return failed(messages.CodeInvalidArguments, err.Error()), nil
 	}
@@ -104,22 +108,67 @@ func (d *Door) call(ctx context.Context, tenant string, req *mcp.CallToolRequest
 	if len(args) > 0 && !json.Valid(args) {
 		return failed(messages.CodeInvalidArguments, "the arguments are not JSON"), nil
 	}
-	text, err := toolUse("toolu_"+id, req.Params.Name, args)
-	if err != nil {
-		return failed(messages.CodeInvalidArguments, err.Error()), nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, d.o.CallTimeout)
 	defer cancel()
+	release := d.relayTo(conv, req.Session)
+	defer release()
 	stop := d.watch(ctx, req.Session, req.Params.GetProgressToken(), conv, id)
 	defer stop()
+	r, err := d.run(ctx, conv, id, req.Params.Name, args)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return failed(messages.CodeInternal, "the pipeline answered without the call's result"), nil
+	}
+	return Result(ctx, d.client, *r)
+}
+
+// conversation is the conversation of a request of session (with the HTTP request's
+// extra: its token and headers), and the session id as it names the request's
+// responses.
+func (d *Door) conversation(tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra) (conv, session string, err error) {
+	session = ss.ID()
+	if extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "" && session != "" {
+		// A session id another replica issued is taken as given (Handler adopts it), so
+		// what it names is bound to the caller's token: the same id under another
+		// token is another conversation, and another response id.
+		session = boundSession(extra.TokenInfo.UserID, session)
+	}
+	var named string
+	if extra != nil && extra.Header != nil {
+		named = extra.Header.Get(HeaderConversation)
+	}
+	conv, err = Conversation(tenant, session, named)
+	return conv, session, err
+}
+
+// run calls tool with args through the pipeline as response id of conv and returns its
+// result (nil when the output holds none but a refusal of a response with another
+// count of calls).
+func (d *Door) run(ctx context.Context, conv, id, tool string, args json.RawMessage) (*messages.OutputResult, error) {
+	text, err := toolUse("toolu_"+id, tool, args)
+	if err != nil {
+		return nil, err
+	}
 	out, err := d.ask(ctx, conv, id, text)
 	if err != nil {
+		d.o.Logger.Info("mcp call unanswered", "conversation", conv, "response_id", id, "err", err)
 		return nil, fmt.Errorf("toolbus: %w", err)
 	}
 	if len(out.Results) != 1 {
-		return failed(messages.CodeInternal, fmt.Sprintf("the pipeline answered with %d results for one call (%s)", len(out.Results), out.Kind)), nil
+		d.o.Logger.Warn("mcp call answered with another count of results", "conversation", conv, "response_id", id, "kind", out.Kind, "results", len(out.Results))
+		return nil, nil
 	}
-	return Result(ctx, d.client, out.Results[0])
+	r := out.Results[0]
+	if d.o.Logger.Enabled(ctx, slog.LevelDebug) {
+		code := ""
+		if r.Error != nil {
+			code = string(r.Error.Code)
+		}
+		d.o.Logger.Debug("mcp call", "conversation", conv, "response_id", id, "tool", r.Tool, "success", r.Success, "error_code", code)
+	}
+	return &r, nil
 }
 
 // ask submits the response and waits for its output; a retry arriving while the first

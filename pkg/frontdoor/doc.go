@@ -15,7 +15,15 @@
 // tool runs once. While the call waits for a person's approval, a client that gave a
 // progress token is told so in a progress notification.
 //
-// The door holds no rule of its own: what may run, and how, is the pipeline's.
+// The backends' prompts and resources are the door's too, named "<server>__<name>"
+// (prompts/list, prompts/get, resources/list and resources/read run their servers'
+// feature tools through the pipeline), and a backend's
+// sampling and elicitation requests during a call are relayed to the calling client when
+// it declared the capability.
+//
+// The door holds no rule of its own: what may run, and how, is the pipeline's. Nor does
+// it hold state another replica needs: a request of a session another replica issued is
+// served here under the same id (its retried tools/call is the same response).
 //
 // # Transports
 //
@@ -29,5 +37,7 @@
 //	door, err := frontdoor.New(nc, &frontdoor.Options{Offers: toolbus.ToolOffers(cfg)})
 //	...
 //	go door.Run(ctx) // follows the catalog
-//	http.Handle("/mcp", door.Handler(&frontdoor.HTTPOptions{}))
+//	http.Handle("/mcp", door.Handler(&frontdoor.HTTPOptions{Tokens: cfg.MCPTokens()}))
+//
+// The package's Example runs it whole, with toolbus on an embedded NATS.
 package frontdoor

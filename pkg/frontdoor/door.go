@@ -3,6 +3,7 @@ package frontdoor
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,10 @@ type Door struct {
 	flights map[string]*flight       // scoped response id → the call under way here
 	ready   chan struct{}            // closed once the catalog's first values are in
 	once    sync.Once
+
+	issued  sync.Map                   // session ids the go-sdk's HTTP handler issued here
+	adopted map[string]*adoptedSession // session ids another replica issued, served here
+	relays  map[string]*relay          // conversation → its questions relayed to its client
 }
 
 // tenantServer is the MCP server of one tenant's clients, and the tools it lists.
@@ -77,7 +82,8 @@ func New(nc *nats.Conn, o *Options) (*Door, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Door{client: c, js: js, o: opts, catalog: parser.NewCatalog(),
-		servers: map[string]*tenantServer{}, flights: map[string]*flight{}, ready: make(chan struct{})}, nil
+		servers: map[string]*tenantServer{}, flights: map[string]*flight{}, ready: make(chan struct{}),
+		adopted: map[string]*adoptedSession{}, relays: map[string]*relay{}}, nil
 }
 
 // Run follows the catalog bucket until ctx is done, keeping every tenant's tool list in
@@ -130,13 +136,21 @@ func (d *Door) Server(tenant string) *mcp.Server {
 	ts := d.servers[tenant]
 	if ts == nil {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "toolbus", Version: version.Short()},
-			&mcp.ServerOptions{Logger: d.o.Logger, Capabilities: &mcp.ServerCapabilities{
-				Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}}})
+			&mcp.ServerOptions{Logger: d.o.Logger, GetSessionID: d.newSessionID, Capabilities: &mcp.ServerCapabilities{
+				Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}}})
+		srv.AddReceivingMiddleware(d.prompts(tenant))
 		ts = &tenantServer{srv: srv, tools: map[string]catalog.Tool{}}
 		d.servers[tenant] = ts
 		d.syncTenant(tenant, ts, d.catalog.Tools())
 	}
 	return ts.srv
+}
+
+// newSessionID is a new session's id, noted as issued here.
+func (d *Door) newSessionID() string {
+	id := rand.Text()
+	d.issued.Store(id, true)
+	return id
 }
 
 // sync brings every tenant's tool list in step with the catalog.

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
@@ -55,6 +56,10 @@ type door struct {
 	ledger *ledger
 	orch   *client.Client // an orchestrator's client, which decides approvals
 	conn   func(string) *nats.Conn
+	// replica starts another front door on the same NATS and returns its URL and what
+	// kills it (its HTTP server and connections closed at once, as a process dying).
+	replica func() (url string, kill func())
+	started chan int // the amounts slow_transfer starts on
 }
 
 // startDoor starts it; servers are further mcpServers entries ("name": {…}, JSON).
@@ -93,26 +98,46 @@ func startDoor(t *testing.T, servers ...string) *door {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	started := make(chan int, 100)
+	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "slow_transfer", Description: "send money, slowly"}, func(_ context.Context, a amount) (string, error) {
+		started <- a.Amount
+		time.Sleep(time.Second)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.runs = append(l.runs, a.Amount)
+		return fmt.Sprintf("sent %d slowly", a.Amount), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "secret_tool"}, func(context.Context, struct{}) (string, error) { return "secret", nil }); err != nil {
 		t.Fatal(err)
 	}
-	url := bustest.Server(t)
-	conn := func(name string) *nats.Conn { nc, _ := bustest.Connect(t, url, nats.Name(name)); return nc }
+	natsURL := bustest.Server(t)
+	conn := func(name string) *nats.Conn { nc, _ := bustest.Connect(t, natsURL, nats.Name(name)); return nc }
 	ctx, cancel := context.WithCancel(context.Background())
-	tb, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Tools: reg, Conn: conn("toolbus"), Provision: true})
+	tb, err := toolbus.Start(ctx, toolbus.Options{Config: cfg, Tools: reg, Conn: conn("toolbus"), Provision: true, Replicas: 2}) // two of each stage: two executors
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	d, err := frontdoor.New(conn("frontdoor"), &frontdoor.Options{Offers: toolbus.ToolOffers(cfg)})
-	if err != nil {
-		t.Fatal(err)
+	var replicas sync.WaitGroup
+	replica := func() (string, func()) {
+		d, err := frontdoor.New(conn("frontdoor"), &frontdoor.Options{Offers: toolbus.ToolOffers(cfg)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, stop := context.WithCancel(ctx)
+		replicas.Add(1)
+		go func() { defer replicas.Done(); d.Run(rctx) }()
+		hs := httptest.NewServer(d.Handler(&frontdoor.HTTPOptions{Tokens: map[string]string{
+			frontdoor.HashToken(defaultToken): "", frontdoor.HashToken(acmeToken): "acme"}}))
+		var once sync.Once
+		kill := func() { once.Do(func() { hs.CloseClientConnections(); hs.Close(); stop() }) }
+		t.Cleanup(kill)
+		return hs.URL, kill
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx) }()
-	hs := httptest.NewServer(d.Handler(&frontdoor.HTTPOptions{Tokens: map[string]string{
-		frontdoor.HashToken(defaultToken): "", frontdoor.HashToken(acmeToken): "acme"}}))
-	t.Cleanup(func() { hs.Close(); cancel(); <-done; tb.Close() })
+	url0, _ := replica()
+	t.Cleanup(func() { cancel(); replicas.Wait(); tb.Close() })
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	if err := tb.WaitForTools(wctx); err != nil {
@@ -122,7 +147,7 @@ func startDoor(t *testing.T, servers ...string) *door {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &door{url: hs.URL, ledger: l, orch: orch, conn: conn}
+	return &door{url: url0, ledger: l, orch: orch, conn: conn, replica: replica, started: started}
 }
 
 func extra(servers []string) string {
@@ -147,10 +172,16 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // session connects the go-sdk's client with token, waiting until tools/list holds want.
 func (d *door) session(t *testing.T, token string, o *mcp.ClientOptions, want ...string) *mcp.ClientSession {
 	t.Helper()
+	return sessionAt(t, d.url, token, o, want...)
+}
+
+// sessionAt is session with the front door at url.
+func sessionAt(t *testing.T, url, token string, o *mcp.ClientOptions, want ...string) *mcp.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, o)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,12 +487,387 @@ func TestListChanged(t *testing.T) {
 	if _, err := kv.Put(ctx, "extra", []byte(`[{"name": "extra__lookup", "server": "extra", "remote": "lookup", "description": "a new tool"}]`)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-changed:
-	case <-ctx.Done():
-		t.Fatal("no tools/list_changed")
+	// Each notification says the list changed (the executors write their own keys too);
+	// one of them is this change's.
+	for {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("no tools/list_changed lists the new tool: %v", toolNames(t, cs))
+		}
+		if slices.Contains(toolNames(t, cs), "extra__lookup") {
+			return
+		}
 	}
-	if names := toolNames(t, cs); !slices.Contains(names, "extra__lookup") {
-		t.Errorf("the new tool is not listed: %v", names)
+}
+
+// A front-door replica dies while a non-idempotent call of its client runs; the client
+// retries the request (same session id, same request id) at another replica, which
+// takes the session on and answers with the one result: the tool ran once. The session
+// stays its token's there (403 for another).
+func TestRetryAtAnotherReplicaRunsOnce(t *testing.T) {
+	d := startDoor(t)
+	first, kill := d.replica()
+	second, _ := d.replica()
+	sessionAt(t, first, defaultToken, nil, "slow_transfer") // each replica has the catalog
+	sessionAt(t, second, defaultToken, nil, "slow_transfer")
+	_, session := rpc(t, first, "", defaultToken, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rpc(t, first, session, defaultToken, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow_transfer","arguments":{"amount":42}}}`
+	lost := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, first, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+defaultToken)
+		req.Header.Set("Mcp-Session-Id", session)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		lost <- err
+	}()
+	select {
+	case <-d.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not start")
+	}
+	kill()
+	if err := <-lost; err == nil {
+		t.Log("the first replica answered before it died") // the retry must still not run it again
+	}
+	answer, _ := rpc(t, second, session, defaultToken, body)
+	if !bytes.Contains(answer, []byte("sent 42 slowly")) {
+		t.Errorf("the retry at the second replica: %s", answer)
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{42}) {
+		t.Errorf("runs: %v, want one", got)
+	}
+	// The session, taken on, stays its token's: another token cannot use it.
+	req, _ := http.NewRequest(http.MethodPost, second, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+acmeToken)
+	req.Header.Set("Mcp-Session-Id", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another token in the session: %d", resp.StatusCode)
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{42}) {
+		t.Errorf("runs: %v, want one", got)
+	}
+}
+
+// A backend's sampling request and elicitation question in the middle of a call (its
+// configuration says "ask") reach the MCP client that called, which declared it can
+// answer them, and its answers reach the backend: all through the pipeline.
+func TestSamplingAndElicitationReachTheClient(t *testing.T) {
+	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceTools() }, nil))
+	t.Cleanup(backend.Close)
+	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`", "sampling": "ask", "elicitation": "ask"}`)
+	cs := d.session(t, defaultToken, &mcp.ClientOptions{
+		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			prompt := r.Params.Messages[0].Content.(*mcp.TextContent).Text
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "the model read " + prompt}}, nil
+		},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "ada", "email": "ada@example.com"}}, nil
+		},
+	}, "conf__test_sampling", "conf__test_elicitation")
+	if res := call(t, cs, "conf__test_sampling", map[string]any{"prompt": "a question"}); res.IsError || text(res) != "LLM response: the model read a question" {
+		t.Errorf("sampling: %v %q", res.IsError, text(res))
+	}
+	if res := call(t, cs, "conf__test_elicitation", map[string]any{"message": "who?"}); res.IsError || !strings.Contains(text(res), "action accept") || !strings.Contains(text(res), "ada@example.com") {
+		t.Errorf("elicitation: %v %q", res.IsError, text(res))
+	}
+}
+
+// Bad input is answered with a structured error and the door goes on: arguments that
+// are not an object, a tool it does not list, a conversation header that names none, a
+// body that is not JSON.
+func TestBadInputIsAnswered(t *testing.T) {
+	d := startDoor(t)
+	d.session(t, defaultToken, nil, "transfer")
+	_, session := rpc(t, d.url, "", defaultToken, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	answer, _ := rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"transfer","arguments":[1,2]}}`)
+	if !bytes.Contains(answer, []byte(`"isError":true`)) && !bytes.Contains(answer, []byte(`"error"`)) {
+		t.Errorf("arguments that are not an object: %s", answer)
+	}
+	answer, _ = rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`)
+	if !bytes.Contains(answer, []byte(`"error"`)) && !bytes.Contains(answer, []byte(`"isError":true`)) {
+		t.Errorf("an unknown tool: %s", answer)
+	}
+	post := func(body string, header ...string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, d.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+defaultToken)
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"transfer","arguments":{"amount":1}}}`, frontdoor.HeaderConversation, "not a conversation")
+	if code != http.StatusOK || !strings.Contains(body, `"isError":true`) || !strings.Contains(body, "invalid_arguments") {
+		t.Errorf("a bad conversation header: %d %s", code, body)
+	}
+	if code, body := post(`{"jsonrpc":`); code/100 != 4 {
+		t.Errorf("a body that is not JSON: %d %s", code, body)
+	}
+	if got := d.ledger.ran(); len(got) != 0 {
+		t.Errorf("ran: %v", got)
+	}
+	if answer, _ := rpc(t, d.url, session, defaultToken, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"transfer","arguments":{"amount":2}}}`); !bytes.Contains(answer, []byte("sent 2")) {
+		t.Errorf("after the bad input: %s", answer)
+	}
+}
+
+// post sends one JSON-RPC message in session and returns the answer to its id, or an
+// error when the front door could not answer (it died, or does not know the session).
+func post(url, session, token, body string) (json.RawMessage, error) {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data:"); ok && (strings.Contains(data, `"result"`) || strings.Contains(data, `"error"`)) {
+			return json.RawMessage(strings.TrimSpace(data)), nil
+		}
+	}
+	return nil, fmt.Errorf("no answer: %v", sc.Err())
+}
+
+// Two front-door replicas, two executors, 10 MCP sessions (half begun at each replica)
+// making 50 non-idempotent calls, five each in turn; one replica is killed while calls
+// run, and its clients retry each unanswered request at the other: every call is
+// answered, and none ran twice.
+func TestReplicaKilledDuringManyCalls(t *testing.T) {
+	d := startDoor(t)
+	a, killA := d.replica()
+	b, _ := d.replica()
+	sessionAt(t, a, defaultToken, nil, "slow_transfer")
+	sessionAt(t, b, defaultToken, nil, "slow_transfer")
+	const sessions, calls = 10, 5
+	type answer struct {
+		amount int
+		text   string
+		err    error
+	}
+	answers := make(chan answer, sessions*calls)
+	var wg sync.WaitGroup
+	for s := range sessions {
+		home, other := a, b
+		if s%2 == 1 {
+			home, other = b, a
+		}
+		_, session := rpc(t, home, "", defaultToken, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		rpc(t, home, session, defaultToken, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := home
+			for k := 1; k <= calls; k++ {
+				amount := 1000 + s*10 + k
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow_transfer","arguments":{"amount":%d}}}`, k, amount)
+				var got json.RawMessage
+				var err error
+				for try := 0; try < 2; try++ { // a retry at the other replica when this one fails
+					if got, err = post(url, session, defaultToken, body); err == nil {
+						break
+					}
+					url = other
+				}
+				answers <- answer{amount, string(got), err}
+			}
+		}()
+	}
+	// Kill a once a few calls ran and more are under way.
+	for range 6 {
+		select {
+		case <-d.started:
+		case <-time.After(time.Minute):
+			t.Fatal("the calls did not start")
+		}
+	}
+	killA()
+	wg.Wait()
+	close(answers)
+	n := 0
+	for ans := range answers {
+		n++
+		if ans.err != nil || !strings.Contains(ans.text, fmt.Sprintf("sent %d slowly", ans.amount)) {
+			t.Errorf("call %d: %v %s", ans.amount, ans.err, ans.text)
+		}
+	}
+	runs := map[int]int{}
+	for _, amount := range d.ledger.ran() {
+		runs[amount]++
+	}
+	for amount, times := range runs {
+		if times != 1 {
+			t.Errorf("call %d ran %d times", amount, times)
+		}
+	}
+	if n != sessions*calls || len(runs) != sessions*calls {
+		t.Errorf("%d answers, %d calls run; want %d of each", n, len(runs), sessions*calls)
+	}
+}
+
+// A stateful server's state stays the MCP session's: toolbus keeps a server session
+// per conversation, and the conversation is the MCP session's, also after its front
+// door died and another took the session on. Each MCP session's counter counts 1, 2,
+// 3, 4 across the kill — never another session's calls, never a call twice.
+func TestStatePerSessionAcrossReplicas(t *testing.T) {
+	var mu sync.Mutex
+	counts := map[*mcp.ServerSession]int{}
+	counter := mcp.NewServer(&mcp.Implementation{Name: "counter"}, nil)
+	mcp.AddTool(counter, &mcp.Tool{Name: "bump", Description: "counts this session's calls"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mu.Lock()
+		counts[req.Session]++
+		n := counts[req.Session]
+		mu.Unlock()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("count %d", n)}}}, nil, nil
+	})
+	cs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return counter }, nil))
+	t.Cleanup(cs.Close)
+	d := startDoor(t, `"counter": {"type": "http", "url": "`+cs.URL+`"}`)
+	a, killA := d.replica()
+	b, _ := d.replica()
+	sessionAt(t, a, defaultToken, nil, "counter__bump")
+	sessionAt(t, b, defaultToken, nil, "counter__bump")
+	var ids []string
+	for range 4 {
+		_, session := rpc(t, a, "", defaultToken, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		rpc(t, a, session, defaultToken, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		ids = append(ids, session)
+	}
+	bump := func(url, session string, k int) string {
+		t.Helper()
+		got, err := post(url, session, defaultToken, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"counter__bump","arguments":{}}}`, k))
+		if err != nil {
+			t.Fatalf("bump %d: %v", k, err)
+		}
+		return string(got)
+	}
+	for k := 1; k <= 4; k++ {
+		url := a
+		if k > 2 {
+			url = b
+		}
+		if k == 3 {
+			killA()
+			// The retry of the second call at b, the same request: its answer again.
+			for _, s := range ids {
+				if got := bump(b, s, 2); !strings.Contains(got, "count 2") {
+					t.Errorf("session %s, call 2 retried at b: %s", s, got)
+				}
+			}
+		}
+		for _, s := range ids {
+			if got := bump(url, s, k); !strings.Contains(got, fmt.Sprintf("count %d", k)) {
+				t.Errorf("session %s, call %d: %s", s, k, got)
+			}
+		}
+	}
+}
+
+// The backends' prompts are the front door's, named <server>__<prompt>: prompts/list
+// and prompts/get run the server's prompts tools through the pipeline.
+func TestPromptsThroughTheFrontDoor(t *testing.T) {
+	greeter := mcp.NewServer(&mcp.Implementation{Name: "greeter"}, nil)
+	greeter.AddPrompt(&mcp.Prompt{Name: "greet", Description: "a greeting", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Description: "a greeting", Messages: []*mcp.PromptMessage{
+				{Role: "user", Content: &mcp.TextContent{Text: "Hello " + req.Params.Arguments["name"]}}}}, nil
+		})
+	gs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return greeter }, nil))
+	t.Cleanup(gs.Close)
+	d := startDoor(t, `"greeter": {"type": "http", "url": "`+gs.URL+`"}`)
+	cs := d.session(t, defaultToken, nil, "greeter__prompts_get")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := cs.ListPrompts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Prompts) != 1 || list.Prompts[0].Name != "greeter__greet" || len(list.Prompts[0].Arguments) != 1 {
+		t.Fatalf("prompts: %+v", list.Prompts)
+	}
+	got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greeter__greet", Arguments: map[string]string{"name": "Ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 1 || got.Messages[0].Content.(*mcp.TextContent).Text != "Hello Ada" {
+		t.Errorf("the prompt: %+v", got)
+	}
+	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "nobody__greet"}); err == nil {
+		t.Error("a prompt of no server was got")
+	}
+}
+
+// The backends' resources are the front door's: resources/list names them
+// <server>__<name> with their URIs, resources/read finds the server that has one —
+// through the servers' resources tools in the pipeline.
+func TestResourcesThroughTheFrontDoor(t *testing.T) {
+	serve := func(name, uri, text string) string {
+		srv := mcp.NewServer(&mcp.Implementation{Name: name}, nil)
+		srv.AddResource(&mcp.Resource{Name: "readme", URI: uri, MIMEType: "text/plain"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text}}}, nil
+		})
+		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	alpha, beta := serve("alpha", "test://alpha/readme", "alpha's text"), serve("beta", "test://beta/readme", "beta's text")
+	d := startDoor(t, `"alpha": {"type": "http", "url": "`+alpha+`"}`, `"beta": {"type": "http", "url": "`+beta+`"}`)
+	cs := d.session(t, defaultToken, nil, "alpha__resources_read", "beta__resources_read")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range list.Resources {
+		names = append(names, r.Name+" "+r.URI)
+	}
+	if !slices.Equal(names, []string{"alpha__readme test://alpha/readme", "beta__readme test://beta/readme"}) {
+		t.Errorf("resources: %v", names)
+	}
+	got, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://beta/readme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Contents) != 1 || got.Contents[0].Text != "beta's text" || got.Contents[0].URI != "test://beta/readme" {
+		t.Errorf("read: %+v", got.Contents)
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://nobody/x"}); err == nil {
+		t.Error("a resource nobody has was read")
 	}
 }

@@ -59,7 +59,7 @@ func (d *Door) Handler(o *HTTPOptions) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		return d.Server(tenantOf(r.Context()))
 	}, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, CrossOriginProtection: http.NewCrossOriginProtection(), Logger: d.o.Logger})
-	var h http.Handler = withRequestIDs(sdk, opts.MaxBodyBytes)
+	var h http.Handler = withRequestIDs(d.adoptSessions(sdk, opts.SessionTimeout), opts.MaxBodyBytes)
 	if len(opts.Tokens) > 0 {
 		tokens := opts.Tokens
 		h = auth.RequireBearerToken(func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -76,6 +76,8 @@ func (d *Door) Handler(o *HTTPOptions) http.Handler {
 }
 
 const tenantKey = "toolbus/tenant"
+
+var errTooManySessions = errors.New("frontdoor: this replica serves as many sessions of other replicas as it may; try again")
 
 // tenantOf is the tenant of the request's token ("" without one).
 func tenantOf(ctx context.Context) string {

@@ -117,8 +117,11 @@ try {
   const reason = await row.textContent();
   if (!/unknown_tool/.test(reason) || !/no_such_tool/.test(reason)) throw new Error("the failed call's row lacks its reason: " + reason);
   // Each tool's statistics, for this conversation, with the outputs they come from.
+  // The tool fails 100 % in every output too: the statistics are the filter's once
+  // their basis says so (the unfiltered ones may still be on the page a moment).
   await page.locator('#stats-table tr[data-tool="no_such_tool"] .rate', { hasText: "100.0 %" }).waitFor({ timeout: 15000 });
-  if (!/^1 outputs from/.test(await page.textContent("#stats-basis"))) throw new Error("stats: " + await page.textContent("#stats-basis"));
+  await page.waitForFunction(() => /^1 outputs from/.test(document.querySelector("#stats-basis")?.textContent ?? ""), null, { timeout: 15000 })
+    .catch(async () => { throw new Error("stats: " + await page.textContent("#stats-basis")); });
   await shot("calls");
   const [trace] = await Promise.all([context.waitForEvent("page"), row.locator("a.trace").click()]);
   await trace.waitForLoadState();
