@@ -238,6 +238,7 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 		return nil, order.Retry(err, behindDelay)
 	}
 	keys := append(order.StreamKeys(response), order.ResultKeys(response, len(st.Calls))...)
+	keys = append(keys, order.StreamCallKeys(response, len(st.Calls))...)
 	if st.End != nil {
 		// The response ended without its last chunk: the output says why, after the
 		// results of its calls.

@@ -1,11 +1,9 @@
 package order
 
 import (
-	"context"
+	"cmp"
 	"strconv"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -33,6 +31,11 @@ type Streamed struct {
 	// the calls not released by then are released with it as their error, so they are
 	// answered without running, and the output carries it after the calls' results.
 	End *messages.ResultError `json:"end,omitempty"`
+
+	// load reads the body of call i, which a state read from its store ([StreamStore])
+	// holds as a stub until a release needs it; loadErr is the first read that failed.
+	load    func(i int) (messages.ToolCall, error)
+	loadErr error
 }
 
 // StreamCall is one call of a streamed response.
@@ -44,6 +47,71 @@ type StreamCall struct {
 	By       string `json:"by,omitempty"`
 	Answered bool   `json:"answered,omitempty"`
 	Failed   bool   `json:"failed,omitempty"`
+
+	// stub: Call is not read yet (only Index is set); ended: released with the end's
+	// error. settled is the call as settled, before a release gave it an error (what
+	// the store keeps), when st holds it.
+	stub, ended bool
+	settled     *messages.ToolCall
+}
+
+// call returns call i, its body read first when st holds a stub of it, with the error
+// its release gave it (derived again from the state: a release's error is not stored).
+func (st *Streamed) call(i int) *messages.ToolCall {
+	c := &st.Calls[i]
+	if !c.stub || st.load == nil {
+		return &c.Call
+	}
+	body, err := st.load(i)
+	if err != nil {
+		st.loadErr = cmp.Or(st.loadErr, err)
+		return &c.Call
+	}
+	c.Call, c.stub = body, false
+	if c.By == "" || c.Call.Error != nil {
+		return &c.Call
+	}
+	if c.ended {
+		if st.End != nil {
+			c.Call.Error = endError(st.End)
+		}
+		return &c.Call
+	}
+	if st.OnError == Skip {
+		if f := st.failedBefore(st.segmentStart(i)); f >= 0 {
+			c.Call.Error = skipError(*st.call(f))
+		}
+	}
+	return &c.Call
+}
+
+// segmentStart is the first call of the run of calls safe together that call p is in
+// (p itself when it is not safe together).
+func (st *Streamed) segmentStart(p int) int {
+	start := p
+	for st.Calls[p].Together && start > 0 && st.Calls[start-1].Together {
+		start--
+	}
+	return start
+}
+
+// failedBefore is the first call before n answered with a failure, -1 when none is.
+func (st *Streamed) failedBefore(n int) int {
+	for i := range n {
+		if st.Calls[i].Failed {
+			return i
+		}
+	}
+	return -1
+}
+
+func endError(end *messages.ResultError) *messages.ResultError {
+	return &messages.ResultError{Code: end.Code, Message: "not run: " + end.Message}
+}
+
+func skipError(f messages.ToolCall) *messages.ResultError {
+	return &messages.ResultError{Code: messages.CodeSkipped, Message: "not run: call " + strconv.Itoa(f.Index) +
+		" (" + f.Tool + ") of this response failed before it, and the configuration skips the calls after a failure"}
 }
 
 // ByChunk, ByResult and ByEnd name what released a call.
@@ -60,7 +128,7 @@ func (st *Streamed) Add(calls []messages.ToolCall, together []bool) bool {
 	for i := len(st.Calls); i < len(calls); i++ {
 		c := calls[i]
 		c.Stream, c.Count, c.Next = true, 0, 0
-		st.Calls = append(st.Calls, StreamCall{Call: c, Together: together[i]})
+		st.Calls = append(st.Calls, StreamCall{Call: c, Together: together[i], settled: &c})
 		changed = true
 	}
 	return changed
@@ -86,20 +154,17 @@ func (st *Streamed) Release(by string) ([]messages.ToolCall, bool) {
 		if c.By != "" {
 			continue
 		}
-		start := p
-		for c.Together && start > 0 && st.Calls[start-1].Together {
-			start--
-		}
 		if st.Final && st.End != nil {
 			// The response ended without its last chunk: what did not run by then never
 			// runs; it is answered with why.
-			if c.Call.Error == nil {
-				c.Call.Error = &messages.ResultError{Code: st.End.Code, Message: "not run: " + st.End.Message}
+			if call := st.call(p); call.Error == nil {
+				call.Error = endError(st.End)
 			}
-			c.By = by
+			c.By, c.ended = by, true
 			changed = true
 			continue
 		}
+		start := st.segmentStart(p)
 		failed := -1
 		for i := range start {
 			if !st.Calls[i].Answered {
@@ -109,10 +174,8 @@ func (st *Streamed) Release(by string) ([]messages.ToolCall, bool) {
 				failed = i
 			}
 		}
-		if failed >= 0 && st.OnError == Skip && c.Call.Error == nil {
-			f := st.Calls[failed].Call
-			c.Call.Error = &messages.ResultError{Code: messages.CodeSkipped, Message: "not run: call " + strconv.Itoa(f.Index) +
-				" (" + f.Tool + ") of this response failed before it, and the configuration skips the calls after a failure"}
+		if call := st.call(p); failed >= 0 && st.OnError == Skip && call.Error == nil {
+			call.Error = skipError(*st.call(failed))
 		}
 		c.By = by
 		changed = true
@@ -122,9 +185,9 @@ func (st *Streamed) Release(by string) ([]messages.ToolCall, bool) {
 
 func (st *Streamed) releasedBy(by string) []messages.ToolCall {
 	var calls []messages.ToolCall
-	for _, c := range st.Calls {
-		if c.By == by {
-			calls = append(calls, c.Call)
+	for i := range st.Calls {
+		if st.Calls[i].By == by {
+			calls = append(calls, *st.call(i))
 		}
 	}
 	return calls
@@ -141,22 +204,4 @@ func (st *Streamed) Complete() bool {
 		}
 	}
 	return true
-}
-
-// StreamStore keeps the state of streamed responses in a key-value bucket (the gather
-// bucket), one key per response.
-type StreamStore struct{ KV jetstream.KeyValue }
-
-// StreamKey is where the state of a streamed response (by its scoped id) is kept.
-func StreamKey(response string) string { return bus.Key(response) + ".stream" }
-
-// Update applies fn to the state of response (by its scoped id, messages.ScopedID) with
-// compare-and-set and returns the state as stored. A state it creates for a response
-// answered meanwhile is deleted again: ErrAnswered ([Created]).
-func (s StreamStore) Update(ctx context.Context, response string, fn func(*Streamed) (bool, error)) (Streamed, error) {
-	st, created, err := bus.UpdateJSONCreated(ctx, s.KV, StreamKey(response), fn)
-	if err == nil && created {
-		err = Created(ctx, s.KV, response, StreamKey(response))
-	}
-	return st, err
 }

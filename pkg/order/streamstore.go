@@ -1,0 +1,234 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/bus"
+	"github.com/toolbus/toolbus/pkg/messages"
+)
+
+// StreamStore keeps the state of streamed responses in a key-value bucket (the gather
+// bucket), per response: in one key ([StreamKey]) how many calls, bitmaps of which may
+// run together and which are answered and failed, what released each run of calls, and
+// the calls still waiting; each released call in a key of its own ([StreamCallKey]),
+// created once by the write that releases it, before that write. A chunk or a result
+// then rewrites a few bytes per released call, not every call: the first key is read
+// and written with compare-and-set, a released call's key only read again by a
+// redelivery of the message that released it.
+type StreamStore struct{ KV jetstream.KeyValue }
+
+// StreamKey is where the state of a streamed response (by its scoped id) is kept.
+func StreamKey(response string) string { return bus.Key(response) + ".stream" }
+
+// StreamCallKey is where the body of call index of a streamed response (by its scoped
+// id) is kept, as the parser settled it.
+func StreamCallKey(response string, index int) string {
+	return bus.Key(response) + ".call." + strconv.Itoa(index)
+}
+
+// StreamCallKeys are the keys of the calls 0 to n-1 of a streamed response.
+func StreamCallKeys(response string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = StreamCallKey(response, i)
+	}
+	return keys
+}
+
+// streamHead is what StreamKey holds: a Streamed without its calls' bodies.
+type streamHead struct {
+	N        int                   `json:"n,omitempty"`
+	Final    bool                  `json:"final,omitempty"`
+	OnError  OnError               `json:"on_error,omitempty"`
+	End      *messages.ResultError `json:"end,omitempty"`
+	Together []byte                `json:"together,omitempty"`
+	Answered []byte                `json:"answered,omitempty"`
+	Failed   []byte                `json:"failed,omitempty"`
+	// Runs cover the calls in order: each run the calls released by one message (By;
+	// "" while they wait), End when with the end's error.
+	Runs []streamRun `json:"runs,omitempty"`
+	// Waiting are the calls not released, in order, as settled.
+	Waiting []messages.ToolCall `json:"waiting,omitempty"`
+}
+
+type streamRun struct {
+	By  string `json:"b,omitempty"`
+	N   int    `json:"n"`
+	End bool   `json:"e,omitempty"`
+}
+
+func setBit(b []byte, i int) []byte {
+	if n := i/8 + 1; len(b) < n {
+		b = append(b, make([]byte, n-len(b))...)
+	}
+	b[i/8] |= 1 << (i % 8)
+	return b
+}
+
+func bit(b []byte, i int) bool { return i/8 < len(b) && b[i/8]&(1<<(i%8)) != 0 }
+
+// headOf is the header of st; released are the calls st released that the header st
+// was read from holds as waiting or not at all, by index: their keys are created before
+// the header is written.
+func headOf(st *Streamed) (h streamHead, released map[int]messages.ToolCall) {
+	h = streamHead{N: len(st.Calls), Final: st.Final, OnError: st.OnError, End: st.End}
+	for i := range st.Calls {
+		c := &st.Calls[i]
+		if c.Together {
+			h.Together = setBit(h.Together, i)
+		}
+		if c.Answered {
+			h.Answered = setBit(h.Answered, i)
+		}
+		if c.Failed {
+			h.Failed = setBit(h.Failed, i)
+		}
+		if r := len(h.Runs) - 1; r >= 0 && h.Runs[r].By == c.By && h.Runs[r].End == c.ended {
+			h.Runs[r].N++
+		} else {
+			h.Runs = append(h.Runs, streamRun{By: c.By, N: 1, End: c.ended})
+		}
+		switch {
+		case c.settled == nil:
+			// Released before: a stub, its key written then.
+		case c.By == "":
+			h.Waiting = append(h.Waiting, *c.settled)
+		default:
+			if released == nil {
+				released = map[int]messages.ToolCall{}
+			}
+			released[i] = *c.settled
+		}
+	}
+	return h, released
+}
+
+// streamed is the state h holds, its released calls stubs.
+func (h *streamHead) streamed() Streamed {
+	st := Streamed{Final: h.Final, OnError: h.OnError, End: h.End, Calls: make([]StreamCall, h.N)}
+	i := 0
+	for _, r := range h.Runs {
+		for range r.N {
+			if i < h.N {
+				st.Calls[i].By, st.Calls[i].ended = r.By, r.End
+			}
+			i++
+		}
+	}
+	waiting := h.Waiting
+	for i := range st.Calls {
+		c := &st.Calls[i]
+		c.Together, c.Answered, c.Failed = bit(h.Together, i), bit(h.Answered, i), bit(h.Failed, i)
+		if c.By == "" && len(waiting) > 0 {
+			c.Call, waiting = waiting[0], waiting[1:]
+			settled := c.Call
+			c.settled = &settled
+			continue
+		}
+		c.Call.Index, c.stub = i, true
+	}
+	return st
+}
+
+// Update applies fn to the state of response (by its scoped id, messages.ScopedID) with
+// compare-and-set on its first key and returns the state as stored (the calls released
+// before as stubs: their count, what released them, which are answered). The calls fn
+// releases are created in their keys before the state that says so is written; a call
+// released before that fn releases again (a redelivery) is read from its key. A state
+// it creates for a response answered meanwhile is deleted again, the calls' keys with
+// it: ErrAnswered ([Created]).
+func (s StreamStore) Update(ctx context.Context, response string, fn func(*Streamed) (bool, error)) (Streamed, error) {
+	key := StreamKey(response)
+	bodies := map[int]messages.ToolCall{} // a call's key never changes: read once across retries
+	load := func(i int) (messages.ToolCall, error) {
+		if c, ok := bodies[i]; ok {
+			return c, nil
+		}
+		k := StreamCallKey(response, i)
+		e, err := s.KV.Get(ctx, k)
+		if err != nil {
+			// Not there: read from a replica behind, or the response was answered since.
+			return messages.ToolCall{}, fmt.Errorf("%s/%s: call %d of the stream state: %w", s.KV.Bucket(), k, i, err)
+		}
+		var c messages.ToolCall
+		if err := json.Unmarshal(e.Value(), &c); err != nil {
+			return c, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), k, err)
+		}
+		bodies[i] = c
+		return c, nil
+	}
+	var created []string
+	for {
+		prev, rev, err := bus.GetJSON[streamHead](ctx, s.KV, key)
+		if err != nil {
+			return Streamed{}, err
+		}
+		st := prev.streamed()
+		st.load = load
+		changed, err := fn(&st)
+		err = errors.Join(err, st.loadErr)
+		st.load, st.loadErr = nil, nil
+		if err != nil || !changed {
+			return st, err
+		}
+		h, released := headOf(&st)
+		keys, err := s.createCalls(ctx, response, released)
+		created = append(created, keys...)
+		if err != nil {
+			return st, err
+		}
+		val, err := json.Marshal(h)
+		if err != nil {
+			return st, err
+		}
+		if rev == 0 {
+			_, err = s.KV.Create(ctx, key, val)
+		} else {
+			_, err = s.KV.Update(ctx, key, val, rev)
+		}
+		if err == nil {
+			// A state written over one that was there cannot be an answered response's:
+			// no state changes once every call is answered, and Finish deletes the calls
+			// it names after the state that named them last was written. A state this
+			// created may be, and so may the calls created with it.
+			if rev == 0 {
+				err = Created(ctx, s.KV, response, append([]string{key}, created...)...)
+			}
+			return st, err
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return st, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
+		}
+		if ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+	}
+}
+
+// createCalls creates the keys of calls (as settled, by their place in the response):
+// a key there already (another writer released the call first, or this one before a
+// retry) stands. It returns the keys.
+func (s StreamStore) createCalls(ctx context.Context, response string, calls map[int]messages.ToolCall) ([]string, error) {
+	vals := make(map[string][]byte, len(calls))
+	keys := make([]string, 0, len(calls))
+	for i, c := range calls {
+		v, err := json.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		k := StreamCallKey(response, i)
+		keys, vals[k] = append(keys, k), v
+	}
+	err := eachKey(keys, func(k string) error {
+		if _, err := s.KV.Create(ctx, k, vals[k]); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("%s/%s: %w", s.KV.Bucket(), k, err)
+		}
+		return nil
+	})
+	return keys, err
+}
