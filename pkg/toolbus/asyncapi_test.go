@@ -108,13 +108,15 @@ func TestMessagesOnTheWireFitTheDocument(t *testing.T) {
 	}
 
 	// The wire, from before anything runs: toolbus's subjects, the health bucket, and
-	// the inboxes, where only the answers to requests seen on toolbus's subjects are
-	// kept.
+	// the inboxes of requests' replies (_INBOX.<id>.<token>), where only the answers to
+	// requests seen on toolbus's subjects are kept. Not _INBOX.>: that takes the
+	// messages the server sends a stage's pull consumer as it closes its prefetch
+	// (docs/operations.md, "Watching the wire"), which then wait out AckWait.
 	watcher := connect("watcher")
 	wire := &wireLog{replies: map[string]string{}}
 	ch := make(chan *nats.Msg, 1<<16)
 	var subs []*nats.Subscription
-	for _, subject := range []string{"toolbus.>", "$KV." + messages.BucketHealth + ".>", "_INBOX.>"} {
+	for _, subject := range []string{"toolbus.>", "$KV." + messages.BucketHealth + ".>", "_INBOX.*.*"} {
 		sub, err := watcher.ChanSubscribe(subject, ch)
 		if err != nil {
 			t.Fatal(err)
@@ -131,7 +133,7 @@ func TestMessagesOnTheWireFitTheDocument(t *testing.T) {
 			wire.mu.Lock()
 			// What comes through the inbox subscription is kept only when it answers a
 			// request seen; consumers deliver there too, with their stream's subjects.
-			if m.Sub.Subject == "_INBOX.>" {
+			if m.Sub.Subject == "_INBOX.*.*" {
 				if _, ok := wire.replies[m.Subject]; ok {
 					wire.msgs = append(wire.msgs, m)
 				}
