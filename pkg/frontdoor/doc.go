@@ -15,9 +15,11 @@
 // tool runs once. While the call waits for a person's approval, a client that gave a
 // progress token is told so in a progress notification.
 //
-// The backends' prompts and resources are the door's too, named "<server>__<name>"
-// (prompts/list, prompts/get, resources/list and resources/read run their servers'
-// feature tools through the pipeline), and a backend's
+// The backends' prompts and resources are the door's too, each under its own name where
+// one server alone offers it, else "<server>__<name>" (prompts/list, prompts/get,
+// resources/list, resources/templates/list and resources/read run their servers' feature
+// tools through the pipeline; a resource comes back as the server gave it), and a
+// backend's
 // sampling and elicitation requests during a call are relayed to the calling client when
 // it declared the capability.
 //

@@ -138,7 +138,7 @@ func (d *Door) Server(tenant string) *mcp.Server {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "toolbus", Version: version.Short()},
 			&mcp.ServerOptions{Logger: d.o.Logger, GetSessionID: d.newSessionID, Capabilities: &mcp.ServerCapabilities{
 				Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}}})
-		srv.AddReceivingMiddleware(d.prompts(tenant))
+		srv.AddReceivingMiddleware(d.features(tenant))
 		ts = &tenantServer{srv: srv, tools: map[string]catalog.Tool{}}
 		d.servers[tenant] = ts
 		d.syncTenant(tenant, ts, d.catalog.Tools())

@@ -567,7 +567,7 @@ func TestRetryAtAnotherReplicaRunsOnce(t *testing.T) {
 // configuration says "ask") reach the MCP client that called, which declared it can
 // answer them, and its answers reach the backend: all through the pipeline.
 func TestSamplingAndElicitationReachTheClient(t *testing.T) {
-	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceTools() }, nil))
+	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceServer() }, nil))
 	t.Cleanup(backend.Close)
 	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`", "sampling": "ask", "elicitation": "ask"}`)
 	cs := d.session(t, defaultToken, &mcp.ClientOptions{
@@ -797,43 +797,142 @@ func TestStatePerSessionAcrossReplicas(t *testing.T) {
 	}
 }
 
-// The backends' prompts are the front door's, named <server>__<prompt>: prompts/list
-// and prompts/get run the server's prompts tools through the pipeline.
+// The backends' prompts are the front door's: prompts/list and prompts/get run the
+// servers' prompts tools through the pipeline. A prompt one server alone offers is named
+// as it is there; one two servers offer is named <server>__<prompt>, the form that
+// always works.
 func TestPromptsThroughTheFrontDoor(t *testing.T) {
-	greeter := mcp.NewServer(&mcp.Implementation{Name: "greeter"}, nil)
-	greeter.AddPrompt(&mcp.Prompt{Name: "greet", Description: "a greeting", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
-		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			return &mcp.GetPromptResult{Description: "a greeting", Messages: []*mcp.PromptMessage{
-				{Role: "user", Content: &mcp.TextContent{Text: "Hello " + req.Params.Arguments["name"]}}}}, nil
-		})
-	gs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return greeter }, nil))
-	t.Cleanup(gs.Close)
-	d := startDoor(t, `"greeter": {"type": "http", "url": "`+gs.URL+`"}`)
-	cs := d.session(t, defaultToken, nil, "greeter__prompts_get")
+	serve := func(greeting string, prompts ...string) string {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "greeter"}, nil)
+		for _, p := range prompts {
+			srv.AddPrompt(&mcp.Prompt{Name: p, Description: "a greeting", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
+				func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+					return &mcp.GetPromptResult{Description: "a greeting", Messages: []*mcp.PromptMessage{
+						{Role: "user", Content: &mcp.TextContent{Text: greeting + " " + req.Params.Arguments["name"]}}}}, nil
+				})
+		}
+		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	d := startDoor(t, `"greeter": {"type": "http", "url": "`+serve("Hello", "greet", "welcome")+`"}`, `"hailer": {"type": "http", "url": "`+serve("Hail", "greet")+`"}`)
+	cs := d.session(t, defaultToken, nil, "greeter__prompts_get", "hailer__prompts_get")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	list, err := cs.ListPrompts(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Prompts) != 1 || list.Prompts[0].Name != "greeter__greet" || len(list.Prompts[0].Arguments) != 1 {
-		t.Fatalf("prompts: %+v", list.Prompts)
+	var names []string
+	for _, p := range list.Prompts {
+		names = append(names, p.Name)
+		if len(p.Arguments) != 1 {
+			t.Errorf("prompt %s: arguments %+v", p.Name, p.Arguments)
+		}
 	}
-	got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greeter__greet", Arguments: map[string]string{"name": "Ada"}})
-	if err != nil {
-		t.Fatal(err)
+	if !slices.Equal(names, []string{"greeter__greet", "welcome", "hailer__greet"}) {
+		t.Fatalf("prompts: %v", names)
 	}
-	if len(got.Messages) != 1 || got.Messages[0].Content.(*mcp.TextContent).Text != "Hello Ada" {
-		t.Errorf("the prompt: %+v", got)
+	for _, c := range []struct{ name, want string }{
+		{"greeter__greet", "Hello Ada"}, {"hailer__greet", "Hail Ada"}, {"welcome", "Hello Ada"}, {"greeter__welcome", "Hello Ada"},
+	} {
+		got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: c.name, Arguments: map[string]string{"name": "Ada"}})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(got.Messages) != 1 || got.Messages[0].Content.(*mcp.TextContent).Text != c.want {
+			t.Errorf("%s: %+v", c.name, got)
+		}
 	}
-	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "nobody__greet"}); err == nil {
-		t.Error("a prompt of no server was got")
+	for _, name := range []string{"nobody__greet", "greet"} { // no server; two servers
+		if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: map[string]string{"name": "Ada"}}); err == nil {
+			t.Errorf("prompt %s was got", name)
+		}
+	}
+}
+
+// What the conformance suite's server offers reaches the client through the door as
+// the server gave it: a tool's embedded text resource as a resource block (its text
+// written out for the model too, as before), resources read with their media type, text
+// or blob, templates listed and read, prompts with arguments, an embedded resource or an
+// image, each under its own name (one server offers it).
+func TestBackendContentAsItCame(t *testing.T) {
+	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceServer() }, nil))
+	t.Cleanup(backend.Close)
+	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`"}`)
+	cs := d.session(t, defaultToken, nil, "conf__test_embedded_resource", "conf__resources_read", "conf__prompts_get")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	res := call(t, cs, "conf__test_embedded_resource", map[string]any{})
+	if len(res.Content) != 2 || text(res) != "[resource: test://embedded-resource, text/plain]\nThis is an embedded resource content." {
+		t.Fatalf("embedded resource: %q, %d blocks", text(res), len(res.Content))
+	}
+	if e, ok := res.Content[1].(*mcp.EmbeddedResource); !ok || e.Resource.URI != "test://embedded-resource" || e.Resource.MIMEType != "text/plain" ||
+		e.Resource.Text != "This is an embedded resource content." || e.Resource.Blob != nil {
+		t.Errorf("the resource block: %#v", res.Content[1])
+	}
+	res = call(t, cs, "conf__test_multiple_content_types", map[string]any{})
+	var kinds []string
+	for _, c := range res.Content {
+		kinds = append(kinds, fmt.Sprintf("%T", c))
+	}
+	if !slices.Equal(kinds, []string{"*mcp.TextContent", "*mcp.ImageContent", "*mcp.EmbeddedResource"}) {
+		t.Errorf("mixed content: %v", kinds)
+	}
+
+	read := func(uri string) *mcp.ResourceContents {
+		t.Helper()
+		got, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(got.Contents) != 1 {
+			t.Fatalf("%s: %v %+v", uri, err, got)
+		}
+		return got.Contents[0]
+	}
+	if c := read("test://static-text"); c.URI != "test://static-text" || c.MIMEType != "text/plain" || c.Text != mcptest.StaticText || c.Blob != nil {
+		t.Errorf("text resource: %+v", c)
+	}
+	if c := read("test://static-binary"); c.MIMEType != "image/png" || len(c.Blob) == 0 || c.Text != "" {
+		t.Errorf("binary resource: %+v", c)
+	}
+	if c := read("test://template/123/data"); c.MIMEType != "application/json" || c.Text != `{"data":"Data for ID: 123","id":"123","templateTest":true}` {
+		t.Errorf("templated resource: %+v", c)
+	}
+	templates, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(templates.ResourceTemplates) != 1 || templates.ResourceTemplates[0].URITemplate != "test://template/{id}/data" || templates.ResourceTemplates[0].Name != "template" {
+		t.Errorf("templates: %v %+v", err, templates)
+	}
+
+	prompt := func(name string, args map[string]string) []*mcp.PromptMessage {
+		t.Helper()
+		got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return got.Messages
+	}
+	if m := prompt("test_simple_prompt", nil); len(m) != 1 || m[0].Content.(*mcp.TextContent).Text != mcptest.SimplePromptText {
+		t.Errorf("simple prompt: %+v", m)
+	}
+	if m := prompt("test_prompt_with_arguments", map[string]string{"arg1": "a", "arg2": "b"}); len(m) != 1 || m[0].Content.(*mcp.TextContent).Text != "Prompt with arguments: arg1='a', arg2='b'" {
+		t.Errorf("prompt with arguments: %+v", m)
+	}
+	if m := prompt("test_prompt_with_embedded_resource", map[string]string{"resourceUri": "test://x"}); len(m) != 2 {
+		t.Errorf("prompt with a resource: %+v", m)
+	} else if e, ok := m[0].Content.(*mcp.EmbeddedResource); !ok || e.Resource.URI != "test://x" || e.Resource.Text != mcptest.EmbeddedText {
+		t.Errorf("prompt with a resource: %#v", m[0].Content)
+	}
+	if m := prompt("test_prompt_with_image", nil); len(m) != 2 {
+		t.Errorf("prompt with an image: %+v", m)
+	} else if img, ok := m[0].Content.(*mcp.ImageContent); !ok || img.MIMEType != "image/png" || len(img.Data) == 0 {
+		t.Errorf("prompt with an image: %#v", m[0].Content)
 	}
 }
 
 // The backends' resources are the front door's: resources/list names them
-// <server>__<name> with their URIs, resources/read finds the server that has one —
-// through the servers' resources tools in the pipeline.
+// <server>__<name> when two servers have one so named, with their URIs; resources/read
+// finds the server that has one and gives its contents as they came — through the
+// servers' resources tools in the pipeline.
 func TestResourcesThroughTheFrontDoor(t *testing.T) {
 	serve := func(name, uri, text string) string {
 		srv := mcp.NewServer(&mcp.Implementation{Name: name}, nil)
@@ -864,7 +963,7 @@ func TestResourcesThroughTheFrontDoor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Contents) != 1 || got.Contents[0].Text != "beta's text" || got.Contents[0].URI != "test://beta/readme" {
+	if len(got.Contents) != 1 || got.Contents[0].Text != "beta's text" || got.Contents[0].URI != "test://beta/readme" || got.Contents[0].MIMEType != "text/plain" {
 		t.Errorf("read: %+v", got.Contents)
 	}
 	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://nobody/x"}); err == nil {

@@ -434,19 +434,9 @@ func (s *mcpSession) feature(ctx context.Context, remote string, a featureArgs) 
 	return nil, fmt.Errorf("%w: %q is no feature tool", ErrUnknownTool, remote)
 }
 
-// resourceResult shows a resource's contents as a tool's result: the text of a single
-// text resource as it is (a blob whose type is text and whose bytes are UTF-8 counts as
-// one), anything else as embedded resources: blobs stay blobs.
+// resourceResult is a resource's contents as a tool's result: each an embedded resource,
+// as it came ([readValue] shows the model a single text as it is).
 func resourceResult(res *mcp.ReadResourceResult) *mcp.CallToolResult {
-	if len(res.Contents) == 1 && res.Contents[0] != nil {
-		c := res.Contents[0]
-		if c.Blob == nil {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: c.Text}}}
-		}
-		if textual(c.MIMEType) && utf8.Valid(c.Blob) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(c.Blob)}}}
-		}
-	}
 	out := &mcp.CallToolResult{Content: make([]mcp.Content, 0, len(res.Contents))}
 	for _, c := range res.Contents {
 		if c != nil {
@@ -454,6 +444,28 @@ func resourceResult(res *mcp.ReadResourceResult) *mcp.CallToolResult {
 		}
 	}
 	return out
+}
+
+// readValue is resultValue for the read tool's result (resourceResult): the text of a
+// single text resource as it is (a blob whose type is text and whose bytes are UTF-8
+// counts as one), its resource kept as its block (for the front door's resources/read,
+// which gives back the contents as they came); anything else as any tool's embedded
+// resources are.
+func readValue(server, tool string, res *mcp.CallToolResult) (json.RawMessage, []messages.Content, string, error) {
+	if res != nil && !res.IsError && len(res.Content) == 1 {
+		if e, ok := res.Content[0].(*mcp.EmbeddedResource); ok && e.Resource != nil {
+			r := e.Resource
+			text, ok := r.Text, r.Blob == nil
+			if !ok && textual(r.MIMEType) && utf8.Valid(r.Blob) {
+				text, ok = string(r.Blob), true
+			}
+			if ok {
+				value, _, _, err := resultValue(server, tool, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}})
+				return value, []messages.Content{resourceBlock(r)}, "", err
+			}
+		}
+	}
+	return resultValue(server, tool, res)
 }
 
 // textual reports whether a MIME type is text a model reads: text/*, JSON, XML.

@@ -225,3 +225,33 @@ func TestFeatureNameTakenByTheServer(t *testing.T) {
 		t.Errorf("= %s, %v", out, err)
 	}
 }
+
+// The read tool shows the model a single text resource as its text, as before, and keeps
+// the resource as its block (IsText), so that the front door's resources/read gives back
+// its URI, type and text as they came; a blob stays a blob.
+func TestReadToolKeepsTheResource(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"lib": placeholder}, &mcpwire.Options{Dial: inMemory(library())})
+	ctx := ctxT(t)
+	var kept mcpwire.KeptContent
+	out, err := p.Call(mcpwire.WithKeptContent(ctx, &kept), "lib__resources_read", json.RawMessage(`{"uri":"lib://books/dune"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != `"A desert planet."` {
+		t.Errorf("the model reads %s", out)
+	}
+	if len(kept.Content) != 1 || kept.Content[0].Resource == nil || *kept.Content[0].Resource != (messages.ResourceContents{URI: "lib://books/dune", MimeType: "text/plain", Blob: "QSBkZXNlcnQgcGxhbmV0Lg==", IsText: true}) {
+		t.Errorf("kept %+v", kept.Content)
+	}
+	kept = mcpwire.KeptContent{}
+	out, err = p.Call(mcpwire.WithKeptContent(ctx, &kept), "lib__resources_read", json.RawMessage(`{"uri":"lib://shelves/7"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "shelf 7") || !strings.Contains(string(out), "content 1]") {
+		t.Errorf("the model reads %s", out)
+	}
+	if len(kept.Content) != 2 || kept.Content[0].Resource.IsText || kept.Content[0].Resource.MimeType != "image/png" || !kept.Content[1].Resource.IsText {
+		t.Errorf("kept %+v", kept.Content)
+	}
+}

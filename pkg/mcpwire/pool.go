@@ -429,7 +429,11 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 			countSent(ctx)
 		}
 		if err == nil {
-			value, kept, notice, err := resultValue(s.name, t.Remote, res)
+			valueOf := resultValue
+			if t.Remote == remoteReadResource && s.feature(t.Remote) {
+				valueOf = readValue
+			}
+			value, kept, notice, err := valueOf(s.name, t.Remote, res)
 			if len(kept) > 0 || notice != "" {
 				keep(ctx, kept, notice)
 			}
