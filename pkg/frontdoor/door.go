@@ -137,7 +137,8 @@ func (d *Door) Server(tenant string) *mcp.Server {
 	if ts == nil {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "toolbus", Version: version.Short()},
 			&mcp.ServerOptions{Logger: d.o.Logger, GetSessionID: d.newSessionID, Capabilities: &mcp.ServerCapabilities{
-				Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}}})
+				Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{},
+				Completions: &mcp.CompletionCapabilities{}}})
 		srv.AddReceivingMiddleware(d.features(tenant))
 		ts = &tenantServer{srv: srv, tools: map[string]catalog.Tool{}}
 		d.servers[tenant] = ts

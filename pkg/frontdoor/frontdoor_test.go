@@ -855,12 +855,13 @@ func TestPromptsThroughTheFrontDoor(t *testing.T) {
 // the server gave it: a tool's embedded text resource as a resource block (its text
 // written out for the model too, as before), resources read with their media type, text
 // or blob, templates listed and read, prompts with arguments, an embedded resource or an
-// image, each under its own name (one server offers it).
+// image, each under its own name (one server offers it), and completions of a prompt's
+// and a template's arguments.
 func TestBackendContentAsItCame(t *testing.T) {
 	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceServer() }, nil))
 	t.Cleanup(backend.Close)
-	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`"}`)
-	cs := d.session(t, defaultToken, nil, "conf__test_embedded_resource", "conf__resources_read", "conf__prompts_get")
+	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`", "completions": true}`)
+	cs := d.session(t, defaultToken, nil, "conf__test_embedded_resource", "conf__resources_read", "conf__prompts_get", "conf__completion_complete")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -926,6 +927,25 @@ func TestBackendContentAsItCame(t *testing.T) {
 		t.Errorf("prompt with an image: %+v", m)
 	} else if img, ok := m[0].Content.(*mcp.ImageContent); !ok || img.MIMEType != "image/png" || len(img.Data) == 0 {
 		t.Errorf("prompt with an image: %#v", m[0].Content)
+	}
+
+	// completion/complete reaches the server of the prompt or the template named.
+	for _, c := range []struct {
+		ref   *mcp.CompleteReference
+		value string
+		want  []string
+	}{
+		{&mcp.CompleteReference{Type: "ref/prompt", Name: "test_prompt_with_arguments"}, "par", []string{"paris", "park", "party"}},
+		{&mcp.CompleteReference{Type: "ref/resource", URI: "test://template/{id}/data"}, "te", []string{"test", "testValue1"}},
+		{&mcp.CompleteReference{Type: "ref/prompt", Name: "test_simple_prompt"}, "nothing", []string{}},
+	} {
+		got, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: c.ref, Argument: mcp.CompleteParamsArgument{Name: "arg1", Value: c.value}})
+		if err != nil || !slices.Equal(got.Completion.Values, c.want) {
+			t.Errorf("complete %+v %q: %v %+v, want %v", c.ref, c.value, err, got, c.want)
+		}
+	}
+	if _, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "no_such_prompt"}, Argument: mcp.CompleteParamsArgument{Name: "a"}}); err == nil {
+		t.Error("a prompt nobody has was completed")
 	}
 }
 

@@ -3,6 +3,7 @@ package frontdoor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,17 +16,20 @@ import (
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
-// The remote names of the tools toolbus makes of a server's prompts (docs/mcp.md).
+// The remote names of the tools toolbus makes of a server's prompts, and of its
+// completions (docs/mcp.md).
 const (
 	promptsList = "prompts:list"
 	promptsGet  = "prompts:get"
+	complete    = "completion:complete"
 )
 
 // features answers prompts/list, prompts/get, resources/list,
-// resources/templates/list and resources/read for tenant's clients with the backends'
-// prompts and resources, through the pipeline: the servers' feature tools the tenant is
-// offered (<server>__prompts_list, __prompts_get, __resources_list, __resources_read) run
-// as any call does (policy, sessions of the conversation). Each is named at the door as
+// resources/templates/list, resources/read and completion/complete for tenant's clients
+// with the backends' prompts and resources, through the pipeline: the servers' feature
+// tools the tenant is offered (<server>__prompts_list, __prompts_get, __resources_list,
+// __resources_read, __completion_complete) run as any call does (policy, sessions of the
+// conversation). Each is named at the door as
 // its server names it where no other server offers one so named, else
 // "<server>__<name>" ([doorNames]). Every other method goes on to next.
 func (d *Door) features(tenant string) mcp.Middleware {
@@ -42,6 +46,8 @@ func (d *Door) features(tenant string) mcp.Middleware {
 				return d.listResourceTemplates(ctx, tenant, r)
 			case *mcp.ReadResourceRequest:
 				return d.readResource(ctx, tenant, r)
+			case *mcp.CompleteRequest:
+				return d.complete(ctx, tenant, r)
 			}
 			return next(ctx, method, req)
 		}
@@ -234,4 +240,62 @@ func (d *Door) getPrompt(ctx context.Context, tenant string, req *mcp.GetPromptR
 		res.Messages = []*mcp.PromptMessage{}
 	}
 	return &res, nil
+}
+
+// complete passes a completion request on to the server whose prompt or resource
+// template it names, through its completion tool (offered under "completions": true).
+// A template is the server's that lists it; with none or several listing it, each
+// server is asked in the order of their names until one answers.
+func (d *Door) complete(ctx context.Context, tenant string, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	p := req.Params
+	if p == nil || p.Ref == nil {
+		return nil, fmt.Errorf("completion/complete without a ref")
+	}
+	tools := d.promptTools(tenant, complete)
+	args := map[string]any{"argument": p.Argument.Name, "value": p.Argument.Value}
+	if p.Context != nil && len(p.Context.Arguments) > 0 {
+		args["context"] = p.Context.Arguments
+	}
+	var servers []string
+	switch p.Ref.Type {
+	case "ref/prompt":
+		server, name, err := d.promptOwner(ctx, tenant, req.Session, req.Extra, p.Ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		servers, args["prompt"] = []string{server}, name
+	case "ref/resource":
+		args["uriTemplate"] = p.Ref.URI
+		servers = d.templateOwners(ctx, tenant, req.Session, req.Extra, p.Ref.URI)
+		if len(servers) != 1 {
+			servers = slices.Sorted(maps.Keys(tools))
+		}
+	default:
+		return nil, fmt.Errorf("completion/complete of a ref of type %q", p.Ref.Type)
+	}
+	var errs []error
+	for _, server := range servers {
+		tool, offered := tools[server]
+		if !offered {
+			errs = append(errs, fmt.Errorf("%s: its completions are not offered", server))
+			continue
+		}
+		value, err := d.runFeature(ctx, tenant, req.Session, req.Extra, tool.Name, args)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var res mcp.CompleteResult
+		if err := json.Unmarshal(value, &res.Completion); err != nil {
+			return nil, fmt.Errorf("%s: %w", tool.Name, err)
+		}
+		if res.Completion.Values == nil {
+			res.Completion.Values = []string{}
+		}
+		return &res, nil
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("no server offered completes %s %s%s", p.Ref.Type, p.Ref.Name, p.Ref.URI)
+	}
+	return nil, errors.Join(errs...)
 }

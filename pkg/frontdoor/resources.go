@@ -24,6 +24,12 @@ const (
 // names, with the names the door gives them (doorNames: a resource's or a template's own
 // where no other server has one so named).
 func (d *Door) serverResources(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra) ([]*mcp.Resource, []*mcp.ResourceTemplate) {
+	resources, templates, _ := d.serverResourcesOwned(ctx, tenant, ss, extra)
+	return resources, templates
+}
+
+// serverResourcesOwned is serverResources with the server of each template.
+func (d *Door) serverResourcesOwned(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra) ([]*mcp.Resource, []*mcp.ResourceTemplate, []string) {
 	tools := d.promptTools(tenant, resourcesList)
 	var resources []*mcp.Resource
 	var templates []*mcp.ResourceTemplate
@@ -56,10 +62,23 @@ func (d *Door) serverResources(ctx context.Context, tenant string, ss *mcp.Serve
 	for i, name := range doorNames(rOwners) {
 		resources[i].Name = name
 	}
+	servers := make([]string, len(tOwners))
 	for i, name := range doorNames(tOwners) {
-		templates[i].Name = name
+		templates[i].Name, servers[i] = name, tOwners[i].server
 	}
-	return resources, templates
+	return resources, templates, servers
+}
+
+// templateOwners are the servers that list uriTemplate among their resource templates.
+func (d *Door) templateOwners(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra, uriTemplate string) []string {
+	_, templates, owners := d.serverResourcesOwned(ctx, tenant, ss, extra)
+	var out []string
+	for i, t := range templates {
+		if t.URITemplate == uriTemplate && !slices.Contains(out, owners[i]) {
+			out = append(out, owners[i])
+		}
+	}
+	return out
 }
 
 // listResources lists the backends' resources, their URIs as the servers gave them.

@@ -31,6 +31,8 @@ const (
 	remoteReadResource  = "resources:read"
 	remoteListPrompts   = "prompts:list"
 	remoteGetPrompt     = "prompts:get"
+	// The fifth, offered when the configuration asks for it ("completions": true).
+	remoteComplete = "completion:complete"
 )
 
 // featureMeta marks, in its _meta, a tool the pool made ([server.feature]).
@@ -55,7 +57,7 @@ func (s *server) feature(tool string) bool {
 // featureMethod is the MCP method a feature tool sends, or "" for a tool of the server's.
 func featureMethod(remote string) string {
 	switch remote {
-	case remoteListResources, remoteReadResource, remoteListPrompts, remoteGetPrompt:
+	case remoteListResources, remoteReadResource, remoteListPrompts, remoteGetPrompt, remoteComplete:
 		return strings.Replace(remote, ":", "/", 1)
 	}
 	return ""
@@ -81,6 +83,8 @@ type features struct {
 	templates     []*mcp.ResourceTemplate
 	somePrompts   []*mcp.Prompt
 	morePrompts   bool
+	// completions: the server completes arguments, and the configuration offers it.
+	completions bool
 }
 
 // listFeatures reads what sess's server offers beside tools. A list that fails leaves
@@ -116,6 +120,7 @@ func (s *server) listFeatures(ctx context.Context, sess session) features {
 			s.log.Debug("prompts/list", "err", err)
 		}
 	}
+	f.completions = r.Capabilities.Completions != nil && s.cfg.OffersCompletions() && (f.resources || f.prompts)
 	return f
 }
 
@@ -162,6 +167,11 @@ func offeredTools(server, prefix string, f features, own map[string]bool) []*mcp
 		add(&mcp.Tool{Name: remoteListPrompts, Title: "List the prompts of " + server,
 			Description: fmt.Sprintf("List the prompts of the MCP server %q: each one's name, description and arguments. Get one with %s. A list that goes on ends in nextCursor: pass it as cursor for the rest.", server, name(remoteGetPrompt)),
 			InputSchema: json.RawMessage(listSchema)})
+	}
+	if f.completions {
+		add(&mcp.Tool{Name: remoteComplete, Title: "Complete an argument of " + server,
+			Description: fmt.Sprintf("Complete an argument of a prompt or a resource template of the MCP server %q: the values it suggests for what was typed so far (value), given the arguments already chosen (context). Name the prompt (prompt) or the URI template (uriTemplate).", server),
+			InputSchema: json.RawMessage(completeSchema)})
 	}
 	return out
 }
@@ -230,6 +240,13 @@ func describePrompts(b *strings.Builder, f features, list string) {
 const (
 	listSchema         = `{"type":"object","properties":{"cursor":{"type":"string","description":"where the previous list stopped (its nextCursor)"}},"additionalProperties":false}`
 	readResourceSchema = `{"type":"object","properties":{"uri":{"type":"string","minLength":1,"description":"the resource's URI"}},"required":["uri"],"additionalProperties":false}`
+	completeSchema     = `{"type":"object","properties":{` +
+		`"prompt":{"type":"string","description":"the prompt whose argument is completed"},` +
+		`"uriTemplate":{"type":"string","description":"or the resource template whose variable is completed"},` +
+		`"argument":{"type":"string","minLength":1,"description":"the argument's (or the variable's) name"},` +
+		`"value":{"type":"string","description":"what was typed so far"},` +
+		`"context":{"type":"object","additionalProperties":{"type":"string"},"description":"the arguments already chosen, by name"}},` +
+		`"required":["argument","value"],"additionalProperties":false}`
 )
 
 // getPromptSchema is the get tool's input schema. When the first page of the list held
@@ -276,6 +293,9 @@ func getPromptSchema(f features) json.RawMessage {
 const (
 	checkListSchema      = `{"type":"object","properties":{"cursor":{"type":["string","null"]}},"additionalProperties":false}`
 	checkGetPromptSchema = `{"type":"object","properties":{"name":{"type":"string","minLength":1},"arguments":{"type":["object","null"],"additionalProperties":{"type":["string","null"]}}},"required":["name"],"additionalProperties":false}`
+	checkCompleteSchema  = `{"type":"object","properties":{"prompt":{"type":["string","null"]},"uriTemplate":{"type":["string","null"]},` +
+		`"argument":{"type":"string","minLength":1},"value":{"type":"string"},"context":{"type":["object","null"],"additionalProperties":{"type":["string","null"]}}},` +
+		`"required":["argument","value"],"additionalProperties":false}`
 )
 
 // featureArgs are the arguments of a feature tool, as [decodeFeatureArgs] reads them.
@@ -284,12 +304,40 @@ type featureArgs struct {
 	URI       string             `json:"uri"`
 	Name      string             `json:"name"`
 	Arguments map[string]*string `json:"arguments"`
+	// The completion tool's.
+	Prompt      *string            `json:"prompt"`
+	URITemplate *string            `json:"uriTemplate"`
+	Argument    string             `json:"argument"`
+	Value       string             `json:"value"`
+	Context     map[string]*string `json:"context"`
+}
+
+// completeParams are the completion tool's arguments as completion/complete asks: the
+// prompt or the template named, not both.
+func (a featureArgs) completeParams(tool string) (*mcp.CompleteParams, error) {
+	p := &mcp.CompleteParams{Argument: mcp.CompleteParamsArgument{Name: a.Argument, Value: a.Value}}
+	prompt, template := a.Prompt != nil && *a.Prompt != "", a.URITemplate != nil && *a.URITemplate != ""
+	switch {
+	case prompt && !template:
+		p.Ref = &mcp.CompleteReference{Type: "ref/prompt", Name: *a.Prompt}
+	case template && !prompt:
+		p.Ref = &mcp.CompleteReference{Type: "ref/resource", URI: *a.URITemplate}
+	default:
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: name either a prompt or a uriTemplate", messages.EchoName(tool))
+	}
+	if ctx := nonNull(a.Context); len(ctx) > 0 {
+		p.Context = &mcp.CompleteContext{Arguments: ctx}
+	}
+	return p, nil
 }
 
 // promptArguments are the arguments given, without those left out as null.
-func (a featureArgs) promptArguments() map[string]string {
-	out := make(map[string]string, len(a.Arguments))
-	for k, v := range a.Arguments {
+func (a featureArgs) promptArguments() map[string]string { return nonNull(a.Arguments) }
+
+// nonNull are the strings of m by name, without those left out as null.
+func nonNull(m map[string]*string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
 		if v != nil {
 			out[k] = *v
 		}
@@ -310,7 +358,7 @@ var featureSchemas = sync.OnceValue(func() map[string]*jsonschema.Resolved {
 	out := map[string]*jsonschema.Resolved{}
 	for remote, raw := range map[string]string{
 		remoteListResources: checkListSchema, remoteListPrompts: checkListSchema, remoteReadResource: readResourceSchema,
-		remoteGetPrompt: checkGetPromptSchema,
+		remoteGetPrompt: checkGetPromptSchema, remoteComplete: checkCompleteSchema,
 	} {
 		s, err := toolcall.ResolveSchema(json.RawMessage(raw))
 		if err != nil {
@@ -350,6 +398,11 @@ func decodeFeatureArgs(tool, remote string, raw json.RawMessage) (featureArgs, e
 	var a featureArgs
 	if err := json.Unmarshal(checked, &a); err != nil {
 		return featureArgs{}, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %v", messages.EchoName(tool), err)
+	}
+	if remote == remoteComplete {
+		if _, err := a.completeParams(tool); err != nil {
+			return featureArgs{}, err
+		}
 	}
 	return a, nil
 }
@@ -411,6 +464,20 @@ func (s *mcpSession) feature(ctx context.Context, remote string, a featureArgs) 
 			}
 		}
 		return structured(out)
+	case remoteComplete:
+		p, err := a.completeParams(remote)
+		if err != nil {
+			return nil, err
+		}
+		p.Meta = traceMeta(ctx)
+		res, err := s.cs.Complete(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if res.Completion.Values == nil {
+			res.Completion.Values = []string{}
+		}
+		return structured(res.Completion)
 	case remoteListPrompts:
 		var out struct {
 			Prompts    []*mcp.Prompt `json:"prompts"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -253,5 +254,41 @@ func TestReadToolKeepsTheResource(t *testing.T) {
 	}
 	if len(kept.Content) != 2 || kept.Content[0].Resource.IsText || kept.Content[0].Resource.MimeType != "image/png" || !kept.Content[1].Resource.IsText {
 		t.Errorf("kept %+v", kept.Content)
+	}
+}
+
+// "completions": true offers a tool that completes an argument of the server's prompts
+// and resource templates (completion/complete), when the server declares completions;
+// it is not offered without it. Naming neither or both of a prompt and a template is
+// invalid_arguments, and nothing is sent.
+func TestCompletionTool(t *testing.T) {
+	on := true
+	srv := mcptest.ConformanceServer()
+	p := newPool(t, map[string]mcpwire.ServerConfig{"conf": {Command: "in-memory", Completions: &on}, "lib": {Command: "in-memory", Completions: &on}},
+		&mcpwire.Options{Dial: func(ctx context.Context, name string) (mcp.Transport, error) {
+			if name == "lib" {
+				return inMemory(library())(ctx, name) // no completions declared
+			}
+			return inMemory(srv)(ctx, name)
+		}})
+	ctx := ctxT(t)
+	if _, err := p.Lookup(ctx, "lib__completion_complete"); err == nil {
+		t.Error("a server without completions has the tool")
+	}
+	for _, c := range []struct{ args, want string }{
+		{`{"prompt":"test_prompt_with_arguments","argument":"arg1","value":"par"}`, `{"total":3,"values":["paris","park","party"]}`},
+		{`{"uriTemplate":"test://template/{id}/data","argument":"id","value":"te","context":{"other":"x"}}`, `{"total":2,"values":["test","testValue1"]}`},
+		{`{"prompt":"test_prompt_with_arguments","argument":"arg1","value":"zzz","uriTemplate":null}`, `{"values":[]}`},
+	} {
+		out, err := p.Call(ctx, "conf__completion_complete", json.RawMessage(c.args))
+		if err != nil || string(out) != c.want {
+			t.Errorf("%s: %s, %v; want %s", c.args, out, err, c.want)
+		}
+	}
+	for _, args := range []string{`{"argument":"a","value":""}`, `{"prompt":"p","uriTemplate":"t","argument":"a","value":""}`, `{"prompt":"p","value":""}`} {
+		var te *messages.ToolError
+		if _, err := p.Call(ctx, "conf__completion_complete", json.RawMessage(args)); !errors.As(err, &te) || te.Code != messages.CodeInvalidArguments {
+			t.Errorf("%s: err = %v, want invalid_arguments", args, err)
+		}
 	}
 }
