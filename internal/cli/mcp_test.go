@@ -157,7 +157,7 @@ func TestMCPConformanceServer(t *testing.T) {
 	}
 	rb, _ := json.Marshal(routes)
 	cfgPath := filepath.Join(t.TempDir(), "toolbus.json")
-	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"conformance": {"type": "http", "url": "`+backend.URL+`", "sampling": "ask", "elicitation": "ask", "completions": true}}, "routes": `+string(rb)+`}`), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"conformance": {"type": "http", "url": "`+backend.URL+`", "sampling": "ask", "elicitation": "ask", "completions": true, "subscriptions": true}}, "routes": `+string(rb)+`}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -208,7 +208,8 @@ func TestMCPConformanceServer(t *testing.T) {
 	for _, s := range []string{"server-initialize", "ping", "tools-list", "tools-call-simple-text", "tools-call-image", "tools-call-audio",
 		"tools-call-error", "tools-call-with-progress", "tools-call-with-logging", "tools-call-sampling", "tools-call-elicitation", "dns-rebinding-protection",
 		"tools-call-embedded-resource", "tools-call-mixed-content", "resources-read-text", "resources-read-binary", "resources-templates-read",
-		"prompts-get-simple", "prompts-get-with-args", "prompts-get-embedded-resource", "prompts-get-with-image", "completion-complete"} {
+		"prompts-get-simple", "prompts-get-with-args", "prompts-get-embedded-resource", "prompts-get-with-image", "completion-complete",
+		"resources-subscribe", "resources-unsubscribe"} {
 		if !strings.Contains(string(got), "✓ "+s+":") {
 			t.Errorf("scenario %s did not pass", s)
 		}

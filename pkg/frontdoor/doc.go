@@ -19,8 +19,9 @@
 // one server alone offers it, else "<server>__<name>" (prompts/list, prompts/get,
 // resources/list, resources/templates/list and resources/read run their servers' feature
 // tools through the pipeline; a resource comes back as the server gave it), as are
-// their completions (completion/complete, through a server's completion tool), and a
-// backend's
+// their completions (completion/complete, through a server's completion tool) and
+// subscriptions (resources/subscribe, through its subscribe tool, the updates relayed
+// back), and a backend's
 // sampling and elicitation requests during a call are relayed to the calling client when
 // it declared the capability.
 //

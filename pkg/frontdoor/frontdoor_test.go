@@ -855,12 +855,12 @@ func TestPromptsThroughTheFrontDoor(t *testing.T) {
 // the server gave it: a tool's embedded text resource as a resource block (its text
 // written out for the model too, as before), resources read with their media type, text
 // or blob, templates listed and read, prompts with arguments, an embedded resource or an
-// image, each under its own name (one server offers it), and completions of a prompt's
-// and a template's arguments.
+// image, each under its own name (one server offers it), completions of a prompt's and
+// a template's arguments, and a subscribed resource's update.
 func TestBackendContentAsItCame(t *testing.T) {
 	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceServer() }, nil))
 	t.Cleanup(backend.Close)
-	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`", "completions": true}`)
+	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`", "completions": true, "subscriptions": true}`)
 	cs := d.session(t, defaultToken, nil, "conf__test_embedded_resource", "conf__resources_read", "conf__prompts_get", "conf__completion_complete")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -946,6 +946,27 @@ func TestBackendContentAsItCame(t *testing.T) {
 	}
 	if _, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "no_such_prompt"}, Argument: mcp.CompleteParamsArgument{Name: "a"}}); err == nil {
 		t.Error("a prompt nobody has was completed")
+	}
+
+	// resources/subscribe reaches the server that lists the resource, whose update
+	// (it updates the watched resource at once) reaches the subscribed session.
+	updated := make(chan string, 10)
+	ws := d.session(t, defaultToken, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+		updated <- r.Params.URI
+	}}, "conf__resources_subscribe")
+	if err := ws.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case uri := <-updated:
+		if uri != "test://watched-resource" {
+			t.Errorf("updated %s", uri)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notifications/resources/updated of the subscribed resource")
+	}
+	if err := ws.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -110,6 +110,11 @@ func (d *Door) runFeatureResult(ctx context.Context, tenant string, ss *mcp.Serv
 	if err != nil {
 		return nil, err
 	}
+	return d.runFeatureIn(ctx, conv, tool, args)
+}
+
+// runFeatureIn is runFeatureResult in conversation conv.
+func (d *Door) runFeatureIn(ctx context.Context, conv, tool string, args any) (*messages.OutputResult, error) {
 	b, err := json.Marshal(args)
 	if err != nil {
 		return nil, err

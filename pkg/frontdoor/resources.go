@@ -24,15 +24,14 @@ const (
 // names, with the names the door gives them (doorNames: a resource's or a template's own
 // where no other server has one so named).
 func (d *Door) serverResources(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra) ([]*mcp.Resource, []*mcp.ResourceTemplate) {
-	resources, templates, _ := d.serverResourcesOwned(ctx, tenant, ss, extra)
+	resources, templates, _, _ := d.serverResourcesOwned(ctx, tenant, ss, extra)
 	return resources, templates
 }
 
-// serverResourcesOwned is serverResources with the server of each template.
-func (d *Door) serverResourcesOwned(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra) ([]*mcp.Resource, []*mcp.ResourceTemplate, []string) {
+// serverResourcesOwned is serverResources with the server of each resource and
+// template.
+func (d *Door) serverResourcesOwned(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra) (resources []*mcp.Resource, templates []*mcp.ResourceTemplate, rServers, tServers []string) {
 	tools := d.promptTools(tenant, resourcesList)
-	var resources []*mcp.Resource
-	var templates []*mcp.ResourceTemplate
 	var rOwners, tOwners []owned
 	for _, server := range slices.Sorted(maps.Keys(tools)) {
 		value, err := d.runFeature(ctx, tenant, ss, extra, tools[server].Name, map[string]any{})
@@ -61,17 +60,18 @@ func (d *Door) serverResourcesOwned(ctx context.Context, tenant string, ss *mcp.
 	}
 	for i, name := range doorNames(rOwners) {
 		resources[i].Name = name
+		rServers = append(rServers, rOwners[i].server)
 	}
-	servers := make([]string, len(tOwners))
 	for i, name := range doorNames(tOwners) {
-		templates[i].Name, servers[i] = name, tOwners[i].server
+		templates[i].Name = name
+		tServers = append(tServers, tOwners[i].server)
 	}
-	return resources, templates, servers
+	return resources, templates, rServers, tServers
 }
 
 // templateOwners are the servers that list uriTemplate among their resource templates.
 func (d *Door) templateOwners(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra, uriTemplate string) []string {
-	_, templates, owners := d.serverResourcesOwned(ctx, tenant, ss, extra)
+	_, templates, _, owners := d.serverResourcesOwned(ctx, tenant, ss, extra)
 	var out []string
 	for i, t := range templates {
 		if t.URITemplate == uriTemplate && !slices.Contains(out, owners[i]) {

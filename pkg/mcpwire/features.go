@@ -31,8 +31,11 @@ const (
 	remoteReadResource  = "resources:read"
 	remoteListPrompts   = "prompts:list"
 	remoteGetPrompt     = "prompts:get"
-	// The fifth, offered when the configuration asks for it ("completions": true).
-	remoteComplete = "completion:complete"
+	// Those offered when the configuration asks for them ("completions": true,
+	// "subscriptions": true).
+	remoteComplete    = "completion:complete"
+	remoteSubscribe   = "resources:subscribe"
+	remoteUnsubscribe = "resources:unsubscribe"
 )
 
 // featureMeta marks, in its _meta, a tool the pool made ([server.feature]).
@@ -57,7 +60,7 @@ func (s *server) feature(tool string) bool {
 // featureMethod is the MCP method a feature tool sends, or "" for a tool of the server's.
 func featureMethod(remote string) string {
 	switch remote {
-	case remoteListResources, remoteReadResource, remoteListPrompts, remoteGetPrompt, remoteComplete:
+	case remoteListResources, remoteReadResource, remoteListPrompts, remoteGetPrompt, remoteComplete, remoteSubscribe, remoteUnsubscribe:
 		return strings.Replace(remote, ":", "/", 1)
 	}
 	return ""
@@ -83,8 +86,9 @@ type features struct {
 	templates     []*mcp.ResourceTemplate
 	somePrompts   []*mcp.Prompt
 	morePrompts   bool
-	// completions: the server completes arguments, and the configuration offers it.
-	completions bool
+	// completions: the server completes arguments, and the configuration offers it;
+	// subscriptions: likewise for subscriptions to its resources.
+	completions, subscriptions bool
 }
 
 // listFeatures reads what sess's server offers beside tools. A list that fails leaves
@@ -121,6 +125,7 @@ func (s *server) listFeatures(ctx context.Context, sess session) features {
 		}
 	}
 	f.completions = r.Capabilities.Completions != nil && s.cfg.OffersCompletions() && (f.resources || f.prompts)
+	f.subscriptions = f.resources && r.Capabilities.Resources.Subscribe && s.cfg.OffersSubscriptions()
 	return f
 }
 
@@ -172,6 +177,14 @@ func offeredTools(server, prefix string, f features, own map[string]bool) []*mcp
 		add(&mcp.Tool{Name: remoteComplete, Title: "Complete an argument of " + server,
 			Description: fmt.Sprintf("Complete an argument of a prompt or a resource template of the MCP server %q: the values it suggests for what was typed so far (value), given the arguments already chosen (context). Name the prompt (prompt) or the URI template (uriTemplate).", server),
 			InputSchema: json.RawMessage(completeSchema)})
+	}
+	if f.subscriptions {
+		add(&mcp.Tool{Name: remoteSubscribe, Title: "Subscribe to a resource of " + server,
+			Description: fmt.Sprintf("Subscribe this conversation to a resource of the MCP server %q by its URI: each update of it reaches the conversation's orchestrator. End it with %s.", server, name(remoteUnsubscribe)),
+			InputSchema: json.RawMessage(readResourceSchema)})
+		add(&mcp.Tool{Name: remoteUnsubscribe, Title: "End a subscription to a resource of " + server,
+			Description: fmt.Sprintf("End this conversation's subscription to a resource of the MCP server %q, made with %s.", server, name(remoteSubscribe)),
+			InputSchema: json.RawMessage(readResourceSchema)})
 	}
 	return out
 }
@@ -359,6 +372,7 @@ var featureSchemas = sync.OnceValue(func() map[string]*jsonschema.Resolved {
 	for remote, raw := range map[string]string{
 		remoteListResources: checkListSchema, remoteListPrompts: checkListSchema, remoteReadResource: readResourceSchema,
 		remoteGetPrompt: checkGetPromptSchema, remoteComplete: checkCompleteSchema,
+		remoteSubscribe: readResourceSchema, remoteUnsubscribe: readResourceSchema,
 	} {
 		s, err := toolcall.ResolveSchema(json.RawMessage(raw))
 		if err != nil {
@@ -478,6 +492,16 @@ func (s *mcpSession) feature(ctx context.Context, remote string, a featureArgs) 
 			res.Completion.Values = []string{}
 		}
 		return structured(res.Completion)
+	case remoteSubscribe:
+		if err := s.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: a.URI, Meta: traceMeta(ctx)}); err != nil {
+			return nil, err
+		}
+		return structured(map[string]any{"subscribed": a.URI})
+	case remoteUnsubscribe:
+		if err := s.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: a.URI, Meta: traceMeta(ctx)}); err != nil {
+			return nil, err
+		}
+		return structured(map[string]any{"unsubscribed": a.URI})
 	case remoteListPrompts:
 		var out struct {
 			Prompts    []*mcp.Prompt `json:"prompts"`

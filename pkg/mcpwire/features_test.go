@@ -292,3 +292,39 @@ func TestCompletionTool(t *testing.T) {
 		}
 	}
 }
+
+// "subscriptions": true offers the tools that subscribe a conversation to a resource and
+// end it: the server's update of the resource reaches Options.Updated for the
+// conversation subscribed; without the configuration, no tool.
+func TestSubscriptionTools(t *testing.T) {
+	on := true
+	updates := make(chan messages.ResourceUpdated, 10)
+	p := newPool(t, map[string]mcpwire.ServerConfig{"conf": {Command: "in-memory", Subscriptions: &on}, "plain": placeholder},
+		&mcpwire.Options{Dial: func(ctx context.Context, name string) (mcp.Transport, error) {
+			return inMemory(mcptest.ConformanceServer())(ctx, name)
+		},
+			Updated: func(_ context.Context, u messages.ResourceUpdated) { updates <- u }})
+	ctx := ctxT(t)
+	if _, err := p.Lookup(ctx, "plain__resources_subscribe"); err == nil {
+		t.Error("a server without \"subscriptions\": true has the tool")
+	}
+	c1 := mcpwire.WithConversation(ctx, "c1")
+	if out, err := p.Call(c1, "conf__resources_subscribe", json.RawMessage(`{"uri":"test://watched-resource"}`)); err != nil || string(out) != `{"subscribed":"test://watched-resource"}` {
+		t.Fatalf("subscribe: %s, %v", out, err)
+	}
+	select {
+	case u := <-updates: // the server updates the watched resource at once
+		if u != (messages.ResourceUpdated{Conversation: "c1", Server: "conf", URI: "test://watched-resource"}) {
+			t.Errorf("update %+v", u)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update of the subscribed resource")
+	}
+	if out, err := p.Call(c1, "conf__resources_unsubscribe", json.RawMessage(`{"uri":"test://watched-resource"}`)); err != nil || string(out) != `{"unsubscribed":"test://watched-resource"}` {
+		t.Errorf("unsubscribe: %s, %v", out, err)
+	}
+	var te *messages.ToolError
+	if _, err := p.Call(c1, "conf__resources_subscribe", json.RawMessage(`{}`)); !errors.As(err, &te) || te.Code != messages.CodeInvalidArguments {
+		t.Errorf("no uri: %v", err)
+	}
+}
