@@ -1011,3 +1011,61 @@ func TestResourcesThroughTheFrontDoor(t *testing.T) {
 		t.Error("a resource nobody has was read")
 	}
 }
+
+// A session's subscription reaches the backend in the session's conversation, and ends
+// there when the client unsubscribes or when its session ends; a resource nobody
+// subscribed to is not unsubscribed at the backend.
+func TestSubscriptionsEndWithTheirSession(t *testing.T) {
+	events := make(chan string, 20)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "watched"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, r *mcp.SubscribeRequest) error {
+			events <- "subscribe " + r.Params.URI
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, r *mcp.UnsubscribeRequest) error {
+			events <- "unsubscribe " + r.Params.URI
+			return nil
+		},
+	})
+	srv.AddResource(&mcp.Resource{URI: "test://w", Name: "w"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://w", Text: "w"}}}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	d := startDoor(t, `"watched": {"type": "http", "url": "`+hs.URL+`", "subscriptions": true}`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-events:
+			if got != want {
+				t.Errorf("the backend saw %q, want %q", got, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the backend saw no %q", want)
+		}
+	}
+	first := d.session(t, defaultToken, nil, "watched__resources_subscribe")
+	second := d.session(t, defaultToken, nil, "watched__resources_subscribe")
+	for _, cs := range []*mcp.ClientSession{first, second} { // two conversations: two backend sessions
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://w"}); err != nil {
+			t.Fatal(err)
+		}
+		next("subscribe test://w")
+	}
+	if err := second.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "test://nothing"}); err != nil {
+		t.Error(err)
+	}
+	if err := second.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "test://w"}); err != nil {
+		t.Fatal(err)
+	}
+	next("unsubscribe test://w")
+	first.Close()
+	next("unsubscribe test://w")
+	select {
+	case got := <-events:
+		t.Errorf("the backend saw %q too", got)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
