@@ -1069,3 +1069,81 @@ func TestSubscriptionsEndWithTheirSession(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 }
+
+// A client whose stream broke during a call (2025-11-25: the stream begins with a
+// priming event naming it) resumes it with Last-Event-ID and gets the call's result,
+// which ran once.
+func TestStreamResumedWithLastEventID(t *testing.T) {
+	d := startDoor(t)
+	d.session(t, defaultToken, nil, "slow_transfer") // the catalog is in
+	post := func(session, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, d.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+defaultToken)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	resp = post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp.Body.Close()
+
+	resp = post(session, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow_transfer","arguments":{"amount":7}}}`)
+	sc := bufio.NewScanner(resp.Body)
+	var primed string
+	for primed == "" && sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			primed = id
+		}
+	}
+	resp.Body.Close() // the stream breaks before the answer
+	if primed == "" {
+		t.Fatal("the stream began with no event id (no priming event)")
+	}
+	select {
+	case <-d.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not start")
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, d.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+defaultToken)
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", primed)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("resuming: %d %s", resp.StatusCode, b)
+	}
+	sc = bufio.NewScanner(resp.Body)
+	var answer string
+	for answer == "" && sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, `"id":2`) {
+			answer = data
+		}
+	}
+	if !strings.Contains(answer, "sent 7 slowly") {
+		t.Fatalf("the resumed stream's answer: %q (%v)", answer, sc.Err())
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{7}) {
+		t.Errorf("runs: %v, want one", got)
+	}
+}
