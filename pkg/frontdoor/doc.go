@@ -35,6 +35,8 @@
 // (stdio for `toolbus mcp`, in-memory in tests). Both pass the JSON-RPC id of each
 // tools/call to the handler in its _meta ("toolbus/request-id", set by the door; a
 // client's own value is replaced), because the go-sdk does not hand it to tool handlers.
+// Handler's streams keep their events in the replica's memory (the go-sdk's event
+// store): a client whose stream broke resumes it there with Last-Event-ID.
 //
 // # Example
 //
