@@ -150,7 +150,9 @@ func offeredTools(server, prefix string, f features, own map[string]bool) []*mcp
 	var out []*mcp.Tool
 	add := func(t *mcp.Tool) {
 		if !own[t.Name] {
-			t.Annotations = readOnly
+			if t.Annotations == nil {
+				t.Annotations = readOnly
+			}
 			t.Meta = mcp.Meta{featureMeta: true}
 			out = append(out, t)
 		}
@@ -179,10 +181,13 @@ func offeredTools(server, prefix string, f features, own map[string]bool) []*mcp
 			InputSchema: json.RawMessage(completeSchema)})
 	}
 	if f.subscriptions {
-		add(&mcp.Tool{Name: remoteSubscribe, Title: "Subscribe to a resource of " + server,
+		// They change what the conversation is told, not the server's data: idempotent,
+		// not read-only.
+		idempotent := &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: new(bool), OpenWorldHint: new(bool)}
+		add(&mcp.Tool{Name: remoteSubscribe, Title: "Subscribe to a resource of " + server, Annotations: idempotent,
 			Description: fmt.Sprintf("Subscribe this conversation to a resource of the MCP server %q by its URI: each update of it reaches the conversation's orchestrator. End it with %s.", server, name(remoteUnsubscribe)),
 			InputSchema: json.RawMessage(readResourceSchema)})
-		add(&mcp.Tool{Name: remoteUnsubscribe, Title: "End a subscription to a resource of " + server,
+		add(&mcp.Tool{Name: remoteUnsubscribe, Title: "End a subscription to a resource of " + server, Annotations: idempotent,
 			Description: fmt.Sprintf("End this conversation's subscription to a resource of the MCP server %q, made with %s.", server, name(remoteSubscribe)),
 			InputSchema: json.RawMessage(readResourceSchema)})
 	}

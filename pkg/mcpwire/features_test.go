@@ -308,6 +308,9 @@ func TestSubscriptionTools(t *testing.T) {
 	if _, err := p.Lookup(ctx, "plain__resources_subscribe"); err == nil {
 		t.Error("a server without \"subscriptions\": true has the tool")
 	}
+	if tool, err := p.Lookup(ctx, "conf__resources_subscribe"); err != nil || tool.ReadOnly || !tool.Idempotent {
+		t.Errorf("the subscribe tool: %+v, %v; want idempotent, not read-only", tool, err)
+	}
 	c1 := mcpwire.WithConversation(ctx, "c1")
 	if out, err := p.Call(c1, "conf__resources_subscribe", json.RawMessage(`{"uri":"test://watched-resource"}`)); err != nil || string(out) != `{"subscribed":"test://watched-resource"}` {
 		t.Fatalf("subscribe: %s, %v", out, err)
