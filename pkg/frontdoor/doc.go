@@ -15,9 +15,13 @@
 // tool runs once. While the call waits for a person's approval, a client that gave a
 // progress token is told so in a progress notification.
 //
-// The backends' prompts and resources are the door's too, named "<server>__<name>"
-// (prompts/list, prompts/get, resources/list and resources/read run their servers'
-// feature tools through the pipeline), and a backend's
+// The backends' prompts and resources are the door's too, each under its own name where
+// one server alone offers it, else "<server>__<name>" (prompts/list, prompts/get,
+// resources/list, resources/templates/list and resources/read run their servers' feature
+// tools through the pipeline; a resource comes back as the server gave it), as are
+// their completions (completion/complete, through a server's completion tool) and
+// subscriptions (resources/subscribe, through its subscribe tool, the updates relayed
+// back), and a backend's
 // sampling and elicitation requests during a call are relayed to the calling client when
 // it declared the capability.
 //
@@ -31,6 +35,8 @@
 // (stdio for `toolbus mcp`, in-memory in tests). Both pass the JSON-RPC id of each
 // tools/call to the handler in its _meta ("toolbus/request-id", set by the door; a
 // client's own value is replaced), because the go-sdk does not hand it to tool handlers.
+// Handler's streams keep their events in the replica's memory (the go-sdk's event
+// store): a client whose stream broke resumes it there with Last-Event-ID.
 //
 // # Example
 //

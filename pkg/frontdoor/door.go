@@ -53,6 +53,7 @@ type Door struct {
 	issued  sync.Map                   // session ids the go-sdk's HTTP handler issued here
 	adopted map[string]*adoptedSession // session ids another replica issued, served here
 	relays  map[string]*relay          // conversation → its questions relayed to its client
+	watches map[string]*watch          // conversation → its resources' updates relayed
 }
 
 // tenantServer is the MCP server of one tenant's clients, and the tools it lists.
@@ -83,7 +84,7 @@ func New(nc *nats.Conn, o *Options) (*Door, error) {
 	}
 	return &Door{client: c, js: js, o: opts, catalog: parser.NewCatalog(),
 		servers: map[string]*tenantServer{}, flights: map[string]*flight{}, ready: make(chan struct{}),
-		adopted: map[string]*adoptedSession{}, relays: map[string]*relay{}}, nil
+		adopted: map[string]*adoptedSession{}, relays: map[string]*relay{}, watches: map[string]*watch{}}, nil
 }
 
 // Run follows the catalog bucket until ctx is done, keeping every tenant's tool list in
@@ -137,8 +138,10 @@ func (d *Door) Server(tenant string) *mcp.Server {
 	if ts == nil {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "toolbus", Version: version.Short()},
 			&mcp.ServerOptions{Logger: d.o.Logger, GetSessionID: d.newSessionID, Capabilities: &mcp.ServerCapabilities{
-				Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}}})
-		srv.AddReceivingMiddleware(d.prompts(tenant))
+				Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{},
+				Resources: &mcp.ResourceCapabilities{Subscribe: true}, Completions: &mcp.CompletionCapabilities{}},
+				SubscribeHandler: d.subscribe(tenant), UnsubscribeHandler: d.unsubscribe(tenant)})
+		srv.AddReceivingMiddleware(d.features(tenant))
 		ts = &tenantServer{srv: srv, tools: map[string]catalog.Tool{}}
 		d.servers[tenant] = ts
 		d.syncTenant(tenant, ts, d.catalog.Tools())

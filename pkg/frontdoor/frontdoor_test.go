@@ -567,7 +567,7 @@ func TestRetryAtAnotherReplicaRunsOnce(t *testing.T) {
 // configuration says "ask") reach the MCP client that called, which declared it can
 // answer them, and its answers reach the backend: all through the pipeline.
 func TestSamplingAndElicitationReachTheClient(t *testing.T) {
-	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceTools() }, nil))
+	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceServer() }, nil))
 	t.Cleanup(backend.Close)
 	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`", "sampling": "ask", "elicitation": "ask"}`)
 	cs := d.session(t, defaultToken, &mcp.ClientOptions{
@@ -797,43 +797,183 @@ func TestStatePerSessionAcrossReplicas(t *testing.T) {
 	}
 }
 
-// The backends' prompts are the front door's, named <server>__<prompt>: prompts/list
-// and prompts/get run the server's prompts tools through the pipeline.
+// The backends' prompts are the front door's: prompts/list and prompts/get run the
+// servers' prompts tools through the pipeline. A prompt one server alone offers is named
+// as it is there; one two servers offer is named <server>__<prompt>, the form that
+// always works.
 func TestPromptsThroughTheFrontDoor(t *testing.T) {
-	greeter := mcp.NewServer(&mcp.Implementation{Name: "greeter"}, nil)
-	greeter.AddPrompt(&mcp.Prompt{Name: "greet", Description: "a greeting", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
-		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			return &mcp.GetPromptResult{Description: "a greeting", Messages: []*mcp.PromptMessage{
-				{Role: "user", Content: &mcp.TextContent{Text: "Hello " + req.Params.Arguments["name"]}}}}, nil
-		})
-	gs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return greeter }, nil))
-	t.Cleanup(gs.Close)
-	d := startDoor(t, `"greeter": {"type": "http", "url": "`+gs.URL+`"}`)
-	cs := d.session(t, defaultToken, nil, "greeter__prompts_get")
+	serve := func(greeting string, prompts ...string) string {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "greeter"}, nil)
+		for _, p := range prompts {
+			srv.AddPrompt(&mcp.Prompt{Name: p, Description: "a greeting", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
+				func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+					return &mcp.GetPromptResult{Description: "a greeting", Messages: []*mcp.PromptMessage{
+						{Role: "user", Content: &mcp.TextContent{Text: greeting + " " + req.Params.Arguments["name"]}}}}, nil
+				})
+		}
+		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	d := startDoor(t, `"greeter": {"type": "http", "url": "`+serve("Hello", "greet", "welcome")+`"}`, `"hailer": {"type": "http", "url": "`+serve("Hail", "greet")+`"}`)
+	cs := d.session(t, defaultToken, nil, "greeter__prompts_get", "hailer__prompts_get")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	list, err := cs.ListPrompts(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Prompts) != 1 || list.Prompts[0].Name != "greeter__greet" || len(list.Prompts[0].Arguments) != 1 {
-		t.Fatalf("prompts: %+v", list.Prompts)
+	var names []string
+	for _, p := range list.Prompts {
+		names = append(names, p.Name)
+		if len(p.Arguments) != 1 {
+			t.Errorf("prompt %s: arguments %+v", p.Name, p.Arguments)
+		}
 	}
-	got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greeter__greet", Arguments: map[string]string{"name": "Ada"}})
-	if err != nil {
+	if !slices.Equal(names, []string{"greeter__greet", "welcome", "hailer__greet"}) {
+		t.Fatalf("prompts: %v", names)
+	}
+	for _, c := range []struct{ name, want string }{
+		{"greeter__greet", "Hello Ada"}, {"hailer__greet", "Hail Ada"}, {"welcome", "Hello Ada"}, {"greeter__welcome", "Hello Ada"},
+	} {
+		got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: c.name, Arguments: map[string]string{"name": "Ada"}})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(got.Messages) != 1 || got.Messages[0].Content.(*mcp.TextContent).Text != c.want {
+			t.Errorf("%s: %+v", c.name, got)
+		}
+	}
+	for _, name := range []string{"nobody__greet", "greet"} { // no server; two servers
+		if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: map[string]string{"name": "Ada"}}); err == nil {
+			t.Errorf("prompt %s was got", name)
+		}
+	}
+}
+
+// What the conformance suite's server offers reaches the client through the door as
+// the server gave it: a tool's embedded text resource as a resource block (its text
+// written out for the model too, as before), resources read with their media type, text
+// or blob, templates listed and read, prompts with arguments, an embedded resource or an
+// image, each under its own name (one server offers it), completions of a prompt's and
+// a template's arguments, and a subscribed resource's update.
+func TestBackendContentAsItCame(t *testing.T) {
+	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.ConformanceServer() }, nil))
+	t.Cleanup(backend.Close)
+	d := startDoor(t, `"conf": {"type": "http", "url": "`+backend.URL+`", "completions": true, "subscriptions": true}`)
+	cs := d.session(t, defaultToken, nil, "conf__test_embedded_resource", "conf__resources_read", "conf__prompts_get", "conf__completion_complete")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	res := call(t, cs, "conf__test_embedded_resource", map[string]any{})
+	if len(res.Content) != 2 || text(res) != "[resource: test://embedded-resource, text/plain]\nThis is an embedded resource content." {
+		t.Fatalf("embedded resource: %q, %d blocks", text(res), len(res.Content))
+	}
+	if e, ok := res.Content[1].(*mcp.EmbeddedResource); !ok || e.Resource.URI != "test://embedded-resource" || e.Resource.MIMEType != "text/plain" ||
+		e.Resource.Text != "This is an embedded resource content." || e.Resource.Blob != nil {
+		t.Errorf("the resource block: %#v", res.Content[1])
+	}
+	res = call(t, cs, "conf__test_multiple_content_types", map[string]any{})
+	var kinds []string
+	for _, c := range res.Content {
+		kinds = append(kinds, fmt.Sprintf("%T", c))
+	}
+	if !slices.Equal(kinds, []string{"*mcp.TextContent", "*mcp.ImageContent", "*mcp.EmbeddedResource"}) {
+		t.Errorf("mixed content: %v", kinds)
+	}
+
+	read := func(uri string) *mcp.ResourceContents {
+		t.Helper()
+		got, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(got.Contents) != 1 {
+			t.Fatalf("%s: %v %+v", uri, err, got)
+		}
+		return got.Contents[0]
+	}
+	if c := read("test://static-text"); c.URI != "test://static-text" || c.MIMEType != "text/plain" || c.Text != mcptest.StaticText || c.Blob != nil {
+		t.Errorf("text resource: %+v", c)
+	}
+	if c := read("test://static-binary"); c.MIMEType != "image/png" || len(c.Blob) == 0 || c.Text != "" {
+		t.Errorf("binary resource: %+v", c)
+	}
+	if c := read("test://template/123/data"); c.MIMEType != "application/json" || c.Text != `{"data":"Data for ID: 123","id":"123","templateTest":true}` {
+		t.Errorf("templated resource: %+v", c)
+	}
+	templates, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(templates.ResourceTemplates) != 1 || templates.ResourceTemplates[0].URITemplate != "test://template/{id}/data" || templates.ResourceTemplates[0].Name != "template" {
+		t.Errorf("templates: %v %+v", err, templates)
+	}
+
+	prompt := func(name string, args map[string]string) []*mcp.PromptMessage {
+		t.Helper()
+		got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return got.Messages
+	}
+	if m := prompt("test_simple_prompt", nil); len(m) != 1 || m[0].Content.(*mcp.TextContent).Text != mcptest.SimplePromptText {
+		t.Errorf("simple prompt: %+v", m)
+	}
+	if m := prompt("test_prompt_with_arguments", map[string]string{"arg1": "a", "arg2": "b"}); len(m) != 1 || m[0].Content.(*mcp.TextContent).Text != "Prompt with arguments: arg1='a', arg2='b'" {
+		t.Errorf("prompt with arguments: %+v", m)
+	}
+	if m := prompt("test_prompt_with_embedded_resource", map[string]string{"resourceUri": "test://x"}); len(m) != 2 {
+		t.Errorf("prompt with a resource: %+v", m)
+	} else if e, ok := m[0].Content.(*mcp.EmbeddedResource); !ok || e.Resource.URI != "test://x" || e.Resource.Text != mcptest.EmbeddedText {
+		t.Errorf("prompt with a resource: %#v", m[0].Content)
+	}
+	if m := prompt("test_prompt_with_image", nil); len(m) != 2 {
+		t.Errorf("prompt with an image: %+v", m)
+	} else if img, ok := m[0].Content.(*mcp.ImageContent); !ok || img.MIMEType != "image/png" || len(img.Data) == 0 {
+		t.Errorf("prompt with an image: %#v", m[0].Content)
+	}
+
+	// completion/complete reaches the server of the prompt or the template named.
+	for _, c := range []struct {
+		ref   *mcp.CompleteReference
+		value string
+		want  []string
+	}{
+		{&mcp.CompleteReference{Type: "ref/prompt", Name: "test_prompt_with_arguments"}, "par", []string{"paris", "park", "party"}},
+		{&mcp.CompleteReference{Type: "ref/resource", URI: "test://template/{id}/data"}, "te", []string{"test", "testValue1"}},
+		{&mcp.CompleteReference{Type: "ref/prompt", Name: "test_simple_prompt"}, "nothing", []string{}},
+	} {
+		got, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: c.ref, Argument: mcp.CompleteParamsArgument{Name: "arg1", Value: c.value}})
+		if err != nil || !slices.Equal(got.Completion.Values, c.want) {
+			t.Errorf("complete %+v %q: %v %+v, want %v", c.ref, c.value, err, got, c.want)
+		}
+	}
+	if _, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "no_such_prompt"}, Argument: mcp.CompleteParamsArgument{Name: "a"}}); err == nil {
+		t.Error("a prompt nobody has was completed")
+	}
+
+	// resources/subscribe reaches the server that lists the resource, whose update
+	// (it updates the watched resource at once) reaches the subscribed session.
+	updated := make(chan string, 10)
+	ws := d.session(t, defaultToken, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+		updated <- r.Params.URI
+	}}, "conf__resources_subscribe")
+	if err := ws.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Messages) != 1 || got.Messages[0].Content.(*mcp.TextContent).Text != "Hello Ada" {
-		t.Errorf("the prompt: %+v", got)
+	select {
+	case uri := <-updated:
+		if uri != "test://watched-resource" {
+			t.Errorf("updated %s", uri)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notifications/resources/updated of the subscribed resource")
 	}
-	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "nobody__greet"}); err == nil {
-		t.Error("a prompt of no server was got")
+	if err := ws.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Error(err)
 	}
 }
 
 // The backends' resources are the front door's: resources/list names them
-// <server>__<name> with their URIs, resources/read finds the server that has one —
-// through the servers' resources tools in the pipeline.
+// <server>__<name> when two servers have one so named, with their URIs; resources/read
+// finds the server that has one and gives its contents as they came — through the
+// servers' resources tools in the pipeline.
 func TestResourcesThroughTheFrontDoor(t *testing.T) {
 	serve := func(name, uri, text string) string {
 		srv := mcp.NewServer(&mcp.Implementation{Name: name}, nil)
@@ -864,10 +1004,146 @@ func TestResourcesThroughTheFrontDoor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Contents) != 1 || got.Contents[0].Text != "beta's text" || got.Contents[0].URI != "test://beta/readme" {
+	if len(got.Contents) != 1 || got.Contents[0].Text != "beta's text" || got.Contents[0].URI != "test://beta/readme" || got.Contents[0].MIMEType != "text/plain" {
 		t.Errorf("read: %+v", got.Contents)
 	}
 	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://nobody/x"}); err == nil {
 		t.Error("a resource nobody has was read")
+	}
+}
+
+// A session's subscription reaches the backend in the session's conversation, and ends
+// there when the client unsubscribes or when its session ends; a resource nobody
+// subscribed to is not unsubscribed at the backend.
+func TestSubscriptionsEndWithTheirSession(t *testing.T) {
+	events := make(chan string, 20)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "watched"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, r *mcp.SubscribeRequest) error {
+			events <- "subscribe " + r.Params.URI
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, r *mcp.UnsubscribeRequest) error {
+			events <- "unsubscribe " + r.Params.URI
+			return nil
+		},
+	})
+	srv.AddResource(&mcp.Resource{URI: "test://w", Name: "w"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://w", Text: "w"}}}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	d := startDoor(t, `"watched": {"type": "http", "url": "`+hs.URL+`", "subscriptions": true}`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-events:
+			if got != want {
+				t.Errorf("the backend saw %q, want %q", got, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the backend saw no %q", want)
+		}
+	}
+	first := d.session(t, defaultToken, nil, "watched__resources_subscribe")
+	second := d.session(t, defaultToken, nil, "watched__resources_subscribe")
+	for _, cs := range []*mcp.ClientSession{first, second} { // two conversations: two backend sessions
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://w"}); err != nil {
+			t.Fatal(err)
+		}
+		next("subscribe test://w")
+	}
+	if err := second.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "test://nothing"}); err != nil {
+		t.Error(err)
+	}
+	if err := second.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "test://w"}); err != nil {
+		t.Fatal(err)
+	}
+	next("unsubscribe test://w")
+	first.Close()
+	next("unsubscribe test://w")
+	select {
+	case got := <-events:
+		t.Errorf("the backend saw %q too", got)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// A client whose stream broke during a call (2025-11-25: the stream begins with a
+// priming event naming it) resumes it with Last-Event-ID and gets the call's result,
+// which ran once.
+func TestStreamResumedWithLastEventID(t *testing.T) {
+	d := startDoor(t)
+	d.session(t, defaultToken, nil, "slow_transfer") // the catalog is in
+	post := func(session, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, d.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+defaultToken)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	resp = post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp.Body.Close()
+
+	resp = post(session, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow_transfer","arguments":{"amount":7}}}`)
+	sc := bufio.NewScanner(resp.Body)
+	var primed string
+	for primed == "" && sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			primed = id
+		}
+	}
+	resp.Body.Close() // the stream breaks before the answer
+	if primed == "" {
+		t.Fatal("the stream began with no event id (no priming event)")
+	}
+	select {
+	case <-d.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not start")
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, d.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+defaultToken)
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", primed)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("resuming: %d %s", resp.StatusCode, b)
+	}
+	sc = bufio.NewScanner(resp.Body)
+	var answer string
+	for answer == "" && sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, `"id":2`) {
+			answer = data
+		}
+	}
+	if !strings.Contains(answer, "sent 7 slowly") {
+		t.Fatalf("the resumed stream's answer: %q (%v)", answer, sc.Err())
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{7}) {
+		t.Errorf("runs: %v, want one", got)
 	}
 }

@@ -56,10 +56,16 @@ func (d *Door) Handler(o *HTTPOptions) http.Handler {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
 	}
+	// The events of the sessions' streams are kept (the go-sdk's store, in memory, 10
+	// MiB at most, the oldest dropped first), so that a client whose stream broke while
+	// this replica lives resumes it with Last-Event-ID and gets what it missed; a
+	// stream of protocol 2025-11-25 begins with a priming event that names it.
+	events := mcp.NewMemoryEventStore(nil)
 	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		return d.Server(tenantOf(r.Context()))
-	}, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, CrossOriginProtection: http.NewCrossOriginProtection(), Logger: d.o.Logger})
-	var h http.Handler = withRequestIDs(d.adoptSessions(sdk, opts.SessionTimeout), opts.MaxBodyBytes)
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, CrossOriginProtection: http.NewCrossOriginProtection(), Logger: d.o.Logger,
+		EventStore: events})
+	var h http.Handler = withRequestIDs(d.adoptSessions(sdk, opts.SessionTimeout, events), opts.MaxBodyBytes)
 	if len(opts.Tokens) > 0 {
 		tokens := opts.Tokens
 		h = auth.RequireBearerToken(func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {

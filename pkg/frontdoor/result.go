@@ -25,9 +25,10 @@ type Fetcher interface {
 //   - a failure is isError, its text "<error_code>: <message>", the code in _meta too;
 //   - a value that is a JSON string is its text; any other value is its JSON text, and
 //     an object is the structured content as well;
-//   - the result's images, audio and embedded resources follow as MCP content blocks,
-//     their bytes read from the object store when they were stored (f), as is a value
-//     too large to travel inline.
+//   - the result's images, audio and embedded resources follow as MCP content blocks
+//     (embedded text resources, which the text writes out, as text resources), their
+//     bytes read from the object store when they were stored (f), as is a value too
+//     large to travel inline.
 func Result(ctx context.Context, f Fetcher, r messages.OutputResult) (*mcp.CallToolResult, error) {
 	if !r.Success {
 		e := r.Error
@@ -84,6 +85,10 @@ func contentBlock(ctx context.Context, f Fetcher, block messages.Content) (mcp.C
 		rc := &mcp.ResourceContents{MIMEType: block.MimeOf(), Blob: data}
 		if block.Resource != nil {
 			rc.URI = block.Resource.URI
+			if block.Resource.IsText {
+				// A text resource, which the model's text writes out: its text again.
+				rc.Blob, rc.Text = nil, string(data)
+			}
 		}
 		return &mcp.EmbeddedResource{Resource: rc}, nil
 	}

@@ -137,6 +137,18 @@ type ServerConfig struct {
 	// capability.
 	Resources *bool `json:"resources,omitempty"`
 	Prompts   *bool `json:"prompts,omitempty"`
+	// Completions true adds a tool that completes an argument of the server's prompts
+	// or resource templates ("<server>__completion_complete"), when the server declares
+	// the capability and its prompts or resources are offered: toolbus's MCP front door
+	// passes a client's completion/complete on through it. Default false: a model
+	// seldom needs it, and every tool listed costs a model's context.
+	Completions *bool `json:"completions,omitempty"`
+	// Subscriptions true adds the tools that subscribe a conversation to a resource of
+	// the server and end it ("<server>__resources_subscribe", "__resources_unsubscribe"),
+	// when the server declares resource subscriptions and its resources are offered:
+	// the resource's updates reach the conversation's orchestrator (toolbus's MCP front
+	// door relays them to the subscribed client). Default false, as Completions.
+	Subscriptions *bool `json:"subscriptions,omitempty"`
 	// MaxSessions bounds the conversations' sessions open at once per executor
 	// replica; the least recently used idle one is closed to make room. Default
 	// [DefaultMaxSessions].
@@ -380,6 +392,14 @@ func (c ServerConfig) OffersResources() bool { return c.Resources == nil || *c.R
 // OffersPrompts reports whether the server's prompts are offered as tools (its
 // "prompts" is not false).
 func (c ServerConfig) OffersPrompts() bool { return c.Prompts == nil || *c.Prompts }
+
+// OffersCompletions reports whether the server's completions are offered as a tool (its
+// "completions" is true).
+func (c ServerConfig) OffersCompletions() bool { return c.Completions != nil && *c.Completions }
+
+// OffersSubscriptions reports whether the server's resource subscriptions are offered
+// as tools (its "subscriptions" is true).
+func (c ServerConfig) OffersSubscriptions() bool { return c.Subscriptions != nil && *c.Subscriptions }
 
 // Probed reports whether healthd probes the server (its "health" is not false).
 func (c ServerConfig) Probed() bool { return c.Health == nil || *c.Health }

@@ -31,6 +31,11 @@ const (
 	remoteReadResource  = "resources:read"
 	remoteListPrompts   = "prompts:list"
 	remoteGetPrompt     = "prompts:get"
+	// Those offered when the configuration asks for them ("completions": true,
+	// "subscriptions": true).
+	remoteComplete    = "completion:complete"
+	remoteSubscribe   = "resources:subscribe"
+	remoteUnsubscribe = "resources:unsubscribe"
 )
 
 // featureMeta marks, in its _meta, a tool the pool made ([server.feature]).
@@ -55,7 +60,7 @@ func (s *server) feature(tool string) bool {
 // featureMethod is the MCP method a feature tool sends, or "" for a tool of the server's.
 func featureMethod(remote string) string {
 	switch remote {
-	case remoteListResources, remoteReadResource, remoteListPrompts, remoteGetPrompt:
+	case remoteListResources, remoteReadResource, remoteListPrompts, remoteGetPrompt, remoteComplete, remoteSubscribe, remoteUnsubscribe:
 		return strings.Replace(remote, ":", "/", 1)
 	}
 	return ""
@@ -81,6 +86,9 @@ type features struct {
 	templates     []*mcp.ResourceTemplate
 	somePrompts   []*mcp.Prompt
 	morePrompts   bool
+	// completions: the server completes arguments, and the configuration offers it;
+	// subscriptions: likewise for subscriptions to its resources.
+	completions, subscriptions bool
 }
 
 // listFeatures reads what sess's server offers beside tools. A list that fails leaves
@@ -116,6 +124,8 @@ func (s *server) listFeatures(ctx context.Context, sess session) features {
 			s.log.Debug("prompts/list", "err", err)
 		}
 	}
+	f.completions = r.Capabilities.Completions != nil && s.cfg.OffersCompletions() && (f.resources || f.prompts)
+	f.subscriptions = f.resources && r.Capabilities.Resources.Subscribe && s.cfg.OffersSubscriptions()
 	return f
 }
 
@@ -140,7 +150,9 @@ func offeredTools(server, prefix string, f features, own map[string]bool) []*mcp
 	var out []*mcp.Tool
 	add := func(t *mcp.Tool) {
 		if !own[t.Name] {
-			t.Annotations = readOnly
+			if t.Annotations == nil {
+				t.Annotations = readOnly
+			}
 			t.Meta = mcp.Meta{featureMeta: true}
 			out = append(out, t)
 		}
@@ -162,6 +174,22 @@ func offeredTools(server, prefix string, f features, own map[string]bool) []*mcp
 		add(&mcp.Tool{Name: remoteListPrompts, Title: "List the prompts of " + server,
 			Description: fmt.Sprintf("List the prompts of the MCP server %q: each one's name, description and arguments. Get one with %s. A list that goes on ends in nextCursor: pass it as cursor for the rest.", server, name(remoteGetPrompt)),
 			InputSchema: json.RawMessage(listSchema)})
+	}
+	if f.completions {
+		add(&mcp.Tool{Name: remoteComplete, Title: "Complete an argument of " + server,
+			Description: fmt.Sprintf("Complete an argument of a prompt or a resource template of the MCP server %q: the values it suggests for what was typed so far (value), given the arguments already chosen (context). Name the prompt (prompt) or the URI template (uriTemplate).", server),
+			InputSchema: json.RawMessage(completeSchema)})
+	}
+	if f.subscriptions {
+		// They change what the conversation is told, not the server's data: idempotent,
+		// not read-only.
+		idempotent := &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: new(bool), OpenWorldHint: new(bool)}
+		add(&mcp.Tool{Name: remoteSubscribe, Title: "Subscribe to a resource of " + server, Annotations: idempotent,
+			Description: fmt.Sprintf("Subscribe this conversation to a resource of the MCP server %q by its URI: each update of it reaches the conversation's orchestrator. End it with %s.", server, name(remoteUnsubscribe)),
+			InputSchema: json.RawMessage(readResourceSchema)})
+		add(&mcp.Tool{Name: remoteUnsubscribe, Title: "End a subscription to a resource of " + server, Annotations: idempotent,
+			Description: fmt.Sprintf("End this conversation's subscription to a resource of the MCP server %q, made with %s.", server, name(remoteSubscribe)),
+			InputSchema: json.RawMessage(readResourceSchema)})
 	}
 	return out
 }
@@ -230,6 +258,13 @@ func describePrompts(b *strings.Builder, f features, list string) {
 const (
 	listSchema         = `{"type":"object","properties":{"cursor":{"type":"string","description":"where the previous list stopped (its nextCursor)"}},"additionalProperties":false}`
 	readResourceSchema = `{"type":"object","properties":{"uri":{"type":"string","minLength":1,"description":"the resource's URI"}},"required":["uri"],"additionalProperties":false}`
+	completeSchema     = `{"type":"object","properties":{` +
+		`"prompt":{"type":"string","description":"the prompt whose argument is completed"},` +
+		`"uriTemplate":{"type":"string","description":"or the resource template whose variable is completed"},` +
+		`"argument":{"type":"string","minLength":1,"description":"the argument's (or the variable's) name"},` +
+		`"value":{"type":"string","description":"what was typed so far"},` +
+		`"context":{"type":"object","additionalProperties":{"type":"string"},"description":"the arguments already chosen, by name"}},` +
+		`"required":["argument","value"],"additionalProperties":false}`
 )
 
 // getPromptSchema is the get tool's input schema. When the first page of the list held
@@ -276,6 +311,9 @@ func getPromptSchema(f features) json.RawMessage {
 const (
 	checkListSchema      = `{"type":"object","properties":{"cursor":{"type":["string","null"]}},"additionalProperties":false}`
 	checkGetPromptSchema = `{"type":"object","properties":{"name":{"type":"string","minLength":1},"arguments":{"type":["object","null"],"additionalProperties":{"type":["string","null"]}}},"required":["name"],"additionalProperties":false}`
+	checkCompleteSchema  = `{"type":"object","properties":{"prompt":{"type":["string","null"]},"uriTemplate":{"type":["string","null"]},` +
+		`"argument":{"type":"string","minLength":1},"value":{"type":"string"},"context":{"type":["object","null"],"additionalProperties":{"type":["string","null"]}}},` +
+		`"required":["argument","value"],"additionalProperties":false}`
 )
 
 // featureArgs are the arguments of a feature tool, as [decodeFeatureArgs] reads them.
@@ -284,12 +322,40 @@ type featureArgs struct {
 	URI       string             `json:"uri"`
 	Name      string             `json:"name"`
 	Arguments map[string]*string `json:"arguments"`
+	// The completion tool's.
+	Prompt      *string            `json:"prompt"`
+	URITemplate *string            `json:"uriTemplate"`
+	Argument    string             `json:"argument"`
+	Value       string             `json:"value"`
+	Context     map[string]*string `json:"context"`
+}
+
+// completeParams are the completion tool's arguments as completion/complete asks: the
+// prompt or the template named, not both.
+func (a featureArgs) completeParams(tool string) (*mcp.CompleteParams, error) {
+	p := &mcp.CompleteParams{Argument: mcp.CompleteParamsArgument{Name: a.Argument, Value: a.Value}}
+	prompt, template := a.Prompt != nil && *a.Prompt != "", a.URITemplate != nil && *a.URITemplate != ""
+	switch {
+	case prompt && !template:
+		p.Ref = &mcp.CompleteReference{Type: "ref/prompt", Name: *a.Prompt}
+	case template && !prompt:
+		p.Ref = &mcp.CompleteReference{Type: "ref/resource", URI: *a.URITemplate}
+	default:
+		return nil, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: name either a prompt or a uriTemplate", messages.EchoName(tool))
+	}
+	if ctx := nonNull(a.Context); len(ctx) > 0 {
+		p.Context = &mcp.CompleteContext{Arguments: ctx}
+	}
+	return p, nil
 }
 
 // promptArguments are the arguments given, without those left out as null.
-func (a featureArgs) promptArguments() map[string]string {
-	out := make(map[string]string, len(a.Arguments))
-	for k, v := range a.Arguments {
+func (a featureArgs) promptArguments() map[string]string { return nonNull(a.Arguments) }
+
+// nonNull are the strings of m by name, without those left out as null.
+func nonNull(m map[string]*string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
 		if v != nil {
 			out[k] = *v
 		}
@@ -310,7 +376,8 @@ var featureSchemas = sync.OnceValue(func() map[string]*jsonschema.Resolved {
 	out := map[string]*jsonschema.Resolved{}
 	for remote, raw := range map[string]string{
 		remoteListResources: checkListSchema, remoteListPrompts: checkListSchema, remoteReadResource: readResourceSchema,
-		remoteGetPrompt: checkGetPromptSchema,
+		remoteGetPrompt: checkGetPromptSchema, remoteComplete: checkCompleteSchema,
+		remoteSubscribe: readResourceSchema, remoteUnsubscribe: readResourceSchema,
 	} {
 		s, err := toolcall.ResolveSchema(json.RawMessage(raw))
 		if err != nil {
@@ -350,6 +417,11 @@ func decodeFeatureArgs(tool, remote string, raw json.RawMessage) (featureArgs, e
 	var a featureArgs
 	if err := json.Unmarshal(checked, &a); err != nil {
 		return featureArgs{}, messages.Errorf(messages.CodeInvalidArguments, "invalid arguments for tool %q: %v", messages.EchoName(tool), err)
+	}
+	if remote == remoteComplete {
+		if _, err := a.completeParams(tool); err != nil {
+			return featureArgs{}, err
+		}
 	}
 	return a, nil
 }
@@ -411,6 +483,30 @@ func (s *mcpSession) feature(ctx context.Context, remote string, a featureArgs) 
 			}
 		}
 		return structured(out)
+	case remoteComplete:
+		p, err := a.completeParams(remote)
+		if err != nil {
+			return nil, err
+		}
+		p.Meta = traceMeta(ctx)
+		res, err := s.cs.Complete(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if res.Completion.Values == nil {
+			res.Completion.Values = []string{}
+		}
+		return structured(res.Completion)
+	case remoteSubscribe:
+		if err := s.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: a.URI, Meta: traceMeta(ctx)}); err != nil {
+			return nil, err
+		}
+		return structured(map[string]any{"subscribed": a.URI})
+	case remoteUnsubscribe:
+		if err := s.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: a.URI, Meta: traceMeta(ctx)}); err != nil {
+			return nil, err
+		}
+		return structured(map[string]any{"unsubscribed": a.URI})
 	case remoteListPrompts:
 		var out struct {
 			Prompts    []*mcp.Prompt `json:"prompts"`
@@ -434,19 +530,9 @@ func (s *mcpSession) feature(ctx context.Context, remote string, a featureArgs) 
 	return nil, fmt.Errorf("%w: %q is no feature tool", ErrUnknownTool, remote)
 }
 
-// resourceResult shows a resource's contents as a tool's result: the text of a single
-// text resource as it is (a blob whose type is text and whose bytes are UTF-8 counts as
-// one), anything else as embedded resources: blobs stay blobs.
+// resourceResult is a resource's contents as a tool's result: each an embedded resource,
+// as it came ([readValue] shows the model a single text as it is).
 func resourceResult(res *mcp.ReadResourceResult) *mcp.CallToolResult {
-	if len(res.Contents) == 1 && res.Contents[0] != nil {
-		c := res.Contents[0]
-		if c.Blob == nil {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: c.Text}}}
-		}
-		if textual(c.MIMEType) && utf8.Valid(c.Blob) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(c.Blob)}}}
-		}
-	}
 	out := &mcp.CallToolResult{Content: make([]mcp.Content, 0, len(res.Contents))}
 	for _, c := range res.Contents {
 		if c != nil {
@@ -454,6 +540,28 @@ func resourceResult(res *mcp.ReadResourceResult) *mcp.CallToolResult {
 		}
 	}
 	return out
+}
+
+// readValue is resultValue for the read tool's result (resourceResult): the text of a
+// single text resource as it is (a blob whose type is text and whose bytes are UTF-8
+// counts as one), its resource kept as its block (for the front door's resources/read,
+// which gives back the contents as they came); anything else as any tool's embedded
+// resources are.
+func readValue(server, tool string, res *mcp.CallToolResult) (json.RawMessage, []messages.Content, string, error) {
+	if res != nil && !res.IsError && len(res.Content) == 1 {
+		if e, ok := res.Content[0].(*mcp.EmbeddedResource); ok && e.Resource != nil {
+			r := e.Resource
+			text, ok := r.Text, r.Blob == nil
+			if !ok && textual(r.MIMEType) && utf8.Valid(r.Blob) {
+				text, ok = string(r.Blob), true
+			}
+			if ok {
+				value, _, _, err := resultValue(server, tool, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}})
+				return value, []messages.Content{resourceBlock(r)}, "", err
+			}
+		}
+	}
+	return resultValue(server, tool, res)
 }
 
 // textual reports whether a MIME type is text a model reads: text/*, JSON, XML.

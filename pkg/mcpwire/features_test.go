@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolbus/toolbus/internal/mcptest"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -223,5 +224,110 @@ func TestFeatureNameTakenByTheServer(t *testing.T) {
 	out, err := p.Call(ctxT(t), "lib::resources:read", json.RawMessage(`{"uri":"lib://books/dune"}`))
 	if err != nil || string(out) != `"the server's own"` {
 		t.Errorf("= %s, %v", out, err)
+	}
+}
+
+// The read tool shows the model a single text resource as its text, as before, and keeps
+// the resource as its block (IsText), so that the front door's resources/read gives back
+// its URI, type and text as they came; a blob stays a blob.
+func TestReadToolKeepsTheResource(t *testing.T) {
+	p := newPool(t, map[string]mcpwire.ServerConfig{"lib": placeholder}, &mcpwire.Options{Dial: inMemory(library())})
+	ctx := ctxT(t)
+	var kept mcpwire.KeptContent
+	out, err := p.Call(mcpwire.WithKeptContent(ctx, &kept), "lib__resources_read", json.RawMessage(`{"uri":"lib://books/dune"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != `"A desert planet."` {
+		t.Errorf("the model reads %s", out)
+	}
+	if len(kept.Content) != 1 || kept.Content[0].Resource == nil || *kept.Content[0].Resource != (messages.ResourceContents{URI: "lib://books/dune", MimeType: "text/plain", Blob: "QSBkZXNlcnQgcGxhbmV0Lg==", IsText: true}) {
+		t.Errorf("kept %+v", kept.Content)
+	}
+	kept = mcpwire.KeptContent{}
+	out, err = p.Call(mcpwire.WithKeptContent(ctx, &kept), "lib__resources_read", json.RawMessage(`{"uri":"lib://shelves/7"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "shelf 7") || !strings.Contains(string(out), "content 1]") {
+		t.Errorf("the model reads %s", out)
+	}
+	if len(kept.Content) != 2 || kept.Content[0].Resource.IsText || kept.Content[0].Resource.MimeType != "image/png" || !kept.Content[1].Resource.IsText {
+		t.Errorf("kept %+v", kept.Content)
+	}
+}
+
+// "completions": true offers a tool that completes an argument of the server's prompts
+// and resource templates (completion/complete), when the server declares completions;
+// it is not offered without it. Naming neither or both of a prompt and a template is
+// invalid_arguments, and nothing is sent.
+func TestCompletionTool(t *testing.T) {
+	on := true
+	srv := mcptest.ConformanceServer()
+	p := newPool(t, map[string]mcpwire.ServerConfig{"conf": {Command: "in-memory", Completions: &on}, "lib": {Command: "in-memory", Completions: &on}},
+		&mcpwire.Options{Dial: func(ctx context.Context, name string) (mcp.Transport, error) {
+			if name == "lib" {
+				return inMemory(library())(ctx, name) // no completions declared
+			}
+			return inMemory(srv)(ctx, name)
+		}})
+	ctx := ctxT(t)
+	if _, err := p.Lookup(ctx, "lib__completion_complete"); err == nil {
+		t.Error("a server without completions has the tool")
+	}
+	for _, c := range []struct{ args, want string }{
+		{`{"prompt":"test_prompt_with_arguments","argument":"arg1","value":"par"}`, `{"total":3,"values":["paris","park","party"]}`},
+		{`{"uriTemplate":"test://template/{id}/data","argument":"id","value":"te","context":{"other":"x"}}`, `{"total":2,"values":["test","testValue1"]}`},
+		{`{"prompt":"test_prompt_with_arguments","argument":"arg1","value":"zzz","uriTemplate":null}`, `{"values":[]}`},
+	} {
+		out, err := p.Call(ctx, "conf__completion_complete", json.RawMessage(c.args))
+		if err != nil || string(out) != c.want {
+			t.Errorf("%s: %s, %v; want %s", c.args, out, err, c.want)
+		}
+	}
+	for _, args := range []string{`{"argument":"a","value":""}`, `{"prompt":"p","uriTemplate":"t","argument":"a","value":""}`, `{"prompt":"p","value":""}`} {
+		var te *messages.ToolError
+		if _, err := p.Call(ctx, "conf__completion_complete", json.RawMessage(args)); !errors.As(err, &te) || te.Code != messages.CodeInvalidArguments {
+			t.Errorf("%s: err = %v, want invalid_arguments", args, err)
+		}
+	}
+}
+
+// "subscriptions": true offers the tools that subscribe a conversation to a resource and
+// end it: the server's update of the resource reaches Options.Updated for the
+// conversation subscribed; without the configuration, no tool.
+func TestSubscriptionTools(t *testing.T) {
+	on := true
+	updates := make(chan messages.ResourceUpdated, 10)
+	p := newPool(t, map[string]mcpwire.ServerConfig{"conf": {Command: "in-memory", Subscriptions: &on}, "plain": placeholder},
+		&mcpwire.Options{Dial: func(ctx context.Context, name string) (mcp.Transport, error) {
+			return inMemory(mcptest.ConformanceServer())(ctx, name)
+		},
+			Updated: func(_ context.Context, u messages.ResourceUpdated) { updates <- u }})
+	ctx := ctxT(t)
+	if _, err := p.Lookup(ctx, "plain__resources_subscribe"); err == nil {
+		t.Error("a server without \"subscriptions\": true has the tool")
+	}
+	if tool, err := p.Lookup(ctx, "conf__resources_subscribe"); err != nil || tool.ReadOnly || !tool.Idempotent {
+		t.Errorf("the subscribe tool: %+v, %v; want idempotent, not read-only", tool, err)
+	}
+	c1 := mcpwire.WithConversation(ctx, "c1")
+	if out, err := p.Call(c1, "conf__resources_subscribe", json.RawMessage(`{"uri":"test://watched-resource"}`)); err != nil || string(out) != `{"subscribed":"test://watched-resource"}` {
+		t.Fatalf("subscribe: %s, %v", out, err)
+	}
+	select {
+	case u := <-updates: // the server updates the watched resource at once
+		if u != (messages.ResourceUpdated{Conversation: "c1", Server: "conf", URI: "test://watched-resource"}) {
+			t.Errorf("update %+v", u)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update of the subscribed resource")
+	}
+	if out, err := p.Call(c1, "conf__resources_unsubscribe", json.RawMessage(`{"uri":"test://watched-resource"}`)); err != nil || string(out) != `{"unsubscribed":"test://watched-resource"}` {
+		t.Errorf("unsubscribe: %s, %v", out, err)
+	}
+	var te *messages.ToolError
+	if _, err := p.Call(c1, "conf__resources_subscribe", json.RawMessage(`{}`)); !errors.As(err, &te) || te.Code != messages.CodeInvalidArguments {
+		t.Errorf("no uri: %v", err)
 	}
 }

@@ -75,6 +75,9 @@ type Options struct {
 	// Log receives what servers log (notifications/message) while a call made with
 	// [WithCall] runs on them; nil leaves it to the debug log.
 	Log LogFunc
+	// Updated receives the updates of the resources conversations subscribed to (the
+	// resources_subscribe tools); nil drops them.
+	Updated UpdatedFunc
 	// MeterProvider records the mcp.client.operation.duration histogram; nil records
 	// none. Spans need no option: a call's span is a child of the span in its context,
 	// from that span's provider.
@@ -429,7 +432,11 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 			countSent(ctx)
 		}
 		if err == nil {
-			value, kept, notice, err := resultValue(s.name, t.Remote, res)
+			valueOf := resultValue
+			if t.Remote == remoteReadResource && s.feature(t.Remote) {
+				valueOf = readValue
+			}
+			value, kept, notice, err := valueOf(s.name, t.Remote, res)
 			if len(kept) > 0 || notice != "" {
 				keep(ctx, kept, notice)
 			}
@@ -637,6 +644,8 @@ type server struct {
 	// measurements caches the attribute sets of the duration histogram, by tool and
 	// error type: the server's own tools, a bounded set.
 	measurements sync.Map
+	// subs are the conversations subscribed to its resources, by session.
+	subs subscriptions
 	// taskModes are the tools the server runs as MCP tasks, as its last listing said
 	// (tasks.go): every session of the server's calls them so.
 	taskModes atomic.Pointer[map[string]string]
@@ -733,6 +742,9 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			p.progress.notify(p.opts.Progress, req)
+		},
+		ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			s.updated(ctx, req.Session, req.Params.URI)
 		},
 	})
 	return s

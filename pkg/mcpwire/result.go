@@ -65,7 +65,7 @@ func resultValue(server, tool string, res *mcp.CallToolResult) (value json.RawMe
 			return b, nil, "", nil
 		}
 		_, kept, names := contentValue(res.Content)
-		if len(kept) > 0 {
+		if len(names) > 0 {
 			notice = "the result also holds content the orchestrator has: " + strings.Join(names, ", ")
 		}
 		return b, kept, notice, nil
@@ -89,9 +89,11 @@ func resultValue(server, tool string, res *mcp.CallToolResult) (value json.RawMe
 }
 
 // contentValue is content as the model reads it, a line or more per block, and the
-// blocks kept for the orchestrator with the names the text gives them.
+// blocks kept for the orchestrator with the names the text gives them, followed by the
+// embedded text resources the text writes out (named nowhere, so that the names of the
+// others say their places as they always did).
 func contentValue(content []mcp.Content) (string, []messages.Content, []string) {
-	var kept []messages.Content
+	var kept, written []messages.Content
 	var names []string
 	keep := func(c messages.Content) string {
 		kept = append(kept, c)
@@ -114,11 +116,11 @@ func contentValue(content []mcp.Content) (string, []messages.Content, []string) 
 			switch {
 			case r == nil:
 			case r.Blob != nil:
-				parts = append(parts, keep(messages.Content{Type: messages.ContentResource, Size: len(r.Blob),
-					Resource: &messages.ResourceContents{URI: r.URI, MimeType: r.MIMEType, Blob: base64.StdEncoding.EncodeToString(r.Blob)}}))
+				parts = append(parts, keep(resourceBlock(r)))
 			default:
 				// Text the model can read: written out, under its URI.
 				parts = append(parts, "[resource: "+resourceHead(r.URI, r.MIMEType)+"]\n"+r.Text)
+				written = append(written, resourceBlock(r))
 			}
 		case *mcp.ResourceLink:
 			parts = append(parts, "[resource link: "+resourceHead(c.URI, c.MIMEType, c.Name, c.Description)+"]")
@@ -129,7 +131,18 @@ func contentValue(content []mcp.Content) (string, []messages.Content, []string) 
 			}
 		}
 	}
-	return strings.Join(parts, "\n"), kept, names
+	return strings.Join(parts, "\n"), append(kept, written...), names
+}
+
+// resourceBlock is an embedded resource as a kept block: a text resource's text as its
+// UTF-8 bytes, IsText.
+func resourceBlock(r *mcp.ResourceContents) messages.Content {
+	data, isText := r.Blob, r.Blob == nil
+	if isText {
+		data = []byte(r.Text)
+	}
+	return messages.Content{Type: messages.ContentResource, Size: len(data),
+		Resource: &messages.ResourceContents{URI: r.URI, MimeType: r.MIMEType, Blob: base64.StdEncoding.EncodeToString(data), IsText: isText}}
 }
 
 // resourceHead joins what names a resource, leaving out what is empty.

@@ -77,7 +77,8 @@ func TestToolErrorKinds(t *testing.T) {
 
 // Images, audio and embedded blobs are kept for the orchestrator and named in the text
 // the model reads, in their place; an embedded text resource and a resource link are
-// written out. With structured content the blocks are kept and named in a notice.
+// written out, the text resource kept too, after the named blocks (IsText). With
+// structured content the blocks are kept and the named ones named in a notice.
 func TestResultValueKeepsContent(t *testing.T) {
 	png := []byte("\x89PNG\r\n\x1a\n-not-really-an-image-")
 	pdf := make([]byte, 3000)
@@ -101,7 +102,16 @@ func TestResultValueKeepsContent(t *testing.T) {
 		{name: "text resource and link written out",
 			res: &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "demo://1", MIMEType: "text/plain", Text: "hello"}},
 				&mcp.ResourceLink{URI: "demo://2", Name: "two"}}},
-			want: `"[resource: demo://1, text/plain]\nhello\n[resource link: demo://2, two]"`},
+			want:     `"[resource: demo://1, text/plain]\nhello\n[resource link: demo://2, two]"`,
+			wantKept: []messages.Content{{Type: "resource", Size: 5, Resource: &messages.ResourceContents{URI: "demo://1", MimeType: "text/plain", Blob: "aGVsbG8=", IsText: true}}}},
+		{name: "a text resource kept after the named blocks",
+			res: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "mixed:"}, &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "demo://1", MIMEType: "application/json", Text: `{"a":1}`}},
+				&mcp.ImageContent{MIMEType: "image/png", Data: png}}},
+			want:     `"mixed:\n[resource: demo://1, application/json]\n{\"a\":1}\n[image: image/png, 29 bytes, content 1]"`,
+			wantKept: []messages.Content{image, {Type: "resource", Size: 7, Resource: &messages.ResourceContents{URI: "demo://1", MimeType: "application/json", Blob: "eyJhIjoxfQ==", IsText: true}}}},
+		{name: "structured with a text resource",
+			res:  &mcp.CallToolResult{StructuredContent: map[string]int{"n": 1}, Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "demo://1", Text: "hi"}}}},
+			want: `{"n":1}`, wantKept: []messages.Content{{Type: "resource", Size: 2, Resource: &messages.ResourceContents{URI: "demo://1", Blob: "aGk=", IsText: true}}}},
 		{name: "structured with an image",
 			res:  &mcp.CallToolResult{StructuredContent: map[string]int{"n": 1}, Content: []mcp.Content{&mcp.TextContent{Text: `{"n":1}`}, &mcp.ImageContent{MIMEType: "image/png", Data: png}}},
 			want: `{"n":1}`, wantKept: []messages.Content{image},

@@ -43,6 +43,9 @@ func (s *server) send(ctx context.Context, sess session, tool string, args json.
 		if err != nil {
 			return nil, err
 		}
+		if tool == remoteSubscribe || tool == remoteUnsubscribe {
+			return s.subscription(ctx, ms, tool, a)
+		}
 		return ms.callFeature(ctx, tool, a)
 	}
 	var res *mcp.CallToolResult

@@ -40,6 +40,7 @@ var schemaTypes = map[string]any{
 	"ElicitResponse":  messages.ElicitResponse{},
 	"ApprovalRequest": messages.ApprovalRequest{},
 	"Approval":        messages.Approval{},
+	"ResourceUpdated": messages.ResourceUpdated{},
 }
 
 // notOnTheWire are fields of the types that never travel, by schema and JSON name.

@@ -39,11 +39,18 @@ type Content struct {
 }
 
 // ResourceContents is an embedded resource of a tool's result: its URI, type, and its
-// contents as base64 (Blob); MCP's text resources are shown to the model as text.
+// contents as base64 (Blob).
+//
+// An embedded text resource (MCP's text resource contents) is written out in the text
+// the model reads; its block is kept too, IsText, after the blocks the text names (whose
+// places, "content N", it leaves as they were), so that an MCP client of the front door
+// gets it back as the text resource it was. Its Blob holds the text's UTF-8 bytes as
+// base64, as a blob's, so that it is fitted, stored and fetched as any block is.
 type ResourceContents struct {
 	URI      string `json:"uri"`
 	MimeType string `json:"mimeType,omitempty"`
 	Blob     string `json:"blob,omitempty"`
+	IsText   bool   `json:"isText,omitempty"`
 }
 
 // MimeOf is the block's media type, of its resource for an embedded one.

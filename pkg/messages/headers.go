@@ -46,6 +46,9 @@ const (
 	// HeaderLogOf, on a message of ProgressSubject, names the call under way during
 	// which its server logged the message it carries ([CallLog]).
 	HeaderLogOf = "Toolbus-Log-Of"
+	// HeaderResourceUpdated, on a message of ProgressSubject, names the server whose
+	// resource a conversation subscribed to changed ([ResourceUpdated]).
+	HeaderResourceUpdated = "Toolbus-Resource-Updated"
 	// HeaderDeadline is an RFC 3339 time after which a call is answered with timeout.
 	HeaderDeadline = "Toolbus-Deadline"
 	// HeaderMsgID is JetStream's de-duplication id: the response's scoped id

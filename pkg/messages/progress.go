@@ -33,3 +33,14 @@ type CallLog struct {
 	// Data is what the server logged, any JSON value.
 	Data json.RawMessage `json:"data"`
 }
+
+// ResourceUpdated says that a resource a conversation subscribed to changed: an MCP
+// server's notifications/resources/updated, on a session where a call of the conversation
+// subscribed to the URI (a server's resources_subscribe tool, which toolbus's MCP front
+// door calls for a client's resources/subscribe). It travels on [ProgressSubject] with
+// [HeaderResourceUpdated] naming the server; best effort.
+type ResourceUpdated struct {
+	Conversation string `json:"conversation"`
+	Server       string `json:"server"`
+	URI          string `json:"uri"`
+}

@@ -140,3 +140,24 @@ func publishLog(nc *nats.Conn, secrets *redact.Current, log *slog.Logger) mcpwir
 		}
 	}
 }
+
+// publishUpdated publishes the update of a resource a conversation subscribed to on the
+// conversation's progress subject, marked with the server's name (best effort).
+func publishUpdated(nc *nats.Conn, log *slog.Logger) mcpwire.UpdatedFunc {
+	return func(ctx context.Context, u messages.ResourceUpdated) {
+		if messages.ValidateConversation(u.Conversation) != nil {
+			return
+		}
+		body, err := json.Marshal(u)
+		if err != nil {
+			return
+		}
+		m := &nats.Msg{Subject: messages.ProgressSubject(u.Conversation), Data: body, Header: nats.Header{}}
+		m.Header.Set(messages.HeaderConversation, u.Conversation)
+		m.Header.Set(messages.HeaderResourceUpdated, u.Server)
+		bus.InjectTrace(ctx, m.Header)
+		if err := nc.PublishMsg(m); err != nil {
+			log.Debug("a resource's update not published", "server", u.Server, "err", err)
+		}
+	}
+}

@@ -245,7 +245,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			return nil, fmt.Errorf("executor: %w", err)
 		}
 		pool, err := NewPool(o.Config, mcpwire.Options{Logger: log, MeterProvider: o.MeterProvider, Tokens: store, Login: o.Login, Ask: askOrchestrator(nc),
-			Progress: publishProgress(nc, log), Sample: askModel(nc), Log: publishLog(nc, w.secrets, log),
+			Progress: publishProgress(nc, log), Sample: askModel(nc), Log: publishLog(nc, w.secrets, log), Updated: publishUpdated(nc, log),
 			OnCatalog: func(server string, tools []mcpwire.Tool) { mirrorCatalog(catalogKV, server, tools, log) }})
 		if err != nil {
 			return nil, err
