@@ -127,17 +127,7 @@ func publishLog(nc *nats.Conn, secrets *redact.Current, log *slog.Logger) mcpwir
 			}
 			l.Data = json.RawMessage(masked)
 		}
-		body, err := json.Marshal(l)
-		if err != nil {
-			return
-		}
-		m := &nats.Msg{Subject: messages.ProgressSubject(l.Conversation), Data: body, Header: nats.Header{}}
-		m.Header.Set(messages.HeaderConversation, l.Conversation)
-		m.Header.Set(messages.HeaderLogOf, l.CallID)
-		bus.InjectTrace(ctx, m.Header)
-		if err := nc.PublishMsg(m); err != nil {
-			log.Debug("a server's log message not published", "call", l.CallID, "err", err)
-		}
+		notify(ctx, nc, log, l.Conversation, messages.HeaderLogOf, l.CallID, l, "a server's log message")
 	}
 }
 
@@ -148,16 +138,23 @@ func publishUpdated(nc *nats.Conn, log *slog.Logger) mcpwire.UpdatedFunc {
 		if messages.ValidateConversation(u.Conversation) != nil {
 			return
 		}
-		body, err := json.Marshal(u)
-		if err != nil {
-			return
-		}
-		m := &nats.Msg{Subject: messages.ProgressSubject(u.Conversation), Data: body, Header: nats.Header{}}
-		m.Header.Set(messages.HeaderConversation, u.Conversation)
-		m.Header.Set(messages.HeaderResourceUpdated, u.Server)
-		bus.InjectTrace(ctx, m.Header)
-		if err := nc.PublishMsg(m); err != nil {
-			log.Debug("a resource's update not published", "server", u.Server, "err", err)
-		}
+		notify(ctx, nc, log, u.Conversation, messages.HeaderResourceUpdated, u.Server, u, "a resource's update")
+	}
+}
+
+// notify publishes v on conversation's progress subject, marked header: value, with the
+// trace of ctx — best effort, as the notifications it carries are: what cannot be
+// published is logged (what names it) and dropped.
+func notify(ctx context.Context, nc *nats.Conn, log *slog.Logger, conversation, header, value string, v any, what string) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	m := &nats.Msg{Subject: messages.ProgressSubject(conversation), Data: body, Header: nats.Header{}}
+	m.Header.Set(messages.HeaderConversation, conversation)
+	m.Header.Set(header, value)
+	bus.InjectTrace(ctx, m.Header)
+	if err := nc.PublishMsg(m); err != nil {
+		log.Debug(what+" not published", "of", value, "err", err)
 	}
 }

@@ -694,9 +694,6 @@ func TopLists(cfg *config.Config) catalog.Lists {
 	return catalog.Lists{Allowed: cfg.AllowedTools, Blocked: cfg.BlockedTools}
 }
 
-// askOrchestrator puts a server's elicitation request to the conversation's
-// orchestrator: a NATS request on toolbus.elicit.<conversation>, answered within the
-// call's time. Nobody listening declines at once.
 // publishProgress publishes what an MCP server reports of a call under way on the
 // conversation's progress subject (kept with the outputs), marked with the call's id
 // (messages.HeaderProgressOf): best effort, as the notifications themselves are.
@@ -705,17 +702,7 @@ func publishProgress(nc *nats.Conn, log *slog.Logger) mcpwire.ProgressFunc {
 		if messages.ValidateConversation(p.Conversation) != nil {
 			return
 		}
-		body, err := json.Marshal(p)
-		if err != nil {
-			return
-		}
-		m := &nats.Msg{Subject: messages.ProgressSubject(p.Conversation), Data: body, Header: nats.Header{}}
-		m.Header.Set(messages.HeaderConversation, p.Conversation)
-		m.Header.Set(messages.HeaderProgressOf, p.CallID)
-		bus.InjectTrace(ctx, m.Header)
-		if err := nc.PublishMsg(m); err != nil {
-			log.Debug("progress not published", "call", p.CallID, "err", err)
-		}
+		notify(ctx, nc, log, p.Conversation, messages.HeaderProgressOf, p.CallID, p, "progress")
 	}
 }
 
@@ -751,6 +738,9 @@ func requeueApproved(js jetstream.JetStream) policy.Requeue {
 	}
 }
 
+// askOrchestrator puts a server's elicitation request to the conversation's
+// orchestrator: a NATS request on toolbus.elicit.<conversation>, answered within the
+// call's time. Nobody listening declines at once.
 func askOrchestrator(nc *nats.Conn) mcpwire.AskFunc {
 	return func(ctx context.Context, server, conversation string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 		req := messages.ElicitRequest{Conversation: conversation, Server: server, Message: p.Message, Mode: p.Mode, URL: p.URL}
