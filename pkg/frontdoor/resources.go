@@ -71,11 +71,17 @@ func (d *Door) serverResourcesOwned(ctx context.Context, tenant string, ss *mcp.
 
 // templateOwners are the servers that list uriTemplate among their resource templates.
 func (d *Door) templateOwners(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra, uriTemplate string) []string {
-	_, templates, _, owners := d.serverResourcesOwned(ctx, tenant, ss, extra)
+	_, templates, _, servers := d.serverResourcesOwned(ctx, tenant, ss, extra)
+	return ownersOf(templates, servers, func(t *mcp.ResourceTemplate) bool { return t.URITemplate == uriTemplate })
+}
+
+// ownersOf are the servers (servers[i] lists items[i]) that list an item that matches,
+// each once.
+func ownersOf[T any](items []T, servers []string, match func(T) bool) []string {
 	var out []string
-	for i, t := range templates {
-		if t.URITemplate == uriTemplate && !slices.Contains(out, owners[i]) {
-			out = append(out, owners[i])
+	for i, item := range items {
+		if match(item) && !slices.Contains(out, servers[i]) {
+			out = append(out, servers[i])
 		}
 	}
 	return out

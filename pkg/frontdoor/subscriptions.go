@@ -98,14 +98,8 @@ func (d *Door) unsubscribeAt(ctx context.Context, tenant, conv, uri string, serv
 
 // resourceOwners are the servers that list uri among their resources.
 func (d *Door) resourceOwners(ctx context.Context, tenant string, ss *mcp.ServerSession, extra *mcp.RequestExtra, uri string) []string {
-	resources, _, owners, _ := d.serverResourcesOwned(ctx, tenant, ss, extra)
-	var out []string
-	for i, r := range resources {
-		if r.URI == uri && !slices.Contains(out, owners[i]) {
-			out = append(out, owners[i])
-		}
-	}
-	return out
+	resources, _, servers, _ := d.serverResourcesOwned(ctx, tenant, ss, extra)
+	return ownersOf(resources, servers, func(r *mcp.Resource) bool { return r.URI == uri })
 }
 
 // watchFor notes that session subscribed to uri at servers, and relays conv's updates
