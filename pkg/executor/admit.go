@@ -29,11 +29,11 @@ func Denied(name string, d policy.Decision) *messages.ToolError {
 // nothing claimed; a rule that asks a person leaves the call to awaitApproval.
 func (s *Stage) checkPolicy(ctx context.Context, c *callState) verdict {
 	if !c.admit {
-		return proceed
+		return proceed()
 	}
 	p := s.Exec.Policy.Load()
 	if c.policy = p; p == nil {
-		return proceed
+		return proceed()
 	}
 	if rev := p.Revision(); rev != "" && c.recording {
 		c.span.SetAttributes(telemetry.PolicyRevision.String(rev))
@@ -41,7 +41,7 @@ func (s *Stage) checkPolicy(ctx context.Context, c *callState) verdict {
 	if c.decision = p.Decide(c.policyCall()); c.decision.Effect == policy.Deny {
 		return s.refuse(ctx, c, Denied(c.call.Tool, c.decision), false)
 	}
-	return proceed
+	return proceed()
 }
 
 // countLimits counts an allowed call against the configured limits ([Executor.Limits])
@@ -49,7 +49,7 @@ func (s *Stage) checkPolicy(ctx context.Context, c *callState) verdict {
 // rate_limited. An error from the limits bucket hands the call back.
 func (s *Stage) countLimits(ctx context.Context, c *callState) verdict {
 	if !c.admit || c.d.Delivered > 1 || !s.Exec.Limits.Active() {
-		return proceed
+		return proceed()
 	}
 	var le *policy.LimitedError
 	switch err := s.Exec.Limits.Take(ctx, c.policyCall()); {
@@ -58,7 +58,7 @@ func (s *Stage) countLimits(ctx context.Context, c *callState) verdict {
 	case err != nil:
 		return handBack(bus.Retry(fmt.Errorf("call %s: %w", c.call.ID, err), s.redeliveryDelay()))
 	}
-	return proceed
+	return proceed()
 }
 
 // takePlaces takes the call's places under the limits of calls at once, on every
@@ -68,7 +68,7 @@ func (s *Stage) countLimits(ctx context.Context, c *callState) verdict {
 // before, it may have run in part, and is not refused for waiting).
 func (s *Stage) takePlaces(ctx context.Context, c *callState) verdict {
 	if !c.admit || !s.Exec.Limits.Concurrent() {
-		return proceed
+		return proceed()
 	}
 	hold := time.Until(s.Exec.Budget(c.call, c.route, time.Now())) + s.storeWait()
 	var le *policy.LimitedError
@@ -82,7 +82,7 @@ func (s *Stage) takePlaces(ctx context.Context, c *callState) verdict {
 		return handBack(bus.Retry(fmt.Errorf("call %s: %w", c.call.ID, err), s.redeliveryDelay()))
 	}
 	c.release = release
-	return proceed
+	return proceed()
 }
 
 // refuse answers a call its admission refused, with nothing run: the reason masked with

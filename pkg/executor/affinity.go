@@ -19,14 +19,14 @@ import (
 // answered with what the holder answered when another replica ran it there.
 func (s *Stage) reachSession(ctx context.Context, c *callState) verdict {
 	if c.routeErr != nil || c.route.Session == "" || s.Owners == nil {
-		return proceed
+		return proceed()
 	}
 	out, there, lease, err := s.place(ctx, c.route.Session, c.call, c.route, c.d)
 	c.lease = lease
 	if err != nil || there {
 		return reply(out, err)
 	}
-	return proceed
+	return proceed()
 }
 
 // place finds the replica that holds the conversation's session with server: this one

@@ -31,7 +31,7 @@ func (s *Stage) runCall(ctx context.Context, c *callState) verdict {
 		// attempt (the retry bound counts only recorded ones).
 		c.res.Attempts += c.d.Delivered - 1
 	}
-	return proceed
+	return proceed()
 }
 
 // tellModel makes the result what the model reads: it says that the call ran in a new
@@ -45,7 +45,7 @@ func (s *Stage) tellModel(_ context.Context, c *callState) verdict {
 		notice = s.notice(c.route.Session, c.session, c.lease)
 	}
 	if notice == "" && res.Error == nil {
-		return proceed
+		return proceed()
 	}
 	mask := s.Exec.Redact.For(strings.TrimPrefix(c.route.Server, "mcp:"))
 	if notice != "" {
@@ -54,7 +54,7 @@ func (s *Stage) tellModel(_ context.Context, c *callState) verdict {
 	if res.Error != nil {
 		res.Error.Message = mask.String(res.Error.Message)
 	}
-	return proceed
+	return proceed()
 }
 
 // markSpan writes the outcome on the call's span: a failure's status (as the model is
@@ -66,7 +66,7 @@ func (s *Stage) markSpan(_ context.Context, c *callState) verdict {
 		c.span.SetStatus(codes.Error, string(res.Error.Code))
 	}
 	if !c.recording {
-		return proceed
+		return proceed()
 	}
 	c.span.SetAttributes(telemetry.Server.String(label(res.Backend)), telemetry.Attempt.Int(res.Attempts))
 	if res.Error != nil {
@@ -74,7 +74,7 @@ func (s *Stage) markSpan(_ context.Context, c *callState) verdict {
 		c.span.AddEvent("toolbus.call.failed", trace.WithAttributes(telemetry.ErrorCode.String(string(res.Error.Code)),
 			telemetry.ErrorMessage.String(res.Error.Message)))
 	}
-	return proceed
+	return proceed()
 }
 
 // retryLater hands back a failure that a later delivery tries again (transient, safe
@@ -84,7 +84,7 @@ func (s *Stage) markSpan(_ context.Context, c *callState) verdict {
 func (s *Stage) retryLater(ctx context.Context, c *callState) verdict {
 	res := &c.res
 	if res.Success || !c.oc.Retryable || c.d.Last {
-		return proceed
+		return proceed()
 	}
 	s.logCall(ctx, slog.LevelDebug, c.call, c.tool, label(res.Backend), *res)
 	if err := s.Claims.Release(ctx, c.call.ID, claims.Progress{Attempts: res.Attempts, Sent: c.oc.Sent, First: c.first}); err != nil {
@@ -96,8 +96,10 @@ func (s *Stage) retryLater(ctx context.Context, c *callState) verdict {
 // fitResult makes a result too large to travel inline fit ([Stage.MaxInlineResultBytes]):
 // stored whole in [Stage.Results], a preview passed on.
 func (s *Stage) fitResult(ctx context.Context, c *callState) verdict {
-	c.res = s.fit(ctx, c.res)
-	return proceed
+	if !s.fits(&c.res) {
+		c.res = s.fit(ctx, c.res)
+	}
+	return proceed()
 }
 
 // publish answers the call: its one log line (arguments and results never: they may
@@ -106,20 +108,20 @@ func (s *Stage) fitResult(ctx context.Context, c *callState) verdict {
 // and a claimed call's result stored before it is published, with a dead-letter copy
 // when its retries or deliveries ran out.
 func (s *Stage) publish(ctx context.Context, c *callState) verdict {
-	res := c.res
+	res := &c.res
 	level := slog.LevelInfo
-	if s.quiet(c.call.Tool, c.route) {
+	if len(s.QuietTools) > 0 && s.quiet(c.call.Tool, c.route) { // no Route copied for none
 		level = slog.LevelDebug
 	}
 	if res.Error != nil {
 		level = slog.LevelWarn
 	}
-	s.logCall(ctx, level, c.call, c.tool, label(res.Backend), res)
+	s.logCall(ctx, level, c.call, c.tool, label(res.Backend), *res)
 	if s.Owners != nil && c.route.Session != "" && (c.session.Opened || c.lease.Ended != "") {
 		// Said in this answer: later calls of the conversation run in the session as usual.
 		s.Owners.Opened(ctx, c.lease)
 	}
-	s.Exec.RecordCall(ctx, c.call, c.route, c.routeErr, res, c.first) // once, answered
-	s.Exec.Answered(res, c.oc)
-	return reply(s.finish(ctx, c.call, res, c.claimed, !res.Success && (c.oc.Retryable || c.oc.Exhausted)))
+	s.Exec.RecordCall(ctx, c.call, c.route, c.routeErr, *res, c.first) // once, answered
+	s.Exec.Answered(*res, c.oc)
+	return reply(s.finish(ctx, c.call, *res, c.claimed, !res.Success && (c.oc.Retryable || c.oc.Exhausted)))
 }

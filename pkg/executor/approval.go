@@ -25,7 +25,7 @@ import (
 // is refused not_allowed. An error from the approvals bucket hands the call back.
 func (s *Stage) awaitApproval(ctx context.Context, c *callState) verdict {
 	if !c.admit || c.decision.Effect != policy.Approve {
-		return proceed
+		return proceed()
 	}
 	refusal, waiting, err := s.ask(ctx, c.call, c.route, c.decision, c.policy.Revision(), c.d)
 	switch {
@@ -42,7 +42,7 @@ func (s *Stage) awaitApproval(ctx context.Context, c *callState) verdict {
 		return s.refuse(ctx, c, refusal, false)
 	}
 	c.approved = true
-	return proceed
+	return proceed()
 }
 
 // maxApprovalArguments bounds the arguments an approval request shows: a quarter of the

@@ -21,14 +21,14 @@ func (s *Stage) claimCall(ctx context.Context, c *callState) verdict {
 	c.safe = c.route.Info.ReadOnly || c.route.Info.Idempotent
 	c.claimed = c.d.Delivered > 1 || !c.safe || c.approved
 	if !c.claimed {
-		return proceed
+		return proceed()
 	}
 	c.digest = claims.Digest(c.call.Tool, c.call.Arguments)
 	var err error
 	if c.claim, err = s.Claims.Begin(ctx, c.call.ID, c.digest); err != nil {
 		return handBack(bus.Retry(err, s.redeliveryDelay()))
 	}
-	return proceed
+	return proceed()
 }
 
 // awaitRunning waits for a call whose claim looks abandoned but which this process is
@@ -37,11 +37,11 @@ func (s *Stage) claimCall(ctx context.Context, c *callState) verdict {
 // delivery answers with it (or runs a released call again), as any redelivery does.
 func (s *Stage) awaitRunning(ctx context.Context, c *callState) verdict {
 	if c.claim.Abandoned == nil {
-		return proceed
+		return proceed()
 	}
 	running, ok := s.Exec.running.Load(c.call.ID)
 	if !ok {
-		return proceed
+		return proceed()
 	}
 	select {
 	case <-running.(chan struct{}):
@@ -58,7 +58,7 @@ func (s *Stage) awaitRunning(ctx context.Context, c *callState) verdict {
 func (s *Stage) answerStored(ctx context.Context, c *callState) verdict {
 	switch {
 	case c.claim.Result == nil:
-		return proceed
+		return proceed()
 	case !claims.Same(c.claim.Digest, c.digest):
 		res := messages.ResultFor(c.call).Fail(reusedID(c.call))
 		s.Exec.RecordCall(ctx, c.call, c.route, c.routeErr, res, time.Now())
@@ -77,13 +77,13 @@ func (s *Stage) takeOver(ctx context.Context, c *callState) verdict {
 	ab := c.claim.Abandoned
 	switch {
 	case ab == nil:
-		return proceed
+		return proceed()
 	case c.safe:
 		if err := s.Claims.TakeOver(ctx, c.call.ID, &c.claim); err != nil {
 			// Another replica took it over; let JetStream sort out who answers.
 			return handBack(bus.Retry(err, s.redeliveryDelay()))
 		}
-		return proceed
+		return proceed()
 	}
 	if alive := s.Exec.Budget(c.call, c.route, ab.Started).Add(s.storeWait()); !c.d.Last && time.Now().Before(alive) {
 		return handBack(bus.Retry(fmt.Errorf("call %s is claimed by %s since %s", c.call.ID, ab.Owner,
@@ -105,7 +105,7 @@ func (s *Stage) startBudget(_ context.Context, c *callState) verdict {
 	if c.first.IsZero() {
 		c.first = time.Now()
 	}
-	return proceed
+	return proceed()
 }
 
 // reusedID is the refusal of a call whose id answered another call before: its

@@ -159,13 +159,17 @@ func (e *Executor) RecordCall(ctx context.Context, call messages.ToolCall, r Rou
 	if routeErr != nil {
 		server = ""
 	}
-	e.Metrics.Call(ctx, canonicalLabel(r, routeErr), server, messages.Tenant(call.Conversation), outcome, time.Since(first))
+	e.Metrics.Call(ctx, canonicalLabel(&r, routeErr), server, messages.Tenant(call.Conversation), outcome, time.Since(first))
 }
 
 // Budget returns when the time budget of call, on route r, first tried at first, runs
 // out: the most specific timeout (the tool's, the route's, the executor's) after first,
 // or the call's own deadline if that is earlier.
 func (e *Executor) Budget(call messages.ToolCall, r Route, first time.Time) time.Time {
+	return e.budget(&call, &r, first)
+}
+
+func (e *Executor) budget(call *messages.ToolCall, r *Route, first time.Time) time.Time {
 	timeout := cmp.Or(e.ToolTimeouts[call.Tool], r.Timeout, e.Timeout, 60*time.Second)
 	end := first.Add(timeout)
 	if !call.Deadline.IsZero() && call.Deadline.Before(end) {
@@ -202,7 +206,7 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	if first.IsZero() {
 		first = start
 	}
-	budget := e.Budget(call, r, first)
+	budget := e.budget(&call, &r, first)
 	if err == nil && !start.Before(budget) {
 		// An earlier delivery used the budget up: answer now, try nothing.
 		res := messages.ResultFor(call)
@@ -214,9 +218,8 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	defer cancel()
 	res := messages.ResultFor(call)
 	res.Attempts = earlier.Attempts
-	failed := Failed{Name: call.Tool, Route: r, Budget: budget.Sub(first)}
 	if err != nil {
-		return res.Fail(Classify(err, failed)), Outcome{}
+		return res.Fail(Classify(err, Failed{Name: call.Tool, Route: r, Budget: budget.Sub(first)})), Outcome{}
 	}
 	res.Backend = r.Server
 	if r.MCP.Server != "" || call.Tool != r.Info.Name {
@@ -224,18 +227,18 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		// name: the parser checked only the shown names of in-process tools, which check
 		// their own arguments besides.
 		if call.Arguments, err = e.schemas.checkArguments(call.Tool, r, call.Arguments); err != nil {
-			return res.Fail(Classify(err, failed)), Outcome{}
+			return res.Fail(Classify(err, Failed{Name: call.Tool, Route: r, Budget: budget.Sub(first)})), Outcome{}
 		}
 	}
-	t := tries{e: e, ctx: ctx, call: call, r: r, res: res, earlier: earlier, start: start, first: first, budget: budget,
-		tool: canonicalLabel(r, nil), safe: r.Info.ReadOnly || r.Info.Idempotent, maxAttempts: e.MaxAttempts(r), reached: earlier.Sent}
+	t := tries{e: e, ctx: ctx, earlier: earlier, start: start, budget: budget, limit: budget.Sub(first), tool: canonicalLabel(&r, nil), server: r.Server,
+		label: r.Label(), remote: r.MCP.Remote, mcp: r.MCP.Server != "", safe: r.Info.ReadOnly || r.Info.Idempotent, maxAttempts: e.MaxAttempts(r), reached: earlier.Sent}
 	if t.reached >= t.maxAttempts {
 		// Earlier deliveries used every attempt up (one that failed after its last
 		// attempt was recorded): answer now, try nothing.
 		return res.Fail(messages.Errorf(messages.CodeServerUnavailable,
 			"the call to %q reached its server %d times, as many as it may, and failed", messages.EchoName(call.Tool), t.reached)), Outcome{Exhausted: true, Sent: t.reached}
 	}
-	return t.run()
+	return t.run(&call, &r, &res)
 }
 
 // attemptNames are the names of the first attempts' spans, built once.
@@ -249,8 +252,9 @@ func attemptName(n int) string {
 }
 
 // attempt runs the call once under its timeout, turning panics into internal errors
-// and every failure into the *messages.ToolError [Classify] makes of it.
-func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall, f Failed) (out json.RawMessage, err error) {
+// and every failure into the *messages.ToolError [Classify] makes of it (budget: the
+// call's time budget, Failed.Budget).
+func (e *Executor) attempt(ctx context.Context, r *Route, call *messages.ToolCall, budget time.Duration) (out json.RawMessage, err error) {
 	// ctx ends with the call's time budget: the attempt gets what remains of it.
 	defer func() {
 		if r := recover(); r != nil {
@@ -269,7 +273,7 @@ func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall,
 	}
 	out, err = r.Call(ctx, call.Conversation, args)
 	if err != nil {
-		return nil, Classify(err, f)
+		return nil, Classify(err, Failed{Name: call.Tool, Route: *r, Budget: budget})
 	}
 	return out, nil
 }

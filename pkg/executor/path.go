@@ -55,6 +55,8 @@ const (
 	handedBack            // err is the runner's to act on: a bus.Retry naks with a delay
 )
 
+func (s say) String() string { return [...]string{"go on", "answered", "handed back"}[s] }
+
 // verdict is a step's say on a call, and what goes with it.
 type verdict struct {
 	say say
@@ -63,7 +65,7 @@ type verdict struct {
 }
 
 // proceed is the verdict of a step that lets the call go on.
-var proceed = verdict{}
+func proceed() verdict { return verdict{} }
 
 // reply is the verdict of a step that answered the call with out, or hands it back
 // when producing the answer failed (err: a result that could not be stored).
@@ -122,11 +124,11 @@ type callState struct {
 // back. What the call holds (a place under a limit, the mark that it runs here, its
 // span) is given back however it ends.
 func (s *Stage) Execute(ctx context.Context, call messages.ToolCall, d *bus.Delivery) ([]bus.Outgoing, error) {
-	c := states.Get().(*callState)
-	*c = callState{ctx: ctx, call: call, d: d}
+	c := states.Get().(*callState) // zero: new, or recycled
+	c.ctx, c.call, c.d = ctx, call, d
 	defer s.recycle(c)
-	for _, st := range path {
-		if v := st.run(s, c.ctx, c); v.say != goOn {
+	for i := range path {
+		if v := path[i].run(s, c.ctx, c); v.say != goOn {
 			return v.out, v.err
 		}
 	}

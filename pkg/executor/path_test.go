@@ -95,8 +95,6 @@ func code(res messages.ToolResult) string {
 	return string(res.Error.Code)
 }
 
-func (s say) String() string { return [...]string{"go on", "answered", "handed back"}[s] }
-
 // The path is one list, in this order: docs/architecture.md describes it so.
 func TestPathIsOneList(t *testing.T) {
 	want := []string{"end", "parsed", "route", "policy", "approval", "limits", "places", "affinity", "claim", "running",

@@ -58,7 +58,7 @@ const DefaultMaxInlineResultBytes = 64 << 10
 // StoreWait; when it cannot be stored, the result is cut to a preview that says so.
 func (s *Stage) fit(ctx context.Context, res messages.ToolResult) messages.ToolResult {
 	max := cmp.Or(s.MaxInlineResultBytes, DefaultMaxInlineResultBytes)
-	if res.InlineBytes() <= max || !res.Success {
+	if s.fits(&res) {
 		return res
 	}
 	if s.Results != nil {
@@ -71,6 +71,12 @@ func (s *Stage) fit(ctx context.Context, res messages.ToolResult) messages.ToolR
 		s.logger().Warn("a large result could not be kept; it is answered with a preview only", "call", res.CallID, "bytes", res.InlineBytes(), "err", err)
 	}
 	return messages.CapResult(res, max)
+}
+
+// fits reports whether res travels as it is: a failure, or a result within the inline
+// limit.
+func (s *Stage) fits(res *messages.ToolResult) bool {
+	return !res.Success || res.InlineBytes() <= cmp.Or(s.MaxInlineResultBytes, DefaultMaxInlineResultBytes)
 }
 
 // quiet reports whether a call is one of QuietTools, by the name the model wrote, the
@@ -111,7 +117,7 @@ func Decode(d *bus.Delivery) (messages.ToolCall, error) {
 // passEnd passes a streamed response's end on to the formatter.
 func (s *Stage) passEnd(_ context.Context, c *callState) verdict {
 	if !c.call.End {
-		return proceed
+		return proceed()
 	}
 	return reply(s.answer(c.call, messages.ResultFor(c.call), false))
 }
@@ -121,14 +127,14 @@ func (s *Stage) passEnd(_ context.Context, c *callState) verdict {
 func (s *Stage) answerParsed(ctx context.Context, c *callState) verdict {
 	call := &c.call
 	if call.Error == nil {
-		return proceed
+		return proceed()
 	}
 	tool := telemetry.UnknownTool
 	if call.Error.Code == messages.CodeInvalidArguments {
 		route, err := s.Exec.Router.Resolve(ctx, call.Tool)
-		tool = canonicalLabel(route, err)
+		tool = canonicalLabel(&route, err)
 	}
-	ctx, span := s.toolSpan(ctx, *call, tool)
+	ctx, span := s.toolSpan(ctx, call, tool)
 	defer span.End()
 	span.SetAttributes(telemetry.ErrorCode.String(string(call.Error.Code)))
 	span.SetStatus(codes.Error, string(call.Error.Code))
@@ -143,14 +149,14 @@ func (s *Stage) answerParsed(ctx context.Context, c *callState) verdict {
 // cannot be routed goes on without admission, to be answered with its route's error.
 func (s *Stage) route(ctx context.Context, c *callState) verdict {
 	c.route, c.routeErr = s.Exec.Router.Resolve(ctx, c.call.Tool)
-	c.tool = canonicalLabel(c.route, c.routeErr)
-	c.ctx, c.span = s.toolSpan(ctx, c.call, c.tool)
+	c.tool = canonicalLabel(&c.route, c.routeErr)
+	c.ctx, c.span = s.toolSpan(ctx, &c.call, c.tool)
 	c.recording = c.span.IsRecording() // with tracing off, no attribute is built
 	// The replica that forwarded a call here checked it already.
 	if c.admit = c.routeErr == nil && !affinity.Forwarded(c.ctx); c.admit {
 		c.admitted = time.Now()
 	}
-	return proceed
+	return proceed()
 }
 
 // finish stores the result of a claimed call and answers it; an exhausted call is also
@@ -214,7 +220,7 @@ func (s *Stage) logger() *slog.Logger {
 // "execute_tool <tool>" after OpenTelemetry's GenAI conventions, with the tool's
 // canonical name (catalog.Ref.Name) however the model spelled it, and the spelling as an
 // attribute when it differs.
-func (s *Stage) toolSpan(ctx context.Context, call messages.ToolCall, tool string) (context.Context, trace.Span) {
+func (s *Stage) toolSpan(ctx context.Context, call *messages.ToolCall, tool string) (context.Context, trace.Span) {
 	// Recorded where its message's span is, by the same provider; a message not traced
 	// (tracing off) gets no span for its call either: nothing is allocated for it.
 	parent := trace.SpanFromContext(ctx)

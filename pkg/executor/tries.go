@@ -19,18 +19,20 @@ import (
 
 // tries are one delivery's attempts of a call ([Executor.ExecuteRoute]): the first at
 // once, the next after a backoff while the failure may be tried again, each an attempt
-// span; then the result and how a failure may be handled further.
+// span; then the result and how a failure may be handled further. The call, its route
+// and its result are the caller's, handed to each method rather than copied in.
 type tries struct {
 	e       *Executor
 	ctx     context.Context // ends with the call's budget
-	call    messages.ToolCall
-	r       Route
-	res     messages.ToolResult
 	earlier Earlier
-	first   time.Time
 	start   time.Time
 	budget  time.Time
-	tool    string
+	limit   time.Duration // the budget's length
+	tool    string        // the tool's label
+	server  string        // Route.Server, Route.Label, Route.MCP.Remote
+	label   string
+	remote  string
+	mcp     bool // an MCP server's tool
 	safe    bool
 
 	maxAttempts int
@@ -48,12 +50,12 @@ type tries struct {
 	pendingCode, pendingReason string
 }
 
-// run makes the attempts and answers.
-func (t *tries) run() (messages.ToolResult, Outcome) {
+// run makes the attempts of call on r and answers, counting them on in res.
+func (t *tries) run(call *messages.ToolCall, r *Route, res *messages.ToolResult) (messages.ToolResult, Outcome) {
 	// The first attempt runs at once, as backoff.Retry would run it; only one that failed
 	// and may be tried again builds the backoff, which is handed that failure as its
 	// first attempt's, so that it waits and counts as it would have.
-	err := t.attempt()
+	err := t.attempt(call, r, res)
 	if err != nil && !errors.As(err, new(*backoff.PermanentError)) {
 		firstErr, replayed := err, false
 		err = backoff.Retry(func() error {
@@ -61,7 +63,7 @@ func (t *tries) run() (messages.ToolResult, Outcome) {
 				replayed = true
 				return firstErr
 			}
-			return t.attempt()
+			return t.attempt(call, r, res)
 		}, t.e.Retry.backoff(t.ctx, t.maxAttempts-1))
 	}
 	// Handed back: a later delivery tries the call again, and this delivery's last
@@ -75,21 +77,21 @@ func (t *tries) run() (messages.ToolResult, Outcome) {
 		}
 		t.pending.End()
 	}
-	t.res.DurationMS = float64(time.Since(t.start).Microseconds()) / 1000
+	res.DurationMS = float64(time.Since(t.start).Microseconds()) / 1000
 	if err != nil {
-		return t.failure(again, handBack)
+		return t.failure(res, again, handBack)
 	}
 	t.report(nil)
 	if len(t.out) == 0 || !messages.Valid(t.out) {
-		return t.res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", messages.EchoName(t.call.Tool))), Outcome{MaybeRan: true}
+		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", messages.EchoName(call.Tool))), Outcome{MaybeRan: true}
 	}
-	t.res.Success, t.res.Result = true, t.out
-	return t.res, Outcome{}
+	res.Success, res.Result = true, t.out
+	return *res, Outcome{}
 }
 
 // failure is the answer of attempts that failed: again says the last may be tried
 // again, handBack that a later delivery will.
-func (t *tries) failure(again, handBack bool) (messages.ToolResult, Outcome) {
+func (t *tries) failure(res *messages.ToolResult, again, handBack bool) (messages.ToolResult, Outcome) {
 	last := t.last
 	if t.refused {
 		// Say how many attempts of this call reached the server: those refused on
@@ -101,7 +103,7 @@ func (t *tries) failure(again, handBack bool) (messages.ToolResult, Outcome) {
 			last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
 				"%d earlier attempt(s) of this call could not reach the server; %s", tried, last.Message)}
 		}
-		return t.res.Fail(last), Outcome{Sent: t.reached}
+		return res.Fail(last), Outcome{Sent: t.reached}
 	}
 	oc := Outcome{
 		Retryable: handBack,
@@ -116,7 +118,7 @@ func (t *tries) failure(again, handBack bool) (messages.ToolResult, Outcome) {
 	} else {
 		oc.Unreported = t.allowed && t.e.Gate != nil
 	}
-	return t.res.Fail(last), oc
+	return res.Fail(last), oc
 }
 
 // retryable says the last failure may be tried again, now or by a later delivery:
@@ -131,7 +133,7 @@ func (t *tries) retryable() bool {
 // the call's outcome.
 func (t *tries) report(final error) {
 	if t.e.Gate != nil && t.allowed {
-		t.e.Gate.Report(t.r.Server, final)
+		t.e.Gate.Report(t.server, final)
 	}
 }
 
@@ -139,13 +141,13 @@ func (t *tries) report(final error) {
 // counted in the retries metric.
 func (t *tries) retried() {
 	t.pending.SetAttributes(telemetry.RetryReason.String(t.e.Redact.String(messages.EchoError(t.pendingReason))))
-	t.e.Metrics.Retry(t.ctx, t.tool, t.r.Label(), t.pendingCode)
+	t.e.Metrics.Retry(t.ctx, t.tool, t.label, t.pendingCode)
 }
 
 // attempt is one try, in a span of its own: asked of the breaker before the first,
 // sent, and counted. An error that may be tried again is returned as it is, any other
 // as backoff.Permanent.
-func (t *tries) attempt() error {
+func (t *tries) attempt(call *messages.ToolCall, r *Route, res *messages.ToolResult) error {
 	if t.pending != nil {
 		t.retried()
 		t.pending.End()
@@ -157,23 +159,23 @@ func (t *tries) attempt() error {
 	// attempts, so that a call's own retries never open it against the call, and a
 	// server back within the call's budget serves it.
 	if g := t.e.Gate; g != nil && !t.allowed {
-		if err := g.Allow(t.r.Server); err != nil {
+		if err := g.Allow(t.server); err != nil {
 			// The server is known to be down: answer now, retry nothing. The try counts,
 			// as one that sent nothing does.
 			t.refused, t.last = true, messages.AsToolError(err)
-			t.res.Attempts++
+			res.Attempts++
 			span.SetAttributes(telemetry.ErrorCode.String(string(t.last.Code)))
 			span.End()
 			return backoff.Permanent(err)
 		}
 		t.allowed = true
 	}
-	requests, err := t.send(actx)
+	requests, err := t.send(actx, call, r, res)
 	// One try is one attempt, in the result as in its span and the retries metric: a try
 	// sends its request once (mcpwire.WithOneRequest), and a try whose session broke is
 	// the next try's to send again, after the backoff. Tries that reached the server
 	// count towards MaxAttempts.
-	t.res.Attempts++
+	res.Attempts++
 	t.reached += requests
 	if err == nil {
 		span.End()
@@ -201,10 +203,10 @@ func (t *tries) span(number int) (context.Context, trace.Span) {
 	}
 	actx, span := tracer.Start(t.ctx, attemptName(number))
 	if span.IsRecording() { // with tracing off, no attribute is built
-		span.SetAttributes(telemetry.Tool.String(t.tool), telemetry.Server.String(t.r.Label()), telemetry.Attempt.Int(number))
-		if t.r.MCP.Server != "" {
+		span.SetAttributes(telemetry.Tool.String(t.tool), telemetry.Server.String(t.label), telemetry.Attempt.Int(number))
+		if t.mcp {
 			// OpenTelemetry's MCP conventions: the method and the tool's name on its server.
-			span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(t.r.MCP.Remote)))
+			span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(t.remote)))
 		}
 	}
 	return actx, span
@@ -213,9 +215,9 @@ func (t *tries) span(number int) (context.Context, trace.Span) {
 // send runs the call once and says how many requests reached the tool: each request an
 // MCP server was sent (a resend after a broken connection too), one for any other
 // backend's try unless it provably sent nothing.
-func (t *tries) send(ctx context.Context) (requests int, err error) {
-	if t.r.MCP.Server == "" {
-		t.out, err = t.e.attempt(ctx, t.r, t.call, t.failed())
+func (t *tries) send(ctx context.Context, call *messages.ToolCall, r *Route, res *messages.ToolResult) (requests int, err error) {
+	if r.MCP.Server == "" {
+		t.out, err = t.e.attempt(ctx, r, call, t.limit)
 		if err != nil && messages.AsToolError(err).Unsent {
 			return 0, err
 		}
@@ -223,14 +225,9 @@ func (t *tries) send(ctx context.Context) (requests int, err error) {
 	}
 	var n atomic.Int32
 	var kept mcpwire.KeptContent // the result's images, audio, embedded blobs
-	t.out, err = t.e.attempt(mcpwire.WithOneRequest(mcpwire.WithKeptContent(mcpwire.WithSentCount(ctx, &n), &kept)), t.r, t.call, t.failed())
+	t.out, err = t.e.attempt(mcpwire.WithOneRequest(mcpwire.WithKeptContent(mcpwire.WithSentCount(ctx, &n), &kept)), r, call, t.limit)
 	if err == nil {
-		t.res.Content, t.res.Notice = kept.Content, kept.Notice
+		res.Content, res.Notice = kept.Content, kept.Notice
 	}
 	return int(n.Load()), err
-}
-
-// failed is what [Classify] knows of the call.
-func (t *tries) failed() Failed {
-	return Failed{Name: t.call.Tool, Route: t.r, Budget: t.budget.Sub(t.first)}
 }
