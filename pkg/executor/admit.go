@@ -96,8 +96,8 @@ func (s *Stage) refuse(ctx context.Context, c *callState, refusal *messages.Tool
 	if c.recording {
 		c.span.SetAttributes(telemetry.ErrorCode.String(string(refusal.Code)))
 	}
-	s.logCall(ctx, slog.LevelWarn, c.call, c.tool, c.route.Label(), res)
-	s.Exec.RecordCall(ctx, c.call, c.route, nil, res, c.admitted)
+	s.logCall(ctx, slog.LevelWarn, &c.call, c.tool, c.route.Label(), &res)
+	s.Exec.recordCall(ctx, &c.call, &c.route, nil, &res, c.admitted)
 	if !limited {
 		return reply(s.answer(c.call, res, false))
 	}

@@ -86,7 +86,7 @@ func (s *Stage) retryLater(ctx context.Context, c *callState) verdict {
 	if res.Success || !c.oc.Retryable || c.d.Last {
 		return proceed()
 	}
-	s.logCall(ctx, slog.LevelDebug, c.call, c.tool, label(res.Backend), *res)
+	s.logCall(ctx, slog.LevelDebug, &c.call, c.tool, label(res.Backend), res)
 	if err := s.Claims.Release(ctx, c.call.ID, claims.Progress{Attempts: res.Attempts, Sent: c.oc.Sent, First: c.first}); err != nil {
 		s.logger().Warn("release claim", "call", c.call.ID, "err", err)
 	}
@@ -116,12 +116,12 @@ func (s *Stage) publish(ctx context.Context, c *callState) verdict {
 	if res.Error != nil {
 		level = slog.LevelWarn
 	}
-	s.logCall(ctx, level, c.call, c.tool, label(res.Backend), *res)
+	s.logCall(ctx, level, &c.call, c.tool, label(res.Backend), res)
 	if s.Owners != nil && c.route.Session != "" && (c.session.Opened || c.lease.Ended != "") {
 		// Said in this answer: later calls of the conversation run in the session as usual.
 		s.Owners.Opened(ctx, c.lease)
 	}
-	s.Exec.RecordCall(ctx, c.call, c.route, c.routeErr, *res, c.first) // once, answered
+	s.Exec.recordCall(ctx, &c.call, &c.route, c.routeErr, res, c.first) // once, answered
 	s.Exec.Answered(*res, c.oc)
 	return reply(s.finish(ctx, c.call, *res, c.claimed, !res.Success && (c.oc.Retryable || c.oc.Exhausted)))
 }

@@ -61,8 +61,8 @@ func (s *Stage) answerStored(ctx context.Context, c *callState) verdict {
 		return proceed()
 	case !claims.Same(c.claim.Digest, c.digest):
 		res := messages.ResultFor(c.call).Fail(reusedID(c.call))
-		s.Exec.RecordCall(ctx, c.call, c.route, c.routeErr, res, time.Now())
-		s.logCall(ctx, slog.LevelWarn, c.call, c.tool, c.route.Label(), res)
+		s.Exec.recordCall(ctx, &c.call, &c.route, c.routeErr, &res, time.Now())
+		s.logCall(ctx, slog.LevelWarn, &c.call, c.tool, c.route.Label(), &res)
 		return reply(s.answer(c.call, res, false))
 	}
 	return reply(s.answer(c.call, *c.claim.Result, false))
@@ -94,7 +94,7 @@ func (s *Stage) takeOver(ctx context.Context, c *callState) verdict {
 			"the tool may or may not have run, and it is not idempotent, so it was not run again: check its effect before calling it again",
 		messages.EchoName(c.call.Tool), ab.Owner, ab.Started.Format(time.RFC3339)))
 	res.Attempts = max(c.claim.PriorAttempts, 1)
-	s.Exec.RecordCall(ctx, c.call, c.route, c.routeErr, res, ab.Started)
+	s.Exec.recordCall(ctx, &c.call, &c.route, c.routeErr, &res, ab.Started)
 	return reply(s.finish(ctx, c.call, res, true, false))
 }
 

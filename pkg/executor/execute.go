@@ -152,14 +152,18 @@ func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) (message
 // attempt: what the model waited. A stage records a call once, when it answers it, not
 // at each delivery that hands it back.
 func (e *Executor) RecordCall(ctx context.Context, call messages.ToolCall, r Route, routeErr error, res messages.ToolResult, first time.Time) {
-	outcome, server := "ok", r.Label()
+	e.recordCall(ctx, &call, &r, routeErr, &res, first)
+}
+
+func (e *Executor) recordCall(ctx context.Context, call *messages.ToolCall, r *Route, routeErr error, res *messages.ToolResult, first time.Time) {
+	outcome, server := "ok", label(r.Server)
 	if res.Error != nil {
 		outcome = string(res.Error.Code)
 	}
 	if routeErr != nil {
 		server = ""
 	}
-	e.Metrics.Call(ctx, canonicalLabel(&r, routeErr), server, messages.Tenant(call.Conversation), outcome, time.Since(first))
+	e.Metrics.Call(ctx, canonicalLabel(r, routeErr), server, messages.Tenant(call.Conversation), outcome, time.Since(first))
 }
 
 // Budget returns when the time budget of call, on route r, first tried at first, runs

@@ -140,7 +140,7 @@ func (s *Stage) answerParsed(ctx context.Context, c *callState) verdict {
 	span.SetStatus(codes.Error, string(call.Error.Code))
 	res := messages.ResultFor(*call).Fail(&messages.ToolError{Code: call.Error.Code, Message: call.Error.Message})
 	s.Exec.Metrics.Call(ctx, tool, "parser", messages.Tenant(call.Conversation), string(call.Error.Code), 0)
-	s.logCall(ctx, slog.LevelWarn, *call, tool, "parser", res)
+	s.logCall(ctx, slog.LevelWarn, call, tool, "parser", &res)
 	return reply(s.answer(*call, res, false))
 }
 
@@ -241,7 +241,7 @@ func (s *Stage) toolSpan(ctx context.Context, call *messages.ToolCall, tool stri
 // logCall writes the one line of an answered call: its tool by canonical name (and as
 // written, when the model spelled it otherwise), server, outcome, attempts and time; a
 // failure's code and reason (masked) too. Never its arguments or result.
-func (s *Stage) logCall(ctx context.Context, level slog.Level, call messages.ToolCall, tool, server string, res messages.ToolResult) {
+func (s *Stage) logCall(ctx context.Context, level slog.Level, call *messages.ToolCall, tool, server string, res *messages.ToolResult) {
 	lg := s.logger()
 	if !lg.Enabled(ctx, level) { // nothing is built for a level that is off
 		return
