@@ -2,21 +2,18 @@ package executor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/claims"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/policy"
 	"github.com/toolbus/toolbus/pkg/telemetry"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Denied is the error a model reads for calling name, which the policy's decision d
@@ -26,197 +23,88 @@ func Denied(name string, d policy.Decision) *messages.ToolError {
 		Message: fmt.Sprintf("the call to %q is not allowed by the policy: %s", messages.EchoName(name), d.Reason())}
 }
 
-// admit is the policy's say on a routed call, before it is claimed: the rules on every
-// delivery (a call never runs without the policy in force allowing it), the limits on
-// its first (a call is counted once). A refused call is answered here (done): a denial
-// as it is, a call over a limit stored in its claim too, so that a redelivery answers
-// it again rather than run it uncounted. A call a rule asks a person to approve is
-// parked (done, nothing published: see approval) until decided; approved reports a call
-// that was, which is then claimed whatever its annotations, so that it runs once. An
-// error from the limits or approvals bucket hands the call back. A call under a limit
-// of calls at once takes its places on every delivery that runs it, and gives them back
-// with release (nil when it took none) once answered; a redelivery that finds no place
-// is handed back rather than refused.
-func (s *Stage) admit(ctx context.Context, call messages.ToolCall, route Route, tool string, d *bus.Delivery, span trace.Span) (out []bus.Outgoing, done, approved bool, release func(context.Context), err error) {
-	start := time.Now()
+// checkPolicy asks the rules in force ([Executor.Policy]) of a routed call, once
+// routed and before it is claimed, on every delivery: a call never runs without the
+// policy in force allowing it. A denial is answered not_allowed, naming the rule, with
+// nothing claimed; a rule that asks a person leaves the call to awaitApproval.
+func (s *Stage) checkPolicy(ctx context.Context, c *callState) verdict {
+	if !c.admit {
+		return proceed()
+	}
 	p := s.Exec.Policy.Load()
-	limits := s.Exec.Limits.Active() && d.Delivered <= 1
-	concurrent := s.Exec.Limits.Concurrent()
-	if p == nil && !limits && !concurrent {
-		return nil, false, false, nil, nil
+	if c.policy = p; p == nil {
+		return proceed()
 	}
-	if rev := p.Revision(); rev != "" && span.IsRecording() {
-		span.SetAttributes(telemetry.PolicyRevision.String(rev))
+	if rev := p.Revision(); rev != "" && c.recording {
+		c.span.SetAttributes(telemetry.PolicyRevision.String(rev))
 	}
-	ref := route.ref()
-	pc := policy.Call{Tool: route.Canonical(), Server: ref.Server, Name: ref.Tool, Args: call.Arguments,
-		Conversation: call.Conversation, Tenant: messages.Tenant(call.Conversation)}
-	var refusal *messages.ToolError
-	limited := false
-	switch dec := p.Decide(pc); dec.Effect {
-	case policy.Deny:
-		refusal = Denied(call.Tool, dec)
-	case policy.Approve:
-		var waiting bool
-		if refusal, waiting, err = s.approval(ctx, call, route, dec, p.Revision(), d); err != nil {
-			return nil, true, false, nil, bus.Retry(fmt.Errorf("call %s: approval: %w", call.ID, err), s.redeliveryDelay())
-		}
-		if waiting {
-			if span.IsRecording() {
-				span.AddEvent("toolbus.call.awaiting_approval", trace.WithAttributes(telemetry.PolicyRule.String(dec.Rule)))
-			}
-			s.logger().LogAttrs(ctx, slog.LevelInfo, "call waits for approval", slog.String("call", call.ID), slog.String("tool", tool),
-				slog.String("rule", dec.Rule), slog.String("approval", policy.ApprovalID(call.ID)))
-			return nil, true, false, nil, nil
-		}
-		approved = refusal == nil
+	if c.decision = p.Decide(c.policyCall()); c.decision.Effect == policy.Deny {
+		return s.refuse(ctx, c, Denied(c.call.Tool, c.decision), false)
 	}
-	if refusal == nil && limits {
-		var le *policy.LimitedError
-		switch err := s.Exec.Limits.Take(ctx, pc); {
-		case errors.As(err, &le):
-			refusal, limited = le.ToolError(), true
-		case err != nil:
-			return nil, true, false, nil, bus.Retry(fmt.Errorf("call %s: %w", call.ID, err), s.redeliveryDelay())
-		}
+	return proceed()
+}
+
+// countLimits counts an allowed call against the configured limits ([Executor.Limits])
+// on its first delivery only: a call is counted once. One over a limit is answered
+// rate_limited. An error from the limits bucket hands the call back.
+func (s *Stage) countLimits(ctx context.Context, c *callState) verdict {
+	if !c.admit || c.d.Delivered > 1 || !s.Exec.Limits.Active() {
+		return proceed()
 	}
-	if refusal == nil && concurrent {
-		// Held at most as long as the call may take and its result be stored.
-		hold := time.Until(s.Exec.Budget(call, route, time.Now())) + s.storeWait()
-		var le *policy.LimitedError
-		switch release, err = s.Exec.Limits.Acquire(ctx, pc, call.ID, hold); {
-		case errors.As(err, &le) && d.Delivered > 1:
-			// Tried before: it may have run in part, and is not refused for waiting.
-			return nil, true, false, nil, bus.Retry(fmt.Errorf("call %s: %w", call.ID, err), s.redeliveryDelay())
-		case errors.As(err, &le):
-			refusal, limited = le.ToolError(), true
-		case err != nil:
-			return nil, true, false, nil, bus.Retry(fmt.Errorf("call %s: %w", call.ID, err), s.redeliveryDelay())
-		}
+	var le *policy.LimitedError
+	switch err := s.Exec.Limits.Take(ctx, c.policyCall()); {
+	case errors.As(err, &le):
+		return s.refuse(ctx, c, le.ToolError(), true)
+	case err != nil:
+		return handBack(bus.Retry(fmt.Errorf("call %s: %w", c.call.ID, err), s.redeliveryDelay()))
 	}
-	if refusal == nil {
-		return nil, false, approved, release, nil
+	return proceed()
+}
+
+// takePlaces takes the call's places under the limits of calls at once, on every
+// delivery that runs it, held at most as long as the call may take and its result be
+// stored, and given back once it is answered ([callState.end]). A first delivery that
+// finds no place is answered rate_limited; a redelivery is handed back instead (tried
+// before, it may have run in part, and is not refused for waiting).
+func (s *Stage) takePlaces(ctx context.Context, c *callState) verdict {
+	if !c.admit || !s.Exec.Limits.Concurrent() {
+		return proceed()
 	}
-	refusal.Message = s.Exec.Redact.For(strings.TrimPrefix(route.Server, "mcp:")).String(refusal.Message)
-	res := messages.ResultFor(call).Fail(refusal)
-	span.SetStatus(codes.Error, string(refusal.Code))
-	if span.IsRecording() {
-		span.SetAttributes(telemetry.ErrorCode.String(string(refusal.Code)))
+	hold := time.Until(s.Exec.Budget(c.call, c.route, time.Now())) + s.storeWait()
+	var le *policy.LimitedError
+	release, err := s.Exec.Limits.Acquire(ctx, c.policyCall(), c.call.ID, hold)
+	switch {
+	case errors.As(err, &le) && c.d.Delivered > 1:
+		return handBack(bus.Retry(fmt.Errorf("call %s: %w", c.call.ID, err), s.redeliveryDelay()))
+	case errors.As(err, &le):
+		return s.refuse(ctx, c, le.ToolError(), true)
+	case err != nil:
+		return handBack(bus.Retry(fmt.Errorf("call %s: %w", c.call.ID, err), s.redeliveryDelay()))
 	}
-	s.logCall(ctx, slog.LevelWarn, call, tool, route.Label(), res)
-	s.Exec.RecordCall(ctx, call, route, nil, res, start)
+	c.release = release
+	return proceed()
+}
+
+// refuse answers a call its admission refused, with nothing run: the reason masked with
+// its server's secrets, its span and log line a failure's, counted in the metrics. A
+// call over a limit (limited) has its answer stored in its claim too, so that a
+// redelivery answers it again rather than run it uncounted.
+func (s *Stage) refuse(ctx context.Context, c *callState, refusal *messages.ToolError, limited bool) verdict {
+	refusal.Message = s.Exec.Redact.For(strings.TrimPrefix(c.route.Server, "mcp:")).String(refusal.Message)
+	res := messages.ResultFor(c.call).Fail(refusal)
+	c.span.SetStatus(codes.Error, string(refusal.Code))
+	if c.recording {
+		c.span.SetAttributes(telemetry.ErrorCode.String(string(refusal.Code)))
+	}
+	s.logCall(ctx, slog.LevelWarn, &c.call, c.tool, c.route.Label(), &res)
+	s.Exec.recordCall(ctx, &c.call, &c.route, nil, &res, c.admitted)
 	if !limited {
-		out, err = s.answer(call, res, false)
-		return out, true, false, nil, err
+		return reply(s.answer(c.call, res, false))
 	}
-	if _, err := s.Claims.Begin(ctx, call.ID, claims.Digest(call.Tool, call.Arguments)); err != nil {
-		return nil, true, false, nil, bus.Retry(err, s.redeliveryDelay())
+	if _, err := s.Claims.Begin(ctx, c.call.ID, claims.Digest(c.call.Tool, c.call.Arguments)); err != nil {
+		return handBack(bus.Retry(err, s.redeliveryDelay()))
 	}
-	out, err = s.finish(ctx, call, res, true, false)
-	return out, true, false, nil, err
-}
-
-// maxApprovalArguments bounds the arguments an approval request shows: a quarter of the
-// payload limit, the record holding them besides the call itself. Arguments beyond it
-// (rare: a response is at most 1 MiB) are shown cut, marked Truncated everywhere they are
-// shown, and a decision still names the digest of the whole.
-const maxApprovalArguments = 256 << 10
-
-// approval is the say of a person on a call the rule of dec asks them to approve, kept
-// in Exec.Approvals under the call's policy.ApprovalID: a call not asked about yet (or
-// asked about under another policy revision, or with other arguments) is recorded as
-// waiting and announced, and its delivery acked (waiting): it holds no worker while it
-// waits, and its time budget has not begun. A decision sends the call again
-// (policy.Approvals.Follow); then an approved call runs (refusal nil), a denied or
-// expired one is refused not_allowed, saying who denied it and why.
-func (s *Stage) approval(ctx context.Context, call messages.ToolCall, route Route, dec policy.Decision, revision string, d *bus.Delivery) (refusal *messages.ToolError, waiting bool, err error) {
-	name := messages.EchoName(call.Tool)
-	a := s.Exec.Approvals
-	if a == nil {
-		return messages.Errorf(messages.CodeNotAllowed, "the call to %q needs a person's approval (the rule %q), and this executor has no approvals bucket to ask in", name, dec.Rule), false, nil
-	}
-	id := policy.ApprovalID(call.ID)
-	hash := policy.ArgumentsHash(call.Arguments)
-	for range 5 {
-		rec, rev, err := a.Get(ctx, id)
-		switch {
-		case errors.Is(err, policy.ErrNoApproval):
-			rev = 0
-		case err != nil:
-			return nil, false, err
-		case rec.Revision != revision || rec.ArgumentsSHA256 != hash:
-			// Decided (or asked) under another policy, or for other arguments: ask again.
-		case rec.State == messages.ApprovalPending:
-			if d.Delivered > 1 { // the delivery that asked may have stopped before it announced
-				s.announce(ctx, rec.ApprovalRequest)
-			}
-			return nil, true, nil
-		case rec.State == messages.ApprovalApproved:
-			return nil, false, nil
-		case rec.State == messages.ApprovalDenied:
-			by := ""
-			if rec.DecidedBy != "" {
-				by = " by " + rec.DecidedBy
-			}
-			why := ""
-			if rec.Reason != "" {
-				why = ": " + rec.Reason
-			}
-			return messages.Errorf(messages.CodeNotAllowed, "the call to %q was denied%s (the rule %q asks a person to approve it)%s", name, by, rec.Rule, why), false, nil
-		default:
-			return messages.Errorf(messages.CodeNotAllowed, "the call to %q was not run: the rule %q asks a person to approve it, and %s", name, rec.Rule, rec.Reason), false, nil
-		}
-		// A call whose id was answered before (its response sent again) is not asked
-		// about: the claim answers it with its result, or refuses it if the id answered
-		// another call; nothing runs either way.
-		res, was, err := s.Claims.Stored(ctx, call.ID)
-		switch {
-		case err != nil:
-			return nil, false, err
-		case res != nil && !claims.Same(was, claims.Digest(call.Tool, call.Arguments)):
-			return reusedID(call), false, nil
-		case res != nil:
-			return nil, false, nil
-		}
-		now := time.Now()
-		ref := route.ref()
-		req := messages.ApprovalRequest{ID: id, CallID: call.ID, Conversation: call.Conversation, ResponseID: call.ResponseID,
-			Tool: route.Canonical(), Server: ref.Server, ArgumentsSHA256: hash, Rule: dec.Rule, When: dec.When,
-			Revision: revision, RequestedAt: now, Deadline: now.Add(dec.Timeout)}
-		req.Arguments, req.Truncated = s.shownArguments(route, call.Arguments)
-		err = a.Ask(ctx, messages.Approval{ApprovalRequest: req, Call: call}, rev)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			continue // another delivery asked, a person decided, or the record was marked sent again: read it again
-		case err != nil:
-			return nil, false, err
-		}
-		s.announce(ctx, req)
-		return nil, true, nil
-	}
-	return nil, false, fmt.Errorf("approval %s kept changing", id)
-}
-
-// shownArguments are a call's arguments as a person deciding sees them: every
-// configured secret masked, cut to maxApprovalArguments (then a JSON string).
-func (s *Stage) shownArguments(route Route, args json.RawMessage) (json.RawMessage, bool) {
-	text := s.Exec.Redact.For(strings.TrimPrefix(route.Server, "mcp:")).String(string(args))
-	if len(text) <= maxApprovalArguments && json.Valid([]byte(text)) {
-		return json.RawMessage(text), false
-	}
-	cut := len(text) > maxApprovalArguments
-	if cut {
-		text = strings.ToValidUTF8(text[:maxApprovalArguments], "")
-	}
-	b, _ := json.Marshal(text)
-	return b, cut
-}
-
-// announce tells whoever watches the conversation's approvals that a call waits.
-func (s *Stage) announce(ctx context.Context, req messages.ApprovalRequest) {
-	if s.Exec.Announce != nil {
-		s.Exec.Announce(ctx, req)
-	}
+	return reply(s.finish(ctx, c.call, res, true, false))
 }
 
 // Offered returns the tools a model of tenant may be offered: the router's (the lists

@@ -175,3 +175,148 @@ func (a *approvalStage) run(args string) []bus.Outgoing {
 	}
 	return out
 }
+
+// The rules, on every delivery of a routed call: a denial is answered not_allowed with
+// nothing claimed; a rule asking a person leaves the call to the approval step; a call
+// that could not be routed is not theirs to judge.
+func TestStepPolicy(t *testing.T) {
+	p, err := policy.Compile([]policy.Rule{
+		{Name: "no-secret", When: "has(args.secret)", Effect: policy.Deny},
+		{Name: "ask", Tools: []string{"write"}, Effect: policy.Approve},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, tool, args string
+		delivered        int
+		want             string // "on", or the answer's code
+		wantEffect       policy.Effect
+	}{
+		{name: "allowed", tool: "read", args: `{}`, delivered: 1, want: "on", wantEffect: policy.Allow},
+		{name: "denied", tool: "read", args: `{"secret": 1}`, delivered: 1, want: string(messages.CodeNotAllowed)},
+		{name: "denied on a redelivery too", tool: "read", args: `{"secret": 1}`, delivered: 3, want: string(messages.CodeNotAllowed)},
+		{name: "a person asked", tool: "write", args: `{}`, delivered: 1, want: "on", wantEffect: policy.Approve},
+		{name: "not routed", tool: "nope", args: `{"secret": 1}`, delivered: 1, want: "on"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newStepStage()
+			f.Exec.Policy.Store(p)
+			c := newCall(t, f.Stage, tt.tool, tt.args, 0, tt.delivered)
+			goesOn(t, f.Stage, c, "route")
+			v := runStep(t, f.Stage, c, "policy")
+			got := "on"
+			if v.say != goOn {
+				res := answerOf(t, v)
+				got = code(res)
+				if !strings.Contains(res.Error.Message, `"no-secret"`) || res.Policy != p.Revision() {
+					t.Errorf("the denial %q, revision %q", res.Error.Message, res.Policy)
+				}
+			}
+			if got != tt.want || got == "on" && c.decision.Effect != tt.wantEffect || len(f.store.Log()) != 0 {
+				t.Errorf("%s (decision %q), claims %v; want %s (%q), nothing claimed", got, c.decision.Effect, f.store.Log(), tt.want, tt.wantEffect)
+			}
+		})
+	}
+}
+
+// A call a rule asks a person to approve is parked (answered with nothing, announced)
+// until decided; approved, it goes on to be claimed; without an approvals bucket it is
+// refused. A call no rule asks about is not the step's.
+func TestStepApproval(t *testing.T) {
+	a := newApprovalStage(t)
+	s := a.stage
+	at := func() *callState {
+		c := newCall(t, s, "pay", `{"to": "alice"}`, 0, 1)
+		goesOn(t, s, c, "route", "policy")
+		return c
+	}
+	v := runStep(t, s, at(), "approval")
+	if v.say != answered || len(v.out) != 0 || v.err != nil || len(a.announced) != 1 {
+		t.Fatalf("%v, %d messages, %v, %d requests; want it parked and announced", v.say, len(v.out), v.err, len(a.announced))
+	}
+	if _, err := a.approvals.DecideAs(context.Background(), "bob", nil, a.announced[0].ID,
+		messages.DecideRequest{Approve: true, ArgumentsSHA256: a.announced[0].ArgumentsSHA256}); err != nil {
+		t.Fatal(err)
+	}
+	c := at()
+	goesOn(t, s, c, "approval")
+	if !c.approved || a.runs.Load() != 0 {
+		t.Errorf("approved %v, %d runs; want it approved, to run later", c.approved, a.runs.Load())
+	}
+
+	s.Exec.Approvals = nil
+	if res := answerOf(t, runStep(t, s, at(), "approval")); code(res) != string(messages.CodeNotAllowed) {
+		t.Errorf("no approvals bucket: %+v", res.Error)
+	}
+	f := newStepStage()
+	c = newCall(t, f.Stage, "write", `{}`, 0, 1)
+	goesOn(t, f.Stage, c, "route", "policy", "approval")
+}
+
+// limitsStage is a step stage whose limits are kept in a real limits bucket.
+func limitsStage(t *testing.T, limits ...policy.Limit) *stepStage {
+	t.Helper()
+	_, js := bustest.JetStream(t)
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: messages.BucketLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newStepStage()
+	f.Exec.Limits = &policy.Limiter{KV: kv}
+	f.Exec.Limits.Set(limits)
+	return f
+}
+
+// Calls per interval are counted on a call's first delivery only: one over the limit is
+// answered rate_limited, its answer kept in its claim; a redelivery is not counted again.
+func TestStepLimits(t *testing.T) {
+	f := limitsStage(t, policy.Limit{Name: "one", Per: policy.PerConversation, Calls: 1, Interval: messages.Duration(time.Minute)})
+	limits := func(index, delivered int) verdict {
+		c := newCall(t, f.Stage, "read", `{}`, index, delivered)
+		goesOn(t, f.Stage, c, "route")
+		return runStep(t, f.Stage, c, "limits")
+	}
+	if v := limits(0, 1); v.say != goOn {
+		t.Fatalf("the first call: %v, %v", v.say, v.err)
+	}
+	if res := answerOf(t, limits(1, 1)); code(res) != string(messages.CodeRateLimited) {
+		t.Errorf("over the limit: %+v", res.Error)
+	}
+	if got := strings.Join(f.store.Log(), ","); got != "begin c/r/1,finish c/r/1" {
+		t.Errorf("claims %q: want the refusal stored", got)
+	}
+	if v := limits(2, 2); v.say != goOn {
+		t.Errorf("a redelivery: %v, %v; want it not counted", v.say, v.err)
+	}
+	if v := limits(3, 1); v.say != answered {
+		t.Errorf("a call after the redelivery: %v; want the limit still used up by the first", v.say)
+	}
+}
+
+// Calls at once: a call holds its place until what it holds is given back; a first
+// delivery that finds none is answered rate_limited, a redelivery handed back.
+func TestStepPlaces(t *testing.T) {
+	f := limitsStage(t, policy.Limit{Name: "alone", Per: policy.PerConversation, Concurrent: 1})
+	places := func(index, delivered int) (*callState, verdict) {
+		c := newCall(t, f.Stage, "read", `{}`, index, delivered)
+		goesOn(t, f.Stage, c, "route")
+		return c, runStep(t, f.Stage, c, "places")
+	}
+	first, v := places(0, 1)
+	if v.say != goOn || first.release == nil {
+		t.Fatalf("the first call: %v, %v, holding a place: %v", v.say, v.err, first.release != nil)
+	}
+	if _, v := places(1, 1); code(answerOf(t, v)) != string(messages.CodeRateLimited) {
+		t.Error("a second call at once: not refused")
+	}
+	if _, v := places(2, 2); !isHandBack(v) {
+		t.Errorf("a redelivery at once: %v, %v; want it handed back", v.say, v.err)
+	}
+	first.end(f.Stage)
+	first.release = nil
+	if c, v := places(3, 1); v.say != goOn || c.release == nil {
+		t.Errorf("after the first was answered: %v, %v", v.say, v.err)
+	}
+}

@@ -101,15 +101,7 @@ func Classify(err error, f Failed) *messages.ToolError {
 		result = te(messages.CodeServerUnavailable, "the server %q cannot be reached: %s", server, cause(err, server))
 		result.Unsent = true
 	case errors.Is(err, mcpwire.ErrConnectionLost), errors.Is(err, context.Canceled):
-		what := fmt.Sprintf("the connection to the server %q failed during the call of %q", server, messages.EchoName(f.Name))
-		if server == "" || !errors.Is(err, mcpwire.ErrConnectionLost) {
-			what = fmt.Sprintf("the call of %q was cancelled before it finished (the executor is stopping)", messages.EchoName(f.Name))
-		}
-		if f.Route.MCP.Retryable() || f.Route.Info.ReadOnly || f.Route.Info.Idempotent {
-			result = te(messages.CodeServerUnavailable, "%s", what)
-		} else {
-			result = te(messages.CodeOutcomeUnknown, "%s; it may or may not have run, and is not repeated", what)
-		}
+		result = lost(err, f)
 	default:
 		result = te(messages.CodeToolError, "the tool %q failed: %v", messages.EchoName(f.Name), err)
 	}
@@ -117,6 +109,21 @@ func Classify(err error, f Failed) *messages.ToolError {
 		result = timedOut(result, f)
 	}
 	return result
+}
+
+// lost is the failure of a call whose connection to its server failed during the call,
+// or that was cancelled under it (the executor stopping): server_unavailable for a tool
+// safe to repeat, else outcome_unknown.
+func lost(err error, f Failed) *messages.ToolError {
+	server := f.Route.MCP.Server
+	what := fmt.Sprintf("the connection to the server %q failed during the call of %q", server, messages.EchoName(f.Name))
+	if server == "" || !errors.Is(err, mcpwire.ErrConnectionLost) {
+		what = fmt.Sprintf("the call of %q was cancelled before it finished (the executor is stopping)", messages.EchoName(f.Name))
+	}
+	if f.Route.MCP.Retryable() || f.Route.Info.ReadOnly || f.Route.Info.Idempotent {
+		return &messages.ToolError{Code: messages.CodeServerUnavailable, Message: what, Err: err}
+	}
+	return &messages.ToolError{Code: messages.CodeOutcomeUnknown, Message: what + "; it may or may not have run, and is not repeated", Err: err}
 }
 
 // timedOut is the timeout e told as it happened: the limit that ran out, whether the

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,8 +15,6 @@ import (
 	"github.com/toolbus/toolbus/pkg/policy"
 	"github.com/toolbus/toolbus/pkg/redact"
 	"github.com/toolbus/toolbus/pkg/telemetry"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -156,7 +152,11 @@ func (e *Executor) Execute(ctx context.Context, call messages.ToolCall) (message
 // attempt: what the model waited. A stage records a call once, when it answers it, not
 // at each delivery that hands it back.
 func (e *Executor) RecordCall(ctx context.Context, call messages.ToolCall, r Route, routeErr error, res messages.ToolResult, first time.Time) {
-	outcome, server := "ok", r.Label()
+	e.recordCall(ctx, &call, &r, routeErr, &res, first)
+}
+
+func (e *Executor) recordCall(ctx context.Context, call *messages.ToolCall, r *Route, routeErr error, res *messages.ToolResult, first time.Time) {
+	outcome, server := "ok", label(r.Server)
 	if res.Error != nil {
 		outcome = string(res.Error.Code)
 	}
@@ -170,6 +170,10 @@ func (e *Executor) RecordCall(ctx context.Context, call messages.ToolCall, r Rou
 // out: the most specific timeout (the tool's, the route's, the executor's) after first,
 // or the call's own deadline if that is earlier.
 func (e *Executor) Budget(call messages.ToolCall, r Route, first time.Time) time.Time {
+	return e.budget(&call, &r, first)
+}
+
+func (e *Executor) budget(call *messages.ToolCall, r *Route, first time.Time) time.Time {
 	timeout := cmp.Or(e.ToolTimeouts[call.Tool], r.Timeout, e.Timeout, 60*time.Second)
 	end := first.Add(timeout)
 	if !call.Deadline.IsZero() && call.Deadline.Before(end) {
@@ -196,14 +200,17 @@ type Earlier struct {
 // ExecuteRoute is [Executor.Execute] for a call the caller has resolved already with
 // e.Router.Resolve (r and err are what it returned), so that the route is looked up
 // once per call. The result's Attempts counts the earlier ones too.
+//
+// Before anything is tried it answers a call whose budget an earlier delivery used up,
+// a route that failed, arguments the route's schema refuses and a call whose attempts
+// earlier deliveries used up; then one delivery's attempts ([tries]) run it.
 func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r Route, err error, earlier Earlier) (messages.ToolResult, Outcome) {
 	start := time.Now()
 	first := earlier.First
 	if first.IsZero() {
 		first = start
 	}
-	tool := canonicalLabel(r, err)
-	budget := e.Budget(call, r, first)
+	budget := e.budget(&call, &r, first)
 	if err == nil && !start.Before(budget) {
 		// An earlier delivery used the budget up: answer now, try nothing.
 		res := messages.ResultFor(call)
@@ -215,9 +222,8 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 	defer cancel()
 	res := messages.ResultFor(call)
 	res.Attempts = earlier.Attempts
-	failed := Failed{Name: call.Tool, Route: r, Budget: budget.Sub(first)}
 	if err != nil {
-		return res.Fail(Classify(err, failed)), Outcome{}
+		return res.Fail(Classify(err, Failed{Name: call.Tool, Route: r, Budget: budget.Sub(first)})), Outcome{}
 	}
 	res.Backend = r.Server
 	if r.MCP.Server != "" || call.Tool != r.Info.Name {
@@ -225,177 +231,18 @@ func (e *Executor) ExecuteRoute(ctx context.Context, call messages.ToolCall, r R
 		// name: the parser checked only the shown names of in-process tools, which check
 		// their own arguments besides.
 		if call.Arguments, err = e.schemas.checkArguments(call.Tool, r, call.Arguments); err != nil {
-			return res.Fail(Classify(err, failed)), Outcome{}
+			return res.Fail(Classify(err, Failed{Name: call.Tool, Route: r, Budget: budget.Sub(first)})), Outcome{}
 		}
 	}
-	safe := r.Info.ReadOnly || r.Info.Idempotent
-	maxAttempts := e.MaxAttempts(r)
-	reached := earlier.Sent // attempts that reached the tool, the earlier deliveries' included
-	if reached >= maxAttempts {
+	t := tries{e: e, ctx: ctx, earlier: earlier, start: start, budget: budget, limit: budget.Sub(first), tool: canonicalLabel(&r, nil), server: r.Server,
+		label: r.Label(), remote: r.MCP.Remote, mcp: r.MCP.Server != "", safe: r.Info.ReadOnly || r.Info.Idempotent, maxAttempts: e.MaxAttempts(r), reached: earlier.Sent}
+	if t.reached >= t.maxAttempts {
 		// Earlier deliveries used every attempt up (one that failed after its last
 		// attempt was recorded): answer now, try nothing.
 		return res.Fail(messages.Errorf(messages.CodeServerUnavailable,
-			"the call to %q reached its server %d times, as many as it may, and failed", messages.EchoName(call.Tool), reached)), Outcome{Exhausted: true, Sent: reached}
+			"the call to %q reached its server %d times, as many as it may, and failed", messages.EchoName(call.Tool), t.reached)), Outcome{Exhausted: true, Sent: t.reached}
 	}
-
-	var out json.RawMessage
-	var last *messages.ToolError
-	refused, allowed := false, false
-	// report tells the breaker how the call it allowed ended, once: answered (a success,
-	// or a failure nothing retries), not handed back to a later delivery, whose answer
-	// is the call's outcome.
-	report := func(final error) {
-		if e.Gate != nil && allowed {
-			e.Gate.Report(r.Server, final)
-		}
-	}
-	tracer := e.Tracer
-	if tracer == nil {
-		tracer = telemetry.Tracer(nil)
-	}
-	// An attempt that failed and may be tried again keeps its span open until the next
-	// one starts: only an attempt that another follows is a retry, with a reason.
-	var pending trace.Span
-	var pendingCode, pendingReason string
-	sent := 0  // failed attempts that reached the server (not refused before sending)
-	tries := 0 // this delivery's attempts, refused ones included
-	// retryable: last may be tried again, now or by a later delivery: within the budget,
-	// and, unless it provably never left, within MaxAttempts.
-	retryable := func() bool {
-		return last.Retryable() && (safe || last.Unsent) && (last.Unsent || reached < maxAttempts) && time.Now().Before(budget)
-	}
-	op := func() error {
-		if pending != nil {
-			pending.SetAttributes(telemetry.RetryReason.String(e.Redact.String(messages.EchoError(pendingReason))))
-			pending.End()
-			pending = nil
-			e.Metrics.Retry(ctx, tool, r.Label(), pendingCode)
-		}
-		tries++
-		number := earlier.Attempts + tries
-		actx, span := tracer.Start(ctx, attemptName(number))
-		if span.IsRecording() { // with tracing off, no attribute is built
-			span.SetAttributes(telemetry.Tool.String(tool), telemetry.Server.String(r.Label()), telemetry.Attempt.Int(number))
-			if r.MCP.Server != "" {
-				// OpenTelemetry's MCP conventions: the method and the tool's name on its server.
-				span.SetAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", telemetry.Cap(r.MCP.Remote)))
-			}
-		}
-		// The breaker is asked once per call, before its first try: it counts calls,
-		// not attempts, so that a call's own retries never open it against the call,
-		// and a server back within the call's budget serves it.
-		if e.Gate != nil && !allowed {
-			if err = e.Gate.Allow(r.Server); err != nil {
-				// The server is known to be down: answer now, retry nothing. The try
-				// counts, as one that sent nothing does.
-				refused, last = true, messages.AsToolError(err)
-				res.Attempts++
-				span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
-				span.End()
-				return backoff.Permanent(err)
-			}
-			allowed = true
-		}
-		// Each request an MCP server was sent (a resend after a broken connection too)
-		// is an attempt; a try that sent nothing (a command not found) is one.
-		requests := 1
-		if r.MCP.Server != "" {
-			var n atomic.Int32
-			var kept mcpwire.KeptContent // the result's images, audio, embedded blobs
-			out, err = e.attempt(mcpwire.WithOneRequest(mcpwire.WithKeptContent(mcpwire.WithSentCount(actx, &n), &kept)), r, call, failed)
-			requests = int(n.Load())
-			if err == nil {
-				res.Content, res.Notice = kept.Content, kept.Notice
-			}
-		} else {
-			out, err = e.attempt(actx, r, call, failed)
-			if err != nil && messages.AsToolError(err).Unsent {
-				requests = 0
-			}
-		}
-		// One try is one attempt, in the result as in its span and the retries metric:
-		// a try sends its request once (mcpwire.WithOneRequest), and a try whose session
-		// broke is the next try's to send again, after the backoff. Tries that reached
-		// the server count towards MaxAttempts.
-		res.Attempts++
-		reached += requests
-		if err == nil {
-			span.End()
-			return nil
-		}
-		last = messages.AsToolError(err)
-		if !last.Unsent {
-			sent++
-		}
-		span.SetStatus(codes.Error, string(last.Code)) // the message may echo arguments: the model gets it, traces do not
-		span.SetAttributes(telemetry.ErrorCode.String(string(last.Code)))
-		if retryable() {
-			pending, pendingCode, pendingReason = span, string(last.Code), last.Message
-			return err
-		}
-		span.End()
-		return backoff.Permanent(err)
-	}
-	// The first attempt runs at once, as backoff.Retry would run it; only one that failed
-	// and may be tried again builds the backoff, which is handed that failure as its
-	// first attempt's, so that it waits and counts as it would have.
-	if err = op(); err != nil && !errors.As(err, new(*backoff.PermanentError)) {
-		firstErr, replayed := err, false
-		err = backoff.Retry(func() error {
-			if !replayed {
-				replayed = true
-				return firstErr
-			}
-			return op()
-		}, e.Retry.backoff(ctx, maxAttempts-1))
-	}
-	// Handed back: a later delivery tries the call again, and this delivery's last
-	// failed attempt is a retry like one within it — its reason on its span, counted in
-	// the retries metric — so that retries are attempts less one, across deliveries.
-	again := err != nil && !refused && retryable()
-	handBack := again && !earlier.Last
-	if pending != nil {
-		if handBack {
-			pending.SetAttributes(telemetry.RetryReason.String(e.Redact.String(messages.EchoError(pendingReason))))
-			e.Metrics.Retry(ctx, tool, r.Label(), pendingCode)
-		}
-		pending.End()
-	}
-	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-	if err != nil {
-		if refused {
-			// Say how many attempts of this call reached the server: those refused on
-			// connecting never did.
-			if sent > 0 {
-				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
-					"%d earlier attempt(s) of this call were sent and failed; %s", sent, last.Message)}
-			} else if tried := tries - 1; tried > 0 {
-				last = &messages.ToolError{Code: last.Code, Unsent: last.Unsent, Final: last.Final, Message: fmt.Sprintf(
-					"%d earlier attempt(s) of this call could not reach the server; %s", tried, last.Message)}
-			}
-			return res.Fail(last), Outcome{Sent: reached}
-		}
-		oc := Outcome{
-			Retryable: handBack,
-			MaybeRan:  !last.Unsent && last.Code != messages.CodeUnknownTool && last.Code != messages.CodeInvalidArguments,
-			Sent:      reached,
-		}
-		// Its attempts ran out (not its budget: a timeout is an answer like any other).
-		// Or its deliveries did: this, the last, would have handed it back.
-		oc.Exhausted = again && earlier.Last || !oc.Retryable && last.Retryable() && safe && !last.Unsent && reached >= maxAttempts
-		if !oc.Retryable {
-			report(last)
-		} else {
-			oc.Unreported = allowed && e.Gate != nil
-		}
-		return res.Fail(last), oc
-	}
-	report(nil)
-	if len(out) == 0 || !messages.Valid(out) {
-		return res.Fail(messages.Errorf(messages.CodeToolError, "the tool %q returned no valid JSON result", messages.EchoName(call.Tool))), Outcome{MaybeRan: true}
-	}
-	res.Success, res.Result = true, out
-	return res, Outcome{}
+	return t.run(&call, &r, &res)
 }
 
 // attemptNames are the names of the first attempts' spans, built once.
@@ -409,8 +256,9 @@ func attemptName(n int) string {
 }
 
 // attempt runs the call once under its timeout, turning panics into internal errors
-// and every failure into the *messages.ToolError [Classify] makes of it.
-func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall, f Failed) (out json.RawMessage, err error) {
+// and every failure into the *messages.ToolError [Classify] makes of it (budget: the
+// call's time budget, Failed.Budget).
+func (e *Executor) attempt(ctx context.Context, r *Route, call *messages.ToolCall, budget time.Duration) (out json.RawMessage, err error) {
 	// ctx ends with the call's time budget: the attempt gets what remains of it.
 	defer func() {
 		if r := recover(); r != nil {
@@ -429,7 +277,7 @@ func (e *Executor) attempt(ctx context.Context, r Route, call messages.ToolCall,
 	}
 	out, err = r.Call(ctx, call.Conversation, args)
 	if err != nil {
-		return nil, Classify(err, f)
+		return nil, Classify(err, Failed{Name: call.Tool, Route: *r, Budget: budget})
 	}
 	return out, nil
 }

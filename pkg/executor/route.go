@@ -60,6 +60,9 @@ type Route struct {
 	// the replica holding that session ([Stage.Owners]).
 	Session string
 
+	// toolLabel is canonicalLabel's answer for the route, found once by Router.Resolve.
+	toolLabel string
+
 	// Run runs the call for a conversation: the backend's work. A failure is a
 	// *messages.ToolError, or an error [Classify] tells (an MCP pool's errors, a
 	// deadline; anything else is a tool_error).
@@ -77,9 +80,12 @@ func (r Route) Canonical() string {
 
 // canonicalLabel is the label of the tool a call names: its route's canonical name, or
 // telemetry.UnknownTool when no route was found.
-func canonicalLabel(r Route, routeErr error) string {
+func canonicalLabel(r *Route, routeErr error) string {
 	if routeErr != nil {
 		return telemetry.UnknownTool
+	}
+	if r.toolLabel != "" {
+		return r.toolLabel
 	}
 	return telemetry.ToolLabel(cmp.Or(r.Canonical(), telemetry.UnknownTool), true)
 }
@@ -171,6 +177,9 @@ func (r *Router) Resolve(ctx context.Context, name string) (Route, error) {
 		if route, ok, err := b.Resolve(ctx, name); ok {
 			if err == nil {
 				err = r.permit(route, name)
+			}
+			if err == nil {
+				route.toolLabel = canonicalLabel(&route, nil) // resolved once, read on every hop of the call
 			}
 			return route, err
 		}
