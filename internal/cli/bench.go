@@ -40,7 +40,7 @@ func benchCmd(ctx context.Context, env Env, args []string) error {
 	stream := fs.Bool("stream", false, "measure streamed responses against whole ones: responses of three calls of a 300 ms tool written at 50 tokens/s (--responses, default 20 here; --concurrency, default 4; --tool-latency; --tokens-per-sec)")
 	tokensPerSec := fs.Float64("tokens-per-sec", 50, "with --stream: how fast the model writes")
 	frontDoor := fs.Bool("front-door", false, "measure MCP clients' tools/call of one MCP server's tool through toolbus's front door against the same calls straight to the server (go-sdk clients; --responses calls of each, default 500 here; --concurrency sessions, default 8; --rounds)")
-	remote := fs.Bool("remote", false, "measure one remote MCP server's tool (go-sdk, streamable HTTP, in process) called directly and through toolbus, beside the plain relay, at one call in flight (1000 calls, or --responses) and at 256 (20000 calls); --rounds")
+	remote := fs.Bool("remote", false, "measure one remote MCP server's tool (go-sdk, streamable HTTP, in process) called directly and through toolbus beside the plain relay, one call in flight (1000 calls, or --responses), and toolbus against the relay at 256 in flight (20000 engineering calls); --rounds")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -275,12 +275,18 @@ func printSweep(ctx context.Context, w io.Writer, o bench.Options, points []benc
 // against the relay's.
 func printRemote(w io.Writer, r *bench.RemoteReport) {
 	fmt.Fprintf(w, "machine: %d CPUs, %s; %d round(s) alternately, medians\n", r.NumCPU, r.CPUModel, r.Rounds)
-	fmt.Fprintln(w, "one remote MCP call (go-sdk server, streamable HTTP): direct go-sdk client, through toolbus (parser, executor, formatter), and the plain relay of the same hops")
+	fmt.Fprintln(w, "one-call responses through toolbus (parser, executor, formatter) beside the plain relay of the same hops; echo__echo: a remote MCP server's tool (go-sdk, streamable HTTP), also called directly with the go-sdk client")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "in flight\tcalls\tdirect p50 ms\ttoolbus p50 ms\tadded ms\trelay p50 ms\tadded / relay\tdirect calls/s\ttoolbus calls/s\trelay calls/s\ttoolbus / relay\t")
+	fmt.Fprintln(tw, "in flight\tcalls\ttool\tdirect p50 ms\ttoolbus p50 ms\tadded ms\trelay p50 ms\tadded / relay\ttoolbus calls/s\trelay calls/s\ttoolbus / relay\t")
+	orDash := func(v float64) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
 	for _, p := range r.Points {
-		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.2f\t\n", p.Concurrency, p.Calls, p.DirectP50ms, p.ToolbusP50ms,
-			p.AddedP50ms, p.RelayP50ms, p.AddedVsRelay, p.DirectCallsPerSec, p.ToolbusCallsPerSec, p.RelayCallsPerSec, p.ToolbusVsRelay)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.2f\t%s\t%.2f\t%s\t%.0f\t%.0f\t%.2f\t\n", p.Concurrency, p.Calls, p.Tool, orDash(p.DirectP50ms), p.ToolbusP50ms,
+			orDash(p.AddedP50ms), p.RelayP50ms, orDash(p.AddedVsRelay), p.ToolbusCallsPerSec, p.RelayCallsPerSec, p.ToolbusVsRelay)
 	}
 	tw.Flush()
 }
