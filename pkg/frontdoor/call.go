@@ -26,12 +26,19 @@ const MetaRequestID = "toolbus/request-id"
 // order, its servers' sessions). The tenant of the caller's token is put before it.
 const HeaderConversation = "Toolbus-Conversation"
 
-// ResponseID is the id of the response a tools/call becomes: made from the MCP session
-// and the JSON-RPC request id (its JSON), so that a client's retry of the request is the
-// same response, which the pipeline runs once.
-func ResponseID(session string, requestID json.RawMessage) string {
-	sum := sha256.Sum256([]byte(session + "\x00" + string(requestID)))
-	return "mcp-" + hex.EncodeToString(sum[:12])
+// ResponseID is the id of the response a tools/call becomes: made from the MCP session,
+// the JSON-RPC request id (its JSON), and the tool and arguments (as they came), so
+// that a client's retry of the request is the same response, which the pipeline runs
+// once — and a request that uses an id of the session again for another call (a client
+// resuming the session with its ids counting from 0 again) is another response, run and
+// answered as its own, never with the earlier call's result.
+func ResponseID(session string, requestID json.RawMessage, tool string, args json.RawMessage) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(session), requestID, []byte(tool), args} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	return "mcp-" + hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // boundSession is a session id bound to the caller (its token's user): 26 letters and
@@ -103,11 +110,11 @@ func (d *Door) call(ctx context.Context, tenant string, req *mcp.CallToolRequest
 		// A transport the door did not wrap: every call is its own response.
 		return failed(messages.CodeInternal, "the front door did not see the request's id (a transport not made by frontdoor)"), nil
 	}
-	id := ResponseID(session, reqID)
 	args := req.Params.Arguments
 	if len(args) > 0 && !json.Valid(args) {
 		return failed(messages.CodeInvalidArguments, "the arguments are not JSON"), nil
 	}
+	id := ResponseID(session, reqID, req.Params.Name, args)
 	ctx, cancel := context.WithTimeout(ctx, d.o.CallTimeout)
 	defer cancel()
 	release := d.relayTo(conv, req.Session)

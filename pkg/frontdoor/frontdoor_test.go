@@ -407,7 +407,9 @@ func rpc(t *testing.T, url, session, token string, body string) (json.RawMessage
 
 // A client's retry of a tools/call (the same session, the same request id: its
 // connection broke before the answer) is answered with the first call's result and
-// runs nothing again; another request id is another call.
+// runs nothing again; another request id is another call, and so is another call under
+// a request id used before (a client resuming the session counts its ids from 0 again):
+// run, and answered with its own result.
 func TestRetriedRequestRunsOnce(t *testing.T) {
 	d := startDoor(t)
 	d.session(t, defaultToken, nil, "transfer") // the catalog is in
@@ -432,6 +434,12 @@ func TestRetriedRequestRunsOnce(t *testing.T) {
 	}
 	if got := d.ledger.ran(); !slices.Equal(got, []int{9, 9}) {
 		t.Errorf("transfers run: %v, want two", got)
+	}
+	if reused, _ := rpc(t, d.url, session, defaultToken, callBody(7, 5)); !bytes.Contains(reused, []byte("sent 5")) {
+		t.Errorf("another call under request id 7: %s, want its own result", reused)
+	}
+	if got := d.ledger.ran(); !slices.Equal(got, []int{9, 9, 5}) {
+		t.Errorf("transfers run: %v, want the third", got)
 	}
 }
 

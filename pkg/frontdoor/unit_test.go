@@ -65,12 +65,26 @@ func TestMarkCalls(t *testing.T) {
 	}
 }
 
-// The same session and request id make the same response id; another of either, another.
+// The same session, request id, tool and arguments make the same response id; another
+// of any, another.
 func TestResponseID(t *testing.T) {
-	a := ResponseID("S1", json.RawMessage(`7`))
-	if a != ResponseID("S1", json.RawMessage(`7`)) || a == ResponseID("S2", json.RawMessage(`7`)) ||
-		a == ResponseID("S1", json.RawMessage(`8`)) || a == ResponseID("S1", json.RawMessage(`"7"`)) {
-		t.Error("response ids do not follow the session and request id")
+	args := json.RawMessage(`{"a":1}`)
+	a := ResponseID("S1", json.RawMessage(`7`), "t", args)
+	for _, other := range []string{
+		ResponseID("S2", json.RawMessage(`7`), "t", args),
+		ResponseID("S1", json.RawMessage(`8`), "t", args),
+		ResponseID("S1", json.RawMessage(`"7"`), "t", args),
+		ResponseID("S1", json.RawMessage(`7`), "u", args),
+		ResponseID("S1", json.RawMessage(`7`), "t", json.RawMessage(`{"a":2}`)),
+		ResponseID("S1", json.RawMessage(`7`), "t", nil),
+		ResponseID("S1", json.RawMessage(`7t`), "", args), // the parts are apart
+	} {
+		if other == a {
+			t.Errorf("%s: the response id does not follow the session, request id, tool and arguments", other)
+		}
+	}
+	if a != ResponseID("S1", json.RawMessage(`7`), "t", args) {
+		t.Error("the same request has another response id")
 	}
 }
 
