@@ -178,7 +178,12 @@ func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOp
 	if o != nil {
 		opts = *o
 	}
-	if opts.ResponseID == "" {
+	// A response id of the caller's may have been answered before: after a NATS server
+	// restart the responses stream, whose answered messages are gone, no longer knows
+	// it, and takes the publish as new, while the output stream still holds the output
+	// (and drops its second publish). Its output is looked for from any time too.
+	chosen := opts.ResponseID != ""
+	if !chosen {
 		opts.ResponseID = nuid.Next()
 	}
 	// Listen before publishing so the output cannot slip past.
@@ -198,11 +203,12 @@ func (c *Client) Ask(ctx context.Context, conversation, text string, o *SubmitOp
 			return out, nil
 		}
 	}
-	return c.await(ctx, conversation, opts.ResponseID, ch, submitted)
+	return c.await(ctx, conversation, opts.ResponseID, ch, submitted, chosen)
 }
 
-// await waits for the output of response id on ch, the subscription listen returned.
-func (c *Client) await(ctx context.Context, conversation, id string, ch chan []byte, submitted time.Time) (*messages.Output, error) {
+// await waits for the output of response id on ch, the subscription listen returned;
+// with anyTime, the first look at the output stream reads it from the start.
+func (c *Client) await(ctx context.Context, conversation, id string, ch chan []byte, submitted time.Time, anyTime bool) (*messages.Output, error) {
 	// The subscription is the fast path. An output published while the connection was
 	// down (a server restart) never reaches it, so the output stream is checked too, at
 	// growing intervals.
@@ -214,7 +220,11 @@ func (c *Client) await(ctx context.Context, conversation, id string, ch chan []b
 		case data := <-ch:
 			return decode(data)
 		case <-recheck.C:
-			if out, err := c.find(ctx, conversation, id, since); err == nil && out != nil {
+			from := since
+			if anyTime {
+				from, anyTime = time.Time{}, false
+			}
+			if out, err := c.find(ctx, conversation, id, from); err == nil && out != nil {
 				return out, nil
 			}
 			interval = min(interval*2, 30*time.Second)

@@ -128,7 +128,7 @@ func (s *Stream) Close(ctx context.Context) (*messages.Output, error) {
 	}
 	s.closed = true
 	defer s.stop()
-	out, err := s.c.await(ctx, s.conversation, s.id, s.ch, s.started)
+	out, err := s.c.await(ctx, s.conversation, s.id, s.ch, s.started, false)
 	if err != nil || s.opts.Progress == nil {
 		return out, err
 	}
