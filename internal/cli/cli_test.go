@@ -561,4 +561,9 @@ func TestServeJSONLogsOnly(t *testing.T) {
 	if !strings.Contains(errOut.String(), `"msg":"console"`) || !strings.Contains(errOut.String(), `"msg":"embedded NATS with JetStream"`) {
 		t.Errorf("the startup lines are not logged:\n%s", errOut.String())
 	}
+	// Without --store-dir, the store that makes a call run once across a restart is
+	// temporary: said as it starts.
+	if !strings.Contains(errOut.String(), `"msg":"temporary JetStream store: --store-dir keeps`) {
+		t.Errorf("the temporary store is not said:\n%s", errOut.String())
+	}
 }

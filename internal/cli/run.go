@@ -336,6 +336,12 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	}
 	if *url == "" {
 		say("embedded NATS with JetStream on "+tb.ServerURL(), "embedded NATS with JetStream", "url", tb.ServerURL())
+		if *storeDir == "" {
+			// What makes a call run once across a restart (its claim, the responses and
+			// calls under way) lives in the store: a temporary one goes with the process.
+			say("its JetStream store is temporary: calls under way when serve stops, and the record of which ran, go with it; --store-dir DIR keeps them across restarts",
+				"temporary JetStream store: --store-dir keeps calls under way and the record of which ran across restarts")
+		}
 	}
 	stopReload := reloadOnHangup(tb)
 	defer stopReload()
