@@ -29,6 +29,18 @@ const mcpAddrUsage = "serve toolbus as an MCP server (streamable HTTP at /mcp) o
 // startFrontDoor serves the MCP front door on nc at addr (empty: none) and returns its
 // URL and what stops it. Without configured tokens the address must be a loopback one:
 // no token is asked for there.
+// waitBeforeDoor waits, for 20 seconds at the most, until every MCP server of tb's
+// configuration listed its tools, so that the front door's first clients find the whole
+// catalog: a tool not listed yet is an unknown tool to them, which a client takes for
+// good.
+func waitBeforeDoor(ctx context.Context, tb *toolbus.Toolbus, log *slog.Logger) {
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := tb.WaitForTools(wctx); err != nil {
+		log.Warn("mcp: serving before every server listed its tools", "err", err)
+	}
+}
+
 func startFrontDoor(ctx context.Context, nc *nats.Conn, cfg *config.Config, addr string, log *slog.Logger) (string, func(), error) {
 	if addr == "" {
 		return "", func() {}, nil
@@ -57,6 +69,13 @@ func startFrontDoor(ctx context.Context, nc *nats.Conn, cfg *config.Config, addr
 			log.Error("mcp: the front door stopped following the catalog", "err", err)
 		}
 	}()
+	// The first clients find the catalog as it is, not an empty one.
+	select {
+	case <-door.Ready():
+	case <-time.After(30 * time.Second):
+		log.Warn("mcp: serving before the catalog bucket was read (30 s)")
+	case <-ctx.Done():
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", door.Handler(&frontdoor.HTTPOptions{Tokens: tokens, Origins: cfg.FrontDoor.Origins, MaxBodyBytes: cfg.FrontDoor.MaxBodyBytes}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -112,11 +131,7 @@ func mcpCmd(ctx context.Context, env Env, args []string) error {
 			return err
 		}
 		defer tb.Close()
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		if err := tb.WaitForTools(wctx); err != nil {
-			log.Warn("mcp: serving before every server listed its tools", "err", err)
-		}
-		cancel()
+		waitBeforeDoor(ctx, tb, log)
 		nc = tb.Conn()
 	} else {
 		if nc, err = cf.connect("toolbus mcp", cfg, log); err != nil {

@@ -354,6 +354,9 @@ func serveCmd(ctx context.Context, env Env, args []string) error {
 	if consoleURL != "" {
 		say("console on "+consoleURL, "console", "url", consoleURL)
 	}
+	if *mcpAddr != "" {
+		waitBeforeDoor(ctx, tb, log)
+	}
 	mcpURL, stopMCP, err := startFrontDoor(ctx, nc, cfg, *mcpAddr, log)
 	if err != nil {
 		return err
