@@ -368,19 +368,25 @@ func TestApprovalHoldsTheCall(t *testing.T) {
 	}
 }
 
-// rpc posts one JSON-RPC message in session (none: "") and returns the answer to id
-// (from JSON or an event stream) and the response's session id.
-func rpc(t *testing.T, url, session, token string, body string) (json.RawMessage, string) {
-	t.Helper()
+// rpcRequest is the POST of one JSON-RPC message in session (none: "") of protocol
+// version, with token.
+func rpcRequest(url, session, token, version, body string) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+token)
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		req.Header.Set("Mcp-Protocol-Version", version)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// rpc posts one JSON-RPC message in session (none: "") and returns the answer to id
+// (from JSON or an event stream) and the response's session id.
+func rpc(t *testing.T, url, session, token string, body string) (json.RawMessage, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(rpcRequest(url, session, token, "2025-06-18", body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1085,15 +1091,7 @@ func TestStreamResumedWithLastEventID(t *testing.T) {
 	d := startDoor(t)
 	d.session(t, defaultToken, nil, "slow_transfer") // the catalog is in
 	post := func(session, body string) *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, d.url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+defaultToken)
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(rpcRequest(d.url, session, defaultToken, "2025-11-25", body))
 		if err != nil {
 			t.Fatal(err)
 		}
