@@ -300,6 +300,9 @@ func TestTenantTokens(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), token) && token != "" {
 			t.Errorf("token %q: %d %s", token, resp.StatusCode, body)
 		}
+		if got := resp.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+			t.Errorf("token %q: WWW-Authenticate %q, want a Bearer challenge", token, got)
+		}
 	}
 }
 

@@ -77,8 +77,22 @@ func (d *Door) Handler(o *HTTPOptions) http.Handler {
 			// use it (the go-sdk answers 403).
 			return &auth.TokenInfo{UserID: "tenant:" + tenant, Extra: map[string]any{tenantKey: tenant}}, nil
 		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+		h = challenge(h, tokens)
 	}
 	return checkOrigin(h, opts.Origins)
+}
+
+// challenge says, on the 401 that next gives a request without a token of tokens, how
+// to authenticate (RFC 6750: WWW-Authenticate: Bearer), which the go-sdk's middleware
+// leaves out without a resource metadata URL.
+func challenge(next http.Handler, tokens map[string]string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if _, known := tokens[HashToken(token)]; !ok || !known {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolbus"`)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 const tenantKey = "toolbus/tenant"
