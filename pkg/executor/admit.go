@@ -101,10 +101,11 @@ func (s *Stage) refuse(ctx context.Context, c *callState, refusal *messages.Tool
 	if !limited {
 		return reply(s.answer(c.call, res, false))
 	}
-	if _, err := s.Claims.Begin(ctx, c.call.ID, claims.Digest(c.call.Tool, c.call.Arguments)); err != nil {
+	c.digest = claims.Digest(c.call.Tool, c.call.Arguments)
+	if _, err := s.Claims.Begin(ctx, c.call.ID, c.digest); err != nil {
 		return handBack(bus.Retry(err, s.redeliveryDelay()))
 	}
-	return reply(s.finish(ctx, c.call, res, true, false))
+	return reply(s.finish(ctx, c.call, c.digest, res, true, false))
 }
 
 // Offered returns the tools a model of tenant may be offered: the router's (the lists

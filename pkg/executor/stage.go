@@ -159,15 +159,14 @@ func (s *Stage) route(ctx context.Context, c *callState) verdict {
 	return proceed()
 }
 
-// finish stores the result of a claimed call and answers it; an exhausted call is also
+// finish stores the result of a claimed call (of digest, its claim's) and answers it; an exhausted call is also
 // copied to the dead-letter stream.
-func (s *Stage) finish(ctx context.Context, call messages.ToolCall, res messages.ToolResult, claimed, exhausted bool) ([]bus.Outgoing, error) {
+func (s *Stage) finish(ctx context.Context, call messages.ToolCall, digest string, res messages.ToolResult, claimed, exhausted bool) ([]bus.Outgoing, error) {
 	if claimed {
 		// The call ran: its result is kept until it is stored, through a NATS outage,
 		// so that a redelivery answers with it rather than with outcome_unknown.
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, s.storeWait()
-		digest := claims.Digest(call.Tool, call.Arguments)
 		err := backoff.Retry(func() error { return s.Claims.Finish(ctx, call.ID, digest, res) }, backoff.WithContext(b, ctx))
 		if err != nil {
 			s.logger().Warn("the result could not be stored", "call", call.ID, "err", err)
