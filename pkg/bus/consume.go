@@ -44,6 +44,17 @@ func (d *Delivery) OnPublished(f func(context.Context) error) {
 	d.published = append(d.published, f)
 }
 
+// Published calls, in order, what [Delivery.OnPublished] asked for, until one fails: the
+// runner calls it once the delivery's messages are stored (a stage's test in its place).
+func (d *Delivery) Published(ctx context.Context) error {
+	for _, f := range d.published {
+		if err := f(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Handler is a stage: it handles one delivery and returns the messages it produces. It
 // knows nothing of NATS. Its return decides what [Run] does:
 //
@@ -587,11 +598,8 @@ func (r *runner) acker() {
 			default:
 			}
 		}
-		for _, f := range p.d.published {
-			if err != nil {
-				break
-			}
-			err = f(p.ctx)
+		if err == nil {
+			err = p.d.Published(p.ctx)
 		}
 		if err != nil {
 			r.settle(p, &RetryError{Delay: r.o.PublishRetryDelay, Err: err})

@@ -105,7 +105,7 @@ func (s *Stage) refuse(ctx context.Context, c *callState, refusal *messages.Tool
 	if _, err := s.Claims.Begin(ctx, c.call.ID, c.digest); err != nil {
 		return handBack(bus.Retry(err, s.redeliveryDelay()))
 	}
-	return reply(s.finish(ctx, c.call, c.digest, res, true, false))
+	return reply(s.finish(ctx, c, res, true, false))
 }
 
 // Offered returns the tools a model of tenant may be offered: the router's (the lists

@@ -41,7 +41,7 @@ func TestStageAdmits(t *testing.T) {
 	answer := func(id, args string, delivered int) messages.ToolResult {
 		t.Helper()
 		call := messages.ToolCall{ID: id, ResponseID: "r", Conversation: "c", Count: 1, Tool: "t", Arguments: json.RawMessage(args)}
-		out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: delivered})
+		out, err := deliver(s, context.Background(), call, &bus.Delivery{Delivered: delivered})
 		if err != nil || len(out) != 1 {
 			t.Fatalf("%s: %v, %d messages", id, err, len(out))
 		}
@@ -169,7 +169,7 @@ func newApprovalStage(t *testing.T) *approvalStage {
 func (a *approvalStage) run(args string) []bus.Outgoing {
 	a.t.Helper()
 	call := messages.ToolCall{ID: "c/r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: "pay", Arguments: json.RawMessage(args)}
-	out, err := a.stage.Execute(context.Background(), call, &bus.Delivery{Delivered: 1})
+	out, err := deliver(a.stage, context.Background(), call, &bus.Delivery{Delivered: 1})
 	if err != nil {
 		a.t.Fatal(err)
 	}

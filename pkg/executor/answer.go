@@ -123,5 +123,5 @@ func (s *Stage) publish(ctx context.Context, c *callState) verdict {
 	}
 	s.Exec.recordCall(ctx, &c.call, &c.route, c.routeErr, res, c.first) // once, answered
 	s.Exec.Answered(*res, c.oc)
-	return reply(s.finish(ctx, c.call, c.digest, *res, c.claimed, !res.Success && (c.oc.Retryable || c.oc.Exhausted)))
+	return reply(s.finish(ctx, c, *res, c.claimed, !res.Success && (c.oc.Retryable || c.oc.Exhausted)))
 }

@@ -3,10 +3,13 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolbus/toolbus/pkg/affinity"
+	"github.com/toolbus/toolbus/pkg/claims"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/redact"
@@ -157,8 +160,9 @@ func TestStepFit(t *testing.T) {
 	}
 }
 
-// The answer: a claimed call's result stored in its claim before it is published, and a
-// dead-letter copy of a call whose retries ran out.
+// The answer: a claimed call's result stored in its claim while it is published, the
+// delivery's ack waiting for the store (Delivery.Published, which the runner calls once
+// the answer is stored), and a dead-letter copy of a call whose retries ran out.
 func TestStepPublish(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -174,17 +178,35 @@ func TestStepPublish(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newStepStage()
+			gate := &gatedFinish{Store: f.store, open: make(chan struct{})}
+			f.Claims = gate
 			c := newCall(t, f.Stage, tt.tool, `{}`, 0, 1)
-			goesOn(t, f.Stage, c, "route", "claim", "budget")
+			goesOn(t, f.Stage, c, "route", "claim", "budget", "run")
 			c.res = messages.ResultFor(c.call)
 			c.res.Success, c.res.Result = true, json.RawMessage(`1`)
 			if tt.exhausted {
 				c.res, c.oc = c.res.Fail(messages.Errorf(messages.CodeServerUnavailable, "502")), Outcome{Exhausted: true}
 			}
-			v := runStep(t, f.Stage, c, "publish")
+			v := stepNamed(t, "publish").run(f.Stage, c.ctx, c) // the runner's part below
 			res := answerOf(t, v)
 			if len(v.out) != tt.messages || tt.messages == 2 && v.out[1].Subject != messages.DeadSubject("c") {
 				t.Errorf("%d messages, want %d", len(v.out), tt.messages)
+			}
+			acked := make(chan error, 1)
+			go func() { acked <- c.d.Published(context.Background()) }()
+			if tt.claims != "" {
+				select {
+				case err := <-acked:
+					t.Fatalf("the delivery could be acknowledged (%v) before its result was stored", err)
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, running := f.Exec.running.Load(c.call.ID); !running {
+					t.Error("the call is not marked running here while its result is being stored")
+				}
+			}
+			close(gate.open)
+			if err := <-acked; err != nil {
+				t.Fatal(err)
 			}
 			if got := strings.Join(f.store.Log(), ","); got != tt.claims {
 				t.Errorf("claims %q, want %q", got, tt.claims)
@@ -193,7 +215,45 @@ func TestStepPublish(t *testing.T) {
 				if stored, _, _ := f.store.Stored(context.Background(), "c/r/0"); stored == nil || stored.Success != res.Success {
 					t.Errorf("stored %+v, answered %+v", stored, res)
 				}
+				if _, running := f.Exec.running.Load(c.call.ID); running {
+					t.Error("the call is still marked running here after its result was stored")
+				}
 			}
 		})
 	}
+}
+
+// A result that cannot be stored keeps the delivery from being acknowledged: the runner
+// hands it back, and the call stays marked running here until the store gave up.
+func TestStepPublishUnstored(t *testing.T) {
+	f := newStepStage()
+	f.StoreWait = 100 * time.Millisecond
+	f.Claims = &gatedFinish{Store: f.store, err: errors.New("no JetStream")}
+	c := newCall(t, f.Stage, "write", `{}`, 0, 1)
+	goesOn(t, f.Stage, c, "route", "claim", "budget", "run")
+	c.res = messages.ResultFor(c.call)
+	c.res.Success, c.res.Result = true, json.RawMessage(`1`)
+	answerOf(t, stepNamed(t, "publish").run(f.Stage, c.ctx, c))
+	if err := c.d.Published(context.Background()); err == nil || !strings.Contains(err.Error(), "no JetStream") {
+		t.Errorf("acknowledged: %v; want the store's error", err)
+	}
+	if _, running := f.Exec.running.Load(c.call.ID); running {
+		t.Error("the call is still marked running here after the store gave up")
+	}
+}
+
+// gatedFinish is a claims store whose Finish waits until open is closed, or fails
+// with err.
+type gatedFinish struct {
+	claims.Store
+	open chan struct{}
+	err  error
+}
+
+func (g *gatedFinish) Finish(ctx context.Context, id, digest string, r messages.ToolResult) error {
+	if g.err != nil {
+		return g.err
+	}
+	<-g.open
+	return g.Store.Finish(ctx, id, digest, r)
 }

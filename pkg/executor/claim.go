@@ -95,7 +95,7 @@ func (s *Stage) takeOver(ctx context.Context, c *callState) verdict {
 		messages.EchoName(c.call.Tool), ab.Owner, ab.Started.Format(time.RFC3339)))
 	res.Attempts = max(c.claim.PriorAttempts, 1)
 	s.Exec.recordCall(ctx, &c.call, &c.route, c.routeErr, &res, ab.Started)
-	return reply(s.finish(ctx, c.call, c.digest, res, true, false))
+	return reply(s.finish(ctx, c, res, true, false))
 }
 
 // startBudget says when the call's time budget began: at its first attempt, which a

@@ -117,7 +117,11 @@ func execute(t *testing.T, s *executor.Stage, call messages.ToolCall) (res messa
 		call.ID, call.ResponseID, call.Conversation, call.Count = "c/r"+n+"/0", "r"+n, "c", 1
 	}
 	for d := 1; d <= 5; d++ {
-		out, err := s.Execute(ctx, call, &bus.Delivery{Delivered: d, Last: d == 5})
+		dl := &bus.Delivery{Delivered: d, Last: d == 5}
+		out, err := s.Execute(ctx, call, dl)
+		if err == nil {
+			err = dl.Published(ctx) // as the stage runner does once out is stored
+		}
 		var retry *bus.RetryError
 		if errors.As(err, &retry) {
 			continue

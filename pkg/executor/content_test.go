@@ -81,7 +81,7 @@ func TestContentBlocksAreKept(t *testing.T) {
 			conv := "shots"
 			call := messages.ToolCall{ID: messages.CallID(conv, "r", i), ResponseID: "r", Conversation: conv, Index: i, Count: 3,
 				Tool: "browser__shot", Arguments: json.RawMessage(`{"bytes": ` + strconv.Itoa(tt.bytes) + `}`)}
-			out, err := s.Execute(ctx, call, &bus.Delivery{Delivered: 1})
+			out, err := deliver(s, ctx, call, &bus.Delivery{Delivered: 1})
 			if err != nil || len(out) != 1 {
 				t.Fatalf("%d messages, %v", len(out), err)
 			}

@@ -47,16 +47,40 @@ func newCall(t *testing.T, s *Stage, tool, args string, index, delivered int) *c
 	return c
 }
 
-// runStep runs the step of path called name on c.
+// deliver answers call on delivery d as the stage runner does: [Stage.Execute], then,
+// when it answered, what it asked to be done once its messages are stored.
+func deliver(s *Stage, ctx context.Context, call messages.ToolCall, d *bus.Delivery) ([]bus.Outgoing, error) {
+	out, err := s.Execute(ctx, call, d)
+	if err == nil {
+		err = d.Published(ctx)
+	}
+	return out, err
+}
+
+// runStep runs the step of path called name on c and, when it answers the call, what
+// it asked the runner to do once the answer is stored (its error hands the call back, as
+// the runner does).
 func runStep(t *testing.T, s *Stage, c *callState, name string) verdict {
+	t.Helper()
+	v := stepNamed(t, name).run(s, c.ctx, c)
+	if v.say == answered {
+		if err := c.d.Published(c.ctx); err != nil {
+			return verdict{say: handedBack, out: v.out, err: err}
+		}
+	}
+	return v
+}
+
+// stepNamed is the step of path called name.
+func stepNamed(t *testing.T, name string) step {
 	t.Helper()
 	for _, st := range path {
 		if st.name == name {
-			return st.run(s, c.ctx, c)
+			return st
 		}
 	}
 	t.Fatalf("no step %q in the path", name)
-	return verdict{}
+	return step{}
 }
 
 // goesOn runs the named steps on c, each of which must let it go on.

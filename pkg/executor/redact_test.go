@@ -85,7 +85,7 @@ func TestModelFacingErrorsAreRedacted(t *testing.T) {
 			if tt.last {
 				d = &bus.Delivery{Delivered: 3, Last: true}
 			}
-			out, err := s.Execute(ctx, call, d)
+			out, err := deliver(s, ctx, call, d)
 			if err != nil || len(out) == 0 {
 				t.Fatalf("Execute: %d messages, %v", len(out), err)
 			}
@@ -146,7 +146,7 @@ func TestRedactionFollowsTheConfiguration(t *testing.T) {
 	s := &Stage{Claims: &claimstest.Memory{}, Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg}), Redact: secrets}}
 	answer := func(id string) string {
 		t.Helper()
-		out, err := s.Execute(context.Background(), messages.ToolCall{ID: id, ResponseID: id, Conversation: "c", Count: 1, Tool: "t",
+		out, err := deliver(s, context.Background(), messages.ToolCall{ID: id, ResponseID: id, Conversation: "c", Count: 1, Tool: "t",
 			Arguments: json.RawMessage(`{}`)}, &bus.Delivery{Delivered: 1})
 		if err != nil || len(out) != 1 {
 			t.Fatalf("Execute: %d messages, %v", len(out), err)

@@ -68,7 +68,7 @@ func TestReleasedCallRunsOnceAcrossReplicas(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				out, err := s.Execute(ctx, call, &bus.Delivery{Delivered: 2})
+				out, err := deliver(s, ctx, call, &bus.Delivery{Delivered: 2})
 				var retry *bus.RetryError
 				switch {
 				case err == nil && len(out) == 1:

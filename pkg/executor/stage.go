@@ -159,21 +159,48 @@ func (s *Stage) route(ctx context.Context, c *callState) verdict {
 	return proceed()
 }
 
-// finish stores the result of a claimed call (of digest, its claim's) and answers it; an exhausted call is also
-// copied to the dead-letter stream.
-func (s *Stage) finish(ctx context.Context, call messages.ToolCall, digest string, res messages.ToolResult, claimed, exhausted bool) ([]bus.Outgoing, error) {
-	if claimed {
-		// The call ran: its result is kept until it is stored, through a NATS outage,
-		// so that a redelivery answers with it rather than with outcome_unknown.
-		b := backoff.NewExponentialBackOff()
-		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, s.storeWait()
-		err := backoff.Retry(func() error { return s.Claims.Finish(ctx, call.ID, digest, res) }, backoff.WithContext(b, ctx))
-		if err != nil {
-			s.logger().Warn("the result could not be stored", "call", call.ID, "err", err)
-			return nil, bus.Retry(err, s.redeliveryDelay())
-		}
+// finish answers the call c with res and, when claimed, stores res in its claim (digest,
+// its claim's) while the answer is published: the runner acknowledges the delivery once
+// both are done ([bus.Delivery.OnPublished]), so that a redelivery finds the result and
+// answers with it, and never runs the call again. The store is retried through a NATS
+// outage, for storeWait, so that a redelivery answers with the result rather than with
+// outcome_unknown; the call stays marked running here until then. An exhausted call is
+// also copied to the dead-letter stream.
+func (s *Stage) finish(ctx context.Context, c *callState, res messages.ToolResult, claimed, exhausted bool) ([]bus.Outgoing, error) {
+	out, err := s.answer(c.call, res, exhausted)
+	if err != nil || !claimed {
+		return out, err
 	}
-	return s.answer(call, res, exhausted)
+	stored := make(chan error, 1)
+	id, digest, running := c.call.ID, c.digest, c.running
+	c.running = nil // released below, once the result is stored
+	go func() {
+		err := s.Claims.Finish(ctx, id, digest, res)
+		if err != nil {
+			b := backoff.NewExponentialBackOff()
+			b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, s.storeWait()
+			err = backoff.Retry(func() error { return s.Claims.Finish(ctx, id, digest, res) }, backoff.WithContext(b, ctx))
+		}
+		if running != nil {
+			s.Exec.running.Delete(id)
+			close(running)
+		}
+		stored <- err
+	}()
+	c.d.OnPublished(func(ctx context.Context) error {
+		var err error
+		select {
+		case err = <-stored:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if err != nil {
+			s.logger().Warn("the result could not be stored", "call", id, "err", err)
+			return fmt.Errorf("store the result of %s: %w", id, err)
+		}
+		return nil
+	})
+	return out, nil
 }
 
 // storeWait bounds the retries of storing a result, and so how long a claim may stay

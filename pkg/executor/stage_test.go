@@ -127,7 +127,7 @@ func TestExecuteStage(t *testing.T) {
 			}
 			var dead bool
 			for i, d := range tt.deliveries {
-				out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: d.n, Last: d.last})
+				out, err := deliver(s, context.Background(), call, &bus.Delivery{Delivered: d.n, Last: d.last})
 				var retry *bus.RetryError
 				if tt.want[i] == "retry" {
 					if !errors.As(err, &retry) || len(out) != 0 {
@@ -219,7 +219,7 @@ func TestCallLogQuietTools(t *testing.T) {
 		Exec: &Executor{Router: NewRouter(LocalBackend{Registry: reg})}}
 	for _, tool := range []string{"poll_status", "create_ticket"} {
 		call := messages.ToolCall{ID: tool + "/0", ResponseID: tool, Conversation: "c", Count: 1, Tool: tool, Arguments: json.RawMessage(`{"secret":"hunter2"}`)}
-		if _, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 1}); err != nil {
+		if _, err := deliver(s, context.Background(), call, &bus.Delivery{Delivered: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -444,7 +444,7 @@ func TestRedeliveryOfACallRunningHere(t *testing.T) {
 	call := messages.ToolCall{ID: "r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: "slow", Arguments: json.RawMessage(`{}`)}
 	first := make(chan []bus.Outgoing, 1)
 	go func() {
-		out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 1})
+		out, err := deliver(s, context.Background(), call, &bus.Delivery{Delivered: 1})
 		if err != nil {
 			t.Error(err)
 		}
@@ -453,7 +453,7 @@ func TestRedeliveryOfACallRunningHere(t *testing.T) {
 	<-started
 	again := make(chan error, 1)
 	go func() {
-		_, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 2, Last: true})
+		_, err := deliver(s, context.Background(), call, &bus.Delivery{Delivered: 2, Last: true})
 		again <- err
 	}()
 	select {
@@ -467,7 +467,7 @@ func TestRedeliveryOfACallRunningHere(t *testing.T) {
 		t.Errorf("the redelivery after the run: %v, want a hand-back", err)
 	}
 	<-first
-	out, err := s.Execute(context.Background(), call, &bus.Delivery{Delivered: 3, Last: true})
+	out, err := deliver(s, context.Background(), call, &bus.Delivery{Delivered: 3, Last: true})
 	var res messages.ToolResult
 	if err != nil || len(out) == 0 || json.Unmarshal(out[0].Body, &res) != nil || !res.Success || string(res.Result) != `"done"` {
 		t.Errorf("the next delivery: %v, %+v; want the stored result", err, res)

@@ -120,7 +120,7 @@ func TestLargeResultsAreStoredWhole(t *testing.T) {
 			before := runs.Load()
 			answer := func(delivered int) messages.ToolResult {
 				t.Helper()
-				out, err := s.Execute(ctx, call, &bus.Delivery{Delivered: delivered})
+				out, err := deliver(s, ctx, call, &bus.Delivery{Delivered: delivered})
 				if err != nil || len(out) != 1 {
 					t.Fatalf("delivery %d: %d messages, %v", delivered, len(out), err)
 				}
