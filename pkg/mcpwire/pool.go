@@ -446,7 +446,7 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 			// The time it had: the server's timeout, or the caller's shorter deadline.
 			limit := s.cfg.CallTimeout()
 			if d, ok := ctx.Deadline(); ok {
-				limit = d.Sub(began).Round(time.Millisecond)
+				limit = max(d.Sub(began), 0).Round(time.Millisecond) // 0: it had passed before the call began
 			}
 			return nil, fmt.Errorf("%s: %s: no result within %v: %w", s.name, t.Remote, limit, ctx.Err())
 		}
