@@ -153,6 +153,13 @@ type ServerConfig struct {
 	// replica; the least recently used idle one is closed to make room. Default
 	// [DefaultMaxSessions].
 	MaxSessions int `json:"maxSessions,omitempty"`
+	// Concurrency bounds the server's calls running at once in one executor process,
+	// whatever their sessions: a call past it waits for its turn (its time budget
+	// counting), then is sent. 1 makes the calls take turns, for a server that is not
+	// safe to call twice at once — the memory server reads its file, changes it and
+	// writes it back on every call, so two calls that overlap lose one's write. Default
+	// 0: no bound.
+	Concurrency int `json:"concurrency,omitempty"`
 	// EnvFile names a file of KEY=VALUE lines added to Env (Env wins), as VS Code's
 	// mcp.json writes it; the configuration reads it when it loads (pkg/config), a
 	// relative path from the configuration file's folder.
@@ -516,8 +523,8 @@ func (c ServerConfig) Validate() error {
 	default:
 		return fmt.Errorf("sessions: %q is not a scope (want %q or %q)", c.Sessions, SessionsConversation, SessionsShared)
 	}
-	if c.SessionIdle < 0 || c.MaxSessions < 0 {
-		return fmt.Errorf("sessionIdle, maxSessions: must not be negative")
+	if c.SessionIdle < 0 || c.MaxSessions < 0 || c.Concurrency < 0 {
+		return fmt.Errorf("sessionIdle, maxSessions, concurrency: must not be negative")
 	}
 	switch c.Sampling {
 	case "", SampleDeny, SampleAsk:

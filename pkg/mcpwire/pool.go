@@ -393,6 +393,16 @@ func (p *Pool) CallTool(ctx context.Context, t Tool, args json.RawMessage) (json
 		}
 		args = checked
 	}
+	if s.turns != nil {
+		// Its turn first: the server's time limit is for the call, not the wait.
+		select {
+		case s.turns <- struct{}{}:
+			defer func() { <-s.turns }()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %s: its %d calls at once (concurrency) were running until the call's time ran out: %w",
+				ErrUnavailable, s.name, cap(s.turns), ctx.Err())
+		}
+	}
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
@@ -690,6 +700,9 @@ type server struct {
 	// knownStateless: a session of this http server had no session id, so under the
 	// automatic scope its session is shared.
 	knownStateless bool
+	// turns holds a place for each call running, when the configuration bounds them
+	// (ServerConfig.Concurrency); nil: no bound.
+	turns chan struct{}
 }
 
 func newServer(p *Pool, name string, cfg ServerConfig) *server {
@@ -708,6 +721,9 @@ func newServer(p *Pool, name string, cfg ServerConfig) *server {
 	// naming it, never unknown_tool. (Its first listing replaces them, with the same.)
 	for _, d := range cfg.Tools {
 		s.tools = append(s.tools, d.tool())
+	}
+	if cfg.Concurrency > 0 {
+		s.turns = make(chan struct{}, cfg.Concurrency)
 	}
 	s.ctx, s.cancel = context.WithCancel(p.ctx)
 	if cfg.Transport() == TransportHTTP {

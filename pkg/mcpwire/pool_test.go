@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -787,4 +788,105 @@ func TestSSESessionsSpeakTheLastSSEProtocol(t *testing.T) {
 	if slices.Contains(methods, "server/discover") || !slices.Contains(methods, "initialize") {
 		t.Errorf("the client sent %v; want initialize and no server/discover", methods)
 	}
+}
+
+// A server's calls take turns when its configuration bounds them (concurrency): eight
+// calls at once of a server that holds each for a while overlap there without the
+// bound, never more than the bound with it, and all are answered. A call whose time
+// runs out while it waits for its turn was never sent: ErrUnavailable.
+func TestServerConcurrency(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		concurrency int
+		overlap     func(int) bool
+	}{
+		{"unbounded", 0, func(n int) bool { return n > 1 }},
+		{"one at a time", 1, func(n int) bool { return n == 1 }},
+		{"two at a time", 2, func(n int) bool { return n >= 1 && n <= 2 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var running, most atomic.Int32
+			release := make(chan struct{})
+			srv := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
+			srv.AddTool(&mcp.Tool{Name: "hold", InputSchema: map[string]any{"type": "object"}},
+				func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					n := running.Add(1)
+					defer running.Add(-1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					select { // held until released
+					case <-release:
+					case <-ctx.Done():
+					}
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+				})
+			cfg := placeholder
+			cfg.Concurrency, cfg.Sessions = tt.concurrency, "shared"
+			p := newPool(t, map[string]mcpwire.ServerConfig{"slow": cfg}, &mcpwire.Options{Dial: inMemory(srv)})
+			ctx := ctxT(t)
+			if err := p.Connect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for range 8 {
+				wg.Go(func() {
+					if out, err := p.Call(ctx, "hold", nil); err != nil || string(out) != `"done"` {
+						errs <- fmt.Errorf("%s, %v", out, err)
+					}
+				})
+			}
+			if tt.concurrency == 0 {
+				// Unbounded, every call reaches the server while the first is held.
+				eventually(t, "eight calls running at once", func() bool { return running.Load() == 8 })
+			} else {
+				// Bounded, as many as it allows reach the server and are held; the others,
+				// given a moment, must still be waiting for their turn.
+				eventually(t, "the calls allowed running", func() bool { return int(running.Load()) == tt.concurrency })
+				time.Sleep(50 * time.Millisecond)
+			}
+			close(release)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if n := int(most.Load()); !tt.overlap(n) {
+				t.Errorf("%d calls ran at once at the server, with concurrency %d", n, tt.concurrency)
+			}
+		})
+	}
+	t.Run("no turn in time", func(t *testing.T) {
+		hold, started := make(chan struct{}), make(chan struct{}, 8)
+		defer close(hold)
+		srv := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
+		srv.AddTool(&mcp.Tool{Name: "hold", InputSchema: map[string]any{"type": "object"}},
+			func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				started <- struct{}{}
+				select {
+				case <-hold:
+				case <-ctx.Done():
+				}
+				return &mcp.CallToolResult{}, nil
+			})
+		cfg := placeholder
+		cfg.Concurrency, cfg.Sessions = 1, "shared"
+		p := newPool(t, map[string]mcpwire.ServerConfig{"slow": cfg}, &mcpwire.Options{Dial: inMemory(srv)})
+		ctx := ctxT(t)
+		if err := p.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		first, cancelFirst := context.WithCancel(ctx)
+		defer cancelFirst()
+		go p.Call(first, "hold", nil) //nolint:errcheck // held until the test ends
+		<-started
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, err := p.Call(short, "hold", nil); !errors.Is(err, mcpwire.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a call that found no turn: %v; want ErrUnavailable and the deadline", err)
+		}
+		if len(started) != 0 {
+			t.Error("the call that found no turn reached the server")
+		}
+	})
 }
