@@ -103,7 +103,9 @@ func TestStreamSplitsGiveTheWholeOutput(t *testing.T) {
 	t.Parallel() // waits mostly (processes starting, acks timing out): beside another test
 	var j journal
 	p := startMCPPipeline(t, mcpConfig(t, `{"engineering": {"enabled": false}, "parser": {"reasoning": "tagged"}}`), journalTools(t, &j))
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// A bound on a hang, not a speed: about 600 streamed responses, which took over 4
+	// minutes beside a second suite.
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	for ri := range streamResponses("") {
 		wholeConv := fmt.Sprintf("whole-%02d", ri)

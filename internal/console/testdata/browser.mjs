@@ -13,6 +13,9 @@ const browser = await chromium.launch({
 });
 const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
 const page = await context.newPage();
+// Every wait is a bound on a hang, not a speed: a machine running two suites at once took
+// over 15 s to show a breaker closed again.
+context.setDefaultTimeout(90000);
 // Whatever the Content-Security-Policy refuses, Chromium reports on the page's console;
 // an exception the page's script does not catch, as a page error. Neither may happen.
 const cspErrors = [], pageErrors = [];
@@ -34,11 +37,11 @@ try {
   const headers = first.headers();
   if (!/script-src 'self'/.test(headers["content-security-policy"] || "") || headers["x-frame-options"] !== "DENY")
     throw new Error("the page's headers: " + JSON.stringify(headers));
-  await page.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 15000 });
+  await page.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 90000 });
   await page.waitForFunction(() => document.querySelectorAll("#queues tbody tr").length === 4);
   if (new URL(page.url()).searchParams.has("token")) throw new Error("the token stays in the address bar: " + page.url());
   await page.reload(); // the tab keeps its token
-  await page.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 15000 });
+  await page.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 90000 });
   // The policy is in force: an inline script is refused, and reported.
   const refused = page.waitForEvent("console", m => /Content Security Policy/i.test(m.text()));
   await page.evaluate(() => { const s = document.createElement("script"); s.textContent = "window.inlineRan = true"; document.body.append(s); });
@@ -48,14 +51,15 @@ try {
 
   step("without its token, the page asks for it, and works once it is pasted");
   const bare = await browser.newContext();
+  bare.setDefaultTimeout(90000);
   const other = await bare.newPage();
   watch(other);
   await other.goto(consoleURL.split("?")[0]);
-  await other.locator("#token-form").waitFor({ state: "visible", timeout: 15000 });
+  await other.locator("#token-form").waitFor({ state: "visible", timeout: 90000 });
   if (await other.textContent("#live") === "live") throw new Error("the page went live without its token");
   await other.fill('#token-form input[name="token"]', token);
   await other.click("#token-form button");
-  await other.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 15000 });
+  await other.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 90000 });
   if (await other.isVisible("#token-form")) throw new Error("the token form stays after the token was pasted");
   await bare.close();
 
@@ -63,21 +67,21 @@ try {
   await view("servers");
   const state = () => page.locator('#server-table tr[data-server="everything"] .state');
   const breaker = () => page.locator('#server-table tr[data-server="everything"] .breaker');
-  await state().filter({ hasText: /^up$/ }).waitFor({ timeout: 30000 });
-  await breaker().filter({ hasText: /^closed$/ }).waitFor({ timeout: 15000 });
+  await state().filter({ hasText: /^up$/ }).waitFor({ timeout: 90000 });
+  await breaker().filter({ hasText: /^closed$/ }).waitFor({ timeout: 90000 });
   await post("/server/stop");
-  await state().filter({ hasText: /^down$/ }).waitFor({ timeout: 45000 });
-  await breaker().filter({ hasText: /^open$/ }).waitFor({ timeout: 15000 });
+  await state().filter({ hasText: /^down$/ }).waitFor({ timeout: 90000 });
+  await breaker().filter({ hasText: /^open$/ }).waitFor({ timeout: 90000 });
   await shot("servers");
   await post("/server/start");
-  await state().filter({ hasText: /^up$/ }).waitFor({ timeout: 45000 });
+  await state().filter({ hasText: /^up$/ }).waitFor({ timeout: 90000 });
   await page.locator("#server-history li", { hasText: "everything: up → down" }).waitFor();
   await page.locator("#server-history li", { hasText: "everything: down → up" }).waitFor();
 
   step("the backlog rises and falls under toolbus bench");
   const bench = await fetch(control + "/bench", { method: "POST" }).then(r => r.ok ? r.json() : r.text().then(t => { throw new Error(t); }));
   await page.goto(bench.url + "#flow");
-  await page.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 15000 });
+  await page.waitForFunction(() => document.querySelector("#live").textContent === "live", null, { timeout: 90000 });
   const backlog = () => page.evaluate(() => [...document.querySelectorAll("#queues tbody tr")]
     .reduce((n, tr) => n + Number(tr.querySelector(".pending").textContent) + Number(tr.querySelector(".ack").textContent), 0));
   let peak = 0;
@@ -105,22 +109,22 @@ try {
   await page.waitForFunction(() => {
     const rows = document.querySelectorAll("#call-table tbody tr");
     return rows.length === 2 && [...rows].every(r => r.dataset.conversation === "broken-1");
-  }, null, { timeout: 15000 });
+  }, null, { timeout: 90000 });
   if (!/read 1 outputs/.test(await page.textContent("#call-scanned"))) throw new Error("broken-1's calls: " + await page.textContent("#call-scanned"));
   await page.selectOption('#call-filter select[name="outcome"]', "failed");
   await page.click("#call-filter button");
   await page.waitForFunction(() => {
     const rows = document.querySelectorAll("#call-table tbody tr");
     return rows.length === 1 && rows[0].dataset.conversation === "broken-1" && rows[0].querySelector(".failed");
-  }, null, { timeout: 15000 });
+  }, null, { timeout: 90000 });
   const row = page.locator('#call-table tbody tr[data-conversation="broken-1"]');
   const reason = await row.textContent();
   if (!/unknown_tool/.test(reason) || !/no_such_tool/.test(reason)) throw new Error("the failed call's row lacks its reason: " + reason);
   // Each tool's statistics, for this conversation, with the outputs they come from.
   // The tool fails 100 % in every output too: the statistics are the filter's once
   // their basis says so (the unfiltered ones may still be on the page a moment).
-  await page.locator('#stats-table tr[data-tool="no_such_tool"] .rate', { hasText: "100.0 %" }).waitFor({ timeout: 15000 });
-  await page.waitForFunction(() => /^1 outputs from/.test(document.querySelector("#stats-basis")?.textContent ?? ""), null, { timeout: 15000 })
+  await page.locator('#stats-table tr[data-tool="no_such_tool"] .rate', { hasText: "100.0 %" }).waitFor({ timeout: 90000 });
+  await page.waitForFunction(() => /^1 outputs from/.test(document.querySelector("#stats-basis")?.textContent ?? ""), null, { timeout: 90000 })
     .catch(async () => { throw new Error("stats: " + await page.textContent("#stats-basis")); });
   await shot("calls");
   const [trace] = await Promise.all([context.waitForEvent("page"), row.locator("a.trace").click()]);
@@ -132,7 +136,7 @@ try {
   step("a dead letter redriven, and its new output");
   await post("/dead");
   await view("dead");
-  await page.locator("button.redrive").first().waitFor({ timeout: 15000 });
+  await page.locator("button.redrive").first().waitFor({ timeout: 90000 });
   await page.locator("button.redrive").first().click();
   await page.locator("#redrive-output", { hasText: "<tool_result>" }).waitFor({ timeout: 60000 });
   const redriven = await page.textContent("#redrive-output");
@@ -140,18 +144,18 @@ try {
   // The letter now says when it was redriven, as which response, and what came of it;
   // a plain Redrive is no longer offered.
   const letter = page.locator("#dead-table tr.was-redriven").first();
-  await letter.locator(".redriven", { hasText: /redriven at .+, as response redrive-/ }).waitFor({ timeout: 15000 });
-  await letter.locator(".redrive-output", { hasText: "clock ok" }).waitFor({ timeout: 15000 });
+  await letter.locator(".redriven", { hasText: /redriven at .+, as response redrive-/ }).waitFor({ timeout: 90000 });
+  await letter.locator(".redrive-output", { hasText: "clock ok" }).waitFor({ timeout: 90000 });
   if (await letter.locator("button.redrive:not(.forced)").count()) throw new Error("a redriven letter still offers a plain Redrive");
   await shot("dead");
 
   step("a second redrive only once confirmed, saying that the call runs again");
   const again = page.locator("button.redrive", { hasText: "Redrive again" }).first();
-  await again.waitFor({ timeout: 15000 });
+  await again.waitFor({ timeout: 90000 });
   const questions = [];
   page.once("dialog", d => { questions.push(d.message()); d.dismiss(); });
   await again.click();
-  await page.locator("#redrive-output", { hasText: "not sent again" }).waitFor({ timeout: 15000 });
+  await page.locator("#redrive-output", { hasText: "not sent again" }).waitFor({ timeout: 90000 });
   if (!/runs its call again/.test(questions[0] || "") || !/second time/.test(questions[0])) throw new Error("the confirmation: " + questions[0]);
   page.once("dialog", d => { questions.push(d.message()); d.accept(); });
   await again.click();
@@ -174,15 +178,15 @@ try {
   if (!row1.includes("everything__echo") || !row1.includes("may I, approve-1?") || !row1.includes("echo-asks")) throw new Error("the waiting call's row: " + row1);
   await shot("approvals");
   await waiting("approve-1").locator("button.approve").click();
-  await page.locator("#approval-output", { hasText: "approved" }).waitFor({ timeout: 15000 });
+  await page.locator("#approval-output", { hasText: "approved" }).waitFor({ timeout: 90000 });
   const approved = await fetch(control + "/approvals/approve-1").then(r => r.text());
   if (!approved.includes('"success":true') || !approved.includes("may I, approve-1?")) throw new Error("the approved call: " + approved);
   page.once("dialog", d => d.accept("not on a Friday"));
   await waiting("deny-1").locator("button.deny").click();
-  await page.locator("#approval-output", { hasText: "denied" }).waitFor({ timeout: 15000 });
+  await page.locator("#approval-output", { hasText: "denied" }).waitFor({ timeout: 90000 });
   const denied = await fetch(control + "/approvals/deny-1").then(r => r.text());
   if (!denied.includes("not_allowed") || !denied.includes("denied by console") || !denied.includes("not on a Friday")) throw new Error("the denied call: " + denied);
-  await page.waitForFunction(() => document.querySelectorAll("#approval-table tbody tr.none").length === 1, null, { timeout: 15000 });
+  await page.waitForFunction(() => document.querySelectorAll("#approval-table tbody tr.none").length === 1, null, { timeout: 90000 });
 
   step("try it answers a pasted response");
   await view("try");
