@@ -51,19 +51,30 @@ func UpdateJSONCreated[T any](ctx context.Context, kv jetstream.KeyValue, key st
 		if err != nil {
 			return v, false, err
 		}
-		if rev == 0 {
-			_, err = kv.Create(ctx, key, val)
-		} else {
-			_, err = kv.Update(ctx, key, val, rev)
-		}
-		if err == nil {
+		if _, err = CompareAndSet(ctx, kv, key, val, rev); err == nil {
 			return v, rev == 0, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return v, false, fmt.Errorf("%s/%s: %w", kv.Bucket(), key, err)
+			return v, false, err
 		}
 		if ctx.Err() != nil {
 			return v, false, ctx.Err()
 		}
 	}
+}
+
+// CompareAndSet writes val at key over revision rev: it creates the key when rev is 0,
+// else updates the key if rev is still its revision. It returns the new revision;
+// jetstream.ErrKeyExists or ErrKeyRevisionMismatch (wrapped) when another wrote first.
+func CompareAndSet(ctx context.Context, kv jetstream.KeyValue, key string, val []byte, rev uint64) (uint64, error) {
+	var err error
+	if rev == 0 {
+		rev, err = kv.Create(ctx, key, val)
+	} else {
+		rev, err = kv.Update(ctx, key, val, rev)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s/%s: %w", kv.Bucket(), key, err)
+	}
+	return rev, nil
 }

@@ -84,12 +84,12 @@ func (p *progress) gathered() Gathered {
 type KVGatherer struct {
 	KV jetstream.KeyValue
 
-	marks *marker
+	marks *bus.Combiner[progress, *markWait]
 }
 
 // NewKVGatherer gathers in kv, the gather bucket.
 func NewKVGatherer(kv jetstream.KeyValue) KVGatherer {
-	return KVGatherer{KV: kv, marks: &marker{queues: map[string]*markQueue{}}}
+	return KVGatherer{KV: kv, marks: bus.NewCombiner[progress, *markWait]()}
 }
 
 // Results implements [Gatherer]: it reads the n results at once ([each]). A
@@ -189,6 +189,15 @@ func (s KVGatherer) Add(ctx context.Context, rs ...messages.ToolResult) (Gathere
 	return g, err
 }
 
+// Store implements [Gatherer].
+func (s KVGatherer) Store(ctx context.Context, r messages.ToolResult) error {
+	key := order.ResultKey(messages.ScopedID(r.Conversation, r.ResponseID), r.Index)
+	if _, err := s.KV.Create(ctx, key, messages.AppendResult(nil, &r)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
+	}
+	return nil
+}
+
 // Finish implements [Finisher].
 func (s KVGatherer) Finish(ctx context.Context, response string, keys ...string) error {
 	return order.Finish(ctx, s.KV, response, keys...)
@@ -200,155 +209,47 @@ func (s KVGatherer) Refinish(ctx context.Context, response string) error {
 }
 
 // mark marks rs answered in key with compare-and-set, together with what the other
-// workers of this process mark in the same key meanwhile, and returns what is
-// answered once rs are.
+// workers of this process mark in the same key meanwhile (bus.Combiner), and returns
+// what is answered once rs are.
 func (s KVGatherer) mark(ctx context.Context, key string, rs []messages.ToolResult) (Gathered, error) {
-	w := &markWait{rs: rs, done: make(chan struct{})}
-	if s.marks == nil {
-		s.apply(ctx, key, &markQueue{}, []*markWait{w})
-		return w.g, w.err
-	}
-	q, batch := s.marks.join(key, w)
-	if q == nil {
-		<-w.done
-		if w.batch == nil {
-			return w.g, w.err // written by the worker before
-		}
-		q, batch = w.queue, w.batch
-	}
-	s.apply(ctx, key, q, batch)
-	next := s.marks.handOff(key, q)
-	for _, o := range batch {
-		if o != w {
-			close(o.done)
-		}
-	}
-	if next != nil {
-		close(next.done)
+	w := &markWait{rs: rs}
+	if err := s.marks.Do(ctx, key, w, bus.Turn[progress, *markWait]{
+		Read: func() (progress, uint64, error) { return bus.GetJSON[progress](ctx, s.KV, key) },
+		Apply: func(p progress, _ uint64, batch []*markWait) (progress, bool, error) {
+			if p.Answered {
+				return p, false, order.ErrAnswered
+			}
+			p.Got = slices.Clone(p.Got)
+			changed := false
+			for _, w := range batch {
+				for _, r := range w.rs {
+					changed = p.add(r.Index, r.Success) || changed
+				}
+				w.g, w.err = p.gathered(), nil
+			}
+			return p, changed, nil
+		},
+		Write: func(p progress, rev uint64) (uint64, error) {
+			val, err := json.Marshal(&p)
+			if err != nil {
+				return 0, err
+			}
+			return bus.CompareAndSet(ctx, s.KV, key, val, rev)
+		},
+		Fail: func(batch []*markWait, err error) {
+			for _, w := range batch {
+				w.err = err
+			}
+		},
+	}); err != nil {
+		return Gathered{}, err
 	}
 	return w.g, w.err
 }
 
-// marker queues the results of one response that the workers of one process mark at
-// the same time: while one worker writes, the others wait, and the first of them then
-// writes every result that came meanwhile in one compare-and-set, with its own context.
-type marker struct {
-	mu     sync.Mutex
-	queues map[string]*markQueue
-}
-
-// markQueue is one key's: the waiting workers, and what the key held after this
-// process's last write, so that the next write needs no read unless another wrote
-// in between.
-type markQueue struct {
-	waiting []*markWait
-	known   bool
-	last    progress
-	rev     uint64 // of last; 0: the key does not exist
-}
-
+// markWait is one mark of a turn: its results, and once written what is answered.
 type markWait struct {
-	rs   []messages.ToolResult
-	g    Gathered
-	err  error
-	done chan struct{}
-	// batch, when set, is the batch of queue this waiter is to write (itself first).
-	batch []*markWait
-	queue *markQueue
-}
-
-// join returns the queue of key and w's batch when nobody writes key (w writes it
-// now), or nothing after queueing w behind the writer.
-func (m *marker) join(key string, w *markWait) (*markQueue, []*markWait) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if q := m.queues[key]; q != nil {
-		q.waiting = append(q.waiting, w)
-		return nil, nil
-	}
-	q := &markQueue{}
-	m.queues[key] = q
-	return q, []*markWait{w}
-}
-
-// handOff ends a write of q: the workers that queued meanwhile are the next batch, for
-// the first of them to write (returned; its done is the caller's to close). With none,
-// the queue is dropped.
-func (m *marker) handOff(key string, q *markQueue) *markWait {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(q.waiting) == 0 {
-		delete(m.queues, key)
-		return nil
-	}
-	next := q.waiting[0]
-	next.batch, next.queue, q.waiting = q.waiting, q, nil
-	return next
-}
-
-// apply writes the results of batch to key in one compare-and-set, and gives each
-// waiter what is answered once its results (and those before it) are.
-func (s KVGatherer) apply(ctx context.Context, key string, q *markQueue, batch []*markWait) {
-	fail := func(err error) {
-		q.known = false
-		for _, w := range batch {
-			w.err = err
-		}
-	}
-	for {
-		fresh := false
-		if !q.known {
-			p, rev, err := bus.GetJSON[progress](ctx, s.KV, key)
-			if err != nil {
-				fail(err)
-				return
-			}
-			q.last, q.rev, q.known, fresh = p, rev, true, true
-		}
-		if q.last.Answered {
-			fail(order.ErrAnswered)
-			return
-		}
-		p := q.last
-		p.Got = slices.Clone(p.Got)
-		changed := false
-		for _, w := range batch {
-			for _, r := range w.rs {
-				changed = p.add(r.Index, r.Success) || changed
-			}
-			w.g, w.err = p.gathered(), nil
-		}
-		if !changed {
-			if !fresh {
-				// Only redeliveries, measured against what this process wrote last:
-				// answer them from what the key holds now.
-				q.known = false
-				continue
-			}
-			return
-		}
-		val, err := json.Marshal(&p)
-		if err != nil {
-			fail(err)
-			return
-		}
-		var rev uint64
-		if q.rev == 0 {
-			rev, err = s.KV.Create(ctx, key, val)
-		} else {
-			rev, err = s.KV.Update(ctx, key, val, q.rev)
-		}
-		switch {
-		case err == nil:
-			q.last, q.rev = p, rev
-			return
-		case !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			fail(fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err))
-			return
-		case ctx.Err() != nil:
-			fail(ctx.Err())
-			return
-		}
-		q.known = false // another replica wrote first
-	}
+	rs  []messages.ToolResult
+	g   Gathered
+	err error
 }

@@ -25,6 +25,10 @@ type Gatherer interface {
 	// Results returns the results of the calls 0 to n-1 of a response, in call order,
 	// or order.ErrAnswered once its output is stored (with n 0, only that is read).
 	Results(ctx context.Context, conversation, responseID string, n int) ([]messages.ToolResult, error)
+	// Store keeps the result of a call of a streamed response, once (a result already
+	// held, a redelivery, stands), without marking it answered: the response's stream
+	// state says which calls are ([Streams]).
+	Store(ctx context.Context, r messages.ToolResult) error
 }
 
 // Finisher is a [Gatherer] that also clears a response away once its output is stored:
@@ -197,7 +201,10 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 		if err != nil {
 			return nil, bus.Retry(err, s.retryDelay())
 		}
-		if _, err := s.Gather.Add(ctx, fitted); err != nil {
+		// Stored, not marked: the state below marks it answered. (A result stored for a
+		// response answered before, which the state finds, is deleted by Refinish when
+		// it comes again, or leaves with the bucket's TTL.)
+		if err := s.Gather.Store(ctx, fitted); err != nil {
 			return nil, order.Retry(err, s.retryDelay())
 		}
 		progress := messages.CapResult(fitted, progressBytes)
@@ -206,10 +213,18 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 		}, Body: messages.AppendResult(nil, &progress)})
 	}
 	var released []messages.ToolCall
+	answers := false // this message answers the response
 	st, err := s.Streams.Update(ctx, response, func(st *order.Streamed) (bool, error) {
-		changed := !r.End && st.Answer(r.Index, r.Success)
+		changed := !r.End && st.Answer(r.Index, r.Success, r.Tool)
 		var rel bool
 		released, rel = st.Release(by)
+		answers = false
+		if st.Complete() {
+			if st.Output == "" {
+				st.Output, changed = by, true
+			}
+			answers = st.Output == by
+		}
 		return changed || rel, nil
 	})
 	if err != nil {
@@ -228,7 +243,9 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 			ResponseID: c.ResponseID, Conversation: c.Conversation, MsgID: c.ID, Index: c.Index,
 		}, Body: messages.AppendCall(make([]byte, 0, 192+len(c.Arguments)), c)})
 	}
-	if !st.Complete() {
+	if !answers {
+		// Not complete, or answered by the message that found it complete first (the
+		// last result, or the end when every result came before it).
 		return out, nil
 	}
 	// Every call is answered, so every result was gathered first: a result missing is
@@ -238,7 +255,7 @@ func (s *Stage) streamed(ctx context.Context, r messages.ToolResult, d *bus.Deli
 		return nil, order.Retry(err, behindDelay)
 	}
 	keys := append(order.StreamKeys(response), order.ResultKeys(response, len(st.Calls))...)
-	keys = append(keys, order.StreamCallKeys(response, len(st.Calls))...)
+	keys = append(keys, st.CallKeys(response)...)
 	if st.End != nil {
 		// The response ended without its last chunk: the output says why, after the
 		// results of its calls.

@@ -51,6 +51,26 @@ func (s *memGatherer) Add(_ context.Context, rs ...messages.ToolResult) (Gathere
 	return g.p.gathered(), nil
 }
 
+func (s *memGatherer) Store(_ context.Context, r messages.ToolResult) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	if s.m == nil {
+		s.m = map[string]*memGathered{}
+	}
+	g := s.m[r.ResponseID]
+	if g == nil {
+		g = &memGathered{results: map[int]messages.ToolResult{}}
+		s.m[r.ResponseID] = g
+	}
+	if _, ok := g.results[r.Index]; !ok {
+		g.results[r.Index] = r
+	}
+	return nil
+}
+
 func (s *memGatherer) Results(_ context.Context, _, responseID string, n int) ([]messages.ToolResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -357,6 +377,20 @@ func TestFormatStreamed(t *testing.T) {
 			var o messages.Output
 			if err := messages.DecodeOutput(out[len(out)-1].Body, &o); err != nil || len(o.Results) != 2 || o.Results[1].Tool != "write" {
 				t.Errorf("output %+v, %v", o, err)
+			}
+			// One message answers the response, the first to find it complete; the
+			// others that find it complete leave the output to it, and its
+			// redelivery answers again (its first publish may have failed).
+			end := messages.ToolResult{CallID: "c1/s1/end", ResponseID: "s1", Conversation: "c1", Index: 2, Stream: true, End: true}
+			first, other := res(1, "write"), end
+			if !endFirst {
+				first, other = end, res(1, "write")
+			}
+			if out, err := s.Format(ctx, other, &bus.Delivery{Delivered: 1}); err != nil || slices.Contains(subjects(out), "output") {
+				t.Errorf("a second message finding the response complete: %v %v, want no output", subjects(out), err)
+			}
+			if out, err := s.Format(ctx, first, &bus.Delivery{Delivered: 2}); err != nil || !slices.Contains(subjects(out), "output") {
+				t.Errorf("the redelivery of the message that answered: %v %v, want the output again", subjects(out), err)
 			}
 		})
 	}

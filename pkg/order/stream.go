@@ -2,6 +2,7 @@ package order
 
 import (
 	"cmp"
+	"slices"
 	"strconv"
 
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -31,12 +32,29 @@ type Streamed struct {
 	// the calls not released by then are released with it as their error, so they are
 	// answered without running, and the output carries it after the calls' results.
 	End *messages.ResultError `json:"end,omitempty"`
+	// Output names the message that answers the response (as By names one), set by the
+	// first that finds it complete: that message, and its redeliveries, publish the
+	// output; the others that find it complete too need not.
+	Output string `json:"output,omitempty"`
 
 	// load reads the body of call i, which a state read from its store ([StreamStore])
 	// holds as a stub until a release needs it; loadErr is the first read that failed.
 	load    func(i int) (messages.ToolCall, error)
 	loadErr error
+	// derive gives the body of call i again, as the update under way settles it (from
+	// the response's text: [Streamed.Derive]); failedTool is the tool of the first
+	// call answered with a failure, when its answer named it.
+	derive     func(i int) (messages.ToolCall, bool)
+	failedTool string
 }
+
+// Derive says that the update under way can give the calls it releases again, from the
+// response's text (the parser, on a chunk): f returns call i as settled, or false when
+// it cannot. The calls this update releases then get no key of their own
+// ([StreamStore]), and a redelivery of the message that released them reads them from
+// f, not from the store. A message that cannot settle calls again (a result) must not
+// call it.
+func (st *Streamed) Derive(f func(i int) (messages.ToolCall, bool)) { st.derive = f }
 
 // StreamCall is one call of a streamed response.
 type StreamCall struct {
@@ -49,23 +67,35 @@ type StreamCall struct {
 	Failed   bool   `json:"failed,omitempty"`
 
 	// stub: Call is not read yet (only Index is set); ended: released with the end's
-	// error. settled is the call as settled, before a release gave it an error (what
-	// the store keeps), when st holds it.
-	stub, ended bool
-	settled     *messages.ToolCall
+	// error; derived: released by an update that can settle it again ([Streamed.Derive]),
+	// so its body has no key. settled is the call as settled, before a release gave it
+	// an error (what the store keeps), when st holds it.
+	stub, ended, derived bool
+	settled              *messages.ToolCall
 }
 
 // call returns call i, its body read first when st holds a stub of it, with the error
 // its release gave it (derived again from the state: a release's error is not stored).
 func (st *Streamed) call(i int) *messages.ToolCall {
 	c := &st.Calls[i]
-	if !c.stub || st.load == nil {
+	if !c.stub {
 		return &c.Call
 	}
-	body, err := st.load(i)
-	if err != nil {
-		st.loadErr = cmp.Or(st.loadErr, err)
-		return &c.Call
+	body, ok := messages.ToolCall{}, false
+	if st.derive != nil {
+		if body, ok = st.derive(i); ok {
+			body = settledCall(body)
+		}
+	}
+	if !ok {
+		if st.load == nil {
+			return &c.Call
+		}
+		var err error
+		if body, err = st.load(i); err != nil {
+			st.loadErr = cmp.Or(st.loadErr, err)
+			return &c.Call
+		}
 	}
 	c.Call, c.stub = body, false
 	if c.By == "" || c.Call.Error != nil {
@@ -79,10 +109,21 @@ func (st *Streamed) call(i int) *messages.ToolCall {
 	}
 	if st.OnError == Skip {
 		if f := st.failedBefore(st.segmentStart(i)); f >= 0 {
-			c.Call.Error = skipError(*st.call(f))
+			c.Call.Error = st.skipError(f)
 		}
 	}
 	return &c.Call
+}
+
+// skipError is the error of a call skipped because call f failed before it: f is the
+// first call answered with a failure, whose tool its answer named, or is read.
+func (st *Streamed) skipError(f int) *messages.ResultError {
+	tool := st.failedTool
+	if tool == "" || f != st.failedBefore(len(st.Calls)) {
+		tool = st.call(f).Tool
+	}
+	return &messages.ResultError{Code: messages.CodeSkipped, Message: "not run: call " + strconv.Itoa(f) +
+		" (" + tool + ") of this response failed before it, and the configuration skips the calls after a failure"}
 }
 
 // segmentStart is the first call of the run of calls safe together that call p is in
@@ -109,11 +150,6 @@ func endError(end *messages.ResultError) *messages.ResultError {
 	return &messages.ResultError{Code: end.Code, Message: "not run: " + end.Message}
 }
 
-func skipError(f messages.ToolCall) *messages.ResultError {
-	return &messages.ResultError{Code: messages.CodeSkipped, Message: "not run: call " + strconv.Itoa(f.Index) +
-		" (" + f.Tool + ") of this response failed before it, and the configuration skips the calls after a failure"}
-}
-
 // ByChunk, ByResult and ByEnd name what released a call.
 func ByChunk(n int) string      { return "chunk " + strconv.Itoa(n) }
 func ByResult(index int) string { return "result " + strconv.Itoa(index) }
@@ -126,18 +162,30 @@ const ByEnd = "end"
 func (st *Streamed) Add(calls []messages.ToolCall, together []bool) bool {
 	changed := false
 	for i := len(st.Calls); i < len(calls); i++ {
-		c := calls[i]
-		c.Stream, c.Count, c.Next = true, 0, 0
+		c := settledCall(calls[i])
 		st.Calls = append(st.Calls, StreamCall{Call: c, Together: together[i], settled: &c})
 		changed = true
 	}
 	return changed
 }
 
-// Answer marks call index answered (failed when !ok) and reports whether st changed.
-func (st *Streamed) Answer(index int, ok bool) bool {
+// settledCall is c as a streamed response's state holds it: a call of a stream, whose
+// count and next segment are not known when it is released.
+func settledCall(c messages.ToolCall) messages.ToolCall {
+	c.Stream, c.Count, c.Next = true, 0, 0
+	return c
+}
+
+// Answer marks call index answered (failed when !ok, by a call of tool) and reports
+// whether st changed.
+func (st *Streamed) Answer(index int, ok bool, tool string) bool {
 	if index < 0 || index >= len(st.Calls) || st.Calls[index].Answered {
 		return false
+	}
+	if !ok {
+		if f := st.failedBefore(len(st.Calls)); f < 0 || index < f {
+			st.failedTool = tool
+		}
 	}
 	st.Calls[index].Answered, st.Calls[index].Failed = true, !ok
 	return true
@@ -160,7 +208,7 @@ func (st *Streamed) Release(by string) ([]messages.ToolCall, bool) {
 			if call := st.call(p); call.Error == nil {
 				call.Error = endError(st.End)
 			}
-			c.By, c.ended = by, true
+			c.By, c.ended, c.derived = by, true, st.derive != nil
 			changed = true
 			continue
 		}
@@ -175,9 +223,9 @@ func (st *Streamed) Release(by string) ([]messages.ToolCall, bool) {
 			}
 		}
 		if call := st.call(p); failed >= 0 && st.OnError == Skip && call.Error == nil {
-			call.Error = skipError(*st.call(failed))
+			call.Error = st.skipError(failed)
 		}
-		c.By = by
+		c.By, c.derived = by, st.derive != nil
 		changed = true
 	}
 	return st.releasedBy(by), changed
@@ -191,6 +239,14 @@ func (st *Streamed) releasedBy(by string) []messages.ToolCall {
 		}
 	}
 	return calls
+}
+
+// snapshot is a copy of st that later changes to st leave as it is.
+func (st *Streamed) snapshot() Streamed {
+	c := *st
+	c.Calls = slices.Clone(st.Calls)
+	c.load, c.loadErr, c.derive = nil, nil, nil
+	return c
 }
 
 // Complete reports whether the response ended and every call of it is answered.

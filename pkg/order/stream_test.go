@@ -48,15 +48,15 @@ func TestStreamedRelease(t *testing.T) {
 	if rel, changed := st.Release(ByChunk(1)); !slices.Equal(tools(rel), []string{"r1", "r2"}) || changed {
 		t.Errorf("chunk 1 again: %v, changed %v", tools(rel), changed)
 	}
-	st.Answer(1, true)
+	st.Answer(1, true, "")
 	if rel, _ := st.Release(ByResult(1)); len(rel) != 0 {
 		t.Fatalf("released %v with r1 unanswered", tools(rel))
 	}
-	st.Answer(0, true)
+	st.Answer(0, true, "")
 	if rel, _ := st.Release(ByResult(0)); !slices.Equal(tools(rel), []string{"w1"}) {
 		t.Fatalf("after r1 and r2: %v, want w1", tools(rel))
 	}
-	st.Answer(2, true)
+	st.Answer(2, true, "")
 	if rel, _ := st.Release(ByResult(2)); !slices.Equal(tools(rel), []string{"r3", "r4"}) {
 		t.Fatalf("after w1: %v, want r3 r4", tools(rel))
 	}
@@ -64,8 +64,8 @@ func TestStreamedRelease(t *testing.T) {
 		t.Error("complete before the end")
 	}
 	st.Final = true
-	st.Answer(3, true)
-	st.Answer(4, true)
+	st.Answer(3, true, "")
+	st.Answer(4, true, "")
 	if !st.Complete() {
 		t.Error("not complete")
 	}
@@ -76,12 +76,12 @@ func TestStreamedSkip(t *testing.T) {
 	calls, together := streamCalls("w1", "w2", "r1?")
 	st.Add(calls, together)
 	st.Release(ByChunk(1))
-	st.Answer(0, false)
+	st.Answer(0, false, "")
 	rel, _ := st.Release(ByResult(0))
 	if len(rel) != 1 || rel[0].Error == nil || rel[0].Error.Code != messages.CodeSkipped || !strings.Contains(rel[0].Error.Message, "call 0 (w1)") {
 		t.Fatalf("after a failure under skip: %+v", rel)
 	}
-	st.Answer(1, false)
+	st.Answer(1, false, "")
 	if rel, _ := st.Release(ByResult(1)); len(rel) != 1 || rel[0].Error == nil {
 		t.Fatalf("the read after: %+v", rel)
 	}

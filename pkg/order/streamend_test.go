@@ -33,7 +33,7 @@ func TestStreamedEndReleasesTheRestWithItsError(t *testing.T) {
 		if st.Complete() {
 			t.Fatal("complete before every call is answered")
 		}
-		st.Answer(i, i == 0)
+		st.Answer(i, i == 0, "")
 	}
 	if !st.Complete() {
 		t.Error("not complete")

@@ -20,7 +20,20 @@ import (
 // then rewrites a few bytes per released call, not every call: the first key is read
 // and written with compare-and-set, a released call's key only read again by a
 // redelivery of the message that released it.
-type StreamStore struct{ KV jetstream.KeyValue }
+//
+// Make one with [NewStreamStore], and share it among the stages of a process that update
+// the same responses (the parser and the formatter): their updates of one response then
+// take turns rather than each retrying against the others.
+type StreamStore struct {
+	KV jetstream.KeyValue
+
+	turns *bus.Combiner[streamHead, *streamOp]
+}
+
+// NewStreamStore keeps the state of streamed responses in kv, the gather bucket.
+func NewStreamStore(kv jetstream.KeyValue) StreamStore {
+	return StreamStore{KV: kv, turns: bus.NewCombiner[streamHead, *streamOp]()}
+}
 
 // StreamKey is where the state of a streamed response (by its scoped id) is kept.
 func StreamKey(response string) string { return bus.Key(response) + ".stream" }
@@ -31,11 +44,15 @@ func StreamCallKey(response string, index int) string {
 	return bus.Key(response) + ".call." + strconv.Itoa(index)
 }
 
-// StreamCallKeys are the keys of the calls 0 to n-1 of a streamed response.
-func StreamCallKeys(response string, n int) []string {
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = StreamCallKey(response, i)
+// CallKeys are the keys of the calls of st (a streamed response, by its scoped id)
+// that have one: the released calls, but those released by an update that settles them
+// again ([Streamed.Derive]).
+func (st *Streamed) CallKeys(response string) []string {
+	var keys []string
+	for i := range st.Calls {
+		if c := &st.Calls[i]; c.By != "" && !c.derived {
+			keys = append(keys, StreamCallKey(response, i))
+		}
 	}
 	return keys
 }
@@ -49,17 +66,28 @@ type streamHead struct {
 	Together []byte                `json:"together,omitempty"`
 	Answered []byte                `json:"answered,omitempty"`
 	Failed   []byte                `json:"failed,omitempty"`
+	Output   string                `json:"output,omitempty"`
+	// FailedTool is the tool of the first call answered with a failure, when its answer
+	// named it.
+	FailedTool string `json:"failed_tool,omitempty"`
 	// Runs cover the calls in order: each run the calls released by one message (By;
 	// "" while they wait), End when with the end's error.
 	Runs []streamRun `json:"runs,omitempty"`
 	// Waiting are the calls not released, in order, as settled.
 	Waiting []messages.ToolCall `json:"waiting,omitempty"`
+
+	// released are the calls released since the state this was made from, to be
+	// created in their keys before it is written.
+	released map[int]messages.ToolCall
 }
 
+// streamRun is a run of calls released by one message; Derived: by one that settles
+// them again (Streamed.Derive), so their bodies have no keys.
 type streamRun struct {
-	By  string `json:"b,omitempty"`
-	N   int    `json:"n"`
-	End bool   `json:"e,omitempty"`
+	By      string `json:"b,omitempty"`
+	N       int    `json:"n"`
+	End     bool   `json:"e,omitempty"`
+	Derived bool   `json:"d,omitempty"`
 }
 
 func setBit(b []byte, i int) []byte {
@@ -76,7 +104,7 @@ func bit(b []byte, i int) bool { return i/8 < len(b) && b[i/8]&(1<<(i%8)) != 0 }
 // was read from holds as waiting or not at all, by index: their keys are created before
 // the header is written.
 func headOf(st *Streamed) (h streamHead, released map[int]messages.ToolCall) {
-	h = streamHead{N: len(st.Calls), Final: st.Final, OnError: st.OnError, End: st.End}
+	h = streamHead{N: len(st.Calls), Final: st.Final, OnError: st.OnError, End: st.End, Output: st.Output, FailedTool: st.failedTool}
 	for i := range st.Calls {
 		c := &st.Calls[i]
 		if c.Together {
@@ -88,16 +116,18 @@ func headOf(st *Streamed) (h streamHead, released map[int]messages.ToolCall) {
 		if c.Failed {
 			h.Failed = setBit(h.Failed, i)
 		}
-		if r := len(h.Runs) - 1; r >= 0 && h.Runs[r].By == c.By && h.Runs[r].End == c.ended {
+		if r := len(h.Runs) - 1; r >= 0 && h.Runs[r].By == c.By && h.Runs[r].End == c.ended && h.Runs[r].Derived == c.derived {
 			h.Runs[r].N++
 		} else {
-			h.Runs = append(h.Runs, streamRun{By: c.By, N: 1, End: c.ended})
+			h.Runs = append(h.Runs, streamRun{By: c.By, N: 1, End: c.ended, Derived: c.derived})
 		}
 		switch {
 		case c.settled == nil:
 			// Released before: a stub, its key written then.
 		case c.By == "":
 			h.Waiting = append(h.Waiting, *c.settled)
+		case c.derived:
+			// Settled again, not read, by a redelivery of what released it.
 		default:
 			if released == nil {
 				released = map[int]messages.ToolCall{}
@@ -110,12 +140,12 @@ func headOf(st *Streamed) (h streamHead, released map[int]messages.ToolCall) {
 
 // streamed is the state h holds, its released calls stubs.
 func (h *streamHead) streamed() Streamed {
-	st := Streamed{Final: h.Final, OnError: h.OnError, End: h.End, Calls: make([]StreamCall, h.N)}
+	st := Streamed{Final: h.Final, OnError: h.OnError, End: h.End, Output: h.Output, Calls: make([]StreamCall, h.N), failedTool: h.FailedTool}
 	i := 0
 	for _, r := range h.Runs {
 		for range r.N {
 			if i < h.N {
-				st.Calls[i].By, st.Calls[i].ended = r.By, r.End
+				st.Calls[i].By, st.Calls[i].ended, st.Calls[i].derived = r.By, r.End, r.Derived
 			}
 			i++
 		}
@@ -142,6 +172,13 @@ func (h *streamHead) streamed() Streamed {
 // released before that fn releases again (a redelivery) is read from its key. A state
 // it creates for a response answered meanwhile is deleted again, the calls' keys with
 // it: ErrAnswered ([Created]).
+//
+// The updates the workers of this process make to one response at once take turns, each
+// turn applying every update queued meanwhile, in order, and writing them in one
+// compare-and-set ([bus.Combiner]); each update returns the state as it left it. fn may
+// run more than once (again on the state as stored, when another writer wrote first);
+// one that returns an error must leave the state as it found it: the turn's other
+// updates are written.
 func (s StreamStore) Update(ctx context.Context, response string, fn func(*Streamed) (bool, error)) (Streamed, error) {
 	key := StreamKey(response)
 	bodies := map[int]messages.ToolCall{} // a call's key never changes: read once across retries
@@ -163,51 +200,81 @@ func (s StreamStore) Update(ctx context.Context, response string, fn func(*Strea
 		return c, nil
 	}
 	var created []string
-	for {
-		prev, rev, err := bus.GetJSON[streamHead](ctx, s.KV, key)
-		if err != nil {
-			return Streamed{}, err
-		}
-		st := prev.streamed()
-		st.load = load
-		changed, err := fn(&st)
-		err = errors.Join(err, st.loadErr)
-		st.load, st.loadErr = nil, nil
-		if err != nil || !changed {
-			return st, err
-		}
-		h, released := headOf(&st)
-		keys, err := s.createCalls(ctx, response, released)
-		created = append(created, keys...)
-		if err != nil {
-			return st, err
-		}
-		val, err := json.Marshal(h)
-		if err != nil {
-			return st, err
-		}
-		if rev == 0 {
-			_, err = s.KV.Create(ctx, key, val)
-		} else {
-			_, err = s.KV.Update(ctx, key, val, rev)
-		}
-		if err == nil {
-			// A state written over one that was there cannot be an answered response's:
-			// no state changes once every call is answered, and Finish deletes the calls
-			// it names after the state that named them last was written. A state this
-			// created may be, and so may the calls created with it.
-			if rev == 0 {
+	op := &streamOp{fn: fn}
+	if err := s.turns.Do(ctx, key, op, bus.Turn[streamHead, *streamOp]{
+		Read: func() (streamHead, uint64, error) { return bus.GetJSON[streamHead](ctx, s.KV, key) },
+		Apply: func(h streamHead, rev uint64, ops []*streamOp) (streamHead, bool, error) {
+			st := h.streamed()
+			st.load = load
+			changed := false
+			for i, op := range ops {
+				st.derive = nil
+				c, err := op.fn(&st)
+				op.err, changed = err, changed || c && err == nil
+				if i < len(ops)-1 {
+					op.st = st.snapshot()
+				}
+			}
+			loadErr := st.loadErr
+			st.load, st.loadErr, st.derive = nil, nil, nil
+			ops[len(ops)-1].st = st
+			if loadErr != nil {
+				return h, false, loadErr
+			}
+			if !changed {
+				if rev == 0 && len(st.Calls) == 0 {
+					// No state: not started, or answered and deleted. What comes for a
+					// response answered (a result redelivered) has nothing left to do.
+					answered, err := Answered(ctx, s.KV, response)
+					if err == nil && answered {
+						err = ErrAnswered
+					}
+					return h, false, err
+				}
+				return h, false, nil
+			}
+			next, released := headOf(&st)
+			next.released = released
+			return next, true, nil
+		},
+		Write: func(h streamHead, rev uint64) (uint64, error) {
+			keys, err := s.createCalls(ctx, response, h.released)
+			created = append(created, keys...)
+			if err != nil {
+				return 0, err
+			}
+			val, err := json.Marshal(h)
+			if err != nil {
+				return 0, err
+			}
+			newRev, err := bus.CompareAndSet(ctx, s.KV, key, val, rev)
+			if err == nil && rev == 0 {
+				// A state written over one that was there cannot be an answered
+				// response's: no state changes once every call is answered, and Finish
+				// deletes the calls it names after the state that named them last was
+				// written. A state this created may be, and so may the calls created
+				// with it.
 				err = Created(ctx, s.KV, response, append([]string{key}, created...)...)
 			}
-			return st, err
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return st, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
-		}
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
+			return newRev, err
+		},
+		Fail: func(ops []*streamOp, err error) {
+			for _, op := range ops {
+				op.err = err
+			}
+		},
+	}); err != nil {
+		return Streamed{}, err
 	}
+	return op.st, op.err
+}
+
+// streamOp is one update of a turn: its function and, once written, the state it left
+// and its error.
+type streamOp struct {
+	fn  func(*Streamed) (bool, error)
+	st  Streamed
+	err error
 }
 
 // createCalls creates the keys of calls (as settled, by their place in the response):

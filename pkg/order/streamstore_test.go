@@ -2,10 +2,12 @@ package order
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
@@ -45,7 +47,7 @@ func TestStreamStoreReleasesAgainFromTheCallsKeys(t *testing.T) {
 	if got := tools(release(ByChunk(1), add)); !slices.Equal(got, []string{"r1"}) {
 		t.Fatalf("chunk 1 again released %v", got)
 	}
-	answer := func(i int, ok bool) func(*Streamed) { return func(st *Streamed) { st.Answer(i, ok) } }
+	answer := func(i int, ok bool) func(*Streamed) { return func(st *Streamed) { st.Answer(i, ok, "") } }
 	rel := release(ByResult(0), answer(0, false))
 	if len(rel) != 1 || rel[0].Tool != "w1" || rel[0].Error == nil || rel[0].Error.Code != messages.CodeSkipped {
 		t.Fatalf("result 0 released %+v", rel)
@@ -74,5 +76,73 @@ func TestStreamStoreReleasesAgainFromTheCallsKeys(t *testing.T) {
 		if _, err := kv.Get(ctx, StreamCallKey("c/r", i)); err != nil {
 			t.Errorf("call %d: %v", i, err)
 		}
+	}
+}
+
+// The calls a chunk releases get no key: the chunk's redelivery settles them again from
+// the text (Derive), with the same bodies; a call a result releases is kept in its key,
+// and CallKeys names only those. A call skipped after a failure names the failed call's
+// tool, which its answer gave, though that call's body was never stored.
+func TestStreamStoreDerivedCallsHaveNoKeys(t *testing.T) {
+	_, js := bustest.Provisioned(t)
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, messages.BucketGather)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStreamStore(kv)
+	calls, together := streamCalls("r1?", "r2?", "w1")
+	derive := func(st *Streamed) {
+		st.Derive(func(i int) (messages.ToolCall, bool) {
+			if i >= len(calls) {
+				return messages.ToolCall{}, false
+			}
+			return calls[i], true
+		})
+	}
+	update := func(by string, prep func(*Streamed) bool) ([]messages.ToolCall, Streamed) {
+		t.Helper()
+		var rel []messages.ToolCall
+		st, err := s.Update(ctx, "c/r", func(st *Streamed) (bool, error) {
+			changed := prep(st)
+			var r bool
+			rel, r = st.Release(by)
+			return changed || r, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rel, st
+	}
+	chunk := func(st *Streamed) bool { derive(st); st.OnError = Skip; return st.Add(calls, together) }
+	first, _ := update(ByChunk(1), chunk)
+	again, _ := update(ByChunk(1), chunk)
+	if !slices.Equal(tools(first), []string{"r1", "r2"}) || len(again) != 2 {
+		t.Fatalf("chunk 1 released %v, then %v", tools(first), tools(again))
+	}
+	for i := range again {
+		if again[i].ID != first[i].ID || !again[i].Stream || again[i].Count != 0 {
+			t.Errorf("chunk 1 again released %+v, want %+v", again[i], first[i])
+		}
+	}
+	for i := range 3 {
+		if _, err := kv.Get(ctx, StreamCallKey("c/r", i)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Errorf("call %d has a key before a result released it: %v", i, err)
+		}
+	}
+	update(ByResult(1), func(st *Streamed) bool { return st.Answer(1, true, "r2") })
+	rel, st := update(ByResult(0), func(st *Streamed) bool { return st.Answer(0, false, "r1") })
+	if len(rel) != 1 || rel[0].Tool != "w1" || rel[0].Error == nil || !strings.Contains(rel[0].Error.Message, "call 0 (r1)") {
+		t.Fatalf("result 0 released %+v, want w1 skipped after r1", rel)
+	}
+	if got := st.CallKeys("c/r"); !slices.Equal(got, []string{StreamCallKey("c/r", 2)}) {
+		t.Errorf("call keys %v, want w1's alone", got)
+	}
+	if _, err := kv.Get(ctx, StreamCallKey("c/r", 2)); err != nil {
+		t.Errorf("w1, released by a result, has no key: %v", err)
+	}
+	// The result's redelivery releases w1 again from its key, skipped as before.
+	if again, _ := update(ByResult(0), func(st *Streamed) bool { return st.Answer(0, false, "r1") }); len(again) != 1 || again[0].Error == nil || again[0].Error.Message != rel[0].Error.Message {
+		t.Fatalf("result 0 again released %+v", again)
 	}
 }

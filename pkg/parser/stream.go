@@ -41,8 +41,6 @@ type Texts interface {
 	// Expire ends the response with why's error, by ByWatch, when nothing was written to
 	// it for idle; otherwise it returns how long is left until then.
 	Expire(ctx context.Context, response string, idle time.Duration, why func(Streamed, time.Duration) *messages.ResultError) (Streamed, time.Duration, error)
-	// Watched records that the response's watch is published.
-	Watched(ctx context.Context, response string) error
 	// Finish is called once the response's output is stored: the response is marked
 	// answered and its text and state are deleted (order.Finish). Refinish deletes
 	// them again when they are still there (order.Refinish).
@@ -86,8 +84,9 @@ type Streamed struct {
 	// ended it.
 	End *messages.ResultError
 	By  string
-	// Watched: the response's watch is published.
-	Watched bool
+	// Watch is the chunk that publishes the response's watch: the first one written
+	// (its redeliveries publish it again, which its message id makes a no-op).
+	Watch   int
 	Reading Reading
 	// Times are when its first chunks were read (Unix milliseconds, at most
 	// MaxChunkEvents of them).
@@ -198,7 +197,7 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	}
 	if h.N > read.Read && !read.Ended() {
 		// It waits for its predecessor: nothing is settled by it.
-		return s.watching(d, meta, response, read, nil), nil
+		return s.watching(meta, response, h.N, read, nil), nil
 	}
 	out, err := s.settle(ctx, d, meta, response, read, by, h.N)
 	if errors.Is(err, order.ErrAnswered) {
@@ -209,7 +208,7 @@ func (s *Stage) Chunk(ctx context.Context, d *bus.Delivery) ([]bus.Outgoing, err
 	if err != nil {
 		return nil, err
 	}
-	return s.watching(d, meta, response, read, out), nil
+	return s.watching(meta, response, h.N, read, out), nil
 }
 
 // settle reads the text of a response as it stands (the whole response once it ended),
@@ -232,19 +231,43 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 		ex, settled = toolcall.ExtractPartial(text, &opts.Options)
 	}
 	ex.Calls = ex.Calls[:settled]
-	w := CheckArguments(planOf(ex, meta.ResponseID, meta.Conversation, deadline), opts.checks)
-	w = WithOutputFormat(w, s.outputFormat(read.Reading.OutputFormat, messages.Tenant(meta.Conversation)))
+	w := WithOutputFormat(planOf(ex, meta.ResponseID, meta.Conversation, deadline),
+		s.outputFormat(read.Reading.OutputFormat, messages.Tenant(meta.Conversation)))
+	// Only the calls the state does not hold yet are checked against their schemas (the
+	// others stand as first settled): a chunk costs its own calls' checks, not every
+	// call's of the response so far.
 	snap := s.snapshot()
 	together := make([]bool, len(w.Calls))
-	for i := range w.Calls {
-		together[i] = s.together(snap, &w.Calls[i])
+	checked := len(w.Calls) // the calls from checked on are checked
+	check := func(from int) {
+		if from >= checked {
+			return
+		}
+		CheckArguments(Work{Calls: w.Calls[from:checked]}, opts.checks)
+		for i := from; i < checked; i++ {
+			together[i] = s.together(snap, &w.Calls[i])
+		}
+		checked = from
 	}
 	var released []messages.ToolCall
 	finished := false
 	st, err := s.Streams.Update(ctx, response, func(st *order.Streamed) (bool, error) {
 		finished = false
 		changed := false
+		if by != order.ByEnd {
+			// The calls a chunk releases are settled again from the text by its
+			// redelivery: they need no key of their own. (The formatter releases by the
+			// end too, and cannot.)
+			st.Derive(func(i int) (messages.ToolCall, bool) {
+				if i >= len(w.Calls) {
+					return messages.ToolCall{}, false
+				}
+				check(i)
+				return w.Calls[i], true
+			})
+		}
 		if !st.Final {
+			check(len(st.Calls))
 			changed = st.Add(w.Calls, together)
 		}
 		if st.OnError == "" && s.Order.OnError != "" {
@@ -303,13 +326,14 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 	return out, nil
 }
 
-// watching adds to out, the messages a chunk of response produced, the response's watch
-// while the response has none yet ([Stage.watch]), and records it once it is stored.
-func (s *Stage) watching(d *bus.Delivery, meta bus.Meta, response string, read Streamed, out []bus.Outgoing) []bus.Outgoing {
-	if s.streamIdle() <= 0 || read.Watched || read.Ended() || !read.Found {
+// watching adds to out, the messages chunk n of response produced, the response's watch
+// ([Stage.watch]) when n is the chunk that publishes it: the first chunk written, which
+// the text records in the same write, so that it costs no write of its own; a
+// redelivery of that chunk publishes it again, in case its first publish failed.
+func (s *Stage) watching(meta bus.Meta, response string, n int, read Streamed, out []bus.Outgoing) []bus.Outgoing {
+	if s.streamIdle() <= 0 || read.Watch != n || read.Ended() || !read.Found {
 		return out
 	}
-	d.OnPublished(func(ctx context.Context) error { return s.Texts.Watched(ctx, response) })
 	return append(out, watchMessage(meta, response, 1))
 }
 

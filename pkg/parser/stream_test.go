@@ -13,6 +13,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/order"
 	"github.com/toolbus/toolbus/pkg/order/ordertest"
 )
 
@@ -144,5 +145,43 @@ func TestChunkAnswers(t *testing.T) {
 	out, err = s.Chunk(ctx, chunk("none", 1, "No tools today.", true, nil))
 	if err != nil || len(out) != 1 || out[0].Subject != messages.OutputSubject("c") {
 		t.Errorf("a response without calls: %v, %v", out, err)
+	}
+}
+
+// A chunk's calls are kept in the text, not in keys of their own: a redelivered chunk
+// settles them again from the text, checked against their schemas as the first time
+// (defaults applied), and releases the same calls, byte for byte.
+func TestChunkRedeliveredSettlesAgain(t *testing.T) {
+	kv := gatherKV(t)
+	cat := NewCatalog()
+	cat.Set("local", []catalog.Tool{{Name: "a", ReadOnly: true,
+		InputSchema: []byte(`{"type":"object","properties":{"x":{"type":"integer"},"unit":{"type":"string","default":"m"}}}`)}})
+	s := &Stage{Catalog: cat, Texts: NewTextStore(kv), Streams: order.NewStreamStore(kv), StreamIdle: -1}
+	ctx := context.Background()
+	texts := []string{`<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call> then `, `<tool_call>{"name": "a", "arguments": {"x": 2}}</tool_call> done`}
+	tagged := map[string]string{messages.HeaderReasoning: "tagged"} // calls run as they come
+	var first [][]byte
+	for i, text := range texts {
+		out, err := s.Chunk(ctx, chunk("again", i+1, text, false, tagged))
+		if err != nil || len(out) != 1 {
+			t.Fatalf("chunk %d: %d messages, %v", i+1, len(out), err)
+		}
+		first = append(first, out[0].Body)
+	}
+	if !strings.Contains(string(first[0]), `"unit":"m"`) {
+		t.Fatalf("chunk 1's call without its default: %s", first[0])
+	}
+	for i := range texts {
+		d := chunk("again", i+1, texts[i], false, tagged)
+		d.Delivered = 2
+		out, err := s.Chunk(ctx, d)
+		if err != nil || len(out) != 1 || string(out[0].Body) != string(first[i]) {
+			t.Fatalf("chunk %d again: %v %v, want %s", i+1, out, err, first[i])
+		}
+	}
+	for i := range texts {
+		if _, err := kv.Get(ctx, order.StreamCallKey(messages.ScopedID("c", "again"), i)); err == nil {
+			t.Errorf("call %d has a key of its own", i)
+		}
 	}
 }

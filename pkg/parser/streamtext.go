@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/order"
 )
@@ -21,7 +22,18 @@ import (
 // it comes. One key, so that a chunk's reading and the chunks waiting for it are one
 // write on one revision: on a cluster, a reader of two keys may see one of them behind
 // the other, and a chunk could wait for ever for a predecessor that was read.
-type TextStore struct{ KV jetstream.KeyValue }
+//
+// Make one with [NewTextStore].
+type TextStore struct {
+	KV jetstream.KeyValue
+
+	turns *bus.Combiner[storedText, *textOp]
+}
+
+// NewTextStore keeps the text of streamed responses in kv, the gather bucket.
+func NewTextStore(kv jetstream.KeyValue) TextStore {
+	return TextStore{KV: kv, turns: bus.NewCombiner[storedText, *textOp]()}
+}
 
 // TextKey is where the text of a streamed response (by its scoped id) is kept.
 func TextKey(response string) string { return order.TextKey(response) }
@@ -37,6 +49,9 @@ func (s TextStore) Append(ctx context.Context, response string, n int, chunk []b
 		}
 		if n == 1 {
 			t.Reading = first
+		}
+		if t.Watch == 0 {
+			t.Watch = n // this chunk publishes the watch
 		}
 		t.add(n, chunk, final, nil)
 		return true, nil
@@ -86,18 +101,6 @@ func (s TextStore) Expire(ctx context.Context, response string, idle time.Durati
 	return read, left, err
 }
 
-// Watched implements [Texts].
-func (s TextStore) Watched(ctx context.Context, response string) error {
-	_, err := s.update(ctx, response, func(t *streamText, _ time.Time) (bool, error) {
-		if t.Watched || t.ended() {
-			return false, nil
-		}
-		t.Watched = true
-		return true, nil
-	})
-	return err
-}
-
 // Finish implements [Texts].
 func (s TextStore) Finish(ctx context.Context, response string) error {
 	return order.Finish(ctx, s.KV, response, order.StreamKeys(response)...)
@@ -111,61 +114,88 @@ func (s TextStore) Refinish(ctx context.Context, response string) error {
 // update applies fn to the text of response (written: when it was last written) with
 // compare-and-set. A response with no text yet whose output is stored is not started
 // again: order.ErrAnswered.
+//
+// The updates the workers of this process make to one response at once take turns, each
+// turn applying every update queued meanwhile, in order, and writing them in one
+// compare-and-set ([bus.Combiner]): chunks that come together cost one read and one
+// write, not a read and a failed write each. fn may run more than once (again on the
+// text as stored, when another writer wrote first); one that returns an error must
+// leave the text as it found it.
 func (s TextStore) update(ctx context.Context, response string, fn func(t *streamText, written time.Time) (bool, error)) (Streamed, error) {
 	key := TextKey(response)
-	for {
-		var t streamText
-		var rev uint64
-		written := time.Now()
-		e, err := s.KV.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			answered, err := order.Answered(ctx, s.KV, response)
-			if err != nil {
-				return Streamed{}, err
+	op := &textOp{fn: fn}
+	if err := s.turns.Do(ctx, key, op, bus.Turn[storedText, *textOp]{
+		Read: func() (storedText, uint64, error) {
+			stored := storedText{written: time.Now()}
+			e, err := s.KV.Get(ctx, key)
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+				answered, err := order.Answered(ctx, s.KV, response)
+				if err == nil && answered {
+					err = order.ErrAnswered
+				}
+				return stored, 0, err
+			case err != nil:
+				return stored, 0, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
 			}
-			if answered {
-				return Streamed{}, order.ErrAnswered
+			if err := stored.t.decode(e.Value()); err != nil {
+				return stored, 0, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
 			}
-		case err != nil:
-			return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
-		default:
-			if err := t.decode(e.Value()); err != nil {
-				return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
+			stored.written = e.Created()
+			return stored, e.Revision(), nil
+		},
+		Apply: func(stored storedText, rev uint64, ops []*textOp) (storedText, bool, error) {
+			t := stored.t
+			t.Pieces = slices.Clone(t.Pieces)
+			t.Times = slices.Clip(t.Times)
+			changed := false
+			for _, op := range ops {
+				c, err := op.fn(&t, stored.written)
+				op.err = err
+				c = c && err == nil
+				changed = changed || c
+				op.read = t.streamed()
+				op.read.Changed = c
 			}
-			rev, written = e.Revision(), e.Created()
-		}
-		changed, err := fn(&t, written)
-		if err != nil || !changed {
-			read := t.streamed()
-			read.Found = rev != 0
-			return read, err
-		}
-		if rev == 0 {
-			_, err = s.KV.Create(ctx, key, t.encode())
-		} else {
-			_, err = s.KV.Update(ctx, key, t.encode(), rev)
-		}
-		if err == nil && rev == 0 {
-			// The first write of the text: a response answered meanwhile keeps no text.
-			err = order.Created(ctx, s.KV, response, key)
-			if errors.Is(err, order.ErrAnswered) {
-				return Streamed{}, err
+			for _, op := range ops {
+				op.read.Found = rev != 0 || changed // written by the turn, or failed with it
 			}
-		}
-		switch {
-		case err == nil:
-			read := t.streamed()
-			read.Changed, read.Found = true, true
-			return read, nil
-		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			if ctx.Err() != nil {
-				return Streamed{}, ctx.Err()
+			if changed {
+				stored.written = time.Now()
 			}
-		default:
-			return Streamed{}, fmt.Errorf("%s/%s: %w", s.KV.Bucket(), key, err)
-		}
+			return storedText{t: t, written: stored.written}, changed, nil
+		},
+		Write: func(stored storedText, rev uint64) (uint64, error) {
+			newRev, err := bus.CompareAndSet(ctx, s.KV, key, stored.t.encode(), rev)
+			if err == nil && rev == 0 {
+				// The first write of the text: a response answered meanwhile keeps no text.
+				err = order.Created(ctx, s.KV, response, key)
+			}
+			return newRev, err
+		},
+		Fail: func(ops []*textOp, err error) {
+			for _, op := range ops {
+				op.read, op.err = Streamed{}, err
+			}
+		},
+	}); err != nil {
+		return Streamed{}, err
 	}
+	return op.read, op.err
+}
+
+// textOp is one update of a turn: its function and, once written, the response as it
+// left it and its error.
+type textOp struct {
+	fn   func(t *streamText, written time.Time) (bool, error)
+	read Streamed
+	err  error
+}
+
+// storedText is a response's text as its key holds it, and when it was written.
+type storedText struct {
+	t       streamText
+	written time.Time
 }
 
 // ByWatch names the idle timeout's watch as what ended a response.
@@ -185,8 +215,9 @@ type streamText struct {
 	// chunk, order.ByChunk, or ByWatch).
 	End *messages.ResultError `json:"end,omitempty"`
 	By  string                `json:"by,omitempty"`
-	// Watched: the idle timeout's watch of the response is published.
-	Watched bool    `json:"watched,omitempty"`
+	// Watch is the chunk that publishes the idle timeout's watch of the response: the
+	// first one written.
+	Watch   int     `json:"watch,omitempty"`
 	Reading Reading `json:"reading,omitzero"`
 	// Size is the length of the text, Pieces the chunks that wait for their
 	// predecessors, by number.
@@ -276,7 +307,7 @@ func (t *streamText) end(by string, why *messages.ResultError) {
 }
 
 func (t *streamText) streamed() Streamed {
-	return Streamed{Text: string(t.text), Read: t.Read, Final: t.Final, End: t.End, By: t.By, Watched: t.Watched, Reading: t.Reading, Times: t.Times}
+	return Streamed{Text: string(t.text), Read: t.Read, Final: t.Final, End: t.End, By: t.By, Watch: t.Watch, Reading: t.Reading, Times: t.Times}
 }
 
 func (t *streamText) encode() []byte {

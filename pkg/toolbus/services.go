@@ -167,6 +167,18 @@ type wiring struct {
 	ops     *ops.Server
 	metrics *telemetry.Metrics
 	reload  *trigger
+	// streams is the stream state the parser and the formatter of this process share, so
+	// that their updates of one response take turns (order.NewStreamStore).
+	streams *order.StreamStore
+}
+
+// streamStore returns the process's stream state, kept in gather.
+func (w *wiring) streamStore(gather jetstream.KeyValue) order.StreamStore {
+	if w.streams == nil {
+		s := order.NewStreamStore(gather)
+		w.streams = &s
+	}
+	return *w.streams
 }
 
 // build makes one service's runs.
@@ -201,7 +213,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 		p := ParserStage(o.Config, catalog)
 		p.Serves, p.Tracer = o.Topology.Serves, tracer
 		p.Plans = order.Store{KV: gather}
-		p.Texts, p.Streams = parser.TextStore{KV: gather}, order.StreamStore{KV: gather}
+		p.Texts, p.Streams = parser.NewTextStore(gather), w.streamStore(gather)
 		for range o.Replicas {
 			mw, _, err := stage()
 			if err != nil {
@@ -420,7 +432,7 @@ func (w *wiring) build(ctx context.Context, name string) ([]runFunc, error) {
 			return nil, fmt.Errorf("formatter: gather bucket: %w", err)
 		}
 		kept := results.NewStore(js)
-		f := &formatter.Stage{Gather: formatter.NewKVGatherer(gather), Plans: order.Store{KV: gather}, Streams: order.StreamStore{KV: gather},
+		f := &formatter.Stage{Gather: formatter.NewKVGatherer(gather), Plans: order.Store{KV: gather}, Streams: w.streamStore(gather),
 			Results: kept, MaxOutputBytes: int(nc.MaxPayload()) - 64<<10}
 		for range o.Replicas {
 			mw, _, err := stage()
