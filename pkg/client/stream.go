@@ -29,16 +29,23 @@ type StreamOptions struct {
 
 // Stream is one response published chunk by chunk while the model writes it: toolbus
 // runs each call as soon as its block is complete (and the order of the response lets
-// it), not after the last token. Write each chunk as it comes, then Close, which returns
+// it), not after the last token. Write each piece as it comes, then Close, which returns
 // the response's one output, the same as a whole response's. A Stream is for one
 // goroutine.
+//
+// Chunks go out one at a time, each once the one before is stored: what is written
+// while a chunk is on its way goes out together as the next (as TCP's Nagle algorithm
+// does). A model that writes slower than a chunk is stored sends a chunk per write, at
+// once; one that writes faster, or a loaded bus, sends fewer and larger chunks, each
+// costing the pipeline a round of its own. Write does not wait for the bus, unless what
+// waits reaches MaxPendingBytes; Flush waits until everything written is stored.
 type Stream struct {
 	c            *Client
 	ctx          context.Context
 	conversation string
 	id           string
 	opts         StreamOptions
-	n            int
+	n            int // chunks stored
 	ch           chan []byte
 	progress     *nats.Subscription
 	started      time.Time
@@ -48,7 +55,21 @@ type Stream struct {
 	mu       sync.Mutex // progress is called for one result at a time
 	reported map[int]bool
 	done     bool
+
+	// The sender: pending is written and not sent yet; sending is set while a
+	// goroutine sends chunks (sent is closed when it stops, having sent all); failed
+	// is the error that stopped it, after which the stream takes no more.
+	smu     sync.Mutex
+	room    *sync.Cond // signalled when a chunk is stored
+	pending []byte
+	sending bool
+	sent    chan struct{}
+	failed  error
 }
+
+// MaxPendingBytes bounds what a Stream holds written and not sent: a Write past it
+// waits until the chunk on its way is stored.
+const MaxPendingBytes = 256 << 10
 
 // Stream starts a streamed response of conversation. ctx carries the trace the
 // response continues.
@@ -57,6 +78,7 @@ func (c *Client) Stream(ctx context.Context, conversation string, o *StreamOptio
 		return nil, err
 	}
 	s := &Stream{c: c, conversation: conversation, started: time.Now()}
+	s.room = sync.NewCond(&s.smu)
 	if o != nil {
 		s.opts = *o
 	}
@@ -103,24 +125,84 @@ func (c *Client) Stream(ctx context.Context, conversation string, o *StreamOptio
 // ID returns the response's id.
 func (s *Stream) ID() string { return s.id }
 
-// Write publishes p as the response's next chunk, once JetStream has stored it.
+// Chunks returns how many chunks of the response are stored so far, the last one
+// included once Close sent it.
+func (s *Stream) Chunks() int {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.n
+}
+
+// Write adds p to the response: in the next chunk, sent at once when none is on its way,
+// else once it is stored. It returns the error that stopped the stream's sending, if a
+// chunk could not be stored (then nothing more is taken).
 func (s *Stream) Write(p []byte) (int, error) {
 	if s.closed {
 		return 0, errors.New("client: write to a closed stream")
 	}
-	if err := s.publish(p, false); err != nil {
-		return 0, err
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	for s.failed == nil && s.sending && len(s.pending) >= MaxPendingBytes {
+		s.room.Wait()
+	}
+	if s.failed != nil {
+		return 0, s.failed
+	}
+	s.pending = append(s.pending, p...)
+	if !s.sending {
+		s.sending, s.sent = true, make(chan struct{})
+		go s.send()
 	}
 	return len(p), nil
 }
 
-// WriteString publishes str as the response's next chunk.
+// WriteString adds str to the response ([Stream.Write]).
 func (s *Stream) WriteString(str string) (int, error) { return s.Write([]byte(str)) }
+
+// Flush waits until everything written is stored as chunks, or ctx is done: a chunk
+// per Flush at most, so a caller that flushes after each write sends its writes as its
+// chunks.
+func (s *Stream) Flush(ctx context.Context) error {
+	s.smu.Lock()
+	sending, sent := s.sending, s.sent
+	s.smu.Unlock()
+	if sending {
+		select {
+		case <-sent:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.failed
+}
+
+// send sends what is pending, a chunk at a time, until nothing is.
+func (s *Stream) send() {
+	s.smu.Lock()
+	for s.failed == nil && len(s.pending) > 0 {
+		chunk := s.pending
+		s.pending = nil
+		s.smu.Unlock()
+		err := s.publish(chunk, false)
+		s.smu.Lock()
+		s.failed = err
+		s.room.Broadcast()
+	}
+	s.sending = false
+	close(s.sent)
+	s.room.Broadcast()
+	s.smu.Unlock()
+}
 
 // Close ends the response and waits for its output until ctx is done.
 func (s *Stream) Close(ctx context.Context) (*messages.Output, error) {
 	if s.closed {
 		return nil, errors.New("client: stream closed twice")
+	}
+	if err := s.Flush(ctx); err != nil {
+		return nil, err
 	}
 	if err := s.publish(nil, true); err != nil {
 		// Not closed: Close may be called again, and sends the same last chunk.
@@ -157,7 +239,8 @@ func (s *Stream) report(r messages.ToolResult) {
 	s.opts.Progress(r)
 }
 
-// publish sends the next chunk and waits until JetStream stored it. A publish that got
+// publish sends the next chunk and waits until JetStream stored it (the sender's, then
+// Close's, one at a time). A publish that got
 // no answer (a timeout, no responders: the stream's leader died or is being elected,
 // the connection is reconnecting) is sent again, with the same message id, until ctx
 // ends: the chunk may have been stored, and the id makes the second copy a no-op, but
@@ -179,7 +262,9 @@ func (s *Stream) publish(p []byte, final bool) error {
 		_, err := s.c.js.PublishMsg(pctx, msg)
 		cancel()
 		if err == nil {
+			s.smu.Lock()
 			s.n = n
+			s.smu.Unlock()
 			return nil
 		}
 		if !unanswered(err) || s.ctx.Err() != nil {

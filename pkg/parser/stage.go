@@ -38,6 +38,9 @@ type Stage struct {
 	// far and which calls were released.
 	Texts   Texts
 	Streams Streams
+	// held is how many calls the state of each streamed response held when this process
+	// last wrote or read it ([Stage.settle]).
+	held heldCalls
 	// StreamIdle is how long a streamed response may go without a chunk before it is
 	// answered as it stands (default DefaultStreamIdle, negative never); MaxChunks
 	// bounds its chunks (default DefaultMaxChunks, negative no bound).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/bus"
@@ -249,6 +250,14 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 		}
 		checked = from
 	}
+	if !ended && d.Delivered == 1 && settled <= s.held.get(response) {
+		// The state holds every call this chunk settles already (a state's calls only
+		// grow), so the chunk adds none, and releases none: calls that wait are released
+		// by the results they wait for. Most chunks of a model's answer complete no
+		// call: they cost the text's write alone. (A redelivery updates the state, to
+		// release again what it released.)
+		return nil, nil
+	}
 	var released []messages.ToolCall
 	finished := false
 	st, err := s.Streams.Update(ctx, response, func(st *order.Streamed) (bool, error) {
@@ -290,6 +299,11 @@ func (s *Stage) settle(ctx context.Context, d *bus.Delivery, meta bus.Meta, resp
 	})
 	if err != nil {
 		return nil, order.Retry(err, time.Second)
+	}
+	if st.Final {
+		s.held.forget(response)
+	} else {
+		s.held.set(response, len(st.Calls))
 	}
 	if finished {
 		s.recordStream(ctx, d, meta, read, len(st.Calls))
@@ -455,4 +469,39 @@ func (s *Stage) recordStream(ctx context.Context, d *bus.Delivery, meta bus.Meta
 		span.AddEvent("ended", trace.WithAttributes(telemetry.ErrorMessage.String(read.End.Message)))
 	}
 	span.End()
+}
+
+// heldCalls counts the calls the stream state of each response held when this process
+// last saw it, for at most maxHeld responses (past that it starts again: a response it
+// forgot costs its next chunk a state update, nothing else).
+type heldCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+const maxHeld = 4096
+
+// get returns the count of response, -1 when not known.
+func (h *heldCalls) get(response string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n, ok := h.n[response]; ok {
+		return n
+	}
+	return -1
+}
+
+func (h *heldCalls) set(response string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil || len(h.n) >= maxHeld {
+		h.n = map[string]int{}
+	}
+	h.n[response] = max(h.n[response], n)
+}
+
+func (h *heldCalls) forget(response string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.n, response)
 }

@@ -185,3 +185,60 @@ func TestChunkRedeliveredSettlesAgain(t *testing.T) {
 		}
 	}
 }
+
+// countingStreams counts the updates of the stream state.
+type countingStreams struct {
+	ordertest.Streams
+	updates int
+}
+
+func (c *countingStreams) Update(ctx context.Context, response string, fn func(*order.Streamed) (bool, error)) (order.Streamed, error) {
+	c.updates++
+	return c.Streams.Update(ctx, response, fn)
+}
+
+// A chunk that settles no call the state does not hold already leaves the state alone
+// (most chunks of a model's answer complete no call); one that settles a new call, a
+// redelivery and the last chunk update it.
+func TestChunkWithoutNewCallsKeepsTheState(t *testing.T) {
+	kv := gatherKV(t)
+	streams := &countingStreams{}
+	s := &Stage{Texts: NewTextStore(kv), Streams: streams, StreamIdle: -1}
+	ctx := context.Background()
+	tagged := map[string]string{messages.HeaderReasoning: "tagged"}
+	n := 0
+	send := func(text string, final bool, delivered int) []bus.Outgoing {
+		t.Helper()
+		if delivered == 1 {
+			n++
+		}
+		d := chunk("quiet", n, text, final, tagged)
+		d.Delivered = delivered
+		out, err := s.Chunk(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := send(`<tool_call>{"name": "a", "arguments": {}}</tool_call> `, false, 1); len(out) != 1 || streams.updates != 1 {
+		t.Fatalf("chunk 1: %d messages, %d updates", len(out), streams.updates)
+	}
+	for _, text := range []string{"Now ", "the ", "second", " one: "} {
+		if out := send(text, false, 1); len(out) != 0 {
+			t.Fatalf("%q: %d messages", text, len(out))
+		}
+	}
+	if streams.updates != 1 {
+		t.Fatalf("%d updates after four chunks without calls, want 1", streams.updates)
+	}
+	if out := send(" ", false, 2); len(out) != 0 || streams.updates != 2 { // chunk 5 again
+		t.Fatalf("a redelivery: %d messages, %d updates", len(out), streams.updates)
+	}
+	// b waits for a (neither is known to be read-only): added, not released.
+	if out := send(`<tool_call>{"name": "b", "arguments": {}}</tool_call> `, false, 1); len(out) != 0 || streams.updates != 3 {
+		t.Fatalf("a chunk with a call: %d messages, %d updates", len(out), streams.updates)
+	}
+	if out := send("done", true, 1); len(out) != 1 || streams.updates != 4 { // the end
+		t.Fatalf("the last chunk: %d messages, %d updates", len(out), streams.updates)
+	}
+}

@@ -59,7 +59,8 @@ func journalTools(t *testing.T, j *journal) *localtools.Registry {
 	return reg
 }
 
-// stream sends text to the pipeline in the chunks cuts make, and returns the output.
+// stream sends text to the pipeline in the chunks cuts make (each flushed: a chunk of
+// its own), and returns the output.
 func stream(ctx context.Context, t *testing.T, c *client.Client, conversation, text string, cuts []int, o *client.StreamOptions) *messages.Output {
 	t.Helper()
 	s, err := c.Stream(ctx, conversation, o)
@@ -69,6 +70,9 @@ func stream(ctx context.Context, t *testing.T, c *client.Client, conversation, t
 	prev := 0
 	for _, cut := range cuts {
 		if _, err := s.WriteString(text[prev:cut]); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		prev = cut

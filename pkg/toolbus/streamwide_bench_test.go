@@ -22,8 +22,11 @@ import (
 
 // BenchmarkStreamWide: the cost per call of a response of 64 (and 16) read-only calls of an
 // in-process tool, through the parser, executor and formatter on one embedded NATS,
-// sent whole (one message) and streamed (one chunk per call, then the last chunk), four
-// responses in flight. ns/call is the elapsed time over the calls answered, cpu-ns/call
+// four responses in flight: sent whole (one message); streamed, a write per call as a
+// model writing faster than the bus takes chunks would (client.Stream sends what is
+// written while a chunk is on its way as the next chunk); and chunked, a chunk per call
+// (each write flushed), the pipeline's cost per chunk. chunks/response counts the
+// chunks the parser read. ns/call is the elapsed time over the calls answered, cpu-ns/call
 // the CPU time of the process (the stages and the NATS server) over them, sent/call the
 // messages the stages sent (publishes, key-value requests, acks) over them; the issue's
 // bound is streamed within 1.5× of whole.
@@ -74,6 +77,7 @@ func benchStreamWide(b *testing.B, ctx context.Context, nc *nats.Conn, c *client
 		calls[i] = fmt.Sprintf(`<tool_call>{"name": "wide_read", "arguments": {"text": "%d"}}</tool_call>`+"\n", i)
 	}
 	whole := strings.Join(calls, "")
+	var chunks atomic.Int64 // the chunks of the responses streamed
 	check := func(out *messages.Output, err error) error {
 		if err != nil {
 			return err
@@ -102,10 +106,27 @@ func benchStreamWide(b *testing.B, ctx context.Context, nc *nats.Conn, c *client
 					return err
 				}
 			}
+			defer func() { chunks.Add(int64(s.Chunks())) }()
+			return check(s.Close(ctx))
+		},
+		"chunked": func(ctx context.Context, conv string) error {
+			s, err := c.Stream(ctx, conv, nil)
+			if err != nil {
+				return err
+			}
+			for _, call := range calls {
+				if _, err := s.WriteString(call); err != nil {
+					return err
+				}
+				if err := s.Flush(ctx); err != nil {
+					return err
+				}
+			}
+			defer func() { chunks.Add(int64(s.Chunks())) }()
 			return check(s.Close(ctx))
 		},
 	}
-	for _, name := range []string{"whole", "streamed"} {
+	for _, name := range []string{"whole", "streamed", "chunked"} {
 		b.Run(fmt.Sprintf("%s/%d", name, width), func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 			defer cancel()
@@ -117,6 +138,7 @@ func benchStreamWide(b *testing.B, ctx context.Context, nc *nats.Conn, c *client
 			var wg sync.WaitGroup
 			errs := make(chan error, inFlight)
 			b.ResetTimer()
+			chunks.Store(0)
 			cpu0, sent0 := cpuTime(b), nc.Stats().OutMsgs
 			start := time.Now()
 			for w := range inFlight {
@@ -142,6 +164,9 @@ func benchStreamWide(b *testing.B, ctx context.Context, nc *nats.Conn, c *client
 			b.ReportMetric(float64(b.N*width)/elapsed.Seconds(), "calls/s")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*width), "cpu-ns/call")
 			b.ReportMetric(float64(sent)/float64(b.N*width), "sent/call")
+			if name != "whole" {
+				b.ReportMetric(float64(chunks.Load())/float64(b.N), "chunks/response")
+			}
 		})
 	}
 }

@@ -363,6 +363,9 @@ func TestTraceNamesOneToolOnceAndStaysSmall(t *testing.T) {
 		if _, err := s.WriteString(ch); err != nil {
 			t.Fatal(err)
 		}
+		if err := s.Flush(ctx); err != nil { // a chunk each
+			t.Fatal(err)
+		}
 	}
 	out, err := s.Close(ctx)
 	root.End()
