@@ -178,6 +178,13 @@ func (s *Stream) Flush(ctx context.Context) error {
 	return s.failed
 }
 
+// failedErr is the error that stopped the sending, if one did.
+func (s *Stream) failedErr() error {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.failed
+}
+
 // send sends what is pending, a chunk at a time, until nothing is.
 func (s *Stream) send() {
 	s.smu.Lock()
@@ -202,6 +209,12 @@ func (s *Stream) Close(ctx context.Context) (*messages.Output, error) {
 		return nil, errors.New("client: stream closed twice")
 	}
 	if err := s.Flush(ctx); err != nil {
+		if s.failedErr() != nil {
+			// A chunk could not be stored: the response cannot go on, and is answered by
+			// toolbus's idle timeout. The stream lets go of what it holds.
+			s.closed = true
+			s.stop()
+		}
 		return nil, err
 	}
 	if err := s.publish(nil, true); err != nil {

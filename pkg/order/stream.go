@@ -116,14 +116,24 @@ func (st *Streamed) call(i int) *messages.ToolCall {
 }
 
 // skipError is the error of a call skipped because call f failed before it: f is the
-// first call answered with a failure, whose tool its answer named, or is read.
+// first call answered with a failure, whose tool its answer named. A call without a
+// tool's name (one nobody could read a name in) is named by its place alone; its body
+// is read for its name only where it is kept (a call that waited, or held here): a call
+// a chunk released has no key, and only the parser can settle it again.
 func (st *Streamed) skipError(f int) *messages.ResultError {
 	tool := st.failedTool
-	if tool == "" || f != st.failedBefore(len(st.Calls)) {
-		tool = st.call(f).Tool
+	if c := &st.Calls[f]; tool == "" || f != st.failedBefore(len(st.Calls)) {
+		tool = ""
+		if !c.stub || !c.derived || st.derive != nil {
+			tool = st.call(f).Tool
+		}
+	}
+	name := ""
+	if tool != "" {
+		name = " (" + tool + ")"
 	}
 	return &messages.ResultError{Code: messages.CodeSkipped, Message: "not run: call " + strconv.Itoa(f) +
-		" (" + tool + ") of this response failed before it, and the configuration skips the calls after a failure"}
+		name + " of this response failed before it, and the configuration skips the calls after a failure"}
 }
 
 // segmentStart is the first call of the run of calls safe together that call p is in

@@ -204,22 +204,37 @@ func (s StreamStore) Update(ctx context.Context, response string, fn func(*Strea
 	if err := s.turns.Do(ctx, key, op, bus.Turn[streamHead, *streamOp]{
 		Read: func() (streamHead, uint64, error) { return bus.GetJSON[streamHead](ctx, s.KV, key) },
 		Apply: func(h streamHead, rev uint64, ops []*streamOp) (streamHead, bool, error) {
-			st := h.streamed()
-			st.load = load
+			// An update that could not read a call's body it needs fails alone: the
+			// turn's others are applied again without it.
+			unread := map[*streamOp]error{}
+			var st Streamed
 			changed := false
-			for i, op := range ops {
-				st.derive = nil
-				c, err := op.fn(&st)
-				op.err, changed = err, changed || c && err == nil
-				if i < len(ops)-1 {
-					op.st = st.snapshot()
+			for again := true; again; {
+				again, changed = false, false
+				st = h.streamed()
+				st.load = load
+				var last *streamOp
+				for _, op := range ops {
+					if err := unread[op]; err != nil {
+						op.st, op.err = Streamed{}, err
+						continue
+					}
+					st.derive = nil
+					c, err := op.fn(&st)
+					if st.loadErr != nil {
+						unread[op], again = st.loadErr, true
+						break
+					}
+					op.err, changed = err, changed || c && err == nil
+					op.st, last = st.snapshot(), op
+				}
+				if !again && last != nil {
+					st.load, st.derive = nil, nil
+					last.st = st
 				}
 			}
-			loadErr := st.loadErr
-			st.load, st.loadErr, st.derive = nil, nil, nil
-			ops[len(ops)-1].st = st
-			if loadErr != nil {
-				return h, false, loadErr
+			if len(unread) == len(ops) {
+				return h, false, nil // each failed alone
 			}
 			if !changed {
 				if rev == 0 && len(st.Calls) == 0 {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
@@ -144,5 +145,105 @@ func TestStreamStoreDerivedCallsHaveNoKeys(t *testing.T) {
 	// The result's redelivery releases w1 again from its key, skipped as before.
 	if again, _ := update(ByResult(0), func(st *Streamed) bool { return st.Answer(0, false, "r1") }); len(again) != 1 || again[0].Error == nil || again[0].Error.Message != rel[0].Error.Message {
 		t.Fatalf("result 0 again released %+v", again)
+	}
+}
+
+// A call a chunk released (no key of its own) fails, and its answer names no tool (a
+// call nobody could read a name in): the result that releases the next call under
+// "skip" names the failed call by its place, without reading a body that was never
+// kept, and the state is written.
+func TestStreamStoreSkipAfterANamelessFailure(t *testing.T) {
+	_, js := bustest.Provisioned(t)
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, messages.BucketGather)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStreamStore(kv)
+	calls, together := streamCalls("r1?", "w1")
+	calls[0].Tool = ""
+	calls[0].Error = &messages.ResultError{Code: messages.CodeParseError, Message: "no name"}
+	if _, err := s.Update(ctx, "c/r", func(st *Streamed) (bool, error) {
+		st.Derive(func(i int) (messages.ToolCall, bool) { return calls[i], i < len(calls) })
+		st.OnError = Skip
+		c := st.Add(calls, together)
+		_, r := st.Release(ByChunk(1))
+		return c || r, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var rel []messages.ToolCall
+	if _, err := s.Update(ctx, "c/r", func(st *Streamed) (bool, error) {
+		c := st.Answer(0, false, "")
+		var r bool
+		rel, r = st.Release(ByResult(0))
+		return c || r, nil
+	}); err != nil {
+		t.Fatalf("the failed call's result: %v", err)
+	}
+	if len(rel) != 1 || rel[0].Tool != "w1" || rel[0].Error == nil || rel[0].Error.Code != messages.CodeSkipped ||
+		!strings.Contains(rel[0].Error.Message, "call 0 of this response failed") {
+		t.Fatalf("released %+v, want w1 skipped after call 0", rel)
+	}
+}
+
+// Updates applied in one turn: one that needs a call's body nobody kept fails alone;
+// the turn's others are written.
+func TestStreamStoreUnreadableUpdateFailsAlone(t *testing.T) {
+	_, js := bustest.Provisioned(t)
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, messages.BucketGather)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStreamStore(kv)
+	calls, together := streamCalls("r1?", "r2?")
+	if _, err := s.Update(ctx, "c/r", func(st *Streamed) (bool, error) {
+		st.Derive(func(i int) (messages.ToolCall, bool) { return calls[i], i < len(calls) })
+		c := st.Add(calls, together)
+		_, r := st.Release(ByChunk(1))
+		return c || r, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the key's turn while two updates queue behind it: the next turn applies both.
+	entered, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _ = s.Update(ctx, "c/r", func(st *Streamed) (bool, error) {
+			select {
+			case <-entered:
+			default:
+				close(entered)
+				<-release
+			}
+			return false, nil
+		})
+	}()
+	<-entered
+	errs := make(chan error, 2)
+	go func() { // chunk 1 again, without Derive: its calls' bodies were never kept
+		_, err := s.Update(ctx, "c/r", func(st *Streamed) (bool, error) {
+			_, r := st.Release(ByChunk(1))
+			return r, nil
+		})
+		errs <- err
+	}()
+	go func() {
+		_, err := s.Update(ctx, "c/r", func(st *Streamed) (bool, error) { return st.Answer(1, true, "r2"), nil })
+		errs <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // both queue
+	close(release)
+	var failed, ok int
+	for range 2 {
+		if err := <-errs; err != nil {
+			failed++
+		} else {
+			ok++
+		}
+	}
+	st, err := s.Update(ctx, "c/r", func(*Streamed) (bool, error) { return false, nil })
+	if err != nil || failed != 1 || ok != 1 || !st.Calls[1].Answered {
+		t.Fatalf("%d failed, %d written; call 1 answered: %v (%v)", failed, ok, err == nil && st.Calls[1].Answered, err)
 	}
 }

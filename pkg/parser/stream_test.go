@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -240,5 +241,26 @@ func TestChunkWithoutNewCallsKeepsTheState(t *testing.T) {
 	}
 	if out := send("done", true, 1); len(out) != 1 || streams.updates != 4 { // the end
 		t.Fatalf("the last chunk: %d messages, %d updates", len(out), streams.updates)
+	}
+}
+
+// The first chunk to come may be one whose final mark cannot be read, waiting for the
+// chunks before it (EndAt): it publishes the watch, so the response ends by the idle
+// timeout if they never come.
+func TestChunkEndingEarlyPublishesTheWatch(t *testing.T) {
+	kv := gatherKV(t)
+	s := &Stage{Texts: NewTextStore(kv), Streams: order.NewStreamStore(kv), StreamIdle: time.Minute}
+	out, err := s.Chunk(context.Background(), chunk("lost1", 2, "tail", false, map[string]string{messages.HeaderFinal: "maybe"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches := 0
+	for _, o := range out {
+		if strings.Contains(o.Meta.MsgID, "/watch/") {
+			watches++
+		}
+	}
+	if watches != 1 {
+		t.Fatalf("chunk 2, waiting for chunk 1 with its end, published %d watches, want 1: %+v", watches, out)
 	}
 }

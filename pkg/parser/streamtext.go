@@ -67,6 +67,9 @@ func (s TextStore) EndAt(ctx context.Context, response string, n int, first Read
 		if n == 1 {
 			t.Reading = first
 		}
+		if t.Watch == 0 {
+			t.Watch = n // this chunk publishes the watch: the chunks before it may never come
+		}
 		t.add(n, nil, false, why)
 		return true, nil
 	})
