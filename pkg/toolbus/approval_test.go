@@ -75,6 +75,7 @@ func toolbusCmd(t *testing.T, url string, args ...string) (string, error) {
 // deny` refuses another with its reason, and a third nobody decides is refused at the
 // rule's timeout. None of the refused ones runs.
 func TestApprovalFlow(t *testing.T) {
+	t.Parallel()
 	url := bustest.Server(t)
 	connect := func(name string) *nats.Conn { nc, _ := bustest.Connect(t, url, nats.Name(name)); return nc }
 	var l ledger
@@ -234,6 +235,7 @@ func TestApprovalFlow(t *testing.T) {
 // reload), a call approved under the old ones is asked about again, under the new
 // revision, and runs only when that is approved.
 func TestApprovalAskedAgainWhenThePolicyChanges(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "toolbus.json")
 	write := func(body string) {
 		if err := os.WriteFile(path+".tmp", []byte(body), 0o644); err != nil {
@@ -389,6 +391,7 @@ func TestApprovalThroughExecutorKills(t *testing.T) {
 // cut — by the request, `toolbus approvals show` and `toolbus approvals ls` (which marks
 // where it shortens); a decision names the digest of exactly those arguments.
 func TestApprovalShowsWholeArguments(t *testing.T) {
+	t.Parallel()
 	url := bustest.Server(t)
 	nc, _ := bustest.Connect(t, url)
 	reg := localtools.New()

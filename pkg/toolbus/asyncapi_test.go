@@ -65,6 +65,7 @@ func (l *wireLog) until(t *testing.T, ctx context.Context, what string, ok func(
 // captured with a core NATS subscription and checked against the channel of its
 // subject. A message on a subject the document has no channel for fails too.
 func TestMessagesOnTheWireFitTheDocument(t *testing.T) {
+	t.Parallel()
 	doc := asyncapitest.Load(t)
 
 	// An MCP server over streamable HTTP that asks the user a question mid-call, which

@@ -18,6 +18,7 @@ import (
 // the call runs; each message fits the protocol's document. A streamed response's
 // client does not take them for results.
 func TestCallProgressReachesTheOrchestrator(t *testing.T) {
+	t.Parallel()
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	_, httpURL := mcpStartEverything(t, "streamableHttp", 0)
 	p := startMCPPipeline(t, mcpConfig(t, `{"mcpServers": {

@@ -121,6 +121,7 @@ var (
 )
 
 func TestPipelineEndToEnd(t *testing.T) {
+	t.Parallel()
 	connect := startBus(t)
 	startServices(t, connect, 2)
 	c, err := client.New(connect("orchestrator"))

@@ -26,6 +26,7 @@ import (
 // call failed — not dead-lettered for an output over the payload limit — and no log
 // line, span name or attribute repeats it whole either.
 func TestHugeEchoesAreAnswered(t *testing.T) {
+	t.Parallel()
 	connect := startBus(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 // executor replica and the calculation by another one started after the first stopped:
 // the session can only have travelled through the sessions bucket.
 func TestEngineeringWorkflowAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	connect := startBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

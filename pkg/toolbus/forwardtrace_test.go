@@ -19,6 +19,7 @@ import (
 // toolbus.forwarded, a child of the puller's span in the response's trace, the tool's
 // span under it. Before, it was a bare "execute forwarded" span.
 func TestForwardedCallIsTraced(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	srv := newStatefulServer(t)

@@ -23,6 +23,7 @@ import (
 // server's while the executor holds a session with it. A server with "health": false is
 // not probed at all.
 func TestHealthFromLiveSessions(t *testing.T) {
+	t.Parallel()
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	dir := t.TempDir()
 	starts := filepath.Join(dir, "starts")

@@ -18,6 +18,7 @@ import (
 // the last event is published, and the output — the native next turn with the API's ids
 // included — is the one the whole response gets.
 func TestHostedStreamRunsTheFirstCallEarly(t *testing.T) {
+	t.Parallel()
 	var j journal
 	p := startMCPPipeline(t, mcpConfig(t, `{"engineering": {"enabled": false}}`), journalTools(t, &j))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -21,6 +21,7 @@ import (
 // need only be unique within a conversation, and a conversation id no subject can carry
 // is dead-lettered at once.
 func TestConversationsAreIsolated(t *testing.T) {
+	t.Parallel()
 	url := bustest.Server(t)
 	var mu sync.Mutex
 	runs := map[string]int{} // ticket title → runs

@@ -21,6 +21,7 @@ import (
 // never told the tool does not exist (issue 52). Before, the restarted executor knew
 // none of them, and wrote the server's tools in the bucket as none.
 func TestLastListedToolsKnownAfterARestart(t *testing.T) {
+	t.Parallel()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "weather"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "get_weather"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sunny"}}}, nil, nil

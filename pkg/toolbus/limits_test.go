@@ -23,6 +23,7 @@ import (
 // limit) is answered parse_error in every format and the tool never runs; a call that
 // lacks only its closers after complete values still runs.
 func TestCutOffCallsAreNotRun(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int32
 	local := localtools.New()
 	local.Add(localtools.Tool{
@@ -72,6 +73,7 @@ func TestCutOffCallsAreNotRun(t *testing.T) {
 // Over max_calls, the calls up to the limit run and each further call is answered with
 // an error saying so; none of them runs.
 func TestCallsOverTheLimit(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int32
 	local := localtools.New()
 	local.Add(localtools.Tool{Info: messages.ToolInfo{Name: "count", ReadOnly: true},
@@ -100,6 +102,7 @@ func TestCallsOverTheLimit(t *testing.T) {
 // that keeps failing transiently is tried only while its budget lasts, across
 // deliveries.
 func TestTimeoutIsTheCallsBudget(t *testing.T) {
+	t.Parallel()
 	var slow, flaky atomic.Int32
 	local := localtools.New()
 	local.Add(localtools.Tool{Info: messages.ToolInfo{Name: "slow_report", ReadOnly: true},

@@ -92,6 +92,7 @@ func localToolsConfig(t *testing.T) string {
 // that names none of the built-ins, the tools folder's, the program's Go tools or the
 // engineering suite refuses them all, saying which list did.
 func TestTopLevelAllowListCoversEveryBackend(t *testing.T) {
+	t.Parallel()
 	reg := localtools.New()
 	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "lookup", ReadOnly: true},
 		func(context.Context, struct{}) (string, error) { return "found", nil }); err != nil {
@@ -117,6 +118,7 @@ func TestTopLevelAllowListCoversEveryBackend(t *testing.T) {
 // A top-level blockedTools refuses what it names, whichever backend offers it, while
 // the other tools run.
 func TestTopLevelBlockList(t *testing.T) {
+	t.Parallel()
 	cfg := mcpConfig(t, `{"blockedTools": ["file_writer", "gr*"], `+localToolsConfig(t)+`}`)
 	if len(cfg.Ignored) != 0 {
 		t.Fatalf("blockedTools was ignored: %v", cfg.Ignored)
@@ -132,6 +134,7 @@ func TestTopLevelBlockList(t *testing.T) {
 // its MCP name: a Go tool "add" of the server "calc", AllowedTools ["mcp__calc__add"].
 // mcp__calc__add (and calc__add, calc::add) runs, and everything else is refused.
 func TestGoToolsOfAServer(t *testing.T) {
+	t.Parallel()
 	type addIn struct {
 		A float64 `json:"a"`
 		B float64 `json:"b"`
@@ -169,6 +172,7 @@ func TestGoToolsOfAServer(t *testing.T) {
 // WaitForTools returns (an MCP server's catalog was left out of the bucket, and
 // WaitForTools waited for it until its context ended).
 func TestWaitForToolsWhenTheListsRefuseEverything(t *testing.T) {
+	t.Parallel()
 	server := mcpBuild(t, "./pkg/mcpwire/testdata/stdioserver")
 	cfg := mcpConfig(t, `{"allowedTools": ["nothing__echo"], "mcpServers": {"external": {"command": "`+server+`"}}}`)
 	tb, c := startWithLists(t, cfg, nil)
@@ -185,6 +189,7 @@ func TestWaitForToolsWhenTheListsRefuseEverything(t *testing.T) {
 // The top-level lists follow the configuration file: a reload that blocks a built-in
 // refuses it from then on, and one that lifts the block lets it run again.
 func TestTopLevelListsReload(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "toolbus.json")
 	write := func(body string) {
 		if err := os.WriteFile(path+".tmp", []byte(body), 0o644); err != nil {

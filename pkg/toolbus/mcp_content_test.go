@@ -18,6 +18,7 @@ import (
 // over as bytes; the text the model reads names it in its place and holds no base64.
 // The output on the wire fits the protocol's document.
 func TestImageResultsAreKeptAsImages(t *testing.T) {
+	t.Parallel()
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	_, httpURL := mcpStartEverything(t, "streamableHttp", 0)
 	p := startMCPPipeline(t, mcpConfig(t, `{"mcpServers": {

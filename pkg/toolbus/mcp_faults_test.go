@@ -32,6 +32,7 @@ import (
 // call under way, which is read-only, is answered by the new process, and so are later
 // calls. When the executor stops, no server process is left behind.
 func TestMCPStdioServerKilledThroughPipeline(t *testing.T) {
+	t.Parallel()
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	memory := mcpNPMScript(t, mcpMemoryPkg)
 	marker := fmt.Sprintf("TOOLBUS_TEST_SERVER=%s", filepath.Base(t.TempDir()))
@@ -126,6 +127,7 @@ func TestMCPHTTPServerRestartedThroughPipeline(t *testing.T) {
 // callable at once, without a reconnect; a tool that hangs is answered with timeout
 // after the server's timeout, and the session survives it.
 func TestMCPListChangedAndTimeoutThroughPipeline(t *testing.T) {
+	t.Parallel()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "changing", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "hang", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

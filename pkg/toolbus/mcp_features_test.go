@@ -14,6 +14,7 @@ import (
 // reads a resource, follows the resource links a tool answered with through the tool the
 // result names, gets a prompt, and calls a tool that runs only as an MCP task.
 func TestMCPResourcesPromptsAndTasksThroughPipeline(t *testing.T) {
+	t.Parallel()
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	_, httpURL := mcpStartEverything(t, "streamableHttp", 0)
 	cfg := &config.Config{MCPServers: map[string]mcpwire.ServerConfig{

@@ -21,6 +21,7 @@ import (
 // a long-running operation) reaches the orchestrator on the progress subject with the
 // call's id. Every message on those subjects fits the protocol's document.
 func TestSamplingAndLogsReachTheOrchestrator(t *testing.T) {
+	t.Parallel()
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	_, httpURL := mcpStartEverything(t, "streamableHttp", 0)
 	p := startMCPPipeline(t, mcpConfig(t, `{"mcpServers": {

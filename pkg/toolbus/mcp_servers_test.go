@@ -42,6 +42,7 @@ func mcpLocalDecoys(t *testing.T) *localtools.Registry {
 }
 
 func TestMCPReferenceServersThroughPipeline(t *testing.T) {
+	t.Parallel()
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	memory := mcpNPMScript(t, mcpMemoryPkg)
 	_, httpURL := mcpStartEverything(t, "streamableHttp", 0)
@@ -132,6 +133,7 @@ func TestMCPReferenceServersThroughPipeline(t *testing.T) {
 // A local tool wins over a remote one of the same name; a route sends the name to the
 // server instead, and a null route keeps a name away from the servers.
 func TestMCPLocalToolWinsUnlessRouted(t *testing.T) {
+	t.Parallel()
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	server, _ := json.Marshal(mcpwire.ServerConfig{Command: "node", Args: []string{everything, "stdio"}})
 	for _, tt := range []struct {

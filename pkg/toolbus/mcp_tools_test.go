@@ -17,6 +17,7 @@ import (
 // and the visible engineering tools (never the hidden calculators), as each vendor's
 // declarations. The conversions themselves have golden tests in pkg/mcpwire.
 func TestMCPToolsCommandFormats(t *testing.T) {
+	t.Parallel()
 	_, url := mcpStartEverything(t, "streamableHttp", 0)
 	cfgPath := filepath.Join(t.TempDir(), "toolbus.json")
 	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"everything": {"type": "http", "url": "`+url+`/mcp"}}}`), 0o644); err != nil {

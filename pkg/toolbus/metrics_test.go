@@ -26,6 +26,7 @@ import (
 // stage messages and latencies, the Go runtime's and the process's metrics on each, and
 // the cluster's queues and servers reported once, by the leading healthd.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	connect := startBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 // becomes the go-sdk's result, anything else a clear error, never a result the server
 // would misread.
 func TestReadCompletion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		body    string
@@ -85,6 +86,7 @@ func FuzzReadCompletion(f *testing.F) {
 // What a server logs during a call reaches the conversation's progress subject marked
 // with the call's id, with the configuration's secrets masked, as JSON still.
 func TestPublishLogMasksSecrets(t *testing.T) {
+	t.Parallel()
 	const secret = "canary-7f3a9"
 	nc, _ := bustest.Connect(t, bustest.Server(t))
 	sub, err := nc.SubscribeSync(messages.ProgressSubject("c1"))

@@ -76,6 +76,7 @@ func stampTools(t *testing.T, s *stamps) *localtools.Registry {
 // to server-memory all land before read_graph, a file written, read, written and read
 // reads v1 then v2, and read-only calls still run together.
 func TestOrderWithReferenceServers(t *testing.T) {
+	t.Parallel()
 	memory := mcpNPMScript(t, mcpMemoryPkg)
 	filesystem := mcpNPMScript(t, mcpFilesystemPkg)
 	root := t.TempDir()
@@ -225,6 +226,7 @@ func TestOrderActivateThenFiftyCalls(t *testing.T) {
 // Under executor.on_error "skip", the calls after a failure are answered skipped and never
 // run.
 func TestOrderSkipAfterFailure(t *testing.T) {
+	t.Parallel()
 	cfg := mcpConfig(t, `{"executor": {"on_error": "skip"}}`)
 	var st stamps
 	p := startMCPPipeline(t, cfg, stampTools(t, &st))
@@ -257,6 +259,7 @@ func TestOrderSkipAfterFailure(t *testing.T) {
 // The allow-lists hold on the first response, before server-everything has listed its
 // tools, under every spelling of a forbidden tool; per server and top level.
 func TestAllowListsOnFirstResponse(t *testing.T) {
+	t.Parallel()
 	everything := mcpNPMScript(t, mcpEverythingPkg)
 	for _, tc := range []struct{ name, cfg string }{
 		{"per server", `{"mcpServers": {"everything": {"command": "node", "args": ["` + everything + `", "stdio"], "allowedTools": ["echo"]}}}`},

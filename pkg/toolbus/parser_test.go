@@ -16,6 +16,7 @@ import (
 // naming a known tool is executed, and arguments that do not fit a tool's schema are
 // answered by the parser with invalid_arguments before any executor sees them.
 func TestParserUsesTheCatalog(t *testing.T) {
+	t.Parallel()
 	connect := startBus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -41,6 +41,7 @@ func askResponse(t *testing.T, c *client.Client, conv string, calls ...mcpCall) 
 // A deny rule on file_writer with a path under /etc refuses that call, naming the rule
 // and its condition, and the other calls of the same response run.
 func TestPolicyDenyRule(t *testing.T) {
+	t.Parallel()
 	local := localToolsConfig(t)
 	cfg := mcpConfig(t, `{"policy": {"rules": [
 		{"name": "no-etc", "tools": ["file_writer"], "when": "args.file_path.startsWith('/etc')", "effect": "deny"}
@@ -88,6 +89,7 @@ func noteTool(t *testing.T) *localtools.Registry {
 // A rule whose condition cannot be evaluated for a call (it reads an argument the call
 // left out) does not match, except a deny rule, which denies: it fails closed.
 func TestPolicyConditionNotEvaluated(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, rules, refusal string
 	}{
@@ -112,6 +114,7 @@ func TestPolicyConditionNotEvaluated(t *testing.T) {
 // calls run at once, spread over both, one is answered rate_limited with when to try
 // again, and a later call too.
 func TestLimitAcrossExecutors(t *testing.T) {
+	t.Parallel()
 	reg := localtools.New()
 	if err := localtools.AddFunc(reg, messages.ToolInfo{Name: "lookup", ReadOnly: true},
 		func(context.Context, struct{}) (string, error) {
@@ -161,6 +164,7 @@ func TestLimitAcrossExecutors(t *testing.T) {
 // conversation's call runs; once the two have finished, the conversation's next call
 // runs — the places were given back.
 func TestConcurrentLimitAcrossExecutors(t *testing.T) {
+	t.Parallel()
 	var running atomic.Int32
 	gate := make(chan struct{})
 	reg := localtools.New()
@@ -215,6 +219,7 @@ func TestConcurrentLimitAcrossExecutors(t *testing.T) {
 // never answered with the tool's argument errors (which would show its schema); the
 // default tenant, for whom it is offered, has its arguments checked as usual.
 func TestDeniedToolNotOfferedToTheTenant(t *testing.T) {
+	t.Parallel()
 	reg := localtools.New()
 	type args struct {
 		Query string `json:"query"`

@@ -48,6 +48,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestWatchConfig(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "toolbus.json")
 	writeConfig(t, path, `{"executor": {"concurrency": 1}}`)
 	applied := make(chan *config.Config, 16)
@@ -225,6 +226,7 @@ func startReloadingPipeline(t *testing.T, path string) *client.Client {
 // tools callable, a removed one's calls get unknown_tool, and a call under way to a
 // server that stays is not dropped.
 func TestReloadThroughPipeline(t *testing.T) {
+	t.Parallel()
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	alpha := reloadServer(t, "alpha", started, release)
 	beta := reloadServer(t, "beta", make(chan struct{}, 1), nil)
@@ -281,6 +283,7 @@ func TestReloadThroughPipeline(t *testing.T) {
 // A reload asked for while the configuration is being applied is not lost: it applies
 // the file once more when the apply under way is done.
 func TestReloadDuringApply(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "toolbus.json")
 	writeConfig(t, path, `{"executor": {"concurrency": 2}}`)
 	started, release := make(chan struct{}), make(chan struct{})

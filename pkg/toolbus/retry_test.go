@@ -66,6 +66,7 @@ func pipelineWith(t *testing.T, cfgJSON string) *client.Client {
 }
 
 func TestMCPServerFailingThenRecovering(t *testing.T) {
+	t.Parallel()
 	url, calls, ran := flakyMCP(t, 2)
 	c := pipelineWith(t, fmt.Sprintf(`{"mcpServers": {"orders": {"type": "http", "url": %q}}}`, url))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -89,6 +90,7 @@ func TestMCPServerFailingThenRecovering(t *testing.T) {
 }
 
 func TestMCPServerAlwaysDown(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

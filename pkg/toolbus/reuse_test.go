@@ -20,6 +20,7 @@ import (
 // a response of several calls got no output at all, and another call under a used id
 // was answered with the earlier call's result.
 func TestReusedResponseIDIsAnswered(t *testing.T) {
+	t.Parallel()
 	const window = time.Second
 	var runs atomic.Int32
 	reg := localtools.New()

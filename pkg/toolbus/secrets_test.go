@@ -26,6 +26,7 @@ import (
 // `toolbus health --json`), no error message a model reads and no span, while the server
 // they belong to fails every call and probe.
 func TestSecretsDoNotLeak(t *testing.T) {
+	t.Parallel()
 	const key, token = "canary-key-7f3a9", "canary-token-c41d"
 	url := bustest.Server(t)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{
@@ -112,6 +113,7 @@ func TestSecretsDoNotLeak(t *testing.T) {
 // A server whose command does not exist: the model is told why, not only that it is down,
 // on the first call and on the calls the breaker then refuses.
 func TestUnavailableSaysWhy(t *testing.T) {
+	t.Parallel()
 	p := startMCPPipeline(t, mcpConfig(t, `{"mcpServers": {"ghost": {"command": "/nonexistent/ghost-mcp", "timeout": "3s"}}}`), nil)
 	for i := range 3 {
 		r := p.ask(mcpCall{"ghost__lookup", map[string]any{}})

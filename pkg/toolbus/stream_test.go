@@ -176,6 +176,7 @@ func every(n, size int) []int {
 // slow read written first has finished, and its progress arrived, before the response
 // ends; a write waits for the calls before it; a cut-off call is not run.
 func TestStreamRunsCallsEarly(t *testing.T) {
+	t.Parallel()
 	var j journal
 	p := startMCPPipeline(t, mcpConfig(t, `{"engineering": {"enabled": false}}`), journalTools(t, &j))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -249,6 +250,7 @@ func TestStreamRunsCallsEarly(t *testing.T) {
 // Under reasoning "auto" a call before any think tag waits for the end of the response:
 // a </think> written later makes it reasoning, which never runs.
 func TestStreamAutoReasoningWaits(t *testing.T) {
+	t.Parallel()
 	var j journal
 	p := startMCPPipeline(t, mcpConfig(t, `{"engineering": {"enabled": false}}`), journalTools(t, &j))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -380,6 +382,7 @@ func TestCrashParsersMidStream(t *testing.T) {
 // Activating a domain and calling its calculators in one streamed response works as
 // written, on every chunking: each execute_tool waits for the activation.
 func TestStreamActivateThenExecute(t *testing.T) {
+	t.Parallel()
 	p := startMCPPipeline(t, mcpConfig(t, `{"parser": {"reasoning": "tagged"}}`), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -409,6 +412,7 @@ func TestStreamActivateThenExecute(t *testing.T) {
 // Under on_error "skip", the calls after a failure are skipped also when the failure is
 // answered while the model is still writing: the formatter releases them skipped.
 func TestStreamSkipAfterFailure(t *testing.T) {
+	t.Parallel()
 	var st stamps
 	p := startMCPPipeline(t, mcpConfig(t, `{"executor": {"on_error": "skip"}, "parser": {"reasoning": "tagged"}}`), stampTools(t, &st))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -56,6 +56,7 @@ func ask(t *testing.T, tb *toolbus.Toolbus) *messages.Output {
 
 // The whole pipeline in process, with a Go function of the program as a tool.
 func TestStartEmbedded(t *testing.T) {
+	t.Parallel()
 	tb, err := toolbus.Start(context.Background(), toolbus.Options{Tools: tools(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +70,7 @@ func TestStartEmbedded(t *testing.T) {
 // A program offering its tools to a cluster: an executor against a NATS URL, beside a
 // parser and formatter running elsewhere (here another Start).
 func TestStartAsExecutor(t *testing.T) {
+	t.Parallel()
 	url := bustest.Server(t)
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -98,6 +100,7 @@ func TestStartAsExecutor(t *testing.T) {
 // replaced by this checkout, the module cache only — so it uses no internal package,
 // and answers a call of its Go tool.
 func TestEmbedExampleOutsideTheModule(t *testing.T) {
+	t.Parallel()
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +166,7 @@ func TestEmbedExampleOutsideTheModule(t *testing.T) {
 // never lists its tools is named when the wait ends; a server whose command is not found
 // is not waited for (it cannot list any until the configuration changes).
 func TestWaitForTools(t *testing.T) {
+	t.Parallel()
 	memory := mcptest.NPMPackage(t, "@modelcontextprotocol/server-memory")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "toolbus.json")
@@ -235,6 +239,7 @@ func (b shout) Resolve(_ context.Context, name string) (executor.Route, bool, er
 // A program's own backend runs its calls, and the parser checks them against the
 // schema it lists (a call without the required argument is answered, not run).
 func TestOwnBackend(t *testing.T) {
+	t.Parallel()
 	tb, err := toolbus.Start(context.Background(), toolbus.Options{Backends: []executor.Backend{shout{}}})
 	if err != nil {
 		t.Fatal(err)
@@ -269,6 +274,7 @@ func (named) Resolve(context.Context, string) (executor.Route, bool, error) {
 // A backend's name is its key in the catalog: one that another backend or a configured
 // server has would overwrite its tools there, so Start refuses it.
 func TestBackendNamesAreUnique(t *testing.T) {
+	t.Parallel()
 	cfg := &config.Config{MCPServers: map[string]mcpwire.ServerConfig{"files": {Command: "x", Enabled: new(false)}}}
 	for _, tt := range []struct {
 		name     string

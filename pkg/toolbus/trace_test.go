@@ -30,6 +30,7 @@ import (
 // One response with two calls, one retried once, through all four services on
 // separate connections: one trace, with the parent/child structure of the pipeline.
 func TestTracePipeline(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	connect := startBus(t)
@@ -184,6 +185,7 @@ func countNamed(spans []sdktrace.ReadOnlySpan, name string) int {
 // The trace reaches the MCP server: its tools/call request carries the attempt's W3C
 // traceparent both as an HTTP header and in _meta, in the orchestrator's trace.
 func TestTraceReachesTheMCPServer(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var headers, metas []string
 	srv := mcp.NewServer(&mcp.Implementation{Name: "probe"}, nil)
@@ -294,6 +296,7 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 // spelling kept as an attribute); a streamed response of 200 chunks is one span for its
 // chunks, with an event for each of the first 100, not a span per chunk.
 func TestTraceNamesOneToolOnceAndStaysSmall(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	reg := localtools.New()
