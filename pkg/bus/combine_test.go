@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -119,17 +120,7 @@ func TestCombinerTurnPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := NewCombiner[counter, *increment]()
-	waiting := func(n int) {
-		for {
-			c.mu.Lock()
-			q := c.queues["k"]
-			got := q != nil && len(q.waiting) == n
-			c.mu.Unlock()
-			if got {
-				return
-			}
-		}
-	}
+	waiting := func(n int) { waitQueued(c, "k", n) }
 	// The first turn holds the key while two writes queue: they are the next turn, and
 	// its write panics.
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -206,17 +197,24 @@ func TestCombinerUnchangedReadsAgain(t *testing.T) {
 	}
 	answered := make(chan error)
 	go func() { answered <- c.Do(ctx, "k", read, look) }()
-	for {
-		c.mu.Lock()
-		n := len(c.queues["k"].waiting)
-		c.mu.Unlock()
-		if n == 1 {
-			break
-		}
-	}
+	waitQueued(c, "k", 1)
 	close(release)
 	<-done
 	if err := <-answered; err != nil || read.n != 41 {
 		t.Fatalf("an unchanging write saw %d (%v), want 41, the key as another process left it", read.n, err)
+	}
+}
+
+// waitQueued returns once n writes wait for the turn of key.
+func waitQueued[S, O any](c *Combiner[S, O], key string, n int) {
+	for {
+		c.mu.Lock()
+		q := c.queues[key]
+		got := q != nil && len(q.waiting) == n
+		c.mu.Unlock()
+		if got {
+			return
+		}
+		runtime.Gosched()
 	}
 }

@@ -181,10 +181,13 @@ func (h *streamHead) streamed() Streamed {
 // updates are written.
 func (s StreamStore) Update(ctx context.Context, response string, fn func(*Streamed) (bool, error)) (Streamed, error) {
 	key := StreamKey(response)
-	bodies := map[int]messages.ToolCall{} // a call's key never changes: read once across retries
+	var bodies map[int]messages.ToolCall // a call's key never changes: read once across retries
 	load := func(i int) (messages.ToolCall, error) {
 		if c, ok := bodies[i]; ok {
 			return c, nil
+		}
+		if bodies == nil {
+			bodies = map[int]messages.ToolCall{}
 		}
 		k := StreamCallKey(response, i)
 		e, err := s.KV.Get(ctx, k)

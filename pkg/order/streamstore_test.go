@@ -17,12 +17,7 @@ import (
 // end releases the same calls again, read from their keys, with the error their release
 // gave them (skipped, or the end's), and the state's own key holds no released call.
 func TestStreamStoreReleasesAgainFromTheCallsKeys(t *testing.T) {
-	_, js := bustest.Provisioned(t)
-	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, messages.BucketGather)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, kv := context.Background(), gatherBucket(t)
 	s := StreamStore{KV: kv}
 	calls, together := streamCalls("r1?", "w1", "w2", "w3")
 	calls[3].Arguments = []byte(`{"big":"` + strings.Repeat("x", 4000) + `"}`)
@@ -85,12 +80,7 @@ func TestStreamStoreReleasesAgainFromTheCallsKeys(t *testing.T) {
 // and CallKeys names only those. A call skipped after a failure names the failed call's
 // tool, which its answer gave, though that call's body was never stored.
 func TestStreamStoreDerivedCallsHaveNoKeys(t *testing.T) {
-	_, js := bustest.Provisioned(t)
-	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, messages.BucketGather)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, kv := context.Background(), gatherBucket(t)
 	s := NewStreamStore(kv)
 	calls, together := streamCalls("r1?", "r2?", "w1")
 	derive := func(st *Streamed) {
@@ -153,12 +143,7 @@ func TestStreamStoreDerivedCallsHaveNoKeys(t *testing.T) {
 // "skip" names the failed call by its place, without reading a body that was never
 // kept, and the state is written.
 func TestStreamStoreSkipAfterANamelessFailure(t *testing.T) {
-	_, js := bustest.Provisioned(t)
-	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, messages.BucketGather)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, kv := context.Background(), gatherBucket(t)
 	s := NewStreamStore(kv)
 	calls, together := streamCalls("r1?", "w1")
 	calls[0].Tool = ""
@@ -190,12 +175,7 @@ func TestStreamStoreSkipAfterANamelessFailure(t *testing.T) {
 // Updates applied in one turn: one that needs a call's body nobody kept fails alone;
 // the turn's others are written.
 func TestStreamStoreUnreadableUpdateFailsAlone(t *testing.T) {
-	_, js := bustest.Provisioned(t)
-	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, messages.BucketGather)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, kv := context.Background(), gatherBucket(t)
 	s := NewStreamStore(kv)
 	calls, together := streamCalls("r1?", "r2?")
 	if _, err := s.Update(ctx, "c/r", func(st *Streamed) (bool, error) {
@@ -246,4 +226,15 @@ func TestStreamStoreUnreadableUpdateFailsAlone(t *testing.T) {
 	if err != nil || failed != 1 || ok != 1 || !st.Calls[1].Answered {
 		t.Fatalf("%d failed, %d written; call 1 answered: %v (%v)", failed, ok, err == nil && st.Calls[1].Answered, err)
 	}
+}
+
+// gatherBucket is the gather bucket of a provisioned embedded server.
+func gatherBucket(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	_, js := bustest.Provisioned(t)
+	kv, err := js.KeyValue(context.Background(), messages.BucketGather)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }
