@@ -21,6 +21,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/toolbus/toolbus/deploy"
 	"github.com/toolbus/toolbus/internal/cli"
+	"github.com/toolbus/toolbus/internal/testbin"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/toolbus"
 )
@@ -100,13 +101,7 @@ func binarySpec(t *testing.T, dir string) (flagSpec, bool) {
 	if _, err := os.Stat(filepath.Join(root(t), dir)); err != nil {
 		return flagSpec{}, false
 	}
-	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
-	build := exec.Command("go", "build", "-o", bin, "./"+dir)
-	build.Dir = root(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./%s: %v\n%s", dir, err, out)
-	}
-	out, _ := exec.Command(bin, "-h").CombinedOutput()
+	out, _ := exec.Command(testbin.Path(t, "./"+dir), "-h").CombinedOutput()
 	return flagSpec{flags: parseUsage(string(out))}, true
 }
 

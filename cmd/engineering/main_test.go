@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,29 +16,18 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolbus/toolbus/internal/testbin"
 )
 
-// binary is the engineering command, built once by TestMain.
-var binary string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "engineering-cmd")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "engineering")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		panic("go build: " + err.Error())
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+// binary is the engineering command's program.
+func binary(t testing.TB) string {
+	t.Helper()
+	return testbin.Path(t, "./cmd/engineering")
 }
 
 func TestStdio(t *testing.T) {
-	cmd := exec.Command(binary, "--stdio")
+	cmd := exec.Command(binary(t), "--stdio")
 	cmd.Env = append(os.Environ(), "SERVER_NAME=TestCalc")
 	cs := connectClient(t, &mcp.CommandTransport{Command: cmd})
 	if got := cs.InitializeResult().ServerInfo.Name; got != "TestCalc" {
@@ -91,7 +79,7 @@ func TestFlagErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := exec.Command(binary, tc.args...).CombinedOutput()
+			out, err := exec.Command(binary(t), tc.args...).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), tc.want) {
 				t.Fatalf("err %v, output %s; want failure with %q", err, out, tc.want)
 			}
@@ -117,7 +105,7 @@ func TestHTTPOnPortByDefault(t *testing.T) {
 
 func startServer(t *testing.T, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

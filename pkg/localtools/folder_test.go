@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolbus/toolbus/internal/testbin"
 	"github.com/toolbus/toolbus/pkg/messages"
 	"github.com/toolbus/toolbus/pkg/reaper"
 )
@@ -57,17 +58,10 @@ func copyTool(t testing.TB, exe, dir string) {
 	}
 }
 
-// buildGoTool builds testdata/gotool into dir with its manifest.
+// buildGoTool puts testdata/gotool's program into dir with its manifest.
 func buildGoTool(t *testing.T, dir string) {
 	t.Helper()
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(goCmd, "build", "-o", filepath.Join(dir, "gotool"), "./testdata/gotool")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	testbin.Copy(t, "./pkg/localtools/testdata/gotool", filepath.Join(dir, "gotool"))
 	data, err := os.ReadFile("testdata/gotool.mcp.json")
 	if err != nil {
 		t.Fatal(err)

@@ -4,14 +4,12 @@ import (
 	"context"
 	"flag"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/internal/testbin"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolbus/toolbus/pkg/mcpwire"
@@ -21,11 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
-	if builtPath != "" && buildErr == nil {
-		os.RemoveAll(filepath.Dir(builtPath))
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // repoRoot and npmPackage: see internal/mcptest.
@@ -104,33 +98,10 @@ func tree(t testing.TB, root int) []int {
 	return out
 }
 
-var (
-	buildOnce sync.Once
-	builtPath string
-	buildErr  error
-)
-
-// stdioServer builds testdata/stdioserver once per test binary and returns its path.
+// stdioServer returns testdata/stdioserver's program.
 func stdioServer(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mcpwire-stdioserver")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtPath = filepath.Join(dir, "stdioserver")
-		cmd := exec.Command("go", "build", "-o", builtPath, "./testdata/stdioserver")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = err
-			builtPath = string(out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building testdata/stdioserver: %v\n%s", buildErr, builtPath)
-	}
-	return builtPath
+	return testbin.Path(t, "./pkg/mcpwire/testdata/stdioserver")
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/internal/testbin"
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
@@ -24,18 +25,6 @@ import (
 
 // long reports whether the long soak and chaos variants run (TOOLBUS_LONG=1).
 func long() bool { return os.Getenv("TOOLBUS_LONG") != "" }
-
-// goBuild builds a main package of the module into dir.
-func goBuild(t *testing.T, dir, pkg, name string) string {
-	t.Helper()
-	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = "../.."
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
 
 // faultRig is an embedded server, the parser and formatter in process, executors as
 // real processes of cmd/executor, and a tools folder with the counter tool.
@@ -54,8 +43,8 @@ func newFaultRig(t *testing.T) *faultRig {
 	tools := filepath.Join(dir, "tools")
 	os.MkdirAll(tools, 0o755)
 	r := &faultRig{t: t, countFile: filepath.Join(dir, "count.log"), cfgPath: filepath.Join(dir, "toolbus.json")}
-	r.executor = goBuild(t, dir, "./cmd/executor", "executor")
-	goBuild(t, tools, "./pkg/toolbus/testdata/counter", "count_effect")
+	r.executor = testbin.Path(t, "./cmd/executor")
+	testbin.Copy(t, "./pkg/toolbus/testdata/counter", filepath.Join(tools, "count_effect"))
 	manifest := `{"name": "count_effect", "description": "records one effect per run",
 		"inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}, "timeout": "10s"}`
 	os.WriteFile(filepath.Join(tools, "count_effect.mcp.json"), []byte(manifest), 0o644)

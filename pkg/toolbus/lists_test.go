@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolbus/toolbus/internal/testbin"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/localtools"
@@ -173,7 +174,7 @@ func TestGoToolsOfAServer(t *testing.T) {
 // WaitForTools waited for it until its context ended).
 func TestWaitForToolsWhenTheListsRefuseEverything(t *testing.T) {
 	t.Parallel()
-	server := mcpBuild(t, "./pkg/mcpwire/testdata/stdioserver")
+	server := testbin.Path(t, "./pkg/mcpwire/testdata/stdioserver")
 	cfg := mcpConfig(t, `{"allowedTools": ["nothing__echo"], "mcpServers": {"external": {"command": "`+server+`"}}}`)
 	tb, c := startWithLists(t, cfg, nil)
 	// A bound on a hang, not a speed: the server starts in well under a second.

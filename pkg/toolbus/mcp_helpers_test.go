@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/internal/mcptest"
+	"github.com/toolbus/toolbus/internal/testbin"
 
 	"github.com/nats-io/nats.go"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
@@ -229,23 +230,11 @@ func mcpStartEverything(t *testing.T, mode string, port int) (*exec.Cmd, string)
 	return cmd, "http://127.0.0.1:" + strconv.Itoa(port)
 }
 
-// mcpBuild builds a main package of the module into a temporary directory.
-func mcpBuild(t *testing.T, pkg string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = mcpRepoRoot(t)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
-
 // mcpStartTicketService builds and runs examples/ticket-service and returns its
 // JSON-RPC endpoint.
 func mcpStartTicketService(t *testing.T) string {
 	t.Helper()
-	bin := mcpBuild(t, "./examples/ticket-service")
+	bin := testbin.Path(t, "./examples/ticket-service")
 	port := mcptest.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	mcpStartProcess(t, port, nil, bin, "-addr", addr)

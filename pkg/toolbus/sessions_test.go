@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolbus/toolbus/internal/testbin"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
@@ -140,7 +141,7 @@ func TestConversationSessionsAcrossExecutors(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := bustest.Server(t)
-	exe := goBuild(t, dir, "./cmd/executor", "executor")
+	exe := testbin.Path(t, "./cmd/executor")
 	start := func(name string) *exec.Cmd {
 		cmd := exec.Command(exe, "--nats", url, "--config", cfgPath, "--ops-addr", "127.0.0.1:0")
 		cmd.Stderr = &prefixWriter{t: t, prefix: name}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/toolbus/toolbus/internal/testbin"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/localtools"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -294,7 +295,7 @@ func TestCrashParsersMidStream(t *testing.T) {
 	r := newFaultRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	parserBin := goBuild(t, t.TempDir(), "./cmd/parser", "parser")
+	parserBin := testbin.Path(t, "./cmd/parser")
 	connect := func(name string) *nats.Conn {
 		nc, err := nats.Connect(r.url, nats.Name(name), nats.MaxReconnects(-1))
 		if err != nil {
