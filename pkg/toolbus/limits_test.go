@@ -137,8 +137,9 @@ func TestTimeoutIsTheCallsBudget(t *testing.T) {
 	}
 }
 
-// Results of 600 KB, 3 MB and 20 MB from a tools-folder tool, of 600 KB, 3 MB and 20 MB
-// from the npm filesystem server, alone, and 64 of 100 KB in one response: every response is answered within the
+// Results of 600 KB and 3 MB (and 20 MB with TOOLBUS_LONG) from a tools-folder tool, of
+// 600 KB, 3 MB and 20 MB from the npm filesystem server (over go-sdk's frame limit),
+// alone, and 64 of 100 KB in one response: every response is answered within the
 // payload limit, each tool runs once, and the whole of each result is kept, fetched back
 // and checked by sha256.
 func TestLargeResultsAreKeptWhole(t *testing.T) {
@@ -198,6 +199,9 @@ func TestLargeResultsAreKeptWhole(t *testing.T) {
 		{"64 of 100 KB", many, slices.Repeat([]int{100_000}, 64), 64},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "tool 20 MB" && !long() {
+				t.Skip("TOOLBUS_LONG: the tool's 3 MB result takes the same path, and the filesystem server's 20 MB the frames over 16 MiB")
+			}
 			os.Remove(runs)
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			defer cancel()
