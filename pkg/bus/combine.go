@@ -185,6 +185,17 @@ func (c *Combiner[S, O]) join(key string, w *combineWait[S, O]) (*combineQueue[S
 	return q, []*combineWait[S, O]{w}
 }
 
+// Waiting is how many writes of key wait for its next turn (not counting the turn
+// under way): what a test that must queue writes behind a turn waits for.
+func (c *Combiner[S, O]) Waiting(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if q := c.queues[key]; q != nil {
+		return len(q.waiting)
+	}
+	return 0
+}
+
 // handOff ends a turn of q: the writes queued meanwhile are the next turn, for the first
 // of them to write (returned; its done is the caller's to close). With none, the queue
 // is dropped, and with it what is known of the key.

@@ -207,14 +207,7 @@ func TestCombinerUnchangedReadsAgain(t *testing.T) {
 
 // waitQueued returns once n writes wait for the turn of key.
 func waitQueued[S, O any](c *Combiner[S, O], key string, n int) {
-	for {
-		c.mu.Lock()
-		q := c.queues[key]
-		got := q != nil && len(q.waiting) == n
-		c.mu.Unlock()
-		if got {
-			return
-		}
+	for c.Waiting(key) != n {
 		runtime.Gosched()
 	}
 }

@@ -3,10 +3,10 @@ package order
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
@@ -212,7 +212,9 @@ func TestStreamStoreUnreadableUpdateFailsAlone(t *testing.T) {
 		_, err := s.Update(ctx, "c/r", func(st *Streamed) (bool, error) { return st.Answer(1, true, "r2"), nil })
 		errs <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // both queue
+	for s.turns.Waiting(StreamKey("c/r")) != 2 { // both queue behind the turn held
+		runtime.Gosched()
+	}
 	close(release)
 	var failed, ok int
 	for range 2 {
