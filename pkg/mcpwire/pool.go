@@ -296,18 +296,22 @@ func (p *Pool) Lookup(ctx context.Context, name string) (Tool, error) {
 	}
 	p.run()
 	for {
+		// The servers still to answer, before the catalog is read: one that answered
+		// stored its tools first, so a catalog read after is one that holds them. (Read
+		// the other way round, a server that listed the name between the two reads left
+		// it unknown.)
+		var waiting []<-chan struct{}
+		for _, s := range p.sorted() {
+			if !isDone(s.tried) {
+				waiting = append(waiting, s.tried)
+			}
+		}
 		t, err := p.catalog.Load().Resolve(name)
 		if err == nil && p.guessed(ctx, t) {
 			continue // its server has listed its tools since: resolve the name again
 		}
 		if err == nil || errors.Is(err, ErrAmbiguous) {
 			return t, err // more servers cannot make it less ambiguous
-		}
-		var waiting []<-chan struct{}
-		for _, s := range p.sorted() {
-			if !isDone(s.tried) {
-				waiting = append(waiting, s.tried)
-			}
 		}
 		if len(waiting) == 0 || ctx.Err() != nil {
 			return t, err
