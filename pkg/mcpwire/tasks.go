@@ -234,7 +234,7 @@ func callAsTask(ctx context.Context, sess *mcpSession, raw rawRequester, tool st
 		}
 		got, err := raw.request(ctx, "tasks/get", map[string]string{"taskId": task.ID})
 		if err != nil {
-			return nil, err
+			return nil, underWay(task.ID, err)
 		}
 		next, err := decodeTask(got)
 		if err != nil {
@@ -261,10 +261,22 @@ func callAsTask(ctx context.Context, sess *mcpSession, raw rawRequester, tool st
 	if err != nil {
 		var werr *jsonrpc.Error
 		finished = errors.As(err, &werr) // the server answered: nothing left to cancel
-		return nil, err
+		return nil, underWay(task.ID, err)
 	}
 	finished = true
 	return decodeCallResult(result)
+}
+
+// underWay is err of a request about task id, which the server made: the call was sent
+// and its tool may be running, so a request that never left (the connection closed
+// under it, an HTTP error before the server read it) is, for the call, a connection that
+// broke during it — never a call not sent, which a tool not safe to repeat would be sent
+// again for. The server's other answers stand.
+func underWay(id string, err error) error {
+	if !neverSent(err) {
+		return err
+	}
+	return fmt.Errorf("%w: task %s was under way: %v", errConnection, messages.EchoName(id), err)
 }
 
 // callAsTask runs a call of tool as a task in the session, bounded by its life as

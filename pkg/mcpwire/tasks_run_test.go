@@ -32,6 +32,7 @@ const taskerTools = `{"tools":[
 	{"name":"stuck","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},
 	{"name":"broken","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},
 	{"name":"liar","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},
+	{"name":"dies","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},
 	{"name":"plain","inputSchema":{"type":"object"}}]}`
 
 func newTasker() *tasker { return &tasker{polls: map[string]int{}, cancelled: map[string]bool{}} }
@@ -57,6 +58,9 @@ func (s *tasker) serve(conn mcp.Connection) {
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || !req.IsCall() {
 			continue
+		}
+		if req.Method == "tasks/get" && strings.Contains(string(req.Params), `"dies-1"`) {
+			return // the server dies while the task runs
 		}
 		result, werr := s.answer(req)
 		resp := &jsonrpc.Response{ID: req.ID}
@@ -148,8 +152,8 @@ func TestToolsRunAsTasks(t *testing.T) {
 			progress = append(progress, fmt.Sprintf("%s %s %v %s", cp.CallID, cp.Tool, cp.Progress, cp.Message))
 		}})
 	ctx := mcpwire.WithCall(ctxT(t), "call-1")
-	if n := len(p.Tools(ctx)); n != 6 {
-		t.Fatalf("%d tools, want 6 (those that run as tasks listed)", n)
+	if n := len(p.Tools(ctx)); n != 7 {
+		t.Fatalf("%d tools, want 7 (those that run as tasks listed)", n)
 	}
 	tests := []struct {
 		name, tool string
@@ -189,6 +193,19 @@ func TestToolsRunAsTasks(t *testing.T) {
 	}
 	if srv.plain != 1 {
 		t.Errorf("%d calls without a task, want 1 (plain's)", srv.plain)
+	}
+}
+
+// A connection that breaks while a task runs breaks the call: the task was created, so
+// the tool may be running, and the call is not one that never left (which a call that
+// is not safe to repeat would be tried again for), though the tasks/get that found the
+// connection closed never left itself.
+func TestTaskWhoseConnectionBreaksIsALostCall(t *testing.T) {
+	srv := newTasker()
+	p := newPool(t, map[string]mcpwire.ServerConfig{"tasker": placeholder}, &mcpwire.Options{Dial: srv.dial})
+	_, err := p.Call(ctxT(t), "tasker__dies", nil)
+	if !errors.Is(err, mcpwire.ErrConnectionLost) || errors.Is(err, mcpwire.ErrUnavailable) {
+		t.Fatalf("err = %v, want the connection lost during the call (and not unavailable: never sent)", err)
 	}
 }
 

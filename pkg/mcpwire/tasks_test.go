@@ -2,7 +2,10 @@ package mcpwire
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -149,4 +152,39 @@ func FuzzTaskAnswer(f *testing.F) {
 			t.Fatalf("tasks/get %q: no task and no error", raw)
 		}
 	})
+}
+
+// scripted answers each method from its map; a method it does not know fails as a
+// request on a closed connection does (never sent).
+type scripted map[string]string
+
+func (s scripted) request(_ context.Context, method string, _ any) (json.RawMessage, error) {
+	if a, ok := s[method]; ok {
+		return json.RawMessage(a), nil
+	}
+	return nil, fmt.Errorf("%w: %s: the connection is closed: %w", errRejected, method, io.EOF)
+}
+
+// Once the server made the task, a request about it that never left (the connection
+// closed under tasks/get or tasks/result) leaves the call a broken connection, not a
+// call never sent: a tool that is not safe to repeat is not sent again.
+func TestTaskUnderWayIsNeverUnsent(t *testing.T) {
+	created := `{"task":{"taskId":"t-1","status":"working","pollInterval":1}}`
+	for name, raw := range map[string]scripted{
+		"tasks/get":    {"tools/call": created},
+		"tasks/result": {"tools/call": created, "tasks/get": `{"taskId":"t-1","status":"completed"}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sess := &mcpSession{life: context.Background()}
+			_, err := callAsTask(context.Background(), sess, raw, "research", json.RawMessage(`{}`), func(float64, string) {})
+			if err == nil || neverSent(err) || !brokeConnection(err) || !strings.Contains(err.Error(), "t-1") {
+				t.Fatalf("err = %v (never sent: %v); want a connection broken while task t-1 ran", err, neverSent(err))
+			}
+		})
+	}
+	// Before the task is made, a tools/call that never left is one.
+	_, err := callAsTask(context.Background(), &mcpSession{life: context.Background()}, scripted{}, "research", json.RawMessage(`{}`), func(float64, string) {})
+	if !neverSent(err) {
+		t.Fatalf("err = %v; a tools/call that never left is never sent", err)
+	}
 }
