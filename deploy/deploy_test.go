@@ -402,7 +402,7 @@ func TestPermissionsFitTheCode(t *testing.T) {
 			for _, other := range []string{"", "acme", "globex"} {
 				if other != tenant {
 					n := orchestratorNeeds(other)
-					n.publish = slices.DeleteFunc(n.publish, func(s string) bool { return s == "$JS.API.INFO" || s == "$JS.API.STREAM.NAMES" })
+					n.publish = slices.DeleteFunc(n.publish, everyOrchestrators)
 					check(tenant, n, false)
 				}
 			}
@@ -417,15 +417,23 @@ func TestPermissionsFitTheCode(t *testing.T) {
 		check(orchestr, orchestratorNeeds(""), true)
 		for _, tenant := range twoTenants {
 			n := orchestratorNeeds(tenant)
-			n.publish = slices.DeleteFunc(n.publish, func(s string) bool { return s == "$JS.API.INFO" || s == "$JS.API.STREAM.NAMES" })
+			n.publish = slices.DeleteFunc(n.publish, everyOrchestrators)
 			check(orchestr, n, false)
 		}
 	}
 }
 
-// orchestratorNeeds is what a tenant's orchestrator does (pkg/client, nats.js, the nats
-// CLI): publish its responses, read its outputs and progress by subscription and with
-// consumers of its own, fetch its stored results, answer its servers' questions.
+// everyOrchestrators reports whether subject is one every tenant's orchestrator may
+// publish: JetStream's account info and stream names, and the catalog's reads (tools,
+// no tenant's data).
+func everyOrchestrators(subject string) bool {
+	return subject == "$JS.API.INFO" || subject == "$JS.API.STREAM.NAMES" || strings.Contains(subject, "KV_"+messages.BucketCatalog)
+}
+
+// orchestratorNeeds is what a tenant's orchestrator does (pkg/client, `toolbus mcp`,
+// nats.js, the nats CLI): publish its responses, read its outputs and progress by
+// subscription and with consumers of its own, fetch its stored results, answer its
+// servers' questions, follow the catalog.
 func orchestratorNeeds(tenant string) serviceNeeds {
 	conv := "c1"
 	if tenant != "" {
@@ -445,6 +453,11 @@ func orchestratorNeeds(tenant string) serviceNeeds {
 			"$JS.API.DIRECT.GET.OBJ_" + res + ".$O." + res + ".M.bmFtZQ==",
 			"$JS.API.CONSUMER.CREATE.OBJ_" + res + ".abc_1.$O." + res + ".C.abc",
 			"$JS.FC.OBJ_" + res + ".abc_1.1.2.3",
+			// The catalog, read and followed (the MCP front door, `toolbus tools`).
+			"$JS.API.STREAM.INFO.KV_" + messages.BucketCatalog,
+			"$JS.API.DIRECT.GET.KV_" + messages.BucketCatalog + ".$KV." + messages.BucketCatalog + ".tool",
+			"$JS.API.CONSUMER.CREATE.KV_" + messages.BucketCatalog + ".abc_1.$KV." + messages.BucketCatalog + ".>",
+			"$JS.FC.KV_" + messages.BucketCatalog + ".abc_1.1.2.3",
 		},
 		subscribe: []string{messages.OutputSubject(conv), messages.ProgressSubject(conv), messages.ElicitSubject(conv), messages.SampleSubject(conv), messages.ApprovalSubject(conv),
 			messages.RejectedSubject(messages.ResponseSubject(conv + "+x")), messages.InboxPrefix(user) + ".abc.def"},

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -19,6 +20,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
+	"github.com/toolbus/toolbus/pkg/frontdoor"
 	"github.com/toolbus/toolbus/pkg/messages"
 )
 
@@ -465,4 +467,58 @@ func TestTenantQuestionsAndInjectedCopies(t *testing.T) {
 	for name, svc := range services {
 		svc.errs.none(t, name)
 	}
+}
+
+// TestFrontDoorAsATenantsOrchestrator runs the MCP front door (`toolbus mcp --tenant
+// acme`) on nats-tenants.conf as acme's orchestrator, the user nats-conf gives a tenant:
+// an MCP client lists the catalog's tools through it and calls one, and the server
+// refuses the door nothing.
+func TestFrontDoorAsATenantsOrchestrator(t *testing.T) {
+	pw := setPasswords(t)
+	srv := startServer(t, loadConf(t, tenantsConf))
+	urls := []string{srv.ClientURL()}
+	topo := bus.Topology{}
+	for _, name := range twoTenants {
+		topo.Tenants = append(topo.Tenants, bus.Tenant{Name: name})
+	}
+	startServices(t, urls, pw, topo)
+	const tenant = "acme"
+	nc, errs := connectAs(t, urls, tenant, pw[tenant])
+	door, err := frontdoor.New(nc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- door.Run(ctx) }()
+	select {
+	case <-door.Ready():
+	case err := <-ran:
+		t.Fatalf("the door cannot follow the catalog as %s: %v", tenant, err)
+	case <-ctx.Done():
+		t.Fatal("the door never read the catalog")
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	go door.Serve(ctx, tenant, st)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "an MCP client"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	if !slices.Contains(names, "clock") {
+		t.Fatalf("tools/list through the door: %v; want the catalog's, clock among them", names)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "clock", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("clock through the door: %+v, %v", res, err)
+	}
+	errs.none(t, tenant)
 }
