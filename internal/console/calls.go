@@ -173,7 +173,7 @@ func (c *Console) calls(m jetstream.Msg, md *jetstream.MsgMetadata, f CallFilter
 		}
 		call := Call{Conversation: o.Conversation, ResponseID: o.ResponseID, Index: k, Tool: tool, Server: server, Success: r.Success,
 			Error: r.Error, Attempts: r.Attempts, DurationMS: r.DurationMS, ArgumentsBytes: r.ArgumentsBytes, ResultBytes: len(r.Result), TraceID: trace}
-		call.Preview = c.Redact.String(string(r.Result[:min(len(r.Result), 300)]))
+		call.Preview = c.preview(r.Result)
 		if call.Error != nil {
 			e := *call.Error
 			e.Message = c.Redact.String(e.Message)
@@ -376,4 +376,21 @@ func (c *Console) ToolStats(ctx context.Context, f StatsFilter) (Stats, error) {
 		return cmp.Or(cmp.Compare(b.Calls, a.Calls), strings.Compare(a.Tool, b.Tool), strings.Compare(a.Server, b.Server))
 	})
 	return st, nil
+}
+
+// previewBytes is how much of a result the calls' page shows.
+const previewBytes = 300
+
+// secretSpan bounds the secrets the preview masks whole where it cuts the result: the
+// result is masked past the cut by that much, then cut. (Cut first, a secret across the
+// cut was left a prefix no secret matches, shown unmasked.)
+const secretSpan = 4 << 10
+
+// preview is the start of a result as the calls' page shows it, its secrets masked.
+func (c *Console) preview(result []byte) string {
+	if len(result) <= previewBytes {
+		return c.Redact.String(string(result))
+	}
+	masked := c.Redact.String(string(result[:min(len(result), previewBytes+secretSpan)]))
+	return masked[:min(len(masked), previewBytes)]
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/toolbus/toolbus/pkg/bus/bustest"
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/redact"
 )
 
 // publishOutput stores an output as the formatter does (messages.AppendOutput on the
@@ -209,6 +210,40 @@ func TestCallsPagesAndStats(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("calls?%s: %s %s, want 400", q, resp.Status, body)
+		}
+	}
+}
+
+// A secret the preview's cut falls in is masked, not shown up to the cut.
+func TestCallPreviewMasksASecretItCuts(t *testing.T) {
+	_, js := bustest.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.Topology{}); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "sk-live-SECRETZ9q8w7e6r5t4"
+	for i, at := range []int{0, 280, 290, 299} { // where the secret starts in the result
+		value, _ := json.Marshal(strings.Repeat("x", at) + secret + strings.Repeat("y", 400))
+		r := okResult("clock", 1)
+		r.Result = value[:len(value):len(value)]
+		conv := fmt.Sprintf("leak-%d", i)
+		o := messages.Output{ResponseID: conv + "-r", Conversation: conv, Kind: messages.KindToolResults, Text: messages.Block(r),
+			Results: []messages.OutputResult{{Tool: "clock", Success: true, Result: r.Result, Attempts: 1}}}
+		if _, err := js.Publish(ctx, messages.OutputSubject(conv), messages.AppendOutput(nil, &o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer((&console.Console{JS: js, Redact: redact.New(secret)}).Handler(token))
+	defer srv.Close()
+	for i := range 4 {
+		page := get[console.CallPage](t, fmt.Sprintf("%s/api/calls?conversation=leak-%d", srv.URL, i))
+		if len(page.Calls) != 1 {
+			t.Fatalf("leak-%d: %d calls", i, len(page.Calls))
+		}
+		p := page.Calls[0].Preview
+		if strings.Contains(p, secret[:8]) || len(p) > 300 || !strings.HasPrefix(p, `"x`) && i > 0 {
+			t.Errorf("leak-%d: preview %q shows the secret, or is not the result's start", i, p)
 		}
 	}
 }

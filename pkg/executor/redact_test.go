@@ -65,7 +65,11 @@ func TestModelFacingErrorsAreRedacted(t *testing.T) {
 		wantCode messages.ErrorCode
 		// wantSaid is what the masked message still tells the model.
 		wantSaid string
+		// parsed is the parser's verdict on the call, quoting what the model wrote.
+		parsed string
 	}{
+		{name: "the parser's verdict quoting a secret the model wrote", tool: "echo_key", wantCode: messages.CodeInvalidArguments, wantSaid: "argument \"a\"",
+			parsed: "argument \"a\": type: " + key + " has type \"string\", want integer"},
 		{name: "a tool's error echoing configured secrets", tool: "echo_key", wantCode: messages.CodeToolError, wantSaid: "the upstream refused key " + redact.Mask},
 		{name: "a URL's password and query values", tool: "echo_url", wantCode: messages.CodeToolError, wantSaid: "api.example.com"},
 		{name: "retried, then answered on the last delivery", tool: "flaky_key", last: true, wantCode: messages.CodeServerUnavailable, wantSaid: "503 from"},
@@ -79,6 +83,9 @@ func TestModelFacingErrorsAreRedacted(t *testing.T) {
 				Tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test"),
 				Retry:  RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond}}}
 			call := messages.ToolCall{ID: "c/r/0", ResponseID: "r", Conversation: "c", Count: 1, Tool: tt.tool, Arguments: json.RawMessage(`{}`)}
+			if tt.parsed != "" {
+				call.Error = &messages.ResultError{Code: messages.CodeInvalidArguments, Message: tt.parsed}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			d := &bus.Delivery{Delivered: 1}
@@ -115,11 +122,14 @@ func TestModelFacingErrorsAreRedacted(t *testing.T) {
 			if tt.last {
 				clean("the dead-letter copy", string(out[1].Body))
 			}
-			// A redelivery answers what was stored: the masked text.
-			if again, err := cl.Begin(ctx, call.ID, ""); err != nil || again.Result == nil {
-				t.Errorf("no stored result: %+v, %v", again, err)
-			} else {
-				clean("the stored result", again.Result.Error.Message)
+			// A redelivery answers what was stored: the masked text. (A parser's verdict
+			// ran nothing and stored nothing: a redelivery answers it again.)
+			if tt.parsed == "" {
+				if again, err := cl.Begin(ctx, call.ID, ""); err != nil || again.Result == nil {
+					t.Errorf("no stored result: %+v, %v", again, err)
+				} else {
+					clean("the stored result", again.Result.Error.Message)
+				}
 			}
 			for _, sp := range rec.Ended() {
 				text := sp.Name() + " " + sp.Status().Description

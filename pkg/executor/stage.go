@@ -138,7 +138,9 @@ func (s *Stage) answerParsed(ctx context.Context, c *callState) verdict {
 	defer span.End()
 	span.SetAttributes(telemetry.ErrorCode.String(string(call.Error.Code)))
 	span.SetStatus(codes.Error, string(call.Error.Code))
-	res := messages.ResultFor(*call).Fail(&messages.ToolError{Code: call.Error.Code, Message: call.Error.Message})
+	// The verdict quotes what the model wrote, which may hold any server's secret (one
+	// it read in an earlier result): masked with every one.
+	res := messages.ResultFor(*call).Fail(&messages.ToolError{Code: call.Error.Code, Message: s.Exec.Redact.String(call.Error.Message)})
 	s.Exec.Metrics.Call(ctx, tool, "parser", messages.Tenant(call.Conversation), string(call.Error.Code), 0)
 	s.logCall(ctx, slog.LevelWarn, call, tool, "parser", &res)
 	return reply(s.answer(*call, res, false))
