@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +64,7 @@ func TestMCPConformanceClient(t *testing.T) {
 				tolerated[m[1]] = true
 				continue
 			}
-			t.Errorf("scenario %s failed and is not in the baseline", m[1])
+			t.Errorf("scenario %s failed and is not in the baseline:\n%s", m[1], failedChecks(outDir, m[1]))
 		}
 		// The suite also fails when a scenario of the baseline passes: the line goes.
 		for _, name := range regexp.MustCompile(`(?m)^\s*- (\S+)\s*$`).FindAllStringSubmatch(string(expected), -1) {
@@ -115,6 +116,33 @@ func onlyRetryTiming(t *testing.T, outDir string) bool {
 		timing = true
 	}
 	return timing
+}
+
+// failedChecks lists the checks of scenario's run (its checks.json in outDir) that
+// failed or warned: what a failed run says of itself.
+func failedChecks(outDir, scenario string) string {
+	files, _ := filepath.Glob(filepath.Join(outDir, scenario+"-*", "checks.json"))
+	var out []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var checks []struct{ ID, Status, Description, ErrorMessage string }
+		if json.Unmarshal(b, &checks) != nil {
+			out = append(out, fmt.Sprintf("%s: %.2000s", f, b))
+			continue
+		}
+		for _, c := range checks {
+			if c.Status == "WARNING" || c.Status == "FAILURE" {
+				out = append(out, fmt.Sprintf("%s %s: %s %s", c.ID, c.Status, c.Description, c.ErrorMessage))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return fmt.Sprintf("(no checks.json of %s under %s)", scenario, outDir)
+	}
+	return strings.Join(out, "\n")
 }
 
 // passesAlone runs one scenario by itself, twice at most, and reports whether it passed.
