@@ -28,7 +28,10 @@ func openApprovals(ctx context.Context, name string, cf connectFlags) (*policy.A
 	kv, err := js.KeyValue(ctx, messages.BucketApprovals)
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("the %s bucket: %w (provision the streams: toolbus provision)", messages.BucketApprovals, err)
+		// Two causes: the bucket is not there, or this user may not read it (a tenant's
+		// orchestrator, which decides from the requests it receives on its approvals
+		// subject).
+		return nil, nil, fmt.Errorf("the %s bucket: %w (provision the streams: toolbus provision; a tenant's orchestrator may not read the bucket: it decides a call with `toolbus approve --sha256 DIGEST ID`, from the request on its approvals subject)", messages.BucketApprovals, err)
 	}
 	return &policy.Approvals{KV: kv}, nc.Close, nil
 }

@@ -42,7 +42,7 @@ type AccessError struct {
 func (e *AccessError) Error() string {
 	switch {
 	case e.Violation && e.Op != "":
-		return fmt.Sprintf("NATS permissions violation: %s may not %s to %q (a right deploy/nats.conf gives each service's user)", e.Who, e.Op, e.Subject)
+		return fmt.Sprintf("NATS permissions violation: %s may not %s to %q (deploy/nats.conf lists each user's rights: a service's, an orchestrator's)", e.Who, e.Op, e.Subject)
 	case e.Violation:
 		return fmt.Sprintf("NATS permissions violation: %s lacks a right (%v)", e.Who, e.Err)
 	case errors.Is(e.Err, jetstream.ErrJetStreamNotEnabledForAccount):
