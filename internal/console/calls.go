@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/toolbus/toolbus/pkg/catalog"
 	"github.com/toolbus/toolbus/pkg/messages"
+	"github.com/toolbus/toolbus/pkg/redact"
 )
 
 // ErrFilter: a filter names no conversation, tenant or outcome the console can read
@@ -207,12 +208,15 @@ func (c *Console) scanLimit() int { return cmp.Or(c.ScanLimit, DefaultScanLimit)
 type names struct {
 	cat  *catalog.Catalog
 	seen map[string][2]string
+	// mask hides secrets in a name the catalog does not know: a model wrote it, and
+	// may have written a secret it read in a result.
+	mask *redact.Redactor
 }
 
 // names reads the catalog bucket; without it, a tool is known by the name it was
 // called by, and has no server.
 func (c *Console) names(ctx context.Context) *names {
-	n := &names{seen: map[string][2]string{}}
+	n := &names{seen: map[string][2]string{}, mask: c.Redact}
 	kv, err := c.JS.KeyValue(ctx, messages.BucketCatalog)
 	if err != nil {
 		return n
@@ -235,12 +239,12 @@ func (c *Console) names(ctx context.Context) *names {
 }
 
 // resolve returns the catalog's name of the tool a model called name, and its server;
-// name and "" when the catalog does not know it.
+// name (its secrets masked) and "" when the catalog does not know it.
 func (n *names) resolve(name string) (tool, server string) {
 	if r, ok := n.seen[name]; ok {
 		return r[0], r[1]
 	}
-	tool = name
+	tool = n.mask.String(name)
 	if n.cat != nil {
 		if t, err := n.cat.Resolve(name); err == nil {
 			tool, server = t.Name, t.Server

@@ -214,7 +214,8 @@ func TestCallsPagesAndStats(t *testing.T) {
 	}
 }
 
-// A secret the preview's cut falls in is masked, not shown up to the cut.
+// A secret the preview's cut falls in is masked, not shown up to the cut; so is one in
+// a tool name a model wrote.
 func TestCallPreviewMasksASecretItCuts(t *testing.T) {
 	_, js := bustest.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -234,8 +235,18 @@ func TestCallPreviewMasksASecretItCuts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A tool name the model wrote with the secret in it (no catalog knows it).
+	named := failedResult("nosuch_"+secret, messages.CodeUnknownTool, "no such tool")
+	o := messages.Output{ResponseID: "leak-name-r", Conversation: "leak-name", Kind: messages.KindToolResults, Text: messages.Block(named),
+		Results: []messages.OutputResult{{Tool: named.Tool, Error: named.Error, Attempts: 1}}}
+	if _, err := js.Publish(ctx, messages.OutputSubject("leak-name"), messages.AppendOutput(nil, &o)); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer((&console.Console{JS: js, Redact: redact.New(secret)}).Handler(token))
 	defer srv.Close()
+	if page := get[console.CallPage](t, srv.URL+"/api/calls?conversation=leak-name"); len(page.Calls) != 1 || page.Calls[0].Tool != "nosuch_"+redact.Mask {
+		t.Errorf("a tool name holding the secret is shown as %+v", page.Calls)
+	}
 	for i := range 4 {
 		page := get[console.CallPage](t, fmt.Sprintf("%s/api/calls?conversation=leak-%d", srv.URL, i))
 		if len(page.Calls) != 1 {
