@@ -74,8 +74,8 @@ func (x *extractor) add(b blk, p parsed) {
 		c.Arguments = json.RawMessage("{}")
 		msg := p.err
 		if !p.plain {
-			msg = fmt.Sprintf("the %s at line %d could not be read: %s. %s",
-				blockNoun(b.format), x.lineOf(b.start), p.err, formatHint(b.format))
+			msg = fmt.Sprintf("the %s %s could not be read: %s. %s",
+				blockNoun(b.format), x.where(&c, b), p.err, formatHint(b.format))
 		}
 		c.Err = &messages.ToolError{Code: messages.CodeParseError, Message: msg, Err: p.cause}
 	}
@@ -88,6 +88,19 @@ func (x *extractor) add(b blk, p parsed) {
 			x.o.MaxCalls, c.Index+1)
 	}
 	x.calls = append(x.calls, c)
+}
+
+// where names a call that could not be read to the model that wrote it: by its line in
+// text it wrote, and in a hosted API's response (one line of JSON) by its place among
+// the calls and the id the API gave it.
+func (x *extractor) where(c *Call, b blk) string {
+	if !IsAPI(b.format) {
+		return fmt.Sprintf("at line %d", x.lineOf(b.start))
+	}
+	if c.ID != "" {
+		return fmt.Sprintf("(call %d, id %s)", c.Index+1, messages.EchoName(c.ID))
+	}
+	return fmt.Sprintf("(call %d)", c.Index+1)
 }
 
 // overflowCap bounds the calls beyond MaxCalls that are answered one by one, in units of
