@@ -160,7 +160,8 @@ func (c *Console) Flow(ctx context.Context) (Flow, error) {
 
 // statuses asks every replica of the stages for its status (toolbus.status.<service>,
 // answered by each replica of a service run with an ops server) and returns the answers
-// that came within a quarter second.
+// that came: the first within a second, each next within a quarter second of the one
+// before, two seconds at most.
 func (c *Console) statuses(ctx context.Context) []ops.StatusReply {
 	var out []ops.StatusReply
 	if c.NC == nil {
@@ -176,7 +177,11 @@ func (c *Console) statuses(ctx context.Context) []ops.StatusReply {
 	for _, s := range []string{"parser", "executor", "formatter"} {
 		_ = c.NC.PublishRequest(messages.StatusSubject(s), inbox, nil)
 	}
-	wait := time.NewTimer(250 * time.Millisecond)
+	// Replicas answer within milliseconds, but a busy one late: the first reply is
+	// awaited up to a second, then each next one up to a quarter second after the one
+	// before, two seconds in all.
+	end := time.Now().Add(2 * time.Second)
+	wait := time.NewTimer(time.Second)
 	defer wait.Stop()
 	for {
 		select {
@@ -185,6 +190,7 @@ func (c *Console) statuses(ctx context.Context) []ops.StatusReply {
 			if json.Unmarshal(m.Data, &st) == nil && st.Stage != "" {
 				out = append(out, st)
 			}
+			wait.Reset(min(250*time.Millisecond, max(time.Until(end), 0)))
 		case <-wait.C:
 			return out
 		case <-ctx.Done():

@@ -102,8 +102,8 @@ func TestConsoleAPI(t *testing.T) {
 	if len(flow.Queues) != 4 || flow.Outputs == 0 {
 		t.Errorf("flow %+v", flow)
 	}
-	// The replicas' status replies count when they come within the console's quarter
-	// second; a busy machine may miss one poll, never every one.
+	// The replicas' status replies count when they come within the console's wait (the
+	// first within a second); a busy machine may miss one poll, never every one.
 	eventually(t, "one replica of each stage in the flow", func() bool {
 		for _, q := range get[console.Flow](t, srv.URL+"/api/flow").Queues {
 			if q.Replicas != 1 || q.Ready > 1 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/pkg/mcpwire"
+	"github.com/toolbus/toolbus/pkg/messages"
 )
 
 // pidOf asks the stdio test server for its process id.
@@ -170,14 +171,15 @@ func TestStdioMinimalEnv(t *testing.T) {
 func TestStdioMessageLimit(t *testing.T) {
 	p := newPool(t, map[string]mcpwire.ServerConfig{
 		"small": {Command: stdioServer(t), MaxMessageBytes: 4096},
-		"big":   {Command: stdioServer(t)},
+		// The server's own time for a call (default a minute) bounds it too.
+		"big": {Command: stdioServer(t), Timeout: messages.Duration(3 * time.Minute)},
 	}, nil)
 	if err := p.Connect(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	text := strings.Repeat("m", 1<<20)
 	// A bound on a hang, not a speed: 24 MiB each way under the race detector, beside
-	// the suite's other packages, took over 30 s.
+	// the suite's other packages, took over 30 s, and over a minute beside a second suite.
 	bigCtx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out, err := p.Call(bigCtx, "big__echo", json.RawMessage(`{"text":"`+text+`", "times": 24}`))

@@ -158,7 +158,7 @@ func TestMicro(t *testing.T) {
 
 	// nats micro ls: every replica answers PING with its own id.
 	ids := map[string]bool{}
-	for _, data := range requestMany(t, nc, "$SRV.PING.toolbus-executor") {
+	for _, data := range requestMany(t, nc, "$SRV.PING.toolbus-executor", 2) {
 		var p micro.Ping
 		if err := json.Unmarshal(data, &p); err != nil {
 			t.Fatal(err)
@@ -191,7 +191,7 @@ func TestMicro(t *testing.T) {
 	}
 
 	// The status endpoint: every replica of the stage answers.
-	replies := requestMany(t, nc, messages.StatusSubject("executor"))
+	replies := requestMany(t, nc, messages.StatusSubject("executor"), 2)
 	if len(replies) != 2 {
 		t.Fatalf("%d executor replicas answered the status request", len(replies))
 	}
@@ -210,15 +210,16 @@ func TestMicro(t *testing.T) {
 
 	// Stopping deregisters the services.
 	stop()
-	if got := requestMany(t, nc, "$SRV.PING"); len(got) != 0 {
+	if got := requestMany(t, nc, "$SRV.PING", 0); len(got) != 0 {
 		t.Errorf("%d services still answer after Run returned", len(got))
 	}
 }
 
 type failKey struct{}
 
-// requestMany publishes a request and gathers the replies for a moment.
-func requestMany(t *testing.T, nc *nats.Conn, subject string) [][]byte {
+// requestMany publishes a request on subject and returns every reply: want of them,
+// and any more that come soon after.
+func requestMany(t *testing.T, nc *nats.Conn, subject string, want int) [][]byte {
 	t.Helper()
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -229,16 +230,22 @@ func requestMany(t *testing.T, nc *nats.Conn, subject string) [][]byte {
 	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The replies wanted may come late on a busy machine: up to 30 s (a bound on a
+	// hang) for them, then 300 ms for any more.
 	var out [][]byte
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		msg, err := sub.NextMsg(300 * time.Millisecond)
+		wait := 300 * time.Millisecond
+		if len(out) < want {
+			wait = time.Until(deadline)
+		}
+		msg, err := sub.NextMsg(max(wait, time.Millisecond))
 		if err != nil {
 			return out
 		}
 		out = append(out, msg.Data)
 	}
 }
-
 // The conversations' sessions of a process are counted once: only its first executor
 // replica's status reply carries them.
 func TestStatusCarriesSessionsOnce(t *testing.T) {
@@ -254,7 +261,7 @@ func TestStatusCarriesSessionsOnce(t *testing.T) {
 	}
 	srv.SetSessions(func() map[string]int { return map[string]int{"git": 3} })
 	run(t, srv)
-	replies := requestMany(t, nc, messages.StatusSubject("executor"))
+	replies := requestMany(t, nc, messages.StatusSubject("executor"), 2)
 	if len(replies) != 2 {
 		t.Fatalf("%d executor replicas answered", len(replies))
 	}
