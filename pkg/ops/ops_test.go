@@ -246,6 +246,7 @@ func requestMany(t *testing.T, nc *nats.Conn, subject string, want int) [][]byte
 		out = append(out, msg.Data)
 	}
 }
+
 // The conversations' sessions of a process are counted once: only its first executor
 // replica's status reply carries them.
 func TestStatusCarriesSessionsOnce(t *testing.T) {
