@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/pkg/bus"
 	"github.com/toolbus/toolbus/pkg/client"
 	"github.com/toolbus/toolbus/pkg/config"
 	"github.com/toolbus/toolbus/pkg/messages"
@@ -21,13 +20,7 @@ import (
 // nothing — and in each case nothing runs. Then acme approves it, and it runs, decided by
 // the NATS user acme.
 func TestTenantApprovalsOnServer(t *testing.T) {
-	pw := setPasswords(t)
-	srv := startServer(t, loadConf(t, tenantsConf))
-	urls := []string{srv.ClientURL()}
-	topo := bus.Topology{}
-	for _, name := range twoTenants {
-		topo.Tenants = append(topo.Tenants, bus.Tenant{Name: name})
-	}
+	pw, urls, topo := tenantsServer(t)
 	cfg, err := config.Parse([]byte(`{"policy": {"rules": [{"name": "ask", "tools": ["clock"], "when": "conversation.startsWith('acme.')", "effect": "approve"}]}}`),
 		"approvals.json", func(string) (string, bool) { return "", false })
 	if err != nil {

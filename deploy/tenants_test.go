@@ -474,13 +474,7 @@ func TestTenantQuestionsAndInjectedCopies(t *testing.T) {
 // an MCP client lists the catalog's tools through it and calls one, and the server
 // refuses the door nothing.
 func TestFrontDoorAsATenantsOrchestrator(t *testing.T) {
-	pw := setPasswords(t)
-	srv := startServer(t, loadConf(t, tenantsConf))
-	urls := []string{srv.ClientURL()}
-	topo := bus.Topology{}
-	for _, name := range twoTenants {
-		topo.Tenants = append(topo.Tenants, bus.Tenant{Name: name})
-	}
+	pw, urls, topo := tenantsServer(t)
 	startServices(t, urls, pw, topo)
 	const tenant = "acme"
 	nc, errs := connectAs(t, urls, tenant, pw[tenant])
@@ -521,4 +515,17 @@ func TestFrontDoorAsATenantsOrchestrator(t *testing.T) {
 		t.Fatalf("clock through the door: %+v, %v", res, err)
 	}
 	errs.none(t, tenant)
+}
+
+// tenantsServer serves nats-tenants.conf (its users' passwords set) and returns the
+// passwords, the server's URLs and the topology of its tenants.
+func tenantsServer(t *testing.T) (map[string]string, []string, bus.Topology) {
+	t.Helper()
+	pw := setPasswords(t)
+	srv := startServer(t, loadConf(t, tenantsConf))
+	topo := bus.Topology{}
+	for _, name := range twoTenants {
+		topo.Tenants = append(topo.Tenants, bus.Tenant{Name: name})
+	}
+	return pw, []string{srv.ClientURL()}, topo
 }
